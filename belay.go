@@ -1,0 +1,320 @@
+// Package belay holds belay's domain: sessions, checkpoints, human-in-the-loop
+// requests and decisions, events, the error type and the service interface.
+// It imports no other package of the project; every layer speaks these types.
+package belay
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// SessionStatus is where a session stands in its life.
+type SessionStatus string
+
+// Session statuses.
+const (
+	SessionRunning       SessionStatus = "running"
+	SessionAwaitingInput SessionStatus = "awaiting_input"
+	SessionPaused        SessionStatus = "paused"
+	SessionCompleted     SessionStatus = "completed"
+	SessionFailed        SessionStatus = "failed"
+	SessionInterrupted   SessionStatus = "interrupted"
+	SessionAbandoned     SessionStatus = "abandoned"
+)
+
+// Valid reports whether s is a known status.
+func (s SessionStatus) Valid() bool {
+	switch s {
+	case SessionRunning, SessionAwaitingInput, SessionPaused, SessionCompleted,
+		SessionFailed, SessionInterrupted, SessionAbandoned:
+		return true
+	}
+	return false
+}
+
+// Open reports whether a session in status s can still take checkpoints as a
+// project's active session.
+func (s SessionStatus) Open() bool {
+	switch s {
+	case SessionCompleted, SessionFailed, SessionAbandoned:
+		return false
+	}
+	return true
+}
+
+// Session is one run of an agent on one workspace.
+type Session struct {
+	ID          string        `json:"id"`
+	ProjectPath string        `json:"projectPath,omitempty"`
+	Title       string        `json:"title"`
+	Owner       string        `json:"owner"`
+	Status      SessionStatus `json:"status"`
+	Phase       string        `json:"phase,omitempty"`
+	CurrentStep int           `json:"currentStep"`
+	// State is the agent state of the session's current position: the state of
+	// the newest checkpoint, or of the checkpoint last rolled back to.
+	State json.RawMessage `json:"state,omitempty"`
+	// HeadCheckpointID is the checkpoint the next one descends from.
+	HeadCheckpointID string `json:"headCheckpointId,omitempty"`
+	// LastSeq is the highest checkpoint sequence number handed out.
+	LastSeq         int64           `json:"lastSeq"`
+	CheckpointCount int64           `json:"checkpointCount"`
+	Cost            float64         `json:"cost"`
+	Metadata        json.RawMessage `json:"metadata,omitempty"`
+	CreatedAt       time.Time       `json:"createdAt"`
+	UpdatedAt       time.Time       `json:"updatedAt"`
+}
+
+// CheckpointType classifies why a checkpoint exists.
+type CheckpointType string
+
+// Checkpoint types.
+const (
+	TypeAuto   CheckpointType = "auto"
+	TypePhase  CheckpointType = "phase"
+	TypeHITL   CheckpointType = "hitl"
+	TypeError  CheckpointType = "error"
+	TypeManual CheckpointType = "manual"
+)
+
+// Valid reports whether t is a known type.
+func (t CheckpointType) Valid() bool {
+	switch t {
+	case TypeAuto, TypePhase, TypeHITL, TypeError, TypeManual:
+		return true
+	}
+	return false
+}
+
+// Trigger says what caused a checkpoint.
+type Trigger string
+
+// Checkpoint triggers.
+const (
+	TriggerPeriodic        Trigger = "periodic"
+	TriggerPhaseChange     Trigger = "phase_change"
+	TriggerSubtaskComplete Trigger = "subtask_complete"
+	TriggerValidationFail  Trigger = "validation_fail"
+	TriggerCostThreshold   Trigger = "cost_threshold"
+	TriggerUserRequest     Trigger = "user_request"
+)
+
+// Valid reports whether t is a known trigger.
+func (t Trigger) Valid() bool {
+	switch t {
+	case TriggerPeriodic, TriggerPhaseChange, TriggerSubtaskComplete,
+		TriggerValidationFail, TriggerCostThreshold, TriggerUserRequest:
+		return true
+	}
+	return false
+}
+
+// FileChanges lists the workspace paths changed since the parent checkpoint.
+type FileChanges struct {
+	Created  []string `json:"created"`
+	Modified []string `json:"modified"`
+	Deleted  []string `json:"deleted"`
+}
+
+// Checkpoint is an immutable record in a session. Only its HITL decision and
+// timeout bookkeeping change after it is created.
+type Checkpoint struct {
+	ID           string            `json:"id"`
+	SessionID    string            `json:"sessionId"`
+	Seq          int64             `json:"seq"`
+	Name         string            `json:"name,omitempty"`
+	Type         CheckpointType    `json:"type"`
+	Trigger      Trigger           `json:"trigger"`
+	Summary      string            `json:"summary"`
+	Description  string            `json:"description,omitempty"`
+	ProjectPath  string            `json:"projectPath,omitempty"`
+	WorkspaceRef string            `json:"workspaceRef,omitempty"`
+	Files        *FileChanges      `json:"files,omitempty"`
+	AgentState   json.RawMessage   `json:"agentState,omitempty"`
+	Outputs      json.RawMessage   `json:"outputs,omitempty"`
+	Metadata     json.RawMessage   `json:"metadata,omitempty"`
+	Context      map[string]string `json:"context,omitempty"`
+	Tags         []string          `json:"tags,omitempty"`
+	Phase        string            `json:"phase,omitempty"`
+	Step         int               `json:"step,omitempty"`
+	ParentID     string            `json:"parentId,omitempty"`
+	Checksum     string            `json:"checksum"`
+	HITLRequired bool              `json:"hitlRequired"`
+	HITL         *HITLRequest      `json:"hitlConfig,omitempty"`
+	Decision     *Decision         `json:"hitlDecision,omitempty"`
+	// TimeoutFired is set once the HITL timeout's default action has been applied.
+	TimeoutFired bool       `json:"timeoutFired,omitempty"`
+	CreatedBy    string     `json:"createdBy,omitempty"`
+	CreatedAt    time.Time  `json:"createdAt"`
+	ExpiresAt    *time.Time `json:"expiresAt,omitempty"`
+}
+
+// Pending reports whether the checkpoint waits for a human decision.
+func (c *Checkpoint) Pending() bool {
+	return c.HITLRequired && c.Decision == nil
+}
+
+// Action is what a human (or a timeout) decides.
+type Action string
+
+// HITL actions. ActionPause is only a timeout default: it pauses the session
+// and leaves the request open.
+const (
+	ActionApprove  Action = "approve"
+	ActionReject   Action = "reject"
+	ActionModify   Action = "modify"
+	ActionRetry    Action = "retry"
+	ActionSkip     Action = "skip"
+	ActionEscalate Action = "escalate"
+	ActionPause    Action = "pause"
+)
+
+// Valid reports whether a is an action a person can choose.
+func (a Action) Valid() bool {
+	switch a {
+	case ActionApprove, ActionReject, ActionModify, ActionRetry, ActionSkip, ActionEscalate:
+		return true
+	}
+	return false
+}
+
+// HITLOption is one choice offered to the human.
+type HITLOption struct {
+	ID          string `json:"id"`
+	Label       string `json:"label"`
+	Description string `json:"description,omitempty"`
+	Action      Action `json:"action"`
+	IsDefault   bool   `json:"isDefault"`
+}
+
+// HITLTimeout applies DefaultAction when no one decides within Duration seconds.
+type HITLTimeout struct {
+	Duration      int       `json:"duration"`
+	DefaultAction Action    `json:"defaultAction"`
+	ExpiresAt     time.Time `json:"expiresAt"`
+}
+
+// Reject outcomes: what a rejection does to the session.
+const (
+	OnRejectFail     = "fail"
+	OnRejectContinue = "continue"
+)
+
+// HITLRequest asks a human to decide before the agent goes on.
+type HITLRequest struct {
+	Title   string          `json:"title"`
+	Message string          `json:"message,omitempty"`
+	Options []HITLOption    `json:"options"`
+	Context json.RawMessage `json:"context,omitempty"`
+	Timeout *HITLTimeout    `json:"timeout,omitempty"`
+	// Approvers may decide besides the session owner and admins.
+	Approvers []string `json:"approvers,omitempty"`
+	// ForbidSelfApproval stops the requester from deciding their own request.
+	ForbidSelfApproval bool `json:"forbidSelfApproval,omitempty"`
+	// OnReject is OnRejectFail (default) or OnRejectContinue.
+	OnReject string `json:"onReject,omitempty"`
+}
+
+// Option returns the option with the given id.
+func (r *HITLRequest) Option(id string) (HITLOption, bool) {
+	for _, o := range r.Options {
+		if o.ID == id {
+			return o, true
+		}
+	}
+	return HITLOption{}, false
+}
+
+// Decision is the outcome of a HITL request. A checkpoint is decided at most once.
+type Decision struct {
+	ID             string          `json:"id"`
+	UserID         string          `json:"userId"`
+	Action         Action          `json:"action"`
+	SelectedOption string          `json:"selectedOption"`
+	Feedback       string          `json:"feedback,omitempty"`
+	Modifications  json.RawMessage `json:"modifications,omitempty"`
+	DecidedAt      time.Time       `json:"decidedAt"`
+	// ResponseTime is milliseconds from the request to the decision.
+	ResponseTime  int64 `json:"responseTime"`
+	AutoTriggered bool  `json:"autoTriggered"`
+	// IdempotencyKey lets a retried decide return this decision instead of a conflict.
+	IdempotencyKey string `json:"-"`
+}
+
+// Event types.
+const (
+	EventSessionCreated       = "session.created"
+	EventSessionStatusChanged = "session.status_changed"
+	EventCheckpointCreated    = "checkpoint.created"
+	EventCheckpointDeleted    = "checkpoint.deleted"
+	EventHITLRequired         = "hitl.required"
+	EventHITLDecided          = "hitl.decided"
+	EventHITLTimedOut         = "hitl.timed_out"
+	EventWorkspaceRestored    = "workspace.restored"
+)
+
+// Event records one state change. Seq is global and gap-free; events are
+// appended in the same transaction as the change they describe.
+type Event struct {
+	Seq          int64           `json:"seq"`
+	Type         string          `json:"type"`
+	SessionID    string          `json:"sessionId,omitempty"`
+	CheckpointID string          `json:"checkpointId,omitempty"`
+	Data         json.RawMessage `json:"data,omitempty"`
+	CreatedAt    time.Time       `json:"createdAt"`
+}
+
+// User is a person or agent identity that holds API tokens.
+type User struct {
+	Name      string    `json:"name"`
+	Admin     bool      `json:"admin"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// Clock tells the time. Core takes one so timeouts are testable without sleeping.
+type Clock interface {
+	Now() time.Time
+}
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+// Now returns the current time in UTC.
+func (SystemClock) Now() time.Time { return time.Now().UTC() }
+
+// Rollback records one restore of a session to a checkpoint.
+type Rollback struct {
+	ID        string `json:"id"`
+	SessionID string `json:"sessionId"`
+	// FromCheckpointID is the automatic snapshot taken just before, so the
+	// rollback itself can be undone.
+	FromCheckpointID string    `json:"fromCheckpointId,omitempty"`
+	TargetID         string    `json:"targetCheckpointId"`
+	Reason           string    `json:"reason,omitempty"`
+	UserID           string    `json:"userId"`
+	RestoredFiles    []string  `json:"restoredFiles"`
+	CreatedAt        time.Time `json:"createdAt"`
+}
+
+// Webhook receives every event of the listed types as a signed POST.
+type Webhook struct {
+	ID        string    `json:"id"`
+	URL       string    `json:"url"`
+	Secret    string    `json:"secret,omitempty"`
+	Events    []string  `json:"events,omitempty"`
+	LastSeq   int64     `json:"lastSeq"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// Delivery is one attempt to deliver an event to a webhook.
+type Delivery struct {
+	ID         string    `json:"id"`
+	WebhookID  string    `json:"webhookId"`
+	EventSeq   int64     `json:"eventSeq"`
+	EventType  string    `json:"eventType"`
+	Attempt    int       `json:"attempt"`
+	StatusCode int       `json:"statusCode"`
+	Error      string    `json:"error,omitempty"`
+	DurationMs int64     `json:"durationMs"`
+	CreatedAt  time.Time `json:"createdAt"`
+}

@@ -1,0 +1,405 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/belayhq/belay"
+)
+
+func (a *app) saveCommand() *cobra.Command {
+	var in belay.CreateCheckpointInput
+	var typ, trigger, stateFile, outputsFile, metadataFile string
+	var contextPairs []string
+	cmd := &cobra.Command{
+		Use:   "save -m SUMMARY",
+		Short: "Save a checkpoint in the current project's active session",
+		Long: `Save a checkpoint. Without --session it goes to the active session of the
+project (the working directory, or --project), created on demand.`,
+		Example: `  belay save -m "architecture approved" --name architecture --type phase
+  belay save -m "tests pass" --tag tests --state-file state.json
+  echo '{"step":3}' | belay save -m "step 3" --state-file -`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("message") {
+				return usagef("a summary is required: belay save -m SUMMARY")
+			}
+			in.Type, in.Trigger = belay.CheckpointType(typ), belay.Trigger(trigger)
+			var err error
+			if in.AgentState, err = a.readJSONFile(stateFile); err != nil {
+				return err
+			}
+			if in.Outputs, err = a.readJSONFile(outputsFile); err != nil {
+				return err
+			}
+			if in.Metadata, err = a.readJSONFile(metadataFile); err != nil {
+				return err
+			}
+			if in.Context, err = parsePairs(contextPairs); err != nil {
+				return err
+			}
+			if in.SessionID == "" && in.ProjectPath == "" {
+				if in.ProjectPath, err = a.cwd(); err != nil {
+					return err
+				}
+			}
+			ctx := a.ctx(cmd)
+			svc, err := a.service(ctx)
+			if err != nil {
+				return err
+			}
+			cp, err := svc.CreateCheckpoint(ctx, in)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(cp)
+			}
+			fmt.Fprintf(a.env.Stdout, "Saved checkpoint #%d %s in session %s\n", cp.Seq, cp.ID, cp.SessionID)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&in.Summary, "message", "m", "", "summary of the checkpoint, 1-500 characters (required)")
+	f.StringVar(&in.Description, "description", "", "longer description, up to 10,000 characters")
+	f.StringVar(&in.Name, "name", "", "step name, e.g. architecture")
+	f.StringVar(&typ, "type", "", "auto, phase, hitl, error or manual (default manual)")
+	f.StringVar(&trigger, "trigger", "", "periodic, phase_change, subtask_complete, validation_fail, cost_threshold or user_request (default user_request)")
+	f.StringArrayVar(&in.Tags, "tag", nil, "tag, repeatable")
+	f.StringArrayVar(&contextPairs, "context", nil, "context pair KEY=VALUE, repeatable")
+	f.StringVar(&stateFile, "state-file", "", "agent state as a JSON file, or - for standard input")
+	f.StringVar(&outputsFile, "outputs-file", "", "outputs as a JSON file, or - for standard input")
+	f.StringVar(&metadataFile, "metadata-file", "", "metadata as a JSON object file, or - for standard input")
+	f.StringVar(&in.SessionID, "session", "", "session id (default: the project's active session)")
+	f.StringVar(&in.ProjectPath, "project", "", "project path (default: the working directory)")
+	f.StringVar(&in.Phase, "phase", "", "the session's phase after this checkpoint")
+	f.IntVar(&in.Step, "step", 0, "the session's step number after this checkpoint")
+	return cmd
+}
+
+// readJSONFile reads a JSON document from a file, or standard input for "-".
+func (a *app) readJSONFile(path string) (json.RawMessage, error) {
+	if path == "" {
+		return nil, nil
+	}
+	var b []byte
+	var err error
+	if path == "-" {
+		b, err = io.ReadAll(io.LimitReader(a.env.Stdin, belay.MaxStateBytes+1))
+	} else {
+		b, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, belay.Invalid("file", "cannot read %s: %v", path, err)
+	}
+	if !json.Valid(b) {
+		return nil, belay.Invalid("file", "%s does not hold valid JSON", path)
+	}
+	return b, nil
+}
+
+func parsePairs(pairs []string) (map[string]string, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]string, len(pairs))
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok {
+			return nil, usagef("--context wants KEY=VALUE, got %q", p)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+func (a *app) checkpointsCommand() *cobra.Command {
+	var in belay.ListCheckpointsInput
+	var all, asc, pending bool
+	var typ string
+	cmd := &cobra.Command{
+		Use:     "checkpoints",
+		Aliases: []string{"list", "ls"},
+		Short:   "List checkpoints, newest first",
+		Long: `List checkpoints. By default those of the working directory's active session
+(or, when it has none, of every session of the project). --all lists every project.`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := a.ctx(cmd)
+			svc, err := a.service(ctx)
+			if err != nil {
+				return err
+			}
+			in.Type = belay.CheckpointType(typ)
+			if asc {
+				in.OrderDir = belay.OrderAsc
+			}
+			if pending {
+				yes, no := true, false
+				in.HITLRequired, in.HITLDecided = &yes, &no
+			}
+			if !all && in.SessionID == "" && in.ProjectPath == "" {
+				wd, err := a.cwd()
+				if err != nil {
+					return err
+				}
+				if sess, err := svc.ActiveSession(ctx, wd); err == nil {
+					in.SessionID = sess.ID
+				} else if belay.IsCode(err, belay.CodeSessionNotFound) {
+					in.ProjectPath = wd
+				} else {
+					return err
+				}
+			}
+			list, err := svc.ListCheckpoints(ctx, in)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(list)
+			}
+			a.printCheckpoints(list)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&in.SessionID, "session", "", "only this session")
+	f.StringVar(&in.ProjectPath, "project", "", "only sessions of this project path")
+	f.BoolVar(&all, "all", false, "every project")
+	f.StringVar(&typ, "type", "", "only this type")
+	f.StringArrayVar(&in.Tags, "tag", nil, "only checkpoints with this tag (repeatable: all must match)")
+	f.BoolVar(&pending, "pending", false, "only checkpoints waiting for a human decision")
+	f.IntVar(&in.Limit, "limit", 20, "page size, 1-100")
+	f.StringVar(&in.Cursor, "cursor", "", "cursor of the next page, printed after a full page")
+	f.StringVar(&in.OrderBy, "order-by", "", "createdAt or type")
+	f.BoolVar(&asc, "asc", false, "oldest first")
+	return cmd
+}
+
+func (a *app) printCheckpoints(list *belay.CheckpointList) {
+	if len(list.Items) == 0 {
+		fmt.Fprintln(a.env.Stdout, "No checkpoints. Save one with: belay save -m SUMMARY")
+		return
+	}
+	tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQ\tID\tSESSION\tTYPE\tNAME\tSUMMARY\tHITL\tCREATED")
+	for _, c := range list.Items {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Seq, short(c.ID), short(c.SessionID), c.Type,
+			dash(c.Name), clip(c.Summary, 50), hitlState(c), ago(c.CreatedAt))
+	}
+	tw.Flush()
+	fmt.Fprintf(a.env.Stdout, "%d of %d", len(list.Items), list.TotalCount)
+	if list.HasMore {
+		fmt.Fprintf(a.env.Stdout, "; next page: --cursor %s", list.NextCursor)
+	}
+	fmt.Fprintln(a.env.Stdout)
+}
+
+func hitlState(c *belay.Checkpoint) string {
+	switch {
+	case !c.HITLRequired:
+		return "-"
+	case c.Decision == nil:
+		return "pending"
+	case c.Decision.AutoTriggered:
+		return string(c.Decision.Action) + " (timeout)"
+	}
+	return string(c.Decision.Action)
+}
+
+// resolveCheckpoint finds a checkpoint by id, or by seq in --session or the
+// working directory's active session.
+func (a *app) resolveCheckpoint(ctx context.Context, svc belay.Service, ref, sessionID string) (*belay.Checkpoint, error) {
+	if belay.IsUUID(ref) {
+		return svc.GetCheckpoint(ctx, ref)
+	}
+	seq, err := strconv.ParseInt(strings.TrimPrefix(ref, "#"), 10, 64)
+	if err != nil || seq < 1 {
+		return nil, usagef("%q is neither a checkpoint number nor a checkpoint id", ref)
+	}
+	if sessionID == "" {
+		sess, err := a.activeSession(ctx, svc)
+		if err != nil {
+			return nil, err
+		}
+		sessionID = sess.ID
+	}
+	return svc.GetCheckpointBySeq(ctx, sessionID, seq)
+}
+
+func (a *app) activeSession(ctx context.Context, svc belay.Service) (*belay.Session, error) {
+	wd, err := a.cwd()
+	if err != nil {
+		return nil, err
+	}
+	sess, err := svc.ActiveSession(ctx, wd)
+	if belay.IsCode(err, belay.CodeSessionNotFound) {
+		return nil, belay.Errorf(belay.CodeSessionNotFound,
+			"no active session in %s; pass --session ID (see `belay sessions`) or save a checkpoint here first", wd)
+	}
+	return sess, err
+}
+
+func (a *app) showCommand() *cobra.Command {
+	var sessionID string
+	cmd := &cobra.Command{
+		Use:   "show N|ID",
+		Short: "Show one checkpoint: by number in the active session, or by id",
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			ctx := a.ctx(cmd)
+			svc, err := a.service(ctx)
+			if err != nil {
+				return err
+			}
+			cp, err := a.resolveCheckpoint(ctx, svc, argv[0], sessionID)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(cp)
+			}
+			a.printCheckpoint(cp)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&sessionID, "session", "", "session of checkpoint number N (default: the active session)")
+	return cmd
+}
+
+func (a *app) printCheckpoint(c *belay.Checkpoint) {
+	w := a.env.Stdout
+	fmt.Fprintf(w, "Checkpoint #%d  %s\n", c.Seq, c.ID)
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(w, "  %-13s %s\n", k+":", v)
+		}
+	}
+	row("Session", c.SessionID)
+	row("Summary", c.Summary)
+	row("Name", c.Name)
+	row("Type", fmt.Sprintf("%s (trigger %s)", c.Type, c.Trigger))
+	row("Project", c.ProjectPath)
+	row("Phase", c.Phase)
+	if c.Step != 0 {
+		row("Step", strconv.Itoa(c.Step))
+	}
+	row("Parent", c.ParentID)
+	row("Workspace", c.WorkspaceRef)
+	row("Tags", strings.Join(c.Tags, ", "))
+	row("Created", c.CreatedAt.Local().Format(time.RFC3339)+" ("+ago(c.CreatedAt)+")")
+	if c.ExpiresAt != nil {
+		row("Expires", c.ExpiresAt.Local().Format(time.RFC3339))
+	}
+	row("Checksum", c.Checksum)
+	if c.Files != nil {
+		row("Files", fmt.Sprintf("%d created, %d modified, %d deleted", len(c.Files.Created), len(c.Files.Modified), len(c.Files.Deleted)))
+	}
+	if c.HITLRequired {
+		row("HITL", hitlState(c)+": "+c.HITL.Title)
+	}
+	if c.Description != "" {
+		fmt.Fprintf(w, "\n%s\n", c.Description)
+	}
+	for k, v := range c.Context {
+		row("Context "+k, v)
+	}
+	if c.AgentState != nil {
+		fmt.Fprintf(w, "\nAgent state:\n%s\n", indentJSON(c.AgentState, 4000))
+	}
+}
+
+func indentJSON(raw json.RawMessage, max int) string {
+	var b strings.Builder
+	var out []byte
+	if v, err := json.MarshalIndent(raw, "  ", "  "); err == nil {
+		out = v
+	} else {
+		out = raw
+	}
+	b.WriteString("  ")
+	b.Write(out)
+	s := b.String()
+	if len(s) > max {
+		s = s[:max] + "\n  … (use --json for all of it)"
+	}
+	return s
+}
+
+func (a *app) deleteCommand() *cobra.Command {
+	var sessionID string
+	cmd := &cobra.Command{
+		Use:   "delete N|ID",
+		Short: "Delete a checkpoint",
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			ctx := a.ctx(cmd)
+			svc, err := a.service(ctx)
+			if err != nil {
+				return err
+			}
+			cp, err := a.resolveCheckpoint(ctx, svc, argv[0], sessionID)
+			if err != nil {
+				return err
+			}
+			if err := svc.DeleteCheckpoint(ctx, cp.ID); err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(map[string]any{"deleted": cp.ID, "seq": cp.Seq, "sessionId": cp.SessionID})
+			}
+			fmt.Fprintf(a.env.Stdout, "Deleted checkpoint #%d %s\n", cp.Seq, cp.ID)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&sessionID, "session", "", "session of checkpoint number N (default: the active session)")
+	return cmd
+}
+
+func short(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// clip shortens s to n runes on one line.
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+func ago(t time.Time) string {
+	d := time.Since(t)
+	switch {
+	case d < 0:
+		return "just now"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+}

@@ -1,0 +1,209 @@
+// Package client is belay's Go SDK: it implements belay.Service over the HTTP
+// API and maps error bodies back to *belay.Error, so a caller sees the same
+// behaviour and errors as with the local service.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/belayhq/belay"
+)
+
+// Client talks to a belay server.
+type Client struct {
+	base  *url.URL
+	token string
+	http  *http.Client
+}
+
+var _ belay.Service = (*Client)(nil)
+
+// New returns a client for the server at baseURL (e.g. http://127.0.0.1:7420)
+// that authenticates with token when it is not empty.
+func New(baseURL, token string) (*Client, error) {
+	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, belay.Invalid("url", "server URL must look like http://host:port, got %q", baseURL)
+	}
+	return &Client{base: u, token: token, http: &http.Client{}}, nil
+}
+
+// WithHTTPClient replaces the underlying *http.Client (timeouts, transport).
+func (c *Client) WithHTTPClient(h *http.Client) *Client {
+	c.http = h
+	return c
+}
+
+// do sends a request and decodes a JSON response into out (when not nil).
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, out any) error {
+	return c.doHeaders(ctx, method, path, q, nil, in, out)
+}
+
+func (c *Client) doHeaders(ctx context.Context, method, path string, q url.Values, hdr http.Header, in, out any) error {
+	u := *c.base
+	u.Path += path
+	u.RawQuery = q.Encode()
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return fmt.Errorf("build request: %w", err)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 400 {
+		return decodeError(resp)
+	}
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decode %s %s response: %w", method, path, err)
+	}
+	return nil
+}
+
+// call sends a request and returns the decoded response, or nil and the error.
+func call[T any](ctx context.Context, c *Client, method, path string, q url.Values, in any) (*T, error) {
+	var out T
+	if err := c.do(ctx, method, path, q, in, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// decodeError maps an error response back to *belay.Error.
+func decodeError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var body struct {
+		Error *belay.Error `json:"error"`
+	}
+	if err := json.Unmarshal(b, &body); err == nil && body.Error != nil && body.Error.Code != "" {
+		return body.Error
+	}
+	return belay.Errorf(belay.CodeInternal, "server answered %s: %s", resp.Status, strings.TrimSpace(string(b)))
+}
+
+// IsConnectionError reports whether err means the server could not be reached.
+func IsConnectionError(err error) bool {
+	var be *belay.Error
+	return err != nil && !errors.As(err, &be)
+}
+
+// CreateSession starts a session.
+func (c *Client) CreateSession(ctx context.Context, in belay.CreateSessionInput) (*belay.Session, error) {
+	return call[belay.Session](ctx, c, http.MethodPost, "/v1/sessions", nil, in)
+}
+
+// GetSession returns a session.
+func (c *Client) GetSession(ctx context.Context, id string) (*belay.Session, error) {
+	return call[belay.Session](ctx, c, http.MethodGet, "/v1/sessions/"+url.PathEscape(id), nil, nil)
+}
+
+// ActiveSession returns the newest open session of a project path.
+func (c *Client) ActiveSession(ctx context.Context, projectPath string) (*belay.Session, error) {
+	return call[belay.Session](ctx, c, http.MethodGet, "/v1/sessions/active", url.Values{"projectPath": {projectPath}}, nil)
+}
+
+// ListSessions returns one page of sessions.
+func (c *Client) ListSessions(ctx context.Context, in belay.ListSessionsInput) (*belay.SessionList, error) {
+	q := url.Values{}
+	set(q, "projectPath", in.ProjectPath)
+	set(q, "status", string(in.Status))
+	set(q, "cursor", in.Cursor)
+	setInt(q, "limit", in.Limit)
+	return call[belay.SessionList](ctx, c, http.MethodGet, "/v1/sessions", q, nil)
+}
+
+// CreateCheckpoint saves a checkpoint.
+func (c *Client) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpointInput) (*belay.Checkpoint, error) {
+	return call[belay.Checkpoint](ctx, c, http.MethodPost, "/v1/checkpoints", nil, in)
+}
+
+// GetCheckpoint returns a checkpoint.
+func (c *Client) GetCheckpoint(ctx context.Context, id string) (*belay.Checkpoint, error) {
+	return call[belay.Checkpoint](ctx, c, http.MethodGet, "/v1/checkpoints/"+url.PathEscape(id), nil, nil)
+}
+
+// GetCheckpointBySeq returns checkpoint number seq of a session.
+func (c *Client) GetCheckpointBySeq(ctx context.Context, sessionID string, seq int64) (*belay.Checkpoint, error) {
+	return call[belay.Checkpoint](ctx, c, http.MethodGet, "/v1/sessions/"+url.PathEscape(sessionID)+"/checkpoints/"+strconv.FormatInt(seq, 10), nil, nil)
+}
+
+// ListCheckpoints returns one page of checkpoints.
+func (c *Client) ListCheckpoints(ctx context.Context, in belay.ListCheckpointsInput) (*belay.CheckpointList, error) {
+	q := url.Values{}
+	set(q, "sessionId", in.SessionID)
+	set(q, "projectPath", in.ProjectPath)
+	set(q, "type", string(in.Type))
+	setBool(q, "hitlRequired", in.HITLRequired)
+	setBool(q, "hitlDecided", in.HITLDecided)
+	setTime(q, "createdAfter", in.CreatedAfter)
+	setTime(q, "createdBefore", in.CreatedBefore)
+	for _, t := range in.Tags {
+		q.Add("tags", t)
+	}
+	set(q, "cursor", in.Cursor)
+	setInt(q, "limit", in.Limit)
+	set(q, "orderBy", in.OrderBy)
+	set(q, "orderDir", in.OrderDir)
+	return call[belay.CheckpointList](ctx, c, http.MethodGet, "/v1/checkpoints", q, nil)
+}
+
+// DeleteCheckpoint removes a checkpoint.
+func (c *Client) DeleteCheckpoint(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/checkpoints/"+url.PathEscape(id), nil, nil, nil)
+}
+
+func set(q url.Values, k, v string) {
+	if v != "" {
+		q.Set(k, v)
+	}
+}
+
+func setInt(q url.Values, k string, v int) {
+	if v != 0 {
+		q.Set(k, strconv.Itoa(v))
+	}
+}
+
+func setBool(q url.Values, k string, v *bool) {
+	if v != nil {
+		q.Set(k, strconv.FormatBool(*v))
+	}
+}
+
+func setTime(q url.Values, k string, v *time.Time) {
+	if v != nil {
+		q.Set(k, v.UTC().Format(time.RFC3339Nano))
+	}
+}

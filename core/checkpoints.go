@@ -1,0 +1,263 @@
+package core
+
+import (
+	"context"
+	"slices"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/store"
+)
+
+// CreateCheckpoint saves a checkpoint in its session (the project's active
+// session when none is named, created on demand) with the next seq, the
+// session's head as parent, a checksum, and events, all in one transaction.
+func (s *Service) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpointInput) (*belay.Checkpoint, error) {
+	if err := in.Validate(); err != nil {
+		return nil, err
+	}
+	in.ProjectPath = cleanPath(in.ProjectPath)
+	now := s.clock.Now()
+	if in.ExpiresAt != nil && !in.ExpiresAt.After(now) {
+		return nil, belay.Invalid("expiresAt", "expiresAt must be in the future")
+	}
+	cp := &belay.Checkpoint{
+		ID: newID(), Name: in.Name, Type: in.Type, Trigger: in.Trigger,
+		Summary: in.Summary, Description: in.Description, ProjectPath: in.ProjectPath,
+		WorkspaceRef: in.WorkspaceRef, AgentState: compactJSON(in.AgentState),
+		Outputs: compactJSON(in.Outputs), Metadata: compactJSON(in.Metadata),
+		Context: in.Context, Tags: normalizeTags(in.Tags), Phase: in.Phase, Step: in.Step,
+		CreatedBy: actor(ctx).UserID, CreatedAt: now,
+	}
+	if cp.Type == "" {
+		cp.Type = belay.TypeManual
+	}
+	if cp.Trigger == "" {
+		cp.Trigger = belay.TriggerUserRequest
+	}
+	if len(cp.Context) == 0 {
+		cp.Context = nil
+	}
+	if in.ExpiresAt != nil {
+		t := in.ExpiresAt.UTC()
+		cp.ExpiresAt = &t
+	}
+	if in.HITL != nil && in.HITL.Required {
+		cp.HITLRequired = true
+		cp.HITL = buildHITL(in.HITL, cp, now)
+		if cp.Type == belay.TypeManual && in.Type == "" {
+			cp.Type = belay.TypeHITL
+		}
+	}
+	err := s.update(ctx, func(tx store.Tx) error {
+		sess, err := s.sessionFor(ctx, tx, in.SessionID, in.ProjectPath)
+		if err != nil {
+			return err
+		}
+		if !sess.Status.Open() {
+			return belay.Errorf(belay.CodeConflict, "session %s is %s and takes no more checkpoints", sess.ID, sess.Status).
+				With("sessionId", sess.ID).With("status", sess.Status)
+		}
+		return s.insertCheckpoint(ctx, tx, sess, cp)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
+// insertCheckpoint stores cp as the next checkpoint of sess and moves the
+// session's head, state, phase and status along with it.
+func (s *Service) insertCheckpoint(ctx context.Context, tx store.Tx, sess *belay.Session, cp *belay.Checkpoint) error {
+	cp.SessionID = sess.ID
+	cp.Seq = sess.LastSeq + 1
+	cp.ParentID = sess.HeadCheckpointID
+	if cp.ProjectPath == "" {
+		cp.ProjectPath = sess.ProjectPath
+	}
+	sum, err := cp.ComputeChecksum()
+	if err != nil {
+		return err
+	}
+	cp.Checksum = sum
+	if err := tx.InsertCheckpoint(ctx, cp); err != nil {
+		return err
+	}
+	sess.LastSeq, sess.HeadCheckpointID = cp.Seq, cp.ID
+	sess.CheckpointCount++
+	if cp.AgentState != nil {
+		sess.State = cp.AgentState
+	}
+	if cp.Phase != "" {
+		sess.Phase = cp.Phase
+	}
+	if cp.Step != 0 {
+		sess.CurrentStep = cp.Step
+	}
+	sess.UpdatedAt = cp.CreatedAt
+	if err := s.appendEvent(ctx, tx, belay.EventCheckpointCreated, sess.ID, cp.ID, map[string]any{
+		"seq": cp.Seq, "type": cp.Type, "summary": cp.Summary, "name": cp.Name, "hitlRequired": cp.HITLRequired}); err != nil {
+		return err
+	}
+	if cp.HITLRequired {
+		if err := s.setStatus(ctx, tx, sess, belay.SessionAwaitingInput, "hitl.required"); err != nil {
+			return err
+		}
+		if err := s.appendEvent(ctx, tx, belay.EventHITLRequired, sess.ID, cp.ID, hitlEventData(cp)); err != nil {
+			return err
+		}
+	}
+	return tx.UpdateSession(ctx, sess)
+}
+
+// sessionFor returns the named session, or the active session of projectPath,
+// created when there is none.
+func (s *Service) sessionFor(ctx context.Context, tx store.Tx, sessionID, projectPath string) (*belay.Session, error) {
+	if sessionID != "" {
+		return tx.GetSession(ctx, sessionID)
+	}
+	sess, err := tx.ActiveSession(ctx, projectPath)
+	if belay.IsCode(err, belay.CodeSessionNotFound) {
+		return s.newSession(ctx, tx, belay.CreateSessionInput{ProjectPath: projectPath})
+	}
+	return sess, err
+}
+
+func normalizeTags(tags []string) []string {
+	if len(tags) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(tags))
+	for _, t := range tags {
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// GetCheckpoint returns a checkpoint after verifying its checksum.
+func (s *Service) GetCheckpoint(ctx context.Context, id string) (*belay.Checkpoint, error) {
+	if err := belay.ValidateID("id", id); err != nil {
+		return nil, err
+	}
+	cp, err := s.store.GetCheckpoint(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.settle(ctx, cp)
+}
+
+// GetCheckpointBySeq returns checkpoint number seq of a session.
+func (s *Service) GetCheckpointBySeq(ctx context.Context, sessionID string, seq int64) (*belay.Checkpoint, error) {
+	if err := belay.ValidateID("sessionId", sessionID); err != nil {
+		return nil, err
+	}
+	if seq < 1 {
+		return nil, belay.Invalid("seq", "seq must be 1 or more, got %d", seq)
+	}
+	cp, err := s.store.GetCheckpointBySeq(ctx, sessionID, seq)
+	if err != nil {
+		return nil, err
+	}
+	return s.settle(ctx, cp)
+}
+
+// settle verifies a checkpoint read from the store. Later rules (a HITL
+// timeout settled on read) hook in here.
+func (s *Service) settle(_ context.Context, cp *belay.Checkpoint) (*belay.Checkpoint, error) {
+	if err := cp.VerifyChecksum(); err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
+// ListCheckpoints returns one page of checkpoints (seed 000's list).
+func (s *Service) ListCheckpoints(ctx context.Context, in belay.ListCheckpointsInput) (*belay.CheckpointList, error) {
+	if err := in.Validate(); err != nil {
+		return nil, err
+	}
+	in.ProjectPath = cleanPath(in.ProjectPath)
+	after, err := DecodeCheckpointCursor(&in)
+	if err != nil {
+		return nil, err
+	}
+	limit := in.Limit
+	if limit == 0 {
+		limit = belay.DefaultListLimit
+	}
+	q := store.CheckpointQuery{
+		SessionID: in.SessionID, ProjectPath: in.ProjectPath, Type: in.Type,
+		HITLRequired: in.HITLRequired, HITLDecided: in.HITLDecided,
+		CreatedAfter: in.CreatedAfter, CreatedBefore: in.CreatedBefore, Tags: in.Tags,
+		OrderByType: in.OrderBy == belay.OrderType, Desc: in.OrderDir != belay.OrderAsc,
+		After: after, Limit: limit + 1,
+	}
+	items, total, err := s.store.ListCheckpoints(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	out := &belay.CheckpointList{Items: items, TotalCount: total}
+	if len(items) > limit {
+		out.Items, out.HasMore = items[:limit], true
+		last := out.Items[limit-1]
+		c := cursor{Order: checkpointOrder(&in), At: last.CreatedAt.UnixNano(), ID: last.ID}
+		if q.OrderByType {
+			c.Type = string(last.Type)
+		}
+		out.NextCursor = encodeCursor(c)
+	}
+	for i, cp := range out.Items {
+		if out.Items[i], err = s.settle(ctx, cp); err != nil {
+			return nil, err
+		}
+	}
+	if out.Items == nil {
+		out.Items = []*belay.Checkpoint{}
+	}
+	return out, nil
+}
+
+// DeleteCheckpoint removes a checkpoint. The session owner or an admin may.
+// When it was the session's head, the head moves to its parent.
+func (s *Service) DeleteCheckpoint(ctx context.Context, id string) error {
+	if err := belay.ValidateID("id", id); err != nil {
+		return err
+	}
+	return s.update(ctx, func(tx store.Tx) error {
+		cp, err := tx.GetCheckpoint(ctx, id)
+		if err != nil {
+			return err
+		}
+		sess, err := tx.GetSession(ctx, cp.SessionID)
+		if err != nil {
+			return err
+		}
+		if a := actor(ctx); !a.Admin && a.UserID != sess.Owner {
+			return belay.Errorf(belay.CodeUnauthorized, "only the session owner or an admin may delete its checkpoints").
+				With("sessionId", sess.ID)
+		}
+		if err := tx.DeleteCheckpoint(ctx, id); err != nil {
+			return err
+		}
+		sess.CheckpointCount--
+		if sess.HeadCheckpointID == cp.ID {
+			sess.HeadCheckpointID = cp.ParentID
+		}
+		if cp.Pending() && sess.Status == belay.SessionAwaitingInput {
+			left, err := tx.PendingHITL(ctx, store.PendingQuery{SessionID: sess.ID, Limit: 1})
+			if err != nil {
+				return err
+			}
+			if len(left) == 0 {
+				if err := s.setStatus(ctx, tx, sess, belay.SessionRunning, "checkpoint.deleted"); err != nil {
+					return err
+				}
+			}
+		}
+		sess.UpdatedAt = s.clock.Now()
+		if err := s.appendEvent(ctx, tx, belay.EventCheckpointDeleted, sess.ID, cp.ID, map[string]any{"seq": cp.Seq}); err != nil {
+			return err
+		}
+		return tx.UpdateSession(ctx, sess)
+	})
+}

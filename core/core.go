@@ -1,0 +1,128 @@
+// Package core is the one implementation of belay's service: validation,
+// authorization, HITL rules, timeouts, events and rollback orchestration.
+// Every transport (HTTP, MCP, CLI) calls it; a store only persists for it.
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/google/uuid"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/store"
+)
+
+// Options configure a Service.
+type Options struct {
+	Store store.Store
+	// Clock defaults to the wall clock.
+	Clock belay.Clock
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Service implements belay.Service on a store.
+type Service struct {
+	store store.Store
+	clock belay.Clock
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	waiters map[chan struct{}]struct{}
+}
+
+var _ belay.Service = (*Service)(nil)
+
+// New returns a Service. The caller keeps ownership of the store.
+func New(opts Options) *Service {
+	s := &Service{store: opts.Store, clock: opts.Clock, log: opts.Logger, waiters: map[chan struct{}]struct{}{}}
+	if s.clock == nil {
+		s.clock = belay.SystemClock{}
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	return s
+}
+
+// Store returns the store the service writes to.
+func (s *Service) Store() store.Store { return s.store }
+
+// Clock returns the service's clock.
+func (s *Service) Clock() belay.Clock { return s.clock }
+
+// newID returns a time-ordered UUID (v7).
+func newID() string {
+	return uuid.Must(uuid.NewV7()).String()
+}
+
+// Wake returns a channel that receives a value after the next committed change
+// made through this Service. It is a wake-up only: readers then read the event
+// log, which stays the source of truth. Call the returned cancel when done.
+func (s *Service) Wake() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	s.mu.Lock()
+	s.waiters[ch] = struct{}{}
+	s.mu.Unlock()
+	return ch, func() {
+		s.mu.Lock()
+		delete(s.waiters, ch)
+		s.mu.Unlock()
+	}
+}
+
+func (s *Service) notify() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.waiters {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// update runs fn in a write transaction and wakes event readers after it commits.
+func (s *Service) update(ctx context.Context, fn func(tx store.Tx) error) error {
+	if err := s.store.Update(ctx, fn); err != nil {
+		return err
+	}
+	s.notify()
+	return nil
+}
+
+// actor returns the caller's identity; an anonymous caller is "anonymous".
+func actor(ctx context.Context) belay.Actor {
+	if a, ok := belay.ActorFrom(ctx); ok {
+		return a
+	}
+	return belay.Actor{UserID: "anonymous"}
+}
+
+// appendEvent appends an event with a JSON payload.
+func (s *Service) appendEvent(ctx context.Context, tx store.Tx, typ, sessionID, checkpointID string, data any) error {
+	e := belay.Event{Type: typ, SessionID: sessionID, CheckpointID: checkpointID, CreatedAt: s.clock.Now()}
+	if data != nil {
+		b, err := json.Marshal(data)
+		if err != nil {
+			return fmt.Errorf("encode event %s: %w", typ, err)
+		}
+		e.Data = b
+	}
+	return tx.AppendEvent(ctx, &e)
+}
+
+// setStatus moves a session to a new status and records the change.
+func (s *Service) setStatus(ctx context.Context, tx store.Tx, sess *belay.Session, to belay.SessionStatus, reason string) error {
+	if sess.Status == to {
+		return nil
+	}
+	from := sess.Status
+	sess.Status = to
+	return s.appendEvent(ctx, tx, belay.EventSessionStatusChanged, sess.ID, "",
+		map[string]any{"from": from, "to": to, "reason": reason})
+}

@@ -1,0 +1,117 @@
+package core
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"time"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/store"
+)
+
+// CreateSession starts a running session owned by the caller.
+func (s *Service) CreateSession(ctx context.Context, in belay.CreateSessionInput) (*belay.Session, error) {
+	if err := in.Validate(); err != nil {
+		return nil, err
+	}
+	in.ProjectPath = cleanPath(in.ProjectPath)
+	var sess *belay.Session
+	err := s.update(ctx, func(tx store.Tx) error {
+		var err error
+		sess, err = s.newSession(ctx, tx, in)
+		return err
+	})
+	return sess, err
+}
+
+func (s *Service) newSession(ctx context.Context, tx store.Tx, in belay.CreateSessionInput) (*belay.Session, error) {
+	now := s.clock.Now()
+	sess := &belay.Session{
+		ID: newID(), ProjectPath: in.ProjectPath, Title: in.Title, Owner: actor(ctx).UserID,
+		Status: belay.SessionRunning, Phase: in.Phase, Metadata: compactJSON(in.Metadata),
+		CreatedAt: now, UpdatedAt: now,
+	}
+	if err := tx.InsertSession(ctx, sess); err != nil {
+		return nil, err
+	}
+	err := s.appendEvent(ctx, tx, belay.EventSessionCreated, sess.ID, "",
+		map[string]any{"projectPath": sess.ProjectPath, "title": sess.Title, "owner": sess.Owner})
+	return sess, err
+}
+
+// GetSession returns a session by id.
+func (s *Service) GetSession(ctx context.Context, id string) (*belay.Session, error) {
+	if err := belay.ValidateID("id", id); err != nil {
+		return nil, err
+	}
+	return s.store.GetSession(ctx, id)
+}
+
+// ActiveSession returns the newest open session of a project path.
+func (s *Service) ActiveSession(ctx context.Context, projectPath string) (*belay.Session, error) {
+	if !filepath.IsAbs(projectPath) {
+		return nil, belay.Invalid("projectPath", "projectPath must be an absolute path, got %q", projectPath)
+	}
+	return s.store.ActiveSession(ctx, filepath.Clean(projectPath))
+}
+
+// cleanPath normalises a project path so "/a/b/" and "/a/b" name one project.
+func cleanPath(p string) string {
+	if p == "" {
+		return ""
+	}
+	return filepath.Clean(p)
+}
+
+// ListSessions returns one page of sessions, newest first.
+func (s *Service) ListSessions(ctx context.Context, in belay.ListSessionsInput) (*belay.SessionList, error) {
+	if err := in.Validate(); err != nil {
+		return nil, err
+	}
+	in.ProjectPath = cleanPath(in.ProjectPath)
+	limit := in.Limit
+	if limit == 0 {
+		limit = belay.DefaultListLimit
+	}
+	q := store.SessionQuery{ProjectPath: in.ProjectPath, Status: in.Status, Limit: limit + 1}
+	if in.Cursor != "" {
+		c, err := decodeCursor(in.Cursor, "s")
+		if err != nil {
+			return nil, err
+		}
+		q.After = &store.SessionKey{CreatedAt: time.Unix(0, c.At).UTC(), ID: c.ID}
+	}
+	items, total, err := s.store.ListSessions(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	out := &belay.SessionList{Items: items, TotalCount: total}
+	if len(items) > limit {
+		out.Items, out.HasMore = items[:limit], true
+		last := out.Items[limit-1]
+		out.NextCursor = encodeCursor(cursor{Order: "s", At: last.CreatedAt.UnixNano(), ID: last.ID})
+	}
+	if out.Items == nil {
+		out.Items = []*belay.Session{}
+	}
+	return out, nil
+}
+
+// compactJSON removes insignificant whitespace so stored documents and
+// checksums do not depend on how a client formatted them. "null" means absent.
+func compactJSON(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return nil
+	}
+	var b bytes.Buffer
+	b.Grow(len(raw))
+	if err := json.Compact(&b, raw); err != nil {
+		return raw
+	}
+	if b.String() == "null" {
+		return nil
+	}
+	return json.RawMessage(b.Bytes())
+}

@@ -1,0 +1,86 @@
+package belay
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a machine-readable error class. Every transport maps a Code to its own
+// status (HTTP status, tRPC code, MCP error text) through one table.
+type Code string
+
+// Error codes, shared by every transport. They come from the seed specifications.
+const (
+	CodeValidation         Code = "VALIDATION_ERROR"
+	CodeNotFound           Code = "NOT_FOUND"
+	CodeCheckpointNotFound Code = "CHECKPOINT_NOT_FOUND"
+	CodeSessionNotFound    Code = "SESSION_NOT_FOUND"
+	CodeCheckpointExpired  Code = "CHECKPOINT_EXPIRED"
+	CodeHITLNotRequired    Code = "HITL_NOT_REQUIRED"
+	CodeHITLAlreadyDecided Code = "HITL_ALREADY_DECIDED"
+	CodeInvalidOption      Code = "INVALID_OPTION"
+	CodeRestoreFailed      Code = "RESTORE_FAILED"
+	CodeUnauthorized       Code = "UNAUTHORIZED"
+	CodeUnauthenticated    Code = "UNAUTHENTICATED"
+	CodeRateLimited        Code = "RATE_LIMITED"
+	CodeTimeout            Code = "TIMEOUT_ERROR"
+	CodeCheckpointCorrupt  Code = "CHECKPOINT_CORRUPTED"
+	CodeConflict           Code = "CONFLICT"
+	CodeTooLarge           Code = "PAYLOAD_TOO_LARGE"
+	CodeInternal           Code = "INTERNAL_ERROR"
+)
+
+// Error is the one error type of belay. Message is meant for a person; Details
+// carries machine-readable context such as the offending field.
+type Error struct {
+	Code    Code           `json:"code"`
+	Message string         `json:"message"`
+	Details map[string]any `json:"details,omitempty"`
+}
+
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return string(e.Code)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+// Errorf returns an *Error with the given code and formatted message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// With returns a copy of e with one more detail set.
+func (e *Error) With(key string, value any) *Error {
+	c := *e
+	c.Details = make(map[string]any, len(e.Details)+1)
+	for k, v := range e.Details {
+		c.Details[k] = v
+	}
+	c.Details[key] = value
+	return &c
+}
+
+// Invalid returns a VALIDATION_ERROR naming the field that is wrong.
+func Invalid(field, format string, args ...any) *Error {
+	msg := fmt.Sprintf(format, args...)
+	return &Error{Code: CodeValidation, Message: msg, Details: map[string]any{"field": field, "error": msg}}
+}
+
+// ErrorCode returns the code of err, or INTERNAL_ERROR when err is not (and
+// does not wrap) an *Error. It returns "" for a nil error.
+func ErrorCode(err error) Code {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}
+
+// IsCode reports whether err carries the given code.
+func IsCode(err error, code Code) bool {
+	return ErrorCode(err) == code
+}

@@ -1,0 +1,197 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/belayhq/belay"
+)
+
+// MaxBodyBytes bounds a request body: agent state may be up to
+// belay.MaxStateBytes, plus room for the other fields.
+const MaxBodyBytes = belay.MaxStateBytes + 1<<20
+
+// decodeJSON reads exactly one JSON object into dst, rejecting unknown fields,
+// trailing data and oversize bodies with coded errors that name the field.
+func decodeJSON(w http.ResponseWriter, r *http.Request, dst any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return belay.Invalid("body", "Content-Type must be application/json, got %q", ct)
+	}
+	body := http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return decodeError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return decodeError(err)
+		}
+		return belay.Invalid("body", "request body must hold exactly one JSON object")
+	}
+	return nil
+}
+
+// DecodeError turns a JSON decoding error into a VALIDATION_ERROR (or
+// PAYLOAD_TOO_LARGE) naming the field.
+func decodeError(err error) error {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return belay.Errorf(belay.CodeTooLarge, "request body is larger than %d bytes", tooBig.Limit).With("limit", tooBig.Limit)
+	case errors.Is(err, io.EOF):
+		return belay.Invalid("body", "request body is empty; send a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return belay.Invalid("body", "request body is truncated JSON")
+	case errors.As(err, &syntax):
+		return belay.Invalid("body", "malformed JSON at byte %d: %s", syntax.Offset, syntax.Error())
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			field = "body"
+		}
+		return belay.Invalid(field, "%s must be %s, got %s", field, jsonKind(typ.Type.Kind().String()), typ.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return belay.Invalid(name, "unknown field %q", name)
+	}
+	var perr *time.ParseError
+	if errors.As(err, &perr) {
+		return belay.Invalid("body", "time must be RFC 3339, e.g. 2025-01-15T12:00:00Z: %v", perr)
+	}
+	return belay.Invalid("body", "malformed JSON: %v", err)
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "int", "int64", "int32", "uint", "uint64", "float64", "float32":
+		return "a number"
+	case "slice", "array":
+		return "an array"
+	case "map", "struct", "ptr":
+		return "an object"
+	}
+	return "of another type"
+}
+
+// query reads typed query parameters, remembering the first error and
+// rejecting parameters nobody asked for.
+type query struct {
+	values map[string][]string
+	used   map[string]bool
+	err    error
+}
+
+func newQuery(r *http.Request) *query {
+	return &query{values: r.URL.Query(), used: map[string]bool{}}
+}
+
+func (q *query) fail(err error) {
+	if q.err == nil {
+		q.err = err
+	}
+}
+
+func (q *query) str(name string) string {
+	q.used[name] = true
+	v := q.values[name]
+	if len(v) == 0 {
+		return ""
+	}
+	if len(v) > 1 {
+		q.fail(belay.Invalid(name, "%s is given %d times", name, len(v)))
+	}
+	return v[0]
+}
+
+// list accepts both ?tag=a&tag=b and ?tag=a,b.
+func (q *query) list(name string) []string {
+	q.used[name] = true
+	var out []string
+	for _, v := range q.values[name] {
+		for _, p := range strings.Split(v, ",") {
+			if p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+func (q *query) int(name string) int {
+	s := q.str(name)
+	if s == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		q.fail(belay.Invalid(name, "%s must be an integer, got %q", name, s))
+	}
+	return n
+}
+
+func (q *query) boolPtr(name string) *bool {
+	s := q.str(name)
+	if s == "" {
+		return nil
+	}
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		q.fail(belay.Invalid(name, "%s must be true or false, got %q", name, s))
+		return nil
+	}
+	return &b
+}
+
+func (q *query) time(name string) *time.Time {
+	s := q.str(name)
+	if s == "" {
+		return nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		q.fail(belay.Invalid(name, "%s must be an RFC 3339 time, e.g. 2025-01-15T12:00:00Z, got %q", name, s))
+		return nil
+	}
+	return &t
+}
+
+// done returns the first error, or one for a parameter nobody read.
+func (q *query) done() error {
+	if q.err != nil {
+		return q.err
+	}
+	for name := range q.values {
+		if !q.used[name] {
+			return belay.Invalid(name, "unknown query parameter %q", name)
+		}
+	}
+	return nil
+}
+
+func pathID(r *http.Request, name string) (string, error) {
+	id := r.PathValue(name)
+	if err := belay.ValidateID(name, id); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	// The status is already sent; a failed write means the client went away.
+	_ = json.NewEncoder(w).Encode(v)
+}

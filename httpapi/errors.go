@@ -1,0 +1,63 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/belayhq/belay"
+)
+
+// statusByCode is the one table from error code to HTTP status.
+var statusByCode = map[belay.Code]int{
+	belay.CodeValidation:         http.StatusBadRequest,
+	belay.CodeNotFound:           http.StatusNotFound,
+	belay.CodeCheckpointNotFound: http.StatusNotFound,
+	belay.CodeSessionNotFound:    http.StatusNotFound,
+	belay.CodeCheckpointExpired:  http.StatusGone,
+	belay.CodeHITLNotRequired:    http.StatusBadRequest,
+	belay.CodeHITLAlreadyDecided: http.StatusConflict,
+	belay.CodeInvalidOption:      http.StatusBadRequest,
+	belay.CodeRestoreFailed:      http.StatusInternalServerError,
+	belay.CodeUnauthorized:       http.StatusForbidden,
+	belay.CodeUnauthenticated:    http.StatusUnauthorized,
+	belay.CodeRateLimited:        http.StatusTooManyRequests,
+	belay.CodeTimeout:            http.StatusGatewayTimeout,
+	belay.CodeCheckpointCorrupt:  http.StatusUnprocessableEntity,
+	belay.CodeConflict:           http.StatusConflict,
+	belay.CodeTooLarge:           http.StatusRequestEntityTooLarge,
+	belay.CodeInternal:           http.StatusInternalServerError,
+}
+
+// StatusOf returns the HTTP status for an error code.
+func StatusOf(code belay.Code) int {
+	if st, ok := statusByCode[code]; ok {
+		return st
+	}
+	return http.StatusInternalServerError
+}
+
+type errorBody struct {
+	Error *belay.Error `json:"error"`
+}
+
+// publicError turns any error into the *belay.Error a client may see. An
+// error without a code is internal: it is logged and never shown.
+func (s *Server) publicError(r *http.Request, err error) *belay.Error {
+	var be *belay.Error
+	switch {
+	case errors.As(err, &be) && be.Code != belay.CodeInternal:
+		return be
+	case errors.Is(err, context.DeadlineExceeded):
+		return belay.Errorf(belay.CodeTimeout, "operation exceeded timeout").With("timeout", s.timeout.String())
+	}
+	s.log.LogAttrs(r.Context(), slog.LevelError, "internal error", slog.String("method", r.Method),
+		slog.String("path", r.URL.Path), slog.Any("error", err))
+	return belay.Errorf(belay.CodeInternal, "internal error")
+}
+
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	be := s.publicError(r, err)
+	writeJSON(w, StatusOf(be.Code), errorBody{Error: be})
+}

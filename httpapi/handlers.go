@@ -1,0 +1,137 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/belayhq/belay"
+)
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
+	var in belay.CreateSessionInput
+	if err := decodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	sess, err := s.svc.CreateSession(r.Context(), in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, sess)
+	return nil
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
+	q := newQuery(r)
+	in := belay.ListSessionsInput{ProjectPath: q.str("projectPath"), Status: belay.SessionStatus(q.str("status")),
+		Cursor: q.str("cursor"), Limit: q.int("limit")}
+	if err := q.done(); err != nil {
+		return err
+	}
+	list, err := s.svc.ListSessions(r.Context(), in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
+func (s *Server) activeSession(w http.ResponseWriter, r *http.Request) error {
+	q := newQuery(r)
+	path := q.str("projectPath")
+	if err := q.done(); err != nil {
+		return err
+	}
+	sess, err := s.svc.ActiveSession(r.Context(), path)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sess)
+	return nil
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	sess, err := s.svc.GetSession(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sess)
+	return nil
+}
+
+func (s *Server) getCheckpointBySeq(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	seq, err := strconv.ParseInt(r.PathValue("seq"), 10, 64)
+	if err != nil {
+		return belay.Invalid("seq", "seq must be a positive integer, got %q", r.PathValue("seq"))
+	}
+	cp, err := s.svc.GetCheckpointBySeq(r.Context(), id, seq)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, cp)
+	return nil
+}
+
+func (s *Server) createCheckpoint(w http.ResponseWriter, r *http.Request) error {
+	var in belay.CreateCheckpointInput
+	if err := decodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	cp, err := s.svc.CreateCheckpoint(r.Context(), in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, cp)
+	return nil
+}
+
+func (s *Server) listCheckpoints(w http.ResponseWriter, r *http.Request) error {
+	q := newQuery(r)
+	in := belay.ListCheckpointsInput{
+		SessionID: q.str("sessionId"), ProjectPath: q.str("projectPath"), Type: belay.CheckpointType(q.str("type")),
+		HITLRequired: q.boolPtr("hitlRequired"), HITLDecided: q.boolPtr("hitlDecided"),
+		CreatedAfter: q.time("createdAfter"), CreatedBefore: q.time("createdBefore"), Tags: q.list("tags"),
+		Cursor: q.str("cursor"), Limit: q.int("limit"), OrderBy: q.str("orderBy"), OrderDir: q.str("orderDir"),
+	}
+	if err := q.done(); err != nil {
+		return err
+	}
+	list, err := s.svc.ListCheckpoints(r.Context(), in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
+func (s *Server) getCheckpoint(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	cp, err := s.svc.GetCheckpoint(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, cp)
+	return nil
+}
+
+func (s *Server) deleteCheckpoint(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	if err := s.svc.DeleteCheckpoint(r.Context(), id); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

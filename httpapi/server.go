@@ -1,0 +1,164 @@
+// Package httpapi serves belay's HTTP API (/v1, JSON), health and metrics.
+// It translates between HTTP and the core service and holds no rules.
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/core"
+)
+
+// DefaultTimeout bounds one request's handling (seed 003's 30 s).
+const DefaultTimeout = 30 * time.Second
+
+// Options configure a Server.
+type Options struct {
+	Service *core.Service
+	Logger  *slog.Logger
+	// Timeout bounds one request; DefaultTimeout when zero.
+	Timeout time.Duration
+	// Version is reported by /healthz.
+	Version string
+}
+
+// Server is belay's HTTP API. Further handlers (MCP, tRPC, the dashboard)
+// mount on the same mux through Handle.
+type Server struct {
+	svc     *core.Service
+	log     *slog.Logger
+	timeout time.Duration
+	version string
+	mux     *http.ServeMux
+	reg     *prometheus.Registry
+	reqs    *prometheus.CounterVec
+	latency *prometheus.HistogramVec
+}
+
+// New returns a Server with every route registered.
+func New(opts Options) *Server {
+	s := &Server{svc: opts.Service, log: opts.Logger, timeout: opts.Timeout, version: opts.Version, mux: http.NewServeMux()}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.timeout == 0 {
+		s.timeout = DefaultTimeout
+	}
+	s.reg = prometheus.NewRegistry()
+	s.reqs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "belay_http_requests_total",
+		Help: "HTTP requests by route and status."}, []string{"method", "route", "status"})
+	s.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "belay_http_request_duration_seconds",
+		Help: "HTTP request latency by route.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"method", "route"})
+	s.reg.MustRegister(s.reqs, s.latency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.routes()
+	return s
+}
+
+// Registry returns the Prometheus registry, for other components' metrics.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+func (s *Server) routes() {
+	s.mux.Handle("GET /healthz", http.HandlerFunc(s.health))
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	s.api("POST /v1/sessions", s.createSession)
+	s.api("GET /v1/sessions", s.listSessions)
+	s.api("GET /v1/sessions/active", s.activeSession)
+	s.api("GET /v1/sessions/{id}", s.getSession)
+	s.api("GET /v1/sessions/{id}/checkpoints/{seq}", s.getCheckpointBySeq)
+	s.api("POST /v1/checkpoints", s.createCheckpoint)
+	s.api("GET /v1/checkpoints", s.listCheckpoints)
+	s.api("GET /v1/checkpoints/{id}", s.getCheckpoint)
+	s.api("DELETE /v1/checkpoints/{id}", s.deleteCheckpoint)
+	s.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, belay.Errorf(belay.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
+	}))
+}
+
+// apiHandler handles one API call; a returned error becomes the error body.
+type apiHandler func(w http.ResponseWriter, r *http.Request) error
+
+// api registers an API route with the request deadline and error handling.
+func (s *Server) api(pattern string, h apiHandler) {
+	s.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	}))
+}
+
+// Handle mounts another handler on the server's mux.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// Handler returns the root handler: panic recovery, metrics, then routes.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				s.log.Error("panic in handler", "path", r.URL.Path, "panic", p)
+				if !rec.wrote {
+					s.writeError(rec, r, belay.Errorf(belay.CodeInternal, "internal error"))
+				}
+			}
+			_, route := s.mux.Handler(r)
+			s.reqs.WithLabelValues(r.Method, route, strconv.Itoa(rec.status)).Inc()
+			s.latency.WithLabelValues(r.Method, route).Observe(time.Since(start).Seconds())
+		}()
+		s.mux.ServeHTTP(rec, r)
+	})
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if _, err := s.svc.Store().LastEventSeq(ctx); err != nil {
+		s.log.Error("health check failed", "error", err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": s.version})
+}
+
+// statusRecorder remembers the status for metrics and passes Flush through
+// for streaming responses.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.status, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	r.wrote = true
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

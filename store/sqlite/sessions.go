@@ -1,0 +1,157 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/store"
+)
+
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// reader runs the queries, on the read pool or inside a write transaction.
+type reader struct{ q querier }
+
+// tx is a write transaction.
+type tx struct {
+	reader
+	tx *sql.Tx
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+const sessionCols = `id, project_path, title, owner, status, phase, current_step, state,
+	head_checkpoint_id, last_seq, checkpoint_count, cost, metadata, created_at, updated_at`
+
+func scanSession(row scanner) (*belay.Session, error) {
+	var s belay.Session
+	var state, meta []byte
+	var created, updated int64
+	err := row.Scan(&s.ID, &s.ProjectPath, &s.Title, &s.Owner, &s.Status, &s.Phase, &s.CurrentStep,
+		&state, &s.HeadCheckpointID, &s.LastSeq, &s.CheckpointCount, &s.Cost, &meta, &created, &updated)
+	if err != nil {
+		return nil, err
+	}
+	s.State, s.Metadata = fromRaw(state), fromRaw(meta)
+	s.CreatedAt, s.UpdatedAt = fromTS(created), fromTS(updated)
+	return &s, nil
+}
+
+func sessionNotFound(what string) error {
+	return belay.Errorf(belay.CodeSessionNotFound, "session %s not found", what).With("id", what)
+}
+
+func (r reader) GetSession(ctx context.Context, id string) (*belay.Session, error) {
+	s, err := scanSession(r.q.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, sessionNotFound(id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get session: %w", err)
+	}
+	return s, nil
+}
+
+func (r reader) ActiveSession(ctx context.Context, projectPath string) (*belay.Session, error) {
+	s, err := scanSession(r.q.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions
+		WHERE project_path = ? AND status NOT IN ('completed', 'failed', 'abandoned')
+		ORDER BY created_at DESC, id DESC LIMIT 1`, projectPath))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, belay.Errorf(belay.CodeSessionNotFound, "no active session for %s", projectPath).With("projectPath", projectPath)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: active session: %w", err)
+	}
+	return s, nil
+}
+
+func (r reader) ListSessions(ctx context.Context, q store.SessionQuery) ([]*belay.Session, int64, error) {
+	var where []string
+	var args []any
+	if q.ProjectPath != "" {
+		where, args = append(where, "project_path = ?"), append(args, q.ProjectPath)
+	}
+	if q.Status != "" {
+		where, args = append(where, "status = ?"), append(args, string(q.Status))
+	}
+	filter := ""
+	if len(where) > 0 {
+		filter = " WHERE " + strings.Join(where, " AND ")
+	}
+	var total int64
+	if err := r.q.QueryRowContext(ctx, `SELECT COUNT(*) FROM sessions`+filter, args...).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("sqlite: count sessions: %w", err)
+	}
+	if q.After != nil {
+		where = append(where, "(created_at, id) < (?, ?)")
+		args = append(args, ts(q.After.CreatedAt), q.After.ID)
+	}
+	filter = ""
+	if len(where) > 0 {
+		filter = " WHERE " + strings.Join(where, " AND ")
+	}
+	args = append(args, q.Limit)
+	rows, err := r.q.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions`+filter+` ORDER BY created_at DESC, id DESC LIMIT ?`, args...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("sqlite: list sessions: %w", err)
+	}
+	defer rows.Close()
+	var out []*belay.Session
+	for rows.Next() {
+		s, err := scanSession(rows)
+		if err != nil {
+			return nil, 0, fmt.Errorf("sqlite: scan session: %w", err)
+		}
+		out = append(out, s)
+	}
+	return out, total, rows.Err()
+}
+
+func (t *tx) InsertSession(ctx context.Context, s *belay.Session) error {
+	_, err := t.tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		s.ID, s.ProjectPath, s.Title, s.Owner, string(s.Status), s.Phase, s.CurrentStep, raw(s.State),
+		s.HeadCheckpointID, s.LastSeq, s.CheckpointCount, s.Cost, raw(s.Metadata), ts(s.CreatedAt), ts(s.UpdatedAt))
+	if err != nil {
+		return fmt.Errorf("sqlite: insert session: %w", err)
+	}
+	return nil
+}
+
+func (t *tx) UpdateSession(ctx context.Context, s *belay.Session) error {
+	res, err := t.tx.ExecContext(ctx, `UPDATE sessions SET project_path = ?, title = ?, owner = ?, status = ?,
+		phase = ?, current_step = ?, state = ?, head_checkpoint_id = ?, last_seq = ?, checkpoint_count = ?,
+		cost = ?, metadata = ?, updated_at = ? WHERE id = ?`,
+		s.ProjectPath, s.Title, s.Owner, string(s.Status), s.Phase, s.CurrentStep, raw(s.State),
+		s.HeadCheckpointID, s.LastSeq, s.CheckpointCount, s.Cost, raw(s.Metadata), ts(s.UpdatedAt), s.ID)
+	if err != nil {
+		return fmt.Errorf("sqlite: update session: %w", err)
+	}
+	return oneRow(res, func() error { return sessionNotFound(s.ID) })
+}
+
+func (t *tx) DeleteSession(ctx context.Context, id string) error {
+	res, err := t.tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("sqlite: delete session: %w", err)
+	}
+	return oneRow(res, func() error { return sessionNotFound(id) })
+}
+
+func oneRow(res sql.Result, notFound func() error) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("sqlite: rows affected: %w", err)
+	}
+	if n == 0 {
+		return notFound()
+	}
+	return nil
+}

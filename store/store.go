@@ -1,0 +1,154 @@
+// Package store defines what belay asks of a database. A driver (store/sqlite,
+// later store/postgres) only persists: it offers the atomic operations the
+// rules in core need and holds no rules itself. Every driver passes the one
+// conformance suite in store/storetest.
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/belayhq/belay"
+)
+
+// Store is a handle on one belay database.
+type Store interface {
+	Reader
+	// Update runs fn in one write transaction. When fn returns an error, or the
+	// process dies before Update returns, nothing fn wrote is kept.
+	Update(ctx context.Context, fn func(tx Tx) error) error
+	// Close releases the database.
+	Close() error
+}
+
+// Reader holds the queries. Not-found results are *belay.Error with
+// SESSION_NOT_FOUND or CHECKPOINT_NOT_FOUND (NOT_FOUND for other records).
+type Reader interface {
+	GetSession(ctx context.Context, id string) (*belay.Session, error)
+	// ActiveSession returns the newest open session (see SessionStatus.Open) of
+	// a project path.
+	ActiveSession(ctx context.Context, projectPath string) (*belay.Session, error)
+	// ListSessions returns one page of sessions, newest first, and how many match in all.
+	ListSessions(ctx context.Context, q SessionQuery) ([]*belay.Session, int64, error)
+
+	GetCheckpoint(ctx context.Context, id string) (*belay.Checkpoint, error)
+	GetCheckpointBySeq(ctx context.Context, sessionID string, seq int64) (*belay.Checkpoint, error)
+	// ListCheckpoints returns up to q.Limit checkpoints after q.After in the
+	// query's order, and how many match the filters in all (ignoring After).
+	ListCheckpoints(ctx context.Context, q CheckpointQuery) ([]*belay.Checkpoint, int64, error)
+	// PendingHITL returns checkpoints whose HITL request has no decision yet, oldest first.
+	PendingHITL(ctx context.Context, q PendingQuery) ([]*belay.Checkpoint, error)
+	// DueHITL returns undecided HITL checkpoints whose timeout expired at or
+	// before now and has not fired yet, oldest first. Inside a transaction a
+	// driver locks them so concurrent callers do not get the same rows.
+	DueHITL(ctx context.Context, now time.Time, limit int) ([]*belay.Checkpoint, error)
+	// NextHITLDeadline returns the earliest timeout that has not fired, if any.
+	NextHITLDeadline(ctx context.Context) (time.Time, bool, error)
+
+	// ListEvents returns events with Seq > q.After in Seq order.
+	ListEvents(ctx context.Context, q EventQuery) ([]belay.Event, error)
+	// LastEventSeq returns the newest event's Seq, 0 when there are none.
+	LastEventSeq(ctx context.Context) (int64, error)
+
+	ListRollbacks(ctx context.Context, sessionID string) ([]*belay.Rollback, error)
+
+	GetUser(ctx context.Context, name string) (*belay.User, error)
+	// UserByToken returns the user owning a token with the given hash.
+	UserByToken(ctx context.Context, tokenHash string) (*belay.User, error)
+	CountUsers(ctx context.Context) (int64, error)
+
+	ListWebhooks(ctx context.Context) ([]*belay.Webhook, error)
+	ListDeliveries(ctx context.Context, q DeliveryQuery) ([]*belay.Delivery, error)
+}
+
+// Tx is a write transaction. Reads inside it see its own writes.
+type Tx interface {
+	Reader
+	InsertSession(ctx context.Context, s *belay.Session) error
+	// UpdateSession overwrites the mutable fields of an existing session.
+	UpdateSession(ctx context.Context, s *belay.Session) error
+	DeleteSession(ctx context.Context, id string) error
+
+	InsertCheckpoint(ctx context.Context, c *belay.Checkpoint) error
+	DeleteCheckpoint(ctx context.Context, id string) error
+	// DecideIfPending stores d as the decision of checkpoint id when it has
+	// none yet, and reports whether it did. Exactly one of any number of
+	// concurrent callers gets true.
+	DecideIfPending(ctx context.Context, id string, d *belay.Decision) (bool, error)
+	// MarkTimeoutFired records that the checkpoint's timeout was applied, when
+	// it was not yet, and reports whether it did.
+	MarkTimeoutFired(ctx context.Context, id string) (bool, error)
+
+	// AppendEvent stores e and sets e.Seq to the next global sequence number.
+	AppendEvent(ctx context.Context, e *belay.Event) error
+
+	InsertRollback(ctx context.Context, r *belay.Rollback) error
+
+	PutUser(ctx context.Context, u *belay.User) error
+	InsertToken(ctx context.Context, tokenHash, userName string, createdAt time.Time) error
+
+	InsertWebhook(ctx context.Context, w *belay.Webhook) error
+	DeleteWebhook(ctx context.Context, id string) error
+	InsertDelivery(ctx context.Context, d *belay.Delivery) error
+	// AdvanceWebhook moves a webhook's delivery position to seq.
+	AdvanceWebhook(ctx context.Context, id string, seq int64) error
+}
+
+// SessionKey is a position in the session order.
+type SessionKey struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// SessionQuery filters sessions; the order is newest first.
+type SessionQuery struct {
+	ProjectPath string
+	Status      belay.SessionStatus
+	After       *SessionKey
+	Limit       int
+}
+
+// CheckpointKey is a position in a checkpoint order: Type matters only when
+// ordering by type.
+type CheckpointKey struct {
+	Type      belay.CheckpointType
+	CreatedAt time.Time
+	ID        string
+}
+
+// CheckpointQuery filters checkpoints. Order is by (CreatedAt, ID) or by
+// (Type, CreatedAt, ID), ascending or descending.
+type CheckpointQuery struct {
+	SessionID     string
+	ProjectPath   string
+	Type          belay.CheckpointType
+	HITLRequired  *bool
+	HITLDecided   *bool
+	CreatedAfter  *time.Time
+	CreatedBefore *time.Time
+	Tags          []string
+	OrderByType   bool
+	Desc          bool
+	After         *CheckpointKey
+	Limit         int
+}
+
+// PendingQuery filters pending HITL requests.
+type PendingQuery struct {
+	SessionID string
+	Limit     int
+}
+
+// EventQuery filters the event log.
+type EventQuery struct {
+	After     int64
+	SessionID string
+	Types     []string
+	Limit     int
+}
+
+// DeliveryQuery filters the webhook delivery log, newest first.
+type DeliveryQuery struct {
+	WebhookID string
+	Limit     int
+}

@@ -1,0 +1,343 @@
+package belay
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"unicode/utf8"
+)
+
+// Limits of checkpoint fields (seeds 000 and 003).
+const (
+	MaxSummary        = 500
+	MaxDescription    = 10000
+	MaxNameLen        = 200
+	MaxContextPairs   = 50
+	MaxContextKey     = 50
+	MaxContextValue   = 500
+	MaxTags           = 20
+	MaxTagLen         = 50
+	MaxHITLTitle      = 200
+	MaxHITLMessage    = 2000
+	MaxHITLOptions    = 6
+	MaxOptionIDLen    = 50
+	MaxOptionLabel    = 50
+	MaxOptionDesc     = 200
+	MinTimeoutSeconds = 60
+	MaxTimeoutSeconds = 86400
+	MaxFeedback       = 2000
+	MaxApprovers      = 20
+	MaxListLimit      = 100
+	DefaultListLimit  = 20
+	// MaxStateBytes bounds agent state, outputs and metadata, each.
+	MaxStateBytes = 8 << 20
+)
+
+func runes(s string) int { return utf8.RuneCountInString(s) }
+
+// IsUUID reports whether s is a UUID in its canonical 36-character text form.
+func IsUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < 36; i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// ValidateID returns a VALIDATION_ERROR naming field unless id is a UUID.
+func ValidateID(field, id string) error {
+	if !IsUUID(id) {
+		return Invalid(field, "%s must be a UUID, got %q", field, truncate(id, 64))
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// ValidateProjectPath checks that p is an absolute path of an existing directory.
+func ValidateProjectPath(field, p string) error {
+	if !filepath.IsAbs(p) {
+		return Invalid(field, "%s must be an absolute path, got %q", field, truncate(p, 200))
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return Invalid(field, "%s %q does not exist", field, truncate(p, 200))
+	}
+	if !fi.IsDir() {
+		return Invalid(field, "%s %q is not a directory", field, truncate(p, 200))
+	}
+	return nil
+}
+
+func validJSON(field string, raw json.RawMessage) error {
+	if raw == nil {
+		return nil
+	}
+	if len(raw) > MaxStateBytes {
+		return Invalid(field, "%s is %d bytes, more than the limit of %d", field, len(raw), MaxStateBytes)
+	}
+	if !json.Valid(raw) {
+		return Invalid(field, "%s is not valid JSON", field)
+	}
+	return nil
+}
+
+func validObject(field string, raw json.RawMessage) error {
+	if err := validJSON(field, raw); err != nil || raw == nil {
+		return err
+	}
+	t := bytes.TrimSpace(raw)
+	if bytes.Equal(t, []byte("null")) {
+		return nil
+	}
+	if len(t) == 0 || t[0] != '{' {
+		return Invalid(field, "%s must be a JSON object", field)
+	}
+	return nil
+}
+
+func validText(field, s string, min, max int) error {
+	if !utf8.ValidString(s) {
+		return Invalid(field, "%s is not valid UTF-8", field)
+	}
+	n := runes(s)
+	if n < min || n > max {
+		if min > 0 {
+			return Invalid(field, "%s must be %d-%d characters, got %d", field, min, max, n)
+		}
+		return Invalid(field, "%s must be at most %d characters, got %d", field, max, n)
+	}
+	return nil
+}
+
+// ValidateTags checks the count and length of tags.
+func ValidateTags(field string, tags []string) error {
+	if len(tags) > MaxTags {
+		return Invalid(field, "at most %d tags are allowed, got %d", MaxTags, len(tags))
+	}
+	for i, t := range tags {
+		if err := validText(fmt.Sprintf("%s[%d]", field, i), t, 1, MaxTagLen); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Validate checks a checkpoint request against the field limits. It does not
+// change anything; core applies defaults after it passes.
+func (in *CreateCheckpointInput) Validate() error {
+	if in.SessionID != "" {
+		if err := ValidateID("sessionId", in.SessionID); err != nil {
+			return err
+		}
+	}
+	if in.ProjectPath != "" {
+		if err := ValidateProjectPath("projectPath", in.ProjectPath); err != nil {
+			return err
+		}
+	} else if in.SessionID == "" {
+		return Invalid("projectPath", "projectPath is required when sessionId is not given")
+	}
+	if err := validText("summary", in.Summary, 1, MaxSummary); err != nil {
+		return err
+	}
+	if err := validText("description", in.Description, 0, MaxDescription); err != nil {
+		return err
+	}
+	if err := validText("name", in.Name, 0, MaxNameLen); err != nil {
+		return err
+	}
+	if err := validText("phase", in.Phase, 0, MaxNameLen); err != nil {
+		return err
+	}
+	if err := validText("workspaceRef", in.WorkspaceRef, 0, MaxNameLen); err != nil {
+		return err
+	}
+	if in.Type != "" && !in.Type.Valid() {
+		return Invalid("type", "type must be one of auto, phase, hitl, error, manual; got %q", truncate(string(in.Type), 50))
+	}
+	if in.Trigger != "" && !in.Trigger.Valid() {
+		return Invalid("trigger", "trigger must be one of periodic, phase_change, subtask_complete, validation_fail, cost_threshold, user_request; got %q", truncate(string(in.Trigger), 50))
+	}
+	if in.Step < 0 {
+		return Invalid("step", "step must not be negative")
+	}
+	if err := validJSON("agentState", in.AgentState); err != nil {
+		return err
+	}
+	if err := validJSON("outputs", in.Outputs); err != nil {
+		return err
+	}
+	if err := validObject("metadata", in.Metadata); err != nil {
+		return err
+	}
+	if len(in.Context) > MaxContextPairs {
+		return Invalid("context", "context may hold at most %d pairs, got %d", MaxContextPairs, len(in.Context))
+	}
+	for k, v := range in.Context {
+		if err := validText("context", k, 1, MaxContextKey); err != nil {
+			return Invalid("context", "context key %q must be 1-%d characters", truncate(k, 60), MaxContextKey)
+		}
+		if err := validText("context."+k, v, 0, MaxContextValue); err != nil {
+			return err
+		}
+	}
+	if err := ValidateTags("tags", in.Tags); err != nil {
+		return err
+	}
+	if in.HITL != nil {
+		return in.HITL.Validate()
+	}
+	return nil
+}
+
+// Validate checks a HITL request against seed 000's limits.
+func (h *HITLInput) Validate() error {
+	if err := validText("hitl.title", h.Title, 0, MaxHITLTitle); err != nil {
+		return err
+	}
+	if err := validText("hitl.message", h.Message, 0, MaxHITLMessage); err != nil {
+		return err
+	}
+	if h.Options != nil && len(h.Options) == 0 {
+		return Invalid("hitl.options", "hitl.options must hold 1-%d options when given", MaxHITLOptions)
+	}
+	if len(h.Options) > MaxHITLOptions {
+		return Invalid("hitl.options", "hitl.options may hold at most %d options, got %d", MaxHITLOptions, len(h.Options))
+	}
+	seen := make(map[string]bool, len(h.Options))
+	defaults := 0
+	for i, o := range h.Options {
+		f := fmt.Sprintf("hitl.options[%d]", i)
+		if err := validText(f+".id", o.ID, 1, MaxOptionIDLen); err != nil {
+			return err
+		}
+		if seen[o.ID] {
+			return Invalid(f+".id", "option id %q is used twice", o.ID)
+		}
+		seen[o.ID] = true
+		if err := validText(f+".label", o.Label, 1, MaxOptionLabel); err != nil {
+			return err
+		}
+		if err := validText(f+".description", o.Description, 0, MaxOptionDesc); err != nil {
+			return err
+		}
+		if !o.Action.Valid() {
+			return Invalid(f+".action", "action must be one of approve, reject, modify, retry, skip, escalate; got %q", truncate(string(o.Action), 50))
+		}
+		if o.IsDefault {
+			defaults++
+		}
+	}
+	if defaults > 1 {
+		return Invalid("hitl.options", "at most one option may be the default, got %d", defaults)
+	}
+	if err := validObject("hitl.context", h.Context); err != nil {
+		return err
+	}
+	if t := h.Timeout; t != nil {
+		if t.Duration < MinTimeoutSeconds || t.Duration > MaxTimeoutSeconds {
+			return Invalid("hitl.timeout.duration", "timeout duration must be %d-%d seconds, got %d", MinTimeoutSeconds, MaxTimeoutSeconds, t.Duration)
+		}
+		switch t.DefaultAction {
+		case ActionApprove, ActionReject, ActionPause:
+		default:
+			return Invalid("hitl.timeout.defaultAction", "defaultAction must be approve, reject or pause; got %q", truncate(string(t.DefaultAction), 50))
+		}
+	}
+	if len(h.Approvers) > MaxApprovers {
+		return Invalid("hitl.approvers", "at most %d approvers are allowed", MaxApprovers)
+	}
+	for i, a := range h.Approvers {
+		if err := validText(fmt.Sprintf("hitl.approvers[%d]", i), a, 1, MaxNameLen); err != nil {
+			return err
+		}
+	}
+	switch h.OnReject {
+	case "", OnRejectFail, OnRejectContinue:
+	default:
+		return Invalid("hitl.onReject", "onReject must be fail or continue; got %q", truncate(h.OnReject, 50))
+	}
+	return nil
+}
+
+// Validate checks a list request. Zero values mean defaults.
+func (in *ListCheckpointsInput) Validate() error {
+	if in.SessionID != "" {
+		if err := ValidateID("sessionId", in.SessionID); err != nil {
+			return err
+		}
+	}
+	if in.Type != "" && !in.Type.Valid() {
+		return Invalid("type", "type must be one of auto, phase, hitl, error, manual; got %q", truncate(string(in.Type), 50))
+	}
+	if in.Limit < 0 || in.Limit > MaxListLimit {
+		return Invalid("limit", "limit must be 1-%d, got %d", MaxListLimit, in.Limit)
+	}
+	switch in.OrderBy {
+	case "", OrderCreatedAt, OrderType:
+	default:
+		return Invalid("orderBy", "orderBy must be createdAt or type; got %q", truncate(in.OrderBy, 50))
+	}
+	switch in.OrderDir {
+	case "", OrderAsc, OrderDesc:
+	default:
+		return Invalid("orderDir", "orderDir must be asc or desc; got %q", truncate(in.OrderDir, 50))
+	}
+	if in.CreatedAfter != nil && in.CreatedBefore != nil && !in.CreatedAfter.Before(*in.CreatedBefore) {
+		return Invalid("createdAfter", "createdAfter must be before createdBefore")
+	}
+	if in.ProjectPath != "" && !filepath.IsAbs(in.ProjectPath) {
+		return Invalid("projectPath", "projectPath must be an absolute path, got %q", truncate(in.ProjectPath, 200))
+	}
+	return ValidateTags("tags", in.Tags)
+}
+
+// Validate checks a session request.
+func (in *CreateSessionInput) Validate() error {
+	if in.ProjectPath != "" {
+		if err := ValidateProjectPath("projectPath", in.ProjectPath); err != nil {
+			return err
+		}
+	}
+	if err := validText("title", in.Title, 0, MaxSummary); err != nil {
+		return err
+	}
+	if err := validText("phase", in.Phase, 0, MaxNameLen); err != nil {
+		return err
+	}
+	return validObject("metadata", in.Metadata)
+}
+
+// Validate checks a session list request.
+func (in *ListSessionsInput) Validate() error {
+	if in.Status != "" && !in.Status.Valid() {
+		return Invalid("status", "status %q is not a session status", truncate(string(in.Status), 50))
+	}
+	if in.Limit < 0 || in.Limit > MaxListLimit {
+		return Invalid("limit", "limit must be 1-%d, got %d", MaxListLimit, in.Limit)
+	}
+	if in.ProjectPath != "" && !filepath.IsAbs(in.ProjectPath) {
+		return Invalid("projectPath", "projectPath must be an absolute path, got %q", truncate(in.ProjectPath, 200))
+	}
+	return nil
+}
