@@ -22,6 +22,8 @@ type Service interface {
 	GetCheckpointBySeq(ctx context.Context, sessionID string, seq int64) (*Checkpoint, error)
 	ListCheckpoints(ctx context.Context, in ListCheckpointsInput) (*CheckpointList, error)
 	DeleteCheckpoint(ctx context.Context, id string) error
+
+	HITLService
 }
 
 // Actor is who is calling: set by the transport after authentication.
@@ -139,4 +141,55 @@ type CheckpointList struct {
 	NextCursor string        `json:"nextCursor,omitempty"`
 	HasMore    bool          `json:"hasMore"`
 	TotalCount int64         `json:"totalCount"`
+}
+
+// DecideInput is a human decision on a HITL checkpoint (seed 000's HITLDecisionInput).
+type DecideInput struct {
+	CheckpointID   string          `json:"checkpointId"`
+	Action         Action          `json:"action"`
+	SelectedOption string          `json:"selectedOption"`
+	Feedback       string          `json:"feedback,omitempty"`
+	Modifications  json.RawMessage `json:"modifications,omitempty"`
+	// IdempotencyKey makes a retried decide return the first decision.
+	IdempotencyKey string `json:"-"`
+}
+
+// DecideResult is the decided checkpoint, its session after the decision, and the decision.
+type DecideResult struct {
+	Checkpoint *Checkpoint `json:"checkpoint"`
+	Session    *Session    `json:"session"`
+	Decision   *Decision   `json:"decision"`
+}
+
+// PendingSession summarises the session of a pending request.
+type PendingSession struct {
+	ID     string        `json:"id"`
+	Title  string        `json:"title"`
+	Status SessionStatus `json:"status"`
+	Phase  string        `json:"phase"`
+}
+
+// PendingHITL is an open request the caller may decide (seed 000's PendingHITL).
+type PendingHITL struct {
+	Checkpoint *Checkpoint    `json:"checkpoint"`
+	Session    PendingSession `json:"session"`
+	// TimeRemaining is seconds until the default action, when a timeout is pending.
+	TimeRemaining *int64 `json:"timeRemaining,omitempty"`
+}
+
+// WaitResult is what a waiting agent gets: the decision once there is one.
+type WaitResult struct {
+	Decided    bool        `json:"decided"`
+	Decision   *Decision   `json:"decision,omitempty"`
+	Checkpoint *Checkpoint `json:"checkpoint"`
+	Session    *Session    `json:"session,omitempty"`
+}
+
+// HITLService is the human-in-the-loop part of belay.
+type HITLService interface {
+	Decide(ctx context.Context, in DecideInput) (*DecideResult, error)
+	PendingHITL(ctx context.Context, sessionID string) ([]PendingHITL, error)
+	// WaitDecision returns as soon as checkpoint id is decided, or after wait
+	// with Decided false.
+	WaitDecision(ctx context.Context, id string, wait time.Duration) (*WaitResult, error)
 }

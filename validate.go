@@ -341,3 +341,26 @@ func (in *ListSessionsInput) Validate() error {
 	}
 	return nil
 }
+
+// Validate checks a decision's shape; whether the option exists is core's to check.
+func (in *DecideInput) Validate() error {
+	if err := ValidateID("checkpointId", in.CheckpointID); err != nil {
+		return err
+	}
+	if !in.Action.Valid() {
+		return Invalid("action", "action must be one of approve, reject, modify, retry, skip, escalate; got %q", truncate(string(in.Action), 50))
+	}
+	if err := validText("selectedOption", in.SelectedOption, 1, MaxOptionIDLen); err != nil {
+		return err
+	}
+	if err := validText("feedback", in.Feedback, 0, MaxFeedback); err != nil {
+		return err
+	}
+	if len(in.Modifications) > 0 && in.Action != ActionModify {
+		return Invalid("modifications", "modifications are only allowed with action modify")
+	}
+	if err := validObject("modifications", in.Modifications); err != nil {
+		return err
+	}
+	return validText("idempotencyKey", in.IdempotencyKey, 0, MaxNameLen)
+}

@@ -236,17 +236,27 @@ func (a *app) resolveCheckpoint(ctx context.Context, svc belay.Service, ref, ses
 	return svc.GetCheckpointBySeq(ctx, sessionID, seq)
 }
 
+// activeSession returns the working directory's active session, else its newest one.
 func (a *app) activeSession(ctx context.Context, svc belay.Service) (*belay.Session, error) {
 	wd, err := a.cwd()
 	if err != nil {
 		return nil, err
 	}
 	sess, err := svc.ActiveSession(ctx, wd)
-	if belay.IsCode(err, belay.CodeSessionNotFound) {
-		return nil, belay.Errorf(belay.CodeSessionNotFound,
-			"no active session in %s; pass --session ID (see `belay sessions`) or save a checkpoint here first", wd)
+	if !belay.IsCode(err, belay.CodeSessionNotFound) {
+		return sess, err
 	}
-	return sess, err
+	// No open session: the project's newest one, so that `show 3` still
+	// works after a session completed or failed.
+	list, err := svc.ListSessions(ctx, belay.ListSessionsInput{ProjectPath: wd, Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	if len(list.Items) == 0 {
+		return nil, belay.Errorf(belay.CodeSessionNotFound,
+			"no session in %s; pass --session ID (see `belay sessions`) or save a checkpoint here first", wd)
+	}
+	return list.Items[0], nil
 }
 
 func (a *app) showCommand() *cobra.Command {

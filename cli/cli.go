@@ -81,6 +81,10 @@ func Run(ctx context.Context, args []string, env Env) int {
 	if err == nil {
 		return ExitOK
 	}
+	var code exitCode
+	if errors.As(err, &code) {
+		return int(code)
+	}
 	var ue usageError
 	if errors.As(err, &ue) {
 		fmt.Fprintf(env.Stderr, "belay: %v\nRun 'belay --help' for usage.\n", err)
@@ -122,7 +126,7 @@ Without BELAY_URL the commands open the local database in the data directory
 ($BELAY_DATA_DIR, else $XDG_DATA_HOME/belay, else ~/.local/share/belay).
 With BELAY_URL (and BELAY_TOKEN) they talk to a belay server.
 
-Exit codes: 0 success, 1 error, 2 wrong usage.`
+Exit codes: 0 success, 1 error, 2 wrong usage ('belay wait --help' lists its own).`
 
 func (a *app) rootCommand() *cobra.Command {
 	root := &cobra.Command{
@@ -144,6 +148,11 @@ func (a *app) rootCommand() *cobra.Command {
 		a.deleteCommand(),
 		a.sessionsCommand(),
 		a.sessionInfoCommand(),
+		a.pendingCommand(),
+		a.decideCommand(),
+		a.waitCommand(),
+		a.watchCommand(),
+		a.tokenCommand(),
 		a.versionCommand(),
 	)
 	return root

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/httpapi"
 )
 
@@ -40,7 +41,14 @@ func (a *app) serve(ctx context.Context, addr string) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(a.env.Stderr, nil))
-	api := httpapi.New(httpapi.Options{Service: svc, Logger: log, Version: Version})
+	token, err := svc.Bootstrap(ctx)
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		fmt.Fprintf(a.env.Stdout, "Created user %q with this API token (shown once; use it as BELAY_TOKEN):\n  %s\n", core.BootstrapUser, token)
+	}
+	api := httpapi.New(httpapi.Options{Service: svc, Logger: log, Version: Version, Authenticate: svc.Authenticate})
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
@@ -52,6 +60,9 @@ func (a *app) serve(ctx context.Context, addr string) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	fmt.Fprintf(a.env.Stdout, "belay %s serving on http://%s (database %s)\n", Version, ln.Addr(), a.db.Path())
+	sweepCtx, stopSweeper := context.WithCancel(context.Background())
+	defer stopSweeper()
+	go svc.RunSweeper(sweepCtx)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

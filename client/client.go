@@ -207,3 +207,36 @@ func setTime(q url.Values, k string, v *time.Time) {
 		q.Set(k, v.UTC().Format(time.RFC3339Nano))
 	}
 }
+
+// Decide records a decision on a HITL checkpoint. A non-empty
+// in.IdempotencyKey is sent as the Idempotency-Key header.
+func (c *Client) Decide(ctx context.Context, in belay.DecideInput) (*belay.DecideResult, error) {
+	var hdr http.Header
+	if in.IdempotencyKey != "" {
+		hdr = http.Header{"Idempotency-Key": {in.IdempotencyKey}}
+	}
+	var out belay.DecideResult
+	if err := c.doHeaders(ctx, http.MethodPost, "/v1/checkpoints/"+url.PathEscape(in.CheckpointID)+"/decide", nil, hdr, in, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// PendingHITL returns the open requests the caller may decide.
+func (c *Client) PendingHITL(ctx context.Context, sessionID string) ([]belay.PendingHITL, error) {
+	q := url.Values{}
+	set(q, "session", sessionID)
+	out, err := call[struct {
+		Items []belay.PendingHITL `json:"items"`
+	}](ctx, c, http.MethodGet, "/v1/hitl/pending", q, nil)
+	if err != nil {
+		return nil, err
+	}
+	return out.Items, nil
+}
+
+// WaitDecision long-polls for the decision of checkpoint id, for up to wait.
+func (c *Client) WaitDecision(ctx context.Context, id string, wait time.Duration) (*belay.WaitResult, error) {
+	q := url.Values{"wait": {wait.String()}}
+	return call[belay.WaitResult](ctx, c, http.MethodGet, "/v1/checkpoints/"+url.PathEscape(id)+"/decision", q, nil)
+}

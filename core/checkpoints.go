@@ -162,13 +162,19 @@ func (s *Service) GetCheckpointBySeq(ctx context.Context, sessionID string, seq 
 	return s.settle(ctx, cp)
 }
 
-// settle verifies a checkpoint read from the store. Later rules (a HITL
-// timeout settled on read) hook in here.
-func (s *Service) settle(_ context.Context, cp *belay.Checkpoint) (*belay.Checkpoint, error) {
+// settle verifies a checkpoint read from the store and applies its HITL
+// timeout when it is due, so a reader never sees an expired request as open.
+func (s *Service) settle(ctx context.Context, cp *belay.Checkpoint) (*belay.Checkpoint, error) {
 	if err := cp.VerifyChecksum(); err != nil {
 		return nil, err
 	}
-	return cp, nil
+	if !due(cp, s.clock.Now()) {
+		return cp, nil
+	}
+	if err := s.settleDue(ctx, cp.ID); err != nil {
+		return nil, err
+	}
+	return s.store.GetCheckpoint(ctx, cp.ID)
 }
 
 // ListCheckpoints returns one page of checkpoints (seed 000's list).

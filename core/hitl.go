@@ -1,10 +1,17 @@
 package core
 
 import (
+	"context"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/store"
 )
+
+// SystemUser is the decider of automatic (timeout) decisions.
+const SystemUser = "system"
 
 // defaultOptions are offered when a HITL request names none.
 var defaultOptions = []belay.HITLOption{
@@ -41,4 +48,371 @@ func hitlEventData(cp *belay.Checkpoint) map[string]any {
 		d["defaultAction"] = cp.HITL.Timeout.DefaultAction
 	}
 	return d
+}
+
+// mayDecide says whether the actor may decide cp: the session owner, an admin
+// or a listed approver, and never the requester when self-approval is forbidden.
+func mayDecide(a belay.Actor, sess *belay.Session, cp *belay.Checkpoint) error {
+	if cp.HITL.ForbidSelfApproval && a.UserID == cp.CreatedBy {
+		return belay.Errorf(belay.CodeUnauthorized, "%s requested this decision and may not decide it (self-approval is forbidden)", a.UserID).
+			With("checkpointId", cp.ID)
+	}
+	if a.Admin || a.UserID == sess.Owner || slices.Contains(cp.HITL.Approvers, a.UserID) {
+		return nil
+	}
+	return belay.Errorf(belay.CodeUnauthorized, "%s may not decide this request: only the session owner, an admin or a listed approver may", a.UserID).
+		With("checkpointId", cp.ID)
+}
+
+// Decide records a human decision. Exactly one decision ever wins: the rest get
+// HITL_ALREADY_DECIDED, except a retry with the same idempotency key, which gets
+// the decision it made.
+func (s *Service) Decide(ctx context.Context, in belay.DecideInput) (*belay.DecideResult, error) {
+	if err := in.Validate(); err != nil {
+		return nil, err
+	}
+	// A timeout that is due is applied first, in its own transaction, so it is
+	// kept even when this decision then fails.
+	if err := s.settleDue(ctx, in.CheckpointID); err != nil {
+		return nil, err
+	}
+	who := actor(ctx)
+	var res belay.DecideResult
+	err := s.update(ctx, func(tx store.Tx) error {
+		cp, err := tx.GetCheckpoint(ctx, in.CheckpointID)
+		if err != nil {
+			return err
+		}
+		if err := cp.VerifyChecksum(); err != nil {
+			return err
+		}
+		sess, err := tx.GetSession(ctx, cp.SessionID)
+		if err != nil {
+			return err
+		}
+		if !cp.HITLRequired {
+			return belay.Errorf(belay.CodeHITLNotRequired, "checkpoint %s does not ask for a decision", cp.ID).With("checkpointId", cp.ID)
+		}
+		if d := cp.Decision; d != nil {
+			if in.IdempotencyKey != "" && d.IdempotencyKey == in.IdempotencyKey && d.UserID == who.UserID {
+				res = belay.DecideResult{Checkpoint: cp, Session: sess, Decision: d}
+				return nil
+			}
+			return belay.Errorf(belay.CodeHITLAlreadyDecided, "checkpoint %s was already decided: %s by %s", cp.ID, d.Action, d.UserID).
+				With("checkpointId", cp.ID).With("decision", d)
+		}
+		now := s.clock.Now()
+		if cp.ExpiresAt != nil && !now.Before(*cp.ExpiresAt) {
+			return belay.Errorf(belay.CodeCheckpointExpired, "checkpoint %s expired at %s", cp.ID, cp.ExpiresAt.Format(time.RFC3339)).
+				With("checkpointId", cp.ID).With("expiresAt", cp.ExpiresAt)
+		}
+		if err := mayDecide(who, sess, cp); err != nil {
+			return err
+		}
+		opt, ok := cp.HITL.Option(in.SelectedOption)
+		if !ok {
+			ids := make([]string, len(cp.HITL.Options))
+			for i, o := range cp.HITL.Options {
+				ids[i] = o.ID
+			}
+			return belay.Errorf(belay.CodeInvalidOption, "option %q is not offered; choose one of %v", in.SelectedOption, ids).
+				With("selectedOption", in.SelectedOption).With("options", ids)
+		}
+		if opt.Action != in.Action {
+			return belay.Errorf(belay.CodeInvalidOption, "option %q means %s, not %s", opt.ID, opt.Action, in.Action).
+				With("selectedOption", opt.ID).With("action", in.Action).With("optionAction", opt.Action)
+		}
+		d := &belay.Decision{
+			ID: newID(), UserID: who.UserID, Action: in.Action, SelectedOption: opt.ID, Feedback: in.Feedback,
+			Modifications: compactJSON(in.Modifications), DecidedAt: now,
+			ResponseTime: now.Sub(cp.CreatedAt).Milliseconds(), IdempotencyKey: in.IdempotencyKey,
+		}
+		if err := s.recordDecision(ctx, tx, sess, cp, d); err != nil {
+			return err
+		}
+		res = belay.DecideResult{Checkpoint: cp, Session: sess, Decision: d}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// recordDecision stores d if cp is still undecided and moves the session on.
+func (s *Service) recordDecision(ctx context.Context, tx store.Tx, sess *belay.Session, cp *belay.Checkpoint, d *belay.Decision) error {
+	won, err := tx.DecideIfPending(ctx, cp.ID, d)
+	if err != nil {
+		return err
+	}
+	if !won {
+		return belay.Errorf(belay.CodeHITLAlreadyDecided, "checkpoint %s was already decided", cp.ID).With("checkpointId", cp.ID)
+	}
+	cp.Decision = d
+	if err := s.appendEvent(ctx, tx, belay.EventHITLDecided, sess.ID, cp.ID, map[string]any{
+		"decision": d, "title": cp.HITL.Title}); err != nil {
+		return err
+	}
+	to, err := s.statusAfter(ctx, tx, sess, cp, d.Action)
+	if err != nil {
+		return err
+	}
+	if err := s.setStatus(ctx, tx, sess, to, "hitl."+string(d.Action)); err != nil {
+		return err
+	}
+	sess.UpdatedAt = d.DecidedAt
+	return tx.UpdateSession(ctx, sess)
+}
+
+// statusAfter is the session flow of a decision:
+//
+//	approve, modify, retry, skip → running (awaiting_input while other requests are open)
+//	reject                       → failed, or running when the request says onReject=continue
+//	escalate                     → stays awaiting_input, the escalation recorded
+//	pause (timeout default)      → paused, the request left open
+func (s *Service) statusAfter(ctx context.Context, tx store.Tx, sess *belay.Session, cp *belay.Checkpoint, a belay.Action) (belay.SessionStatus, error) {
+	switch a {
+	case belay.ActionEscalate:
+		return belay.SessionAwaitingInput, nil
+	case belay.ActionPause:
+		return belay.SessionPaused, nil
+	case belay.ActionReject:
+		if cp.HITL.OnReject != belay.OnRejectContinue {
+			return belay.SessionFailed, nil
+		}
+	}
+	open, err := tx.PendingHITL(ctx, store.PendingQuery{SessionID: sess.ID, Limit: 1})
+	if err != nil {
+		return "", err
+	}
+	if len(open) > 0 {
+		return belay.SessionAwaitingInput, nil
+	}
+	return belay.SessionRunning, nil
+}
+
+// due reports whether cp's timeout has expired and not been applied.
+func due(cp *belay.Checkpoint, now time.Time) bool {
+	return cp.Pending() && !cp.TimeoutFired && cp.HITL.Timeout != nil && !now.Before(cp.HITL.Timeout.ExpiresAt)
+}
+
+// applyTimeout applies cp's default action exactly once: approve or reject
+// become an automatic decision; pause pauses the session and leaves the
+// request open for a human.
+func (s *Service) applyTimeout(ctx context.Context, tx store.Tx, cp *belay.Checkpoint) error {
+	fired, err := tx.MarkTimeoutFired(ctx, cp.ID)
+	if err != nil || !fired {
+		return err
+	}
+	cp.TimeoutFired = true
+	sess, err := tx.GetSession(ctx, cp.SessionID)
+	if err != nil {
+		return err
+	}
+	t := cp.HITL.Timeout
+	if err := s.appendEvent(ctx, tx, belay.EventHITLTimedOut, sess.ID, cp.ID, map[string]any{
+		"defaultAction": t.DefaultAction, "expiresAt": t.ExpiresAt}); err != nil {
+		return err
+	}
+	now := s.clock.Now()
+	if t.DefaultAction == belay.ActionPause {
+		if err := s.setStatus(ctx, tx, sess, belay.SessionPaused, "hitl.timed_out"); err != nil {
+			return err
+		}
+		sess.UpdatedAt = now
+		return tx.UpdateSession(ctx, sess)
+	}
+	d := &belay.Decision{
+		ID: newID(), UserID: SystemUser, Action: t.DefaultAction, SelectedOption: timeoutOption(cp.HITL),
+		Feedback: fmt.Sprintf("no decision within %d s; default action applied", t.Duration),
+		DecidedAt: now, ResponseTime: now.Sub(cp.CreatedAt).Milliseconds(), AutoTriggered: true,
+	}
+	return s.recordDecision(ctx, tx, sess, cp, d)
+}
+
+// timeoutOption picks the option a timeout's default action stands for: the
+// default option when it has that action, else the first with it, else the
+// action's name.
+func timeoutOption(h *belay.HITLRequest) string {
+	a := h.Timeout.DefaultAction
+	for _, o := range h.Options {
+		if o.IsDefault && o.Action == a {
+			return o.ID
+		}
+	}
+	for _, o := range h.Options {
+		if o.Action == a {
+			return o.ID
+		}
+	}
+	return string(a)
+}
+
+// settleDue applies checkpoint id's timeout if it is due. Reads call it so
+// correctness never depends on a sweeper running.
+func (s *Service) settleDue(ctx context.Context, id string) error {
+	cp, err := s.store.GetCheckpoint(ctx, id)
+	if err != nil || !due(cp, s.clock.Now()) {
+		return err
+	}
+	return s.update(ctx, func(tx store.Tx) error {
+		cp, err := tx.GetCheckpoint(ctx, id)
+		if err != nil || !due(cp, s.clock.Now()) {
+			return err
+		}
+		return s.applyTimeout(ctx, tx, cp)
+	})
+}
+
+// sweepBatch bounds the timeouts applied in one transaction.
+const sweepBatch = 100
+
+// Sweep applies every due timeout and returns how many it applied.
+func (s *Service) Sweep(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n := 0
+		err := s.update(ctx, func(tx store.Tx) error {
+			list, err := tx.DueHITL(ctx, s.clock.Now(), sweepBatch)
+			if err != nil {
+				return err
+			}
+			for _, cp := range list {
+				if err := s.applyTimeout(ctx, tx, cp); err != nil {
+					return err
+				}
+			}
+			n = len(list)
+			return nil
+		})
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if n < sweepBatch {
+			return total, nil
+		}
+	}
+}
+
+// SweepInterval is the longest a sweeper sleeps: it also notices requests
+// created by other processes on the same database.
+const SweepInterval = time.Second
+
+// RunSweeper applies timeouts as they fall due until ctx ends. Every
+// long-running process runs one; several may run at once.
+func (s *Service) RunSweeper(ctx context.Context) {
+	wake, cancel := s.Wake()
+	defer cancel()
+	for {
+		if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
+			s.log.Error("hitl sweeper", "error", err)
+		}
+		sleep := SweepInterval
+		if next, ok, err := s.store.NextHITLDeadline(ctx); err == nil && ok {
+			sleep = min(sleep, max(next.Sub(s.clock.Now()), time.Millisecond))
+		}
+		timer := time.NewTimer(sleep)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-wake:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// PendingHITL returns the open requests the caller may decide, oldest first.
+func (s *Service) PendingHITL(ctx context.Context, sessionID string) ([]belay.PendingHITL, error) {
+	if sessionID != "" {
+		if err := belay.ValidateID("session", sessionID); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := s.Sweep(ctx); err != nil {
+		return nil, err
+	}
+	list, err := s.store.PendingHITL(ctx, store.PendingQuery{SessionID: sessionID, Limit: 500})
+	if err != nil {
+		return nil, err
+	}
+	who := actor(ctx)
+	now := s.clock.Now()
+	sessions := map[string]*belay.Session{}
+	out := []belay.PendingHITL{}
+	for _, cp := range list {
+		if err := cp.VerifyChecksum(); err != nil {
+			return nil, err
+		}
+		sess, ok := sessions[cp.SessionID]
+		if !ok {
+			if sess, err = s.store.GetSession(ctx, cp.SessionID); err != nil {
+				return nil, err
+			}
+			sessions[cp.SessionID] = sess
+		}
+		if mayDecide(who, sess, cp) != nil {
+			continue
+		}
+		p := belay.PendingHITL{Checkpoint: cp, Session: belay.PendingSession{ID: sess.ID, Title: sess.Title, Status: sess.Status, Phase: sess.Phase}}
+		if p.Session.Title == "" {
+			p.Session.Title = sess.ProjectPath
+		}
+		if t := cp.HITL.Timeout; t != nil && !cp.TimeoutFired {
+			left := int64(t.ExpiresAt.Sub(now).Seconds())
+			p.TimeRemaining = &left
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// pollInterval bounds how long a waiter sleeps between reads: it notices
+// decisions made by other processes on the same database.
+const pollInterval = 250 * time.Millisecond
+
+// WaitDecision returns as soon as checkpoint id is decided (at once when it
+// already is), or after wait with Decided false.
+func (s *Service) WaitDecision(ctx context.Context, id string, wait time.Duration) (*belay.WaitResult, error) {
+	if err := belay.ValidateID("id", id); err != nil {
+		return nil, err
+	}
+	wake, cancel := s.Wake()
+	defer cancel()
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		cp, err := s.GetCheckpoint(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if !cp.HITLRequired {
+			return nil, belay.Errorf(belay.CodeHITLNotRequired, "checkpoint %s does not ask for a decision", cp.ID).With("checkpointId", cp.ID)
+		}
+		if cp.Decision != nil {
+			sess, err := s.store.GetSession(ctx, cp.SessionID)
+			if err != nil {
+				return nil, err
+			}
+			return &belay.WaitResult{Decided: true, Decision: cp.Decision, Checkpoint: cp, Session: sess}, nil
+		}
+		sleep := pollInterval
+		if t := cp.HITL.Timeout; t != nil && !cp.TimeoutFired {
+			sleep = min(sleep, max(t.ExpiresAt.Sub(s.clock.Now()), time.Millisecond))
+		}
+		tick := time.NewTimer(sleep)
+		select {
+		case <-ctx.Done():
+			tick.Stop()
+			return nil, ctx.Err()
+		case <-deadline.C:
+			tick.Stop()
+			return &belay.WaitResult{Checkpoint: cp}, nil
+		case <-wake:
+		case <-tick.C:
+		}
+		tick.Stop()
+	}
 }

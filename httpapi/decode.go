@@ -16,12 +16,10 @@ import (
 // belay.MaxStateBytes, plus room for the other fields.
 const MaxBodyBytes = belay.MaxStateBytes + 1<<20
 
-// decodeJSON reads exactly one JSON object into dst, rejecting unknown fields,
+// decodeJSON reads exactly one JSON object into dst (whatever the
+// Content-Type says, so a plain `curl -d` works), rejecting unknown fields,
 // trailing data and oversize bodies with coded errors that name the field.
 func decodeJSON(w http.ResponseWriter, r *http.Request, dst any) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		return belay.Invalid("body", "Content-Type must be application/json, got %q", ct)
-	}
 	body := http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()

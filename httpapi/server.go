@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,12 +29,19 @@ type Options struct {
 	Timeout time.Duration
 	// Version is reported by /healthz.
 	Version string
+	// Authenticate maps a bearer token to an identity. When nil, the server
+	// does not authenticate (embedded use and tests); `belay serve` always sets it.
+	Authenticate func(ctx context.Context, token string) (belay.Actor, error)
+	// Heartbeat is the interval of keep-alive pings on event streams; 15 s when zero.
+	Heartbeat time.Duration
 }
 
 // Server is belay's HTTP API. Further handlers (MCP, tRPC, the dashboard)
 // mount on the same mux through Handle.
 type Server struct {
 	svc     *core.Service
+	auth    func(ctx context.Context, token string) (belay.Actor, error)
+	beat    time.Duration
 	log     *slog.Logger
 	timeout time.Duration
 	version string
@@ -45,7 +53,11 @@ type Server struct {
 
 // New returns a Server with every route registered.
 func New(opts Options) *Server {
-	s := &Server{svc: opts.Service, log: opts.Logger, timeout: opts.Timeout, version: opts.Version, mux: http.NewServeMux()}
+	s := &Server{svc: opts.Service, auth: opts.Authenticate, beat: opts.Heartbeat, log: opts.Logger,
+		timeout: opts.Timeout, version: opts.Version, mux: http.NewServeMux()}
+	if s.beat == 0 {
+		s.beat = 15 * time.Second
+	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -67,7 +79,11 @@ func (s *Server) Registry() *prometheus.Registry { return s.reg }
 
 func (s *Server) routes() {
 	s.mux.Handle("GET /healthz", http.HandlerFunc(s.health))
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	metrics := promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})
+	s.stream("GET /metrics", func(w http.ResponseWriter, r *http.Request) error {
+		metrics.ServeHTTP(w, r)
+		return nil
+	})
 	s.api("POST /v1/sessions", s.createSession)
 	s.api("GET /v1/sessions", s.listSessions)
 	s.api("GET /v1/sessions/active", s.activeSession)
@@ -77,6 +93,11 @@ func (s *Server) routes() {
 	s.api("GET /v1/checkpoints", s.listCheckpoints)
 	s.api("GET /v1/checkpoints/{id}", s.getCheckpoint)
 	s.api("DELETE /v1/checkpoints/{id}", s.deleteCheckpoint)
+	s.api("POST /v1/checkpoints/{id}/decide", s.decide)
+	s.stream("GET /v1/checkpoints/{id}/decision", s.waitDecision)
+	s.api("GET /v1/hitl/pending", s.pending)
+	s.stream("GET /v1/events", s.sse)
+	s.stream("GET /v1/ws", s.websocket)
 	s.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, belay.Errorf(belay.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
 	}))
@@ -85,16 +106,41 @@ func (s *Server) routes() {
 // apiHandler handles one API call; a returned error becomes the error body.
 type apiHandler func(w http.ResponseWriter, r *http.Request) error
 
-// api registers an API route with the request deadline and error handling.
+// api registers an API route with authentication, the request deadline and
+// error handling.
 func (s *Server) api(pattern string, h apiHandler) {
-	s.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.stream(pattern, func(w http.ResponseWriter, r *http.Request) error {
 		ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
 		defer cancel()
-		r = r.WithContext(ctx)
+		return h(w, r.WithContext(ctx))
+	})
+}
+
+// stream registers a route with authentication and error handling but no
+// deadline: long polls and event streams bound their own time.
+func (s *Server) stream(pattern string, h apiHandler) {
+	s.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.auth != nil {
+			a, err := s.authenticate(r)
+			if err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			r = r.WithContext(belay.WithActor(r.Context(), a))
+		}
 		if err := h(w, r); err != nil {
 			s.writeError(w, r, err)
 		}
 	}))
+}
+
+func (s *Server) authenticate(r *http.Request) (belay.Actor, error) {
+	h := r.Header.Get("Authorization")
+	token, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || token == "" {
+		return belay.Actor{}, belay.Errorf(belay.CodeUnauthenticated, "a valid API token is required: send Authorization: Bearer belay_…")
+	}
+	return s.auth(r.Context(), strings.TrimSpace(token))
 }
 
 // Handle mounts another handler on the server's mux.

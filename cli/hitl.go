@@ -1,0 +1,338 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"charm.land/huh/v2"
+	"github.com/spf13/cobra"
+
+	"github.com/belayhq/belay"
+)
+
+// Exit codes of `belay wait`, one per decision, so scripts can branch.
+const (
+	ExitNoDecision = 3
+	ExitRejected   = 10
+	ExitModify     = 11
+	ExitRetry      = 12
+	ExitSkip       = 13
+	ExitEscalate   = 14
+)
+
+var waitExit = map[belay.Action]int{
+	belay.ActionApprove:  ExitOK,
+	belay.ActionReject:   ExitRejected,
+	belay.ActionModify:   ExitModify,
+	belay.ActionRetry:    ExitRetry,
+	belay.ActionSkip:     ExitSkip,
+	belay.ActionEscalate: ExitEscalate,
+}
+
+// exitCode ends the command with a chosen exit status and no error message.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit %d", int(e)) }
+
+func (a *app) pendingCommand() *cobra.Command {
+	var sessionID string
+	cmd := &cobra.Command{
+		Use:   "pending",
+		Short: "List the decisions waiting for you",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := a.ctx(cmd)
+			svc, err := a.service(ctx)
+			if err != nil {
+				return err
+			}
+			list, err := svc.PendingHITL(ctx, sessionID)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(list)
+			}
+			if len(list) == 0 {
+				fmt.Fprintln(a.env.Stdout, "Nothing waits for a decision.")
+				return nil
+			}
+			tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "CHECKPOINT\tSESSION\tTITLE\tOPTIONS\tTIME LEFT\tASKED")
+			for _, p := range list {
+				opts := make([]string, len(p.Checkpoint.HITL.Options))
+				for i, o := range p.Checkpoint.HITL.Options {
+					opts[i] = o.ID
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Checkpoint.ID, short(p.Session.ID), clip(p.Checkpoint.HITL.Title, 40),
+					strings.Join(opts, ","), remaining(p), ago(p.Checkpoint.CreatedAt))
+			}
+			tw.Flush()
+			fmt.Fprintln(a.env.Stdout, "Decide with: belay decide CHECKPOINT")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&sessionID, "session", "", "only this session")
+	return cmd
+}
+
+func remaining(p belay.PendingHITL) string {
+	if p.TimeRemaining == nil {
+		if p.Checkpoint.TimeoutFired {
+			return "paused"
+		}
+		return "-"
+	}
+	d := time.Duration(max(*p.TimeRemaining, 0)) * time.Second
+	return fmt.Sprintf("%s → %s", d, p.Checkpoint.HITL.Timeout.DefaultAction)
+}
+
+func (a *app) decideCommand() *cobra.Command {
+	var in belay.DecideInput
+	var modifyFile string
+	var sessionID string
+	cmd := &cobra.Command{
+		Use:   "decide [CHECKPOINT]",
+		Short: "Decide a pending request, interactively or with --option",
+		Long: `Decide a pending human-in-the-loop request. Without CHECKPOINT, the only
+pending request (or a choice among them). With --option it runs without
+questions, for scripts; otherwise it shows the request and asks.`,
+		Example: `  belay decide                                   # interactive
+  belay decide 01a1f… --option approve --feedback "looks good"
+  belay decide 01a1f… --option modify --modify-file changes.json`,
+		Args: args(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			ctx := a.ctx(cmd)
+			svc, err := a.service(ctx)
+			if err != nil {
+				return err
+			}
+			var cp *belay.Checkpoint
+			if len(argv) == 1 {
+				if cp, err = a.resolveCheckpoint(ctx, svc, argv[0], sessionID); err != nil {
+					return err
+				}
+			} else if cp, err = a.choosePending(ctx, svc, sessionID, in.SelectedOption == ""); err != nil {
+				return err
+			}
+			if cp.HITL == nil {
+				return belay.Errorf(belay.CodeHITLNotRequired, "checkpoint %s does not ask for a decision", cp.ID)
+			}
+			in.CheckpointID = cp.ID
+			if in.Modifications, err = a.readJSONFile(modifyFile); err != nil {
+				return err
+			}
+			if in.SelectedOption == "" {
+				if err := a.askDecision(cp, &in); err != nil {
+					return err
+				}
+			} else if opt, ok := cp.HITL.Option(in.SelectedOption); ok && in.Action == "" {
+				in.Action = opt.Action
+			} else if in.Action == "" {
+				in.Action = belay.Action(in.SelectedOption)
+			}
+			res, err := svc.Decide(ctx, in)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(res)
+			}
+			fmt.Fprintf(a.env.Stdout, "Decided %s (%s). Session %s is %s.\n", res.Decision.SelectedOption, res.Decision.Action, short(res.Session.ID), res.Session.Status)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&in.SelectedOption, "option", "", "option id to choose (no questions asked)")
+	f.StringVar((*string)(&in.Action), "action", "", "action of the option (default: the option's own)")
+	f.StringVar(&in.Feedback, "feedback", "", "feedback for the agent, up to 2,000 characters")
+	f.StringVar(&modifyFile, "modify-file", "", "modifications as a JSON object file (with a modify option), or - for standard input")
+	f.StringVar(&in.IdempotencyKey, "idempotency-key", "", "retrying with the same key returns the first decision")
+	f.StringVar(&sessionID, "session", "", "session of checkpoint number N, or to choose pending requests from")
+	return cmd
+}
+
+// choosePending picks the request to decide when none was named.
+func (a *app) choosePending(ctx context.Context, svc belay.Service, sessionID string, interactive bool) (*belay.Checkpoint, error) {
+	list, err := svc.PendingHITL(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(list) == 0:
+		return nil, belay.Errorf(belay.CodeNotFound, "nothing waits for a decision")
+	case len(list) == 1:
+		return list[0].Checkpoint, nil
+	case !interactive:
+		return nil, usagef("%d requests are pending: name one (see `belay pending`)", len(list))
+	}
+	var id string
+	sel := huh.NewSelect[string]().Title("Which request?").Value(&id)
+	opts := make([]huh.Option[string], len(list))
+	for i, p := range list {
+		opts[i] = huh.NewOption(fmt.Sprintf("%s  (%s, %s)", p.Checkpoint.HITL.Title, short(p.Checkpoint.ID), remaining(p)), p.Checkpoint.ID)
+	}
+	if err := a.form(huh.NewGroup(sel.Options(opts...))).Run(); err != nil {
+		return nil, promptError(err)
+	}
+	for _, p := range list {
+		if p.Checkpoint.ID == id {
+			return p.Checkpoint, nil
+		}
+	}
+	return nil, belay.Errorf(belay.CodeNotFound, "no pending request %s", id)
+}
+
+// askDecision shows a request as seed 000's CLI flow does and asks for the
+// option, feedback and (for modify) modifications.
+func (a *app) askDecision(cp *belay.Checkpoint, in *belay.DecideInput) error {
+	h := cp.HITL
+	w := a.env.Stdout
+	fmt.Fprintf(w, "\n%s\n", h.Title)
+	if h.Message != "" {
+		fmt.Fprintln(w, h.Message)
+	}
+	if len(h.Context) > 0 {
+		fmt.Fprintf(w, "\nContext:\n%s\n", indentJSON(h.Context, 4000))
+	}
+	if h.Timeout != nil && !cp.TimeoutFired {
+		fmt.Fprintf(w, "\nIf nobody decides by %s: %s.\n", h.Timeout.ExpiresAt.Local().Format(time.Kitchen), h.Timeout.DefaultAction)
+	}
+	fmt.Fprintln(w)
+	opts := make([]huh.Option[string], len(h.Options))
+	for i, o := range h.Options {
+		label := fmt.Sprintf("[%s] %s", o.ID, o.Label)
+		if o.IsDefault {
+			label += " (default)"
+			in.SelectedOption = o.ID
+		}
+		if o.Description != "" {
+			label += " - " + o.Description
+		}
+		opts[i] = huh.NewOption(label, o.ID)
+	}
+	if in.SelectedOption == "" {
+		in.SelectedOption = h.Options[0].ID
+	}
+	if err := a.form(huh.NewGroup(
+		huh.NewSelect[string]().Title("Select option").Options(opts...).Value(&in.SelectedOption),
+		huh.NewText().Title("Feedback (optional)").CharLimit(belay.MaxFeedback).Value(&in.Feedback),
+	)).Run(); err != nil {
+		return promptError(err)
+	}
+	opt, _ := h.Option(in.SelectedOption)
+	in.Action = opt.Action
+	in.Feedback = strings.TrimSpace(in.Feedback)
+	if in.Action == belay.ActionModify && len(in.Modifications) == 0 {
+		var mods string
+		if err := a.form(huh.NewGroup(huh.NewText().Title("Modifications as a JSON object (optional)").Value(&mods).
+			Validate(func(s string) error {
+				if strings.TrimSpace(s) == "" || json.Valid([]byte(s)) {
+					return nil
+				}
+				return errors.New("not valid JSON")
+			}))).Run(); err != nil {
+			return promptError(err)
+		}
+		if strings.TrimSpace(mods) != "" {
+			in.Modifications = json.RawMessage(mods)
+		}
+	}
+	return nil
+}
+
+// form builds a prompt on the command's terminal. Without a terminal (a pipe,
+// a script, a screen reader) it uses huh's accessible mode: plain line prompts.
+func (a *app) form(groups ...*huh.Group) *huh.Form {
+	f := huh.NewForm(groups...).WithInput(a.env.Stdin).WithOutput(a.env.Stdout)
+	return f.WithAccessible(!isTerminal(a.env.Stdin) || a.env.Getenv("BELAY_ACCESSIBLE") != "")
+}
+
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func promptError(err error) error {
+	if errors.Is(err, huh.ErrUserAborted) {
+		return exitCode(ExitError)
+	}
+	return fmt.Errorf("prompt: %w", err)
+}
+
+func (a *app) waitCommand() *cobra.Command {
+	var timeout time.Duration
+	var sessionID string
+	cmd := &cobra.Command{
+		Use:   "wait CHECKPOINT",
+		Short: "Wait for the decision on a checkpoint and exit with a code per action",
+		Long: `Wait until the checkpoint's request is decided (returns at once when it already
+is) and print the decision. The exit code tells the action, so scripts can branch:
+
+  0 approve   10 reject   11 modify   12 retry   13 skip   14 escalate
+  3 no decision within --timeout      1 error`,
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			ctx := a.ctx(cmd)
+			svc, err := a.service(ctx)
+			if err != nil {
+				return err
+			}
+			cp, err := a.resolveCheckpoint(ctx, svc, argv[0], sessionID)
+			if err != nil {
+				return err
+			}
+			deadline := time.Now().Add(timeout)
+			for {
+				chunk := 30 * time.Second
+				if timeout > 0 {
+					chunk = min(chunk, max(time.Until(deadline), 0))
+				}
+				res, err := svc.WaitDecision(ctx, cp.ID, chunk)
+				if err != nil {
+					return err
+				}
+				if res.Decided {
+					if a.json {
+						if err := a.printJSON(res); err != nil {
+							return err
+						}
+					} else {
+						d := res.Decision
+						fmt.Fprintf(a.env.Stdout, "%s (option %s) by %s", d.Action, d.SelectedOption, d.UserID)
+						if d.Feedback != "" {
+							fmt.Fprintf(a.env.Stdout, ": %s", d.Feedback)
+						}
+						fmt.Fprintln(a.env.Stdout)
+					}
+					if code := waitExit[res.Decision.Action]; code != ExitOK {
+						return exitCode(code)
+					}
+					return nil
+				}
+				if timeout > 0 && !time.Now().Before(deadline) {
+					if a.json {
+						_ = a.printJSON(res)
+					} else {
+						fmt.Fprintln(a.env.Stderr, "belay: no decision yet")
+					}
+					return exitCode(ExitNoDecision)
+				}
+			}
+		},
+	}
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long with exit code 3 (default: wait forever)")
+	cmd.Flags().StringVar(&sessionID, "session", "", "session of checkpoint number N")
+	return cmd
+}
