@@ -224,7 +224,7 @@ func (s *Service) applyTimeout(ctx context.Context, tx store.Tx, cp *belay.Check
 	}
 	d := &belay.Decision{
 		ID: newID(), UserID: SystemUser, Action: t.DefaultAction, SelectedOption: timeoutOption(cp.HITL),
-		Feedback: fmt.Sprintf("no decision within %d s; default action applied", t.Duration),
+		Feedback:  fmt.Sprintf("no decision within %d s; default action applied", t.Duration),
 		DecidedAt: now, ResponseTime: now.Sub(cp.CreatedAt).Milliseconds(), AutoTriggered: true,
 	}
 	return s.recordDecision(ctx, tx, sess, cp, d)
