@@ -47,13 +47,20 @@ func canonicalTime(t time.Time) string {
 // ComputeChecksum returns "sha256:" and the hex digest of the checkpoint's
 // canonical encoding.
 func (c *Checkpoint) ComputeChecksum() (string, error) {
+	hitl := c.HITL
+	if hitl != nil && hitl.Timeout != nil {
+		h, to := *hitl, *hitl.Timeout
+		to.ExpiresAt = to.ExpiresAt.UTC()
+		h.Timeout = &to
+		hitl = &h
+	}
 	f := checksumFields{
 		ID: c.ID, SessionID: c.SessionID, Seq: c.Seq, Name: c.Name, Type: c.Type,
 		Trigger: c.Trigger, Summary: c.Summary, Description: c.Description,
 		ProjectPath: c.ProjectPath, WorkspaceRef: c.WorkspaceRef, Files: c.Files,
 		AgentState: c.AgentState, Outputs: c.Outputs, Metadata: c.Metadata,
 		Context: c.Context, Tags: c.Tags, Phase: c.Phase, Step: c.Step,
-		ParentID: c.ParentID, HITLRequired: c.HITLRequired, HITL: c.HITL,
+		ParentID: c.ParentID, HITLRequired: c.HITLRequired, HITL: hitl,
 		CreatedBy: c.CreatedBy, CreatedAt: canonicalTime(c.CreatedAt),
 	}
 	if c.ExpiresAt != nil {

@@ -3,6 +3,7 @@ package belay
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"time"
 )
 
@@ -24,6 +25,7 @@ type Service interface {
 	DeleteCheckpoint(ctx context.Context, id string) error
 
 	HITLService
+	WorkspaceService
 }
 
 // Actor is who is calling: set by the transport after authentication.
@@ -108,6 +110,13 @@ type CreateCheckpointInput struct {
 	Step         int               `json:"step,omitempty"`
 	ExpiresAt    *time.Time        `json:"expiresAt,omitempty"`
 	HITL         *HITLInput        `json:"hitl,omitempty"`
+	// Snapshot records the session's workspace (its project path) as a git
+	// commit in belay's own repository and sets WorkspaceRef and Files.
+	// Files that cannot be stored are listed in metadata key "skippedFiles".
+	Snapshot bool `json:"snapshot,omitempty"`
+	// Paths, with Snapshot, lists the paths (relative to the workspace) the
+	// agent touched: only those are looked at. Empty means the whole workspace.
+	Paths []string `json:"paths,omitempty"`
 }
 
 // Orderings and directions of a checkpoint list.
@@ -192,4 +201,226 @@ type HITLService interface {
 	// WaitDecision returns as soon as checkpoint id is decided, or after wait
 	// with Decided false.
 	WaitDecision(ctx context.Context, id string, wait time.Duration) (*WaitResult, error)
+}
+
+// Events of the workspace service.
+const (
+	// EventSessionDeleted: a session and its checkpoints were deleted.
+	EventSessionDeleted = "session.deleted"
+	// EventCheckpointRepaired: Validate rebuilt a damaged or missing
+	// checkpoint from its snapshot commit.
+	EventCheckpointRepaired = "checkpoint.repaired"
+)
+
+// WorkspaceService is the workspace part of belay. CreateCheckpoint takes the
+// snapshots (CreateCheckpointInput.Snapshot); these methods roll a session
+// back to one, compare them, check them, move sessions between machines and
+// reclaim the space they use.
+type WorkspaceService interface {
+	// RestoreCheckpoint rolls a session back to one of its checkpoints: the
+	// workspace files (after an automatic "pre-rollback" checkpoint of the
+	// current state, so the rollback can be undone) and the agent state.
+	RestoreCheckpoint(ctx context.Context, in RestoreInput) (*RestoreResult, error)
+	// DiffCheckpoint compares a checkpoint's snapshot with another's or with
+	// the workspace as it is now.
+	DiffCheckpoint(ctx context.Context, in DiffInput) (*DiffResult, error)
+	// ListRollbacks returns a session's rollbacks, oldest first.
+	ListRollbacks(ctx context.Context, sessionID string) ([]*Rollback, error)
+	// Validate checks checkpoints against their checksums and snapshots and,
+	// with Repair, rebuilds damaged or missing ones from their commits.
+	Validate(ctx context.Context, in ValidateInput) (*ValidationReport, error)
+	// ExportSession writes a session, its rollback history and its snapshots
+	// to w as a gzipped tar archive that ImportSession reads.
+	ExportSession(ctx context.Context, sessionID string, w io.Writer) error
+	// ImportSession reads an archive written by ExportSession.
+	ImportSession(ctx context.Context, in ImportInput, r io.Reader) (*ImportResult, error)
+	// ExportBranch writes a session's snapshots as a branch of the user's git
+	// repository, one commit per checkpoint.
+	ExportBranch(ctx context.Context, in ExportBranchInput) (*ExportBranchResult, error)
+	// DiskUsage reports the space used per workspace and per session.
+	DiskUsage(ctx context.Context) (*DiskUsageReport, error)
+	// DeleteSession deletes a session with its checkpoints and rollbacks and
+	// drops its snapshots so their space can be reclaimed.
+	DeleteSession(ctx context.Context, id string) (*DeleteSessionResult, error)
+}
+
+// RestoreInput asks to roll a session back to a checkpoint (seed 000's restore).
+type RestoreInput struct {
+	CheckpointID string `json:"checkpointId"`
+	Reason       string `json:"reason,omitempty"`
+	// DryRun lists what would change and changes nothing.
+	DryRun bool `json:"dryRun,omitempty"`
+}
+
+// RestoreResult is a session after a rollback (seed 000's restore response).
+type RestoreResult struct {
+	Session    *Session    `json:"session"`
+	Checkpoint *Checkpoint `json:"checkpoint"`
+	// RestoredFiles were written back with the checkpoint's content;
+	// RemovedFiles, created since the checkpoint, were removed.
+	RestoredFiles []string `json:"restoredFiles"`
+	RemovedFiles  []string `json:"removedFiles"`
+	// SafetyCheckpoint holds the state from before the rollback: rolling back
+	// to it undoes the rollback. Absent for a dry run.
+	SafetyCheckpoint *Checkpoint `json:"safetyCheckpoint,omitempty"`
+	Rollback         *Rollback   `json:"rollback,omitempty"`
+	DryRun           bool        `json:"dryRun,omitempty"`
+}
+
+// DiffCurrent names the workspace as it is now in DiffInput.To.
+const DiffCurrent = "current"
+
+// DiffInput compares checkpoint CheckpointID with checkpoint To, or with the
+// workspace as it is now when To is "" or DiffCurrent.
+type DiffInput struct {
+	CheckpointID string `json:"checkpointId"`
+	To           string `json:"to,omitempty"`
+}
+
+// File statuses in a FileDiff.
+const (
+	FileAdded    = "added"
+	FileModified = "modified"
+	FileDeleted  = "deleted"
+	FileRenamed  = "renamed"
+)
+
+// FileDiff is one changed file.
+type FileDiff struct {
+	// Path is the file's path in the newer state; for a deleted file, in the older.
+	Path string `json:"path"`
+	// OldPath is the older path of a renamed file.
+	OldPath   string `json:"oldPath,omitempty"`
+	Status    string `json:"status"`
+	Additions int    `json:"additions"`
+	Deletions int    `json:"deletions"`
+	Binary    bool   `json:"binary,omitempty"`
+}
+
+// DiffResult is the difference between two states of a workspace.
+type DiffResult struct {
+	From *Checkpoint `json:"from"`
+	// To is nil when the comparison is with the workspace as it is now.
+	To        *Checkpoint `json:"to,omitempty"`
+	Files     []FileDiff  `json:"files"`
+	Additions int         `json:"additions"`
+	Deletions int         `json:"deletions"`
+	// Patch is a unified diff; binary files are named, not encoded.
+	Patch string `json:"patch"`
+}
+
+// ValidateInput asks for an integrity check of one session, or of all.
+type ValidateInput struct {
+	SessionID string `json:"sessionId,omitempty"`
+	// Repair rebuilds damaged or missing checkpoints from their snapshot commits.
+	Repair bool `json:"repair,omitempty"`
+}
+
+// Kinds of ValidationProblem.
+const (
+	// ProblemChecksum: a checkpoint does not match its checksum.
+	ProblemChecksum = "checksum"
+	// ProblemMissingCommit: a checkpoint's snapshot commit is gone or incomplete.
+	ProblemMissingCommit = "missing_commit"
+	// ProblemMissingRow: a snapshot commit has no checkpoint although it was
+	// never deleted.
+	ProblemMissingRow = "missing_row"
+	// ProblemWorkspace: a workspace's snapshot repository is damaged.
+	ProblemWorkspace = "workspace"
+)
+
+// RecoveryOption is one way out of a problem (seed 004's recovery options).
+type RecoveryOption struct {
+	Command     string `json:"command"`
+	Description string `json:"description"`
+}
+
+// ValidationProblem is one thing Validate found wrong.
+type ValidationProblem struct {
+	Kind         string `json:"kind"`
+	SessionID    string `json:"sessionId,omitempty"`
+	CheckpointID string `json:"checkpointId,omitempty"`
+	Seq          int64  `json:"seq,omitempty"`
+	ProjectPath  string `json:"projectPath,omitempty"`
+	Message      string `json:"message"`
+	// Repaired is set when Repair rebuilt the checkpoint.
+	Repaired bool             `json:"repaired"`
+	Recovery []RecoveryOption `json:"recovery,omitempty"`
+}
+
+// ValidationReport is the outcome of Validate.
+type ValidationReport struct {
+	Sessions    int                 `json:"sessions"`
+	Checkpoints int                 `json:"checkpoints"`
+	Workspaces  int                 `json:"workspaces"`
+	Problems    []ValidationProblem `json:"problems"`
+	// OK is true when no problem is left unrepaired.
+	OK bool `json:"ok"`
+}
+
+// ImportInput says where an imported session's workspace is: ProjectPath
+// replaces the exported one when set.
+type ImportInput struct {
+	ProjectPath string `json:"projectPath,omitempty"`
+}
+
+// ImportResult is the session ImportSession created.
+type ImportResult struct {
+	Session     *Session `json:"session"`
+	Checkpoints int      `json:"checkpoints"`
+	Rollbacks   int      `json:"rollbacks"`
+	// Snapshots is the number of snapshot commits imported.
+	Snapshots int `json:"snapshots"`
+}
+
+// ExportBranchInput asks for a session's snapshots as a git branch of the
+// workspace's own repository; Branch defaults to belay/<session id>.
+type ExportBranchInput struct {
+	SessionID string `json:"sessionId"`
+	Branch    string `json:"branch,omitempty"`
+}
+
+// ExportBranchResult names the branch written.
+type ExportBranchResult struct {
+	Branch      string `json:"branch"`
+	ProjectPath string `json:"projectPath"`
+	Commits     int    `json:"commits"`
+}
+
+// WorkspaceUsage is the space a workspace's snapshots use.
+type WorkspaceUsage struct {
+	ProjectPath string `json:"projectPath"`
+	Bytes       int64  `json:"bytes"`
+	Sessions    int    `json:"sessions"`
+	// Error says why Bytes is unknown (e.g. the directory is gone).
+	Error string `json:"error,omitempty"`
+}
+
+// SessionUsage is the space a session's checkpoints use in the database.
+type SessionUsage struct {
+	ID          string        `json:"id"`
+	Title       string        `json:"title,omitempty"`
+	ProjectPath string        `json:"projectPath,omitempty"`
+	Status      SessionStatus `json:"status"`
+	Checkpoints int64         `json:"checkpoints"`
+	// StateBytes sums the agent state, outputs and metadata of its checkpoints.
+	StateBytes int64 `json:"stateBytes"`
+}
+
+// DiskUsageReport is the outcome of DiskUsage.
+type DiskUsageReport struct {
+	Workspaces     []WorkspaceUsage `json:"workspaces"`
+	Sessions       []SessionUsage   `json:"sessions"`
+	WorkspaceBytes int64            `json:"workspaceBytes"`
+	StateBytes     int64            `json:"stateBytes"`
+}
+
+// DeleteSessionResult reports a deleted session.
+type DeleteSessionResult struct {
+	SessionID   string `json:"sessionId"`
+	Checkpoints int64  `json:"checkpoints"`
+	// SnapshotsPruned is false when the session's snapshots could not be
+	// dropped (Warning says why); they then keep using space.
+	SnapshotsPruned bool   `json:"snapshotsPruned"`
+	Warning         string `json:"warning,omitempty"`
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -33,6 +35,12 @@ const (
 	DefaultListLimit  = 20
 	// MaxStateBytes bounds agent state, outputs and metadata, each.
 	MaxStateBytes = 8 << 20
+	// MaxPaths bounds the touched paths given with a snapshot.
+	MaxPaths = 10000
+	// MaxPathLen bounds one such path, in bytes.
+	MaxPathLen = 4096
+	// MaxReason bounds the reason given for a rollback.
+	MaxReason = 2000
 )
 
 func runes(s string) int { return utf8.RuneCountInString(s) }
@@ -204,8 +212,104 @@ func (in *CreateCheckpointInput) Validate() error {
 	if err := ValidateTags("tags", in.Tags); err != nil {
 		return err
 	}
+	if err := in.validateSnapshot(); err != nil {
+		return err
+	}
 	if in.HITL != nil {
 		return in.HITL.Validate()
+	}
+	return nil
+}
+
+// validateSnapshot checks the snapshot request: touched paths must stay
+// inside the workspace.
+func (in *CreateCheckpointInput) validateSnapshot() error {
+	if !in.Snapshot {
+		if len(in.Paths) > 0 {
+			return Invalid("paths", "paths are only allowed with snapshot")
+		}
+		return nil
+	}
+	if in.WorkspaceRef != "" {
+		return Invalid("workspaceRef", "workspaceRef and snapshot exclude each other: the snapshot sets workspaceRef")
+	}
+	if len(in.Paths) > MaxPaths {
+		return Invalid("paths", "at most %d paths are allowed, got %d", MaxPaths, len(in.Paths))
+	}
+	for i, p := range in.Paths {
+		if err := ValidateRelativePath(fmt.Sprintf("paths[%d]", i), p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ValidateRelativePath checks that p names a path inside a workspace:
+// relative, without NUL bytes and not climbing out with "..".
+func ValidateRelativePath(field, p string) error {
+	switch {
+	case p == "":
+		return Invalid(field, "%s must not be empty", field)
+	case len(p) > MaxPathLen:
+		return Invalid(field, "%s is longer than %d bytes", field, MaxPathLen)
+	case !utf8.ValidString(p) || strings.ContainsRune(p, 0):
+		return Invalid(field, "%s must be UTF-8 without NUL bytes", field)
+	case filepath.IsAbs(p) || strings.HasPrefix(p, "/"):
+		return Invalid(field, "%s must be relative to the workspace, got %q", field, truncate(p, 200))
+	}
+	c := path.Clean(filepath.ToSlash(p))
+	if c == ".." || strings.HasPrefix(c, "../") {
+		return Invalid(field, "%s must stay inside the workspace, got %q", field, truncate(p, 200))
+	}
+	return nil
+}
+
+// Validate checks a rollback request.
+func (in *RestoreInput) Validate() error {
+	if err := ValidateID("checkpointId", in.CheckpointID); err != nil {
+		return err
+	}
+	return validText("reason", in.Reason, 0, MaxReason)
+}
+
+// Validate checks a diff request.
+func (in *DiffInput) Validate() error {
+	if err := ValidateID("checkpointId", in.CheckpointID); err != nil {
+		return err
+	}
+	if in.To != "" && in.To != DiffCurrent {
+		return ValidateID("to", in.To)
+	}
+	return nil
+}
+
+// Validate checks an integrity check request.
+func (in *ValidateInput) Validate() error {
+	if in.SessionID != "" {
+		return ValidateID("sessionId", in.SessionID)
+	}
+	return nil
+}
+
+// Validate checks an import request.
+func (in *ImportInput) Validate() error {
+	if in.ProjectPath != "" {
+		return ValidateProjectPath("projectPath", in.ProjectPath)
+	}
+	return nil
+}
+
+// Validate checks a branch export request; whether git accepts the branch
+// name is checked when it is written.
+func (in *ExportBranchInput) Validate() error {
+	if err := ValidateID("sessionId", in.SessionID); err != nil {
+		return err
+	}
+	if err := validText("branch", in.Branch, 0, MaxNameLen); err != nil {
+		return err
+	}
+	if strings.HasPrefix(in.Branch, "-") || strings.ContainsAny(in.Branch, " \t\r\n~^:?*[\\") {
+		return Invalid("branch", "branch %q is not a valid git branch name", truncate(in.Branch, 60))
 	}
 	return nil
 }

@@ -20,11 +20,16 @@ func (a *app) saveCommand() *cobra.Command {
 	var in belay.CreateCheckpointInput
 	var typ, trigger, stateFile, outputsFile, metadataFile string
 	var contextPairs []string
+	var noSnapshot bool
 	cmd := &cobra.Command{
 		Use:   "save -m SUMMARY",
 		Short: "Save a checkpoint in the current project's active session",
 		Long: `Save a checkpoint. Without --session it goes to the active session of the
-project (the working directory, or --project), created on demand.`,
+project (the working directory, or --project), created on demand.
+
+The project's files are snapshotted into belay's own git repository (never
+yours), so 'belay rollback' can bring them back; --no-snapshot skips that and
+--paths limits it to the files the agent touched.`,
 		Example: `  belay save -m "architecture approved" --name architecture --type phase
   belay save -m "tests pass" --tag tests --state-file state.json
   echo '{"step":3}' | belay save -m "step 3" --state-file -`,
@@ -34,6 +39,7 @@ project (the working directory, or --project), created on demand.`,
 				return usagef("a summary is required: belay save -m SUMMARY")
 			}
 			in.Type, in.Trigger = belay.CheckpointType(typ), belay.Trigger(trigger)
+			in.Snapshot = !noSnapshot
 			var err error
 			if in.AgentState, err = a.readJSONFile(stateFile); err != nil {
 				return err
@@ -65,6 +71,7 @@ project (the working directory, or --project), created on demand.`,
 				return a.printJSON(cp)
 			}
 			fmt.Fprintf(a.env.Stdout, "Saved checkpoint #%d %s in session %s\n", cp.Seq, cp.ID, cp.SessionID)
+			a.printSnapshot(cp)
 			return nil
 		},
 	}
@@ -83,6 +90,8 @@ project (the working directory, or --project), created on demand.`,
 	f.StringVar(&in.ProjectPath, "project", "", "project path (default: the working directory)")
 	f.StringVar(&in.Phase, "phase", "", "the session's phase after this checkpoint")
 	f.IntVar(&in.Step, "step", 0, "the session's step number after this checkpoint")
+	f.BoolVar(&noSnapshot, "no-snapshot", false, "do not snapshot the project's files")
+	f.StringSliceVar(&in.Paths, "paths", nil, "snapshot only these paths, relative to the project (comma separated)")
 	return cmd
 }
 

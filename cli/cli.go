@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"os/user"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -21,6 +22,7 @@ import (
 	"github.com/belayhq/belay/client"
 	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/store/sqlite"
+	"github.com/belayhq/belay/workspace"
 )
 
 // Exit codes of the belay command.
@@ -86,7 +88,8 @@ func Run(ctx context.Context, args []string, env Env) int {
 		return int(code)
 	}
 	var ue usageError
-	if errors.As(err, &ue) {
+	// cobra reports an unknown command as a plain error; it is a usage error.
+	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command ") {
 		fmt.Fprintf(env.Stderr, "belay: %v\nRun 'belay --help' for usage.\n", err)
 		return ExitUsage
 	}
@@ -146,13 +149,21 @@ func (a *app) rootCommand() *cobra.Command {
 		a.checkpointsCommand(),
 		a.showCommand(),
 		a.deleteCommand(),
-		a.sessionsCommand(),
+		a.withSessionDelete(a.sessionsCommand()),
 		a.sessionInfoCommand(),
 		a.pendingCommand(),
 		a.decideCommand(),
 		a.waitCommand(),
 		a.watchCommand(),
 		a.tokenCommand(),
+		a.webhookCommand(),
+		a.rollbackCommand(),
+		a.rollbacksCommand(),
+		a.diffCommand(),
+		a.validateCommand(),
+		a.exportCommand(),
+		a.importCommand(),
+		a.duCommand(),
 		a.versionCommand(),
 	)
 	return root
@@ -204,7 +215,17 @@ func (a *app) openLocal(ctx context.Context) (*core.Service, error) {
 		return nil, err
 	}
 	a.db = db
-	a.local = core.New(core.Options{Store: db})
+	ws, err := workspace.New(workspace.Options{DataDir: dir})
+	var we *workspace.Error
+	if errors.As(err, &we) && we.Code == workspace.GitMissing {
+		// Without git everything but workspace snapshots works; core says so
+		// when one is asked for.
+		ws, err = nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	a.local = core.New(core.Options{Store: db, Workspaces: ws})
 	return a.local, nil
 }
 

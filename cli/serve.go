@@ -63,6 +63,7 @@ func (a *app) serve(ctx context.Context, addr string) error {
 	sweepCtx, stopSweeper := context.WithCancel(context.Background())
 	defer stopSweeper()
 	go svc.RunSweeper(sweepCtx)
+	go svc.RunWebhooks(sweepCtx)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

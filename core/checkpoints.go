@@ -11,6 +11,8 @@ import (
 // CreateCheckpoint saves a checkpoint in its session (the project's active
 // session when none is named, created on demand) with the next seq, the
 // session's head as parent, a checksum, and events, all in one transaction.
+// With in.Snapshot it first snapshots the session's workspace (see
+// createWithSnapshot).
 func (s *Service) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpointInput) (*belay.Checkpoint, error) {
 	if err := in.Validate(); err != nil {
 		return nil, err
@@ -47,6 +49,12 @@ func (s *Service) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpoin
 		if cp.Type == belay.TypeManual && in.Type == "" {
 			cp.Type = belay.TypeHITL
 		}
+	}
+	if in.Snapshot {
+		if err := s.createWithSnapshot(ctx, in, cp); err != nil {
+			return nil, err
+		}
+		return cp, nil
 	}
 	err := s.update(ctx, func(tx store.Tx) error {
 		sess, err := s.sessionFor(ctx, tx, in.SessionID, in.ProjectPath)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/store"
+	"github.com/belayhq/belay/workspace"
 )
 
 // Options configure a Service.
@@ -23,6 +24,9 @@ type Options struct {
 	Clock belay.Clock
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Workspaces takes and restores workspace snapshots. Without it (no git
+	// on this machine) checkpoints cannot snapshot their workspace.
+	Workspaces *workspace.Manager
 }
 
 // Service implements belay.Service on a store.
@@ -30,6 +34,7 @@ type Service struct {
 	store store.Store
 	clock belay.Clock
 	log   *slog.Logger
+	ws    *workspace.Manager
 
 	mu      sync.Mutex
 	waiters map[chan struct{}]struct{}
@@ -39,7 +44,7 @@ var _ belay.Service = (*Service)(nil)
 
 // New returns a Service. The caller keeps ownership of the store.
 func New(opts Options) *Service {
-	s := &Service{store: opts.Store, clock: opts.Clock, log: opts.Logger, waiters: map[chan struct{}]struct{}{}}
+	s := &Service{store: opts.Store, clock: opts.Clock, log: opts.Logger, ws: opts.Workspaces, waiters: map[chan struct{}]struct{}{}}
 	if s.clock == nil {
 		s.clock = belay.SystemClock{}
 	}

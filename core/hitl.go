@@ -272,7 +272,7 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 	total := 0
 	for {
 		n := 0
-		err := s.update(ctx, func(tx store.Tx) error {
+		err := s.store.Update(ctx, func(tx store.Tx) error {
 			list, err := tx.DueHITL(ctx, s.clock.Now(), sweepBatch)
 			if err != nil {
 				return err
@@ -287,6 +287,9 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 		})
 		if err != nil {
 			return total, err
+		}
+		if n > 0 { // an idle sweep wakes no one, least of all RunSweeper itself
+			s.notify()
 		}
 		total += n
 		if n < sweepBatch {

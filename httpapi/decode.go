@@ -119,11 +119,8 @@ func (q *query) list(name string) []string {
 	q.used[name] = true
 	var out []string
 	for _, v := range q.values[name] {
-		for _, p := range strings.Split(v, ",") {
-			if p != "" {
-				out = append(out, p)
-			}
-		}
+		// Empty items are kept, so validation refuses them as core does.
+		out = append(out, strings.Split(v, ",")...)
 	}
 	return out
 }

@@ -63,8 +63,9 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getCheckpointBySeq(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r, "id")
-	if err != nil {
+	// The {id} of this route is a session's: name the field as core does.
+	id := r.PathValue("id")
+	if err := belay.ValidateID("sessionId", id); err != nil {
 		return err
 	}
 	seq, err := strconv.ParseInt(r.PathValue("seq"), 10, 64)

@@ -96,6 +96,17 @@ func (s *Server) routes() {
 	s.api("POST /v1/checkpoints/{id}/decide", s.decide)
 	s.stream("GET /v1/checkpoints/{id}/decision", s.waitDecision)
 	s.api("GET /v1/hitl/pending", s.pending)
+	s.api("POST /v1/checkpoints/{id}/restore", s.restoreCheckpoint)
+	s.api("GET /v1/checkpoints/{id}/diff", s.diffCheckpoint)
+	s.api("GET /v1/sessions/{id}/rollbacks", s.listRollbacks)
+	s.api("DELETE /v1/sessions/{id}", s.deleteSession)
+	s.api("POST /v1/sessions/{id}/export-branch", s.exportBranch)
+	// Exports, imports, checks and sizes take as long as the data is big.
+	s.stream("GET /v1/sessions/{id}/export", s.exportSession)
+	s.stream("POST /v1/sessions/import", s.importSession)
+	s.stream("GET /v1/validate", s.validate)
+	s.stream("POST /v1/validate", s.validate)
+	s.stream("GET /v1/usage", s.diskUsage)
 	s.stream("GET /v1/events", s.sse)
 	s.stream("GET /v1/ws", s.websocket)
 	s.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

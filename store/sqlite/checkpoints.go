@@ -212,7 +212,7 @@ func (t *tx) InsertCheckpoint(ctx context.Context, c *belay.Checkpoint) error {
 	if c.Decision != nil {
 		decidedAt, decisionKey = ts(c.Decision.DecidedAt), c.Decision.IdempotencyKey
 	}
-	_, err = t.tx.ExecContext(ctx, `INSERT INTO checkpoints (`+checkpointCols+`, hitl_expires_at, decided_at)
+	_, err = t.q.ExecContext(ctx, `INSERT INTO checkpoints (`+checkpointCols+`, hitl_expires_at, decided_at)
 		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		c.ID, c.SessionID, c.Seq, c.Name, string(c.Type), string(c.Trigger), c.Summary, c.Description,
 		c.ProjectPath, c.WorkspaceRef, files, raw(c.AgentState), raw(c.Outputs), raw(c.Metadata), cx, tags,
@@ -222,7 +222,7 @@ func (t *tx) InsertCheckpoint(ctx context.Context, c *belay.Checkpoint) error {
 		return fmt.Errorf("sqlite: insert checkpoint: %w", err)
 	}
 	for _, tag := range c.Tags {
-		if _, err := t.tx.ExecContext(ctx, `INSERT OR IGNORE INTO checkpoint_tags (checkpoint_id, tag) VALUES (?, ?)`, c.ID, tag); err != nil {
+		if _, err := t.q.ExecContext(ctx, `INSERT OR IGNORE INTO checkpoint_tags (checkpoint_id, tag) VALUES (?, ?)`, c.ID, tag); err != nil {
 			return fmt.Errorf("sqlite: insert tag: %w", err)
 		}
 	}
@@ -230,7 +230,7 @@ func (t *tx) InsertCheckpoint(ctx context.Context, c *belay.Checkpoint) error {
 }
 
 func (t *tx) DeleteCheckpoint(ctx context.Context, id string) error {
-	res, err := t.tx.ExecContext(ctx, `DELETE FROM checkpoints WHERE id = ?`, id)
+	res, err := t.q.ExecContext(ctx, `DELETE FROM checkpoints WHERE id = ?`, id)
 	if err != nil {
 		return fmt.Errorf("sqlite: delete checkpoint: %w", err)
 	}
@@ -242,7 +242,7 @@ func (t *tx) DecideIfPending(ctx context.Context, id string, d *belay.Decision) 
 	if err != nil {
 		return false, err
 	}
-	res, err := t.tx.ExecContext(ctx, `UPDATE checkpoints SET decision = ?, decided_at = ?, decision_key = ?
+	res, err := t.q.ExecContext(ctx, `UPDATE checkpoints SET decision = ?, decided_at = ?, decision_key = ?
 		WHERE id = ? AND hitl_required = 1 AND decided_at IS NULL`, b, ts(d.DecidedAt), d.IdempotencyKey, id)
 	if err != nil {
 		return false, fmt.Errorf("sqlite: decide: %w", err)
@@ -252,7 +252,7 @@ func (t *tx) DecideIfPending(ctx context.Context, id string, d *belay.Decision) 
 }
 
 func (t *tx) MarkTimeoutFired(ctx context.Context, id string) (bool, error) {
-	res, err := t.tx.ExecContext(ctx, `UPDATE checkpoints SET timeout_fired = 1 WHERE id = ? AND timeout_fired = 0`, id)
+	res, err := t.q.ExecContext(ctx, `UPDATE checkpoints SET timeout_fired = 1 WHERE id = ? AND timeout_fired = 0`, id)
 	if err != nil {
 		return false, fmt.Errorf("sqlite: mark timeout: %w", err)
 	}

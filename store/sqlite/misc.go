@@ -53,7 +53,7 @@ func (r reader) LastEventSeq(ctx context.Context) (int64, error) {
 }
 
 func (t *tx) AppendEvent(ctx context.Context, e *belay.Event) error {
-	err := t.tx.QueryRowContext(ctx, `INSERT INTO events (type, session_id, checkpoint_id, data, created_at)
+	err := t.q.QueryRowContext(ctx, `INSERT INTO events (type, session_id, checkpoint_id, data, created_at)
 		VALUES (?, ?, ?, ?, ?) RETURNING seq`, e.Type, e.SessionID, e.CheckpointID, raw(e.Data), ts(e.CreatedAt)).Scan(&e.Seq)
 	if err != nil {
 		return fmt.Errorf("sqlite: append event: %w", err)
@@ -90,7 +90,7 @@ func (t *tx) InsertRollback(ctx context.Context, rb *belay.Rollback) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.tx.ExecContext(ctx, `INSERT INTO rollbacks (id, session_id, from_checkpoint_id, target_id, reason,
+	_, err = t.q.ExecContext(ctx, `INSERT INTO rollbacks (id, session_id, from_checkpoint_id, target_id, reason,
 		user_id, restored_files, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		rb.ID, rb.SessionID, rb.FromCheckpointID, rb.TargetID, rb.Reason, rb.UserID, files, ts(rb.CreatedAt))
 	if err != nil {
@@ -136,7 +136,7 @@ func (r reader) CountUsers(ctx context.Context) (int64, error) {
 }
 
 func (t *tx) PutUser(ctx context.Context, u *belay.User) error {
-	_, err := t.tx.ExecContext(ctx, `INSERT INTO users (name, admin, created_at) VALUES (?, ?, ?)
+	_, err := t.q.ExecContext(ctx, `INSERT INTO users (name, admin, created_at) VALUES (?, ?, ?)
 		ON CONFLICT (name) DO UPDATE SET admin = excluded.admin`, u.Name, boolInt(u.Admin), ts(u.CreatedAt))
 	if err != nil {
 		return fmt.Errorf("sqlite: put user: %w", err)
@@ -145,7 +145,7 @@ func (t *tx) PutUser(ctx context.Context, u *belay.User) error {
 }
 
 func (t *tx) InsertToken(ctx context.Context, tokenHash, userName string, createdAt time.Time) error {
-	_, err := t.tx.ExecContext(ctx, `INSERT INTO tokens (hash, user_name, created_at) VALUES (?, ?, ?)`, tokenHash, userName, ts(createdAt))
+	_, err := t.q.ExecContext(ctx, `INSERT INTO tokens (hash, user_name, created_at) VALUES (?, ?, ?)`, tokenHash, userName, ts(createdAt))
 	if err != nil {
 		return fmt.Errorf("sqlite: insert token: %w", err)
 	}
@@ -180,7 +180,7 @@ func (t *tx) InsertWebhook(ctx context.Context, w *belay.Webhook) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.tx.ExecContext(ctx, `INSERT INTO webhooks (id, url, secret, events, last_seq, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+	_, err = t.q.ExecContext(ctx, `INSERT INTO webhooks (id, url, secret, events, last_seq, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
 		w.ID, w.URL, w.Secret, events, w.LastSeq, ts(w.CreatedAt))
 	if err != nil {
 		return fmt.Errorf("sqlite: insert webhook: %w", err)
@@ -193,7 +193,7 @@ func webhookNotFound(id string) error {
 }
 
 func (t *tx) DeleteWebhook(ctx context.Context, id string) error {
-	res, err := t.tx.ExecContext(ctx, `DELETE FROM webhooks WHERE id = ?`, id)
+	res, err := t.q.ExecContext(ctx, `DELETE FROM webhooks WHERE id = ?`, id)
 	if err != nil {
 		return fmt.Errorf("sqlite: delete webhook: %w", err)
 	}
@@ -201,7 +201,7 @@ func (t *tx) DeleteWebhook(ctx context.Context, id string) error {
 }
 
 func (t *tx) AdvanceWebhook(ctx context.Context, id string, seq int64) error {
-	if _, err := t.tx.ExecContext(ctx, `UPDATE webhooks SET last_seq = ? WHERE id = ? AND last_seq < ?`, seq, id, seq); err != nil {
+	if _, err := t.q.ExecContext(ctx, `UPDATE webhooks SET last_seq = ? WHERE id = ? AND last_seq < ?`, seq, id, seq); err != nil {
 		return fmt.Errorf("sqlite: advance webhook: %w", err)
 	}
 	return nil
@@ -233,7 +233,7 @@ func (r reader) ListDeliveries(ctx context.Context, q store.DeliveryQuery) ([]*b
 }
 
 func (t *tx) InsertDelivery(ctx context.Context, d *belay.Delivery) error {
-	_, err := t.tx.ExecContext(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, event_seq, event_type, attempt,
+	_, err := t.q.ExecContext(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, event_seq, event_type, attempt,
 		status_code, error, duration_ms, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		d.ID, d.WebhookID, d.EventSeq, d.EventType, d.Attempt, d.StatusCode, d.Error, d.DurationMs, ts(d.CreatedAt))
 	if err != nil {

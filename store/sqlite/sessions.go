@@ -20,10 +20,9 @@ type querier interface {
 // reader runs the queries, on the read pool or inside a write transaction.
 type reader struct{ q querier }
 
-// tx is a write transaction.
+// tx is a write transaction: the reader's querier runs inside it.
 type tx struct {
 	reader
-	tx *sql.Tx
 }
 
 type scanner interface{ Scan(dest ...any) error }
@@ -116,7 +115,7 @@ func (r reader) ListSessions(ctx context.Context, q store.SessionQuery) ([]*bela
 }
 
 func (t *tx) InsertSession(ctx context.Context, s *belay.Session) error {
-	_, err := t.tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+	_, err := t.q.ExecContext(ctx, `INSERT INTO sessions (`+sessionCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		s.ID, s.ProjectPath, s.Title, s.Owner, string(s.Status), s.Phase, s.CurrentStep, raw(s.State),
 		s.HeadCheckpointID, s.LastSeq, s.CheckpointCount, s.Cost, raw(s.Metadata), ts(s.CreatedAt), ts(s.UpdatedAt))
 	if err != nil {
@@ -126,7 +125,7 @@ func (t *tx) InsertSession(ctx context.Context, s *belay.Session) error {
 }
 
 func (t *tx) UpdateSession(ctx context.Context, s *belay.Session) error {
-	res, err := t.tx.ExecContext(ctx, `UPDATE sessions SET project_path = ?, title = ?, owner = ?, status = ?,
+	res, err := t.q.ExecContext(ctx, `UPDATE sessions SET project_path = ?, title = ?, owner = ?, status = ?,
 		phase = ?, current_step = ?, state = ?, head_checkpoint_id = ?, last_seq = ?, checkpoint_count = ?,
 		cost = ?, metadata = ?, updated_at = ? WHERE id = ?`,
 		s.ProjectPath, s.Title, s.Owner, string(s.Status), s.Phase, s.CurrentStep, raw(s.State),
@@ -138,7 +137,7 @@ func (t *tx) UpdateSession(ctx context.Context, s *belay.Session) error {
 }
 
 func (t *tx) DeleteSession(ctx context.Context, id string) error {
-	res, err := t.tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id)
+	res, err := t.q.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id)
 	if err != nil {
 		return fmt.Errorf("sqlite: delete session: %w", err)
 	}

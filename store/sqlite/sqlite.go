@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/pressly/goose/v3"
@@ -33,7 +34,16 @@ type DB struct {
 	reader
 	write *sql.DB
 	read  *sql.DB
-	path  string
+	// wconn is the one writer connection, held for the database's lifetime
+	// and used only by the writer goroutine.
+	wconn      *sql.Conn
+	wstmts     map[string]*sql.Stmt
+	writes     chan *pendingWrite
+	closed     chan struct{}
+	writerDone chan struct{}
+	closeOnce  sync.Once
+	rcache     *stmtCache
+	path       string
 }
 
 var _ store.Store = (*DB)(nil)
@@ -73,13 +83,21 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	read.SetMaxOpenConns(n)
 	read.SetMaxIdleConns(n)
 	db.read = read
-	db.reader = reader{q: read}
-	for _, pool := range []*sql.DB{write, read} {
-		if err := checkPragmas(ctx, pool); err != nil {
+	db.rcache = newStmtCache(read)
+	db.reader = reader{q: cachedDB{db: read, cache: db.rcache}}
+	if db.wconn, err = write.Conn(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite: writer connection: %w", err)
+	}
+	db.wstmts = map[string]*sql.Stmt{}
+	db.writes, db.closed, db.writerDone = make(chan *pendingWrite), make(chan struct{}), make(chan struct{})
+	for _, q := range []querier{db.wconn, read} {
+		if err := checkPragmas(ctx, q); err != nil {
 			db.Close()
 			return nil, err
 		}
 	}
+	go db.writer()
 	return db, nil
 }
 
@@ -107,14 +125,9 @@ func (db *DB) migrate(ctx context.Context) error {
 
 // checkPragmas verifies that the settings belay relies on really took effect:
 // SQLite ignores a pragma it cannot apply instead of failing.
-func checkPragmas(ctx context.Context, pool *sql.DB) error {
+func checkPragmas(ctx context.Context, conn querier) error {
 	var mode string
 	var fk, busy int
-	conn, err := pool.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("sqlite: connect: %w", err)
-	}
-	defer conn.Close()
 	if err := conn.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
 		return fmt.Errorf("sqlite: read journal_mode: %w", err)
 	}
@@ -136,6 +149,19 @@ func (db *DB) Path() string { return db.path }
 // Close closes both connection pools.
 func (db *DB) Close() error {
 	var errs []error
+	if db.writes != nil {
+		db.closeOnce.Do(func() { close(db.closed) })
+		<-db.writerDone
+	}
+	for _, st := range db.wstmts {
+		errs = append(errs, st.Close())
+	}
+	if db.wconn != nil {
+		errs = append(errs, db.wconn.Close())
+	}
+	if db.rcache != nil {
+		db.rcache.close()
+	}
 	if db.read != nil {
 		errs = append(errs, db.read.Close())
 	}
@@ -143,24 +169,190 @@ func (db *DB) Close() error {
 	return errors.Join(errs...)
 }
 
-// Update runs fn in one BEGIN IMMEDIATE transaction on the writer connection.
-func (db *DB) Update(ctx context.Context, fn func(store.Tx) error) (err error) {
-	sqlTx, err := db.write.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlite: begin: %w", err)
+// maxBatch bounds how many Update calls share one SQLite transaction.
+const maxBatch = 256
+
+// pendingWrite is one Update call waiting for the writer.
+type pendingWrite struct {
+	ctx context.Context
+	fn  func(store.Tx) error
+	// turn hands the transaction to the caller when its fn may run, or nil
+	// when it must not run (its context ended while it waited).
+	turn chan *tx
+	// ran reports how fn ended back to the writer.
+	ran chan fnOutcome
+	// committed reports the outcome of the commit to a caller whose fn succeeded.
+	committed chan error
+}
+
+type fnOutcome struct {
+	err    error
+	failed bool // fn returned an error, panicked or called runtime.Goexit
+}
+
+// Update runs fn atomically and returns after its writes are committed.
+//
+// Concurrent calls are committed together (group commit): the writer
+// goroutine takes every call waiting, opens one BEGIN IMMEDIATE transaction,
+// and lets each caller run its fn, on the caller's own goroutine, inside a
+// SAVEPOINT of its own; then it commits once. A fn that fails, panics or
+// calls runtime.Goexit is rolled back to its savepoint alone, and the panic
+// continues in the caller. Calls run one at a time in arrival order and each
+// sees the writes of those before it, exactly as if they had run one by one,
+// but the cost of a commit is shared.
+func (db *DB) Update(ctx context.Context, fn func(store.Tx) error) error {
+	w := &pendingWrite{ctx: ctx, fn: fn, turn: make(chan *tx), ran: make(chan fnOutcome, 1), committed: make(chan error, 1)}
+	select {
+	case db.writes <- w:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-db.closed:
+		return errClosed
 	}
-	defer func() {
-		if p := recover(); p != nil {
-			sqlTx.Rollback()
-			panic(p)
-		}
-	}()
-	if err := fn(&tx{reader: reader{q: sqlTx}, tx: sqlTx}); err != nil {
-		sqlTx.Rollback()
+	// Once queued, wait for the turn even if ctx ends: the writer checks ctx
+	// before handing it over, and leaving early could report a failure for a
+	// write that then commits.
+	t := <-w.turn
+	if t == nil {
+		return <-w.committed
+	}
+	if err := w.run(t); err != nil {
 		return err
 	}
-	if err := sqlTx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: commit: %w", err)
+	return <-w.committed
+}
+
+// run calls fn and reports how it ended, also when it panics or exits the goroutine.
+func (w *pendingWrite) run(t *tx) error {
+	normal := false
+	defer func() {
+		if !normal {
+			w.ran <- fnOutcome{failed: true}
+		}
+	}()
+	err := w.fn(t)
+	normal = true
+	w.ran <- fnOutcome{err: err, failed: err != nil}
+	return err
+}
+
+var errClosed = fmt.Errorf("sqlite: database is closed")
+
+// writer runs queued Updates in batches until the database closes.
+func (db *DB) writer() {
+	defer close(db.writerDone)
+	for {
+		var first *pendingWrite
+		select {
+		case first = <-db.writes:
+		case <-db.closed:
+			return
+		}
+		batch := []*pendingWrite{first}
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case w := <-db.writes:
+				batch = append(batch, w)
+			default:
+				break drain
+			}
+		}
+		db.runBatch(batch)
 	}
-	return nil
+}
+
+// runBatch commits a batch of Updates in one transaction.
+func (db *DB) runBatch(batch []*pendingWrite) {
+	bg := context.Background()
+	if _, err := db.wconn.ExecContext(bg, "BEGIN IMMEDIATE"); err != nil {
+		err = fmt.Errorf("sqlite: begin: %w", err)
+		for _, w := range batch {
+			w.turn <- nil
+			w.committed <- err
+		}
+		return
+	}
+	t := &tx{reader: reader{q: writerQuerier{db}}}
+	var succeeded []*pendingWrite
+	for _, w := range batch {
+		if db.runOne(t, w) {
+			succeeded = append(succeeded, w)
+		}
+	}
+	var err error
+	if _, err = db.wconn.ExecContext(bg, "COMMIT"); err != nil {
+		db.wconn.ExecContext(bg, "ROLLBACK")
+		err = fmt.Errorf("sqlite: commit: %w", err)
+	}
+	for _, w := range succeeded {
+		w.committed <- err
+	}
+}
+
+// runOne lets one caller run its fn inside a savepoint and reports whether
+// it succeeded; on failure its writes are rolled back to the savepoint.
+func (db *DB) runOne(t *tx, w *pendingWrite) bool {
+	if err := w.ctx.Err(); err != nil {
+		w.turn <- nil
+		w.committed <- err
+		return false
+	}
+	bg := context.Background()
+	if _, err := db.wconn.ExecContext(bg, "SAVEPOINT w"); err != nil {
+		w.turn <- nil
+		w.committed <- fmt.Errorf("sqlite: savepoint: %w", err)
+		return false
+	}
+	w.turn <- t
+	out := <-w.ran
+	if out.failed {
+		db.wconn.ExecContext(bg, "ROLLBACK TO w")
+	}
+	db.wconn.ExecContext(bg, "RELEASE w")
+	return !out.failed
+}
+
+// writerQuerier runs statements on the writer connection, prepared once per
+// query text. Only the writer goroutine uses it.
+type writerQuerier struct{ db *DB }
+
+// stmt returns the cached statement for query, or nil when the cache is full.
+func (w writerQuerier) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st, ok := w.db.wstmts[query]; ok {
+		return st, nil
+	}
+	if len(w.db.wstmts) >= maxCachedStatements {
+		return nil, nil
+	}
+	st, err := w.db.wconn.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	w.db.wstmts[query] = st
+	return st, nil
+}
+
+func (w writerQuerier) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st, err := w.stmt(ctx, query)
+	if err != nil || st == nil {
+		return w.db.wconn.ExecContext(ctx, query, args...)
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+func (w writerQuerier) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	st, err := w.stmt(ctx, query)
+	if err != nil || st == nil {
+		return w.db.wconn.QueryContext(ctx, query, args...)
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+func (w writerQuerier) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	st, err := w.stmt(ctx, query)
+	if err != nil || st == nil {
+		return w.db.wconn.QueryRowContext(ctx, query, args...)
+	}
+	return st.QueryRowContext(ctx, args...)
 }

@@ -1,0 +1,290 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/store"
+	"github.com/belayhq/belay/workspace"
+)
+
+// SafetyCheckpointName names the automatic checkpoint a rollback takes of the
+// state it replaces.
+const SafetyCheckpointName = "pre-rollback"
+
+// RestoreCheckpoint rolls a session back to one of its checkpoints (the
+// session owner or an admin may). It first saves the current state as an
+// automatic checkpoint named "pre-rollback" — rolling back to that one undoes
+// the rollback — then moves the workspace to the checkpoint's snapshot
+// (touching only the files that differ; ignored files and files no snapshot
+// holds stay as they are) and the session's agent state, phase and step to
+// the checkpoint's. The checkpoint becomes the session's head, so the next
+// checkpoint descends from it and the timeline branches. A failed or paused
+// session runs again. A checkpoint without a snapshot restores state only.
+//
+// Any failure is RESTORE_FAILED with the workspace as it was. With DryRun
+// nothing changes and the files that would change are listed.
+func (s *Service) RestoreCheckpoint(ctx context.Context, in belay.RestoreInput) (*belay.RestoreResult, error) {
+	if err := in.Validate(); err != nil {
+		return nil, err
+	}
+	target, err := s.GetCheckpoint(ctx, in.CheckpointID)
+	if err != nil {
+		return nil, err
+	}
+	sess, err := s.store.GetSession(ctx, target.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	if err := mayChange(ctx, sess, "roll it back"); err != nil {
+		return nil, err
+	}
+	switch {
+	case in.DryRun:
+		return s.previewRestore(ctx, sess, target)
+	case target.WorkspaceRef == "":
+		return s.restoreState(ctx, sess, target, in.Reason)
+	}
+	return s.restoreWorkspace(ctx, sess, target, in.Reason)
+}
+
+// previewRestore lists what restoring target would change: the difference
+// between its snapshot and the workspace as it is now.
+func (s *Service) previewRestore(ctx context.Context, sess *belay.Session, target *belay.Checkpoint) (*belay.RestoreResult, error) {
+	res := &belay.RestoreResult{Session: sess, Checkpoint: target, RestoredFiles: []string{}, RemovedFiles: []string{}, DryRun: true}
+	if target.WorkspaceRef == "" {
+		return res, nil
+	}
+	ws, err := s.workspaces()
+	if err != nil {
+		return nil, s.restoreFailed(ctx, err, target)
+	}
+	root, err := workspaceRoot(sess)
+	if err != nil {
+		return nil, s.restoreFailed(ctx, err, target)
+	}
+	d, err := ws.Diff(ctx, root, target.WorkspaceRef, "")
+	if err != nil {
+		return nil, s.restoreFailed(ctx, err, target)
+	}
+	for _, f := range d.Files {
+		switch f.Status {
+		case belay.FileAdded:
+			res.RemovedFiles = append(res.RemovedFiles, f.Path)
+		case belay.FileRenamed:
+			res.RestoredFiles = append(res.RestoredFiles, f.OldPath)
+			res.RemovedFiles = append(res.RemovedFiles, f.Path)
+		default:
+			res.RestoredFiles = append(res.RestoredFiles, f.Path)
+		}
+	}
+	slices.Sort(res.RestoredFiles)
+	slices.Sort(res.RemovedFiles)
+	return res, nil
+}
+
+// restoreState rolls back a checkpoint without a snapshot: state only, with
+// the safety checkpoint in the same transaction.
+func (s *Service) restoreState(ctx context.Context, sess *belay.Session, target *belay.Checkpoint, reason string) (*belay.RestoreResult, error) {
+	res := &belay.RestoreResult{Checkpoint: target, RestoredFiles: []string{}, RemovedFiles: []string{}}
+	err := s.update(ctx, func(tx store.Tx) error {
+		cur, err := tx.GetSession(ctx, sess.ID)
+		if err != nil {
+			return err
+		}
+		res.SafetyCheckpoint = s.safetyCheckpoint(ctx, cur, target, reason)
+		if err := s.insertCheckpoint(ctx, tx, cur, res.SafetyCheckpoint); err != nil {
+			return err
+		}
+		res.Session = cur
+		res.Rollback, err = s.finishRestore(ctx, tx, cur, target, res, reason)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// restoreWorkspace rolls back files and state under the workspace lock:
+// snapshot the current state as the safety checkpoint, move the work tree to
+// the target's snapshot, then record the rollback. When recording fails the
+// work tree is moved back.
+func (s *Service) restoreWorkspace(ctx context.Context, sess *belay.Session, target *belay.Checkpoint, reason string) (*belay.RestoreResult, error) {
+	ws, err := s.workspaces()
+	if err != nil {
+		return nil, s.restoreFailed(ctx, err, target)
+	}
+	root, err := workspaceRoot(sess)
+	if err != nil {
+		return nil, s.restoreFailed(ctx, err, target)
+	}
+	unlock, err := ws.Lock(ctx, root)
+	if err != nil {
+		return nil, s.restoreFailed(ctx, err, target)
+	}
+	defer unlock()
+	cur, err := s.store.GetSession(ctx, sess.ID)
+	if err != nil {
+		return nil, err
+	}
+	res := &belay.RestoreResult{Checkpoint: target, SafetyCheckpoint: s.safetyCheckpoint(ctx, cur, target, reason)}
+	if err := s.saveSnapshotLocked(ctx, ws, root, cur, res.SafetyCheckpoint, nil, false); err != nil {
+		return nil, s.restoreFailed(ctx, err, target)
+	}
+	current := res.SafetyCheckpoint.WorkspaceRef
+	moved, err := ws.RestoreLocked(ctx, root, current, target.WorkspaceRef, false)
+	if err != nil {
+		return nil, s.restoreFailed(ctx, err, target)
+	}
+	res.RestoredFiles, res.RemovedFiles = []string{}, []string{}
+	for _, c := range moved.Changes {
+		if c.Action == workspace.ActionRemove {
+			res.RemovedFiles = append(res.RemovedFiles, c.Path)
+		} else {
+			res.RestoredFiles = append(res.RestoredFiles, c.Path)
+		}
+	}
+	err = s.update(ctx, func(tx store.Tx) error {
+		cur, err := tx.GetSession(ctx, sess.ID)
+		if err != nil {
+			return err
+		}
+		res.Session = cur
+		res.Rollback, err = s.finishRestore(ctx, tx, cur, target, res, reason)
+		return err
+	})
+	if err != nil {
+		// Put the work tree back, even when ctx is done: a rollback that is
+		// not recorded must not have happened.
+		if _, backErr := ws.RestoreLocked(context.WithoutCancel(ctx), root, target.WorkspaceRef, current, false); backErr != nil {
+			s.log.Error("rollback not recorded and not undone", "checkpointId", target.ID, "error", err, "undoError", backErr)
+			return nil, belay.Errorf(belay.CodeRestoreFailed,
+				"the workspace was rolled back to checkpoint #%d but recording it failed, and moving the workspace back failed too; roll back to checkpoint #%d to undo it",
+				target.Seq, res.SafetyCheckpoint.Seq).With("checkpointId", target.ID).With("safetyCheckpointId", res.SafetyCheckpoint.ID)
+		}
+		return nil, s.restoreFailed(ctx, err, target)
+	}
+	return res, nil
+}
+
+// safetyCheckpoint is the automatic checkpoint of sess's current state taken
+// before a rollback to target.
+func (s *Service) safetyCheckpoint(ctx context.Context, sess *belay.Session, target *belay.Checkpoint, reason string) *belay.Checkpoint {
+	meta, _ := json.Marshal(struct { // a struct of strings always encodes
+		RollbackTo    string `json:"rollbackTo"`
+		RollbackToSeq int64  `json:"rollbackToSeq"`
+		Reason        string `json:"reason,omitempty"`
+	}{target.ID, target.Seq, reason})
+	return &belay.Checkpoint{
+		ID: newID(), Name: SafetyCheckpointName, Type: belay.TypeAuto, Trigger: belay.TriggerUserRequest,
+		Summary:    fmt.Sprintf("State before rolling back to #%d", target.Seq),
+		AgentState: sess.State, Phase: sess.Phase, Step: sess.CurrentStep, Metadata: meta,
+		CreatedBy: actor(ctx).UserID, CreatedAt: s.clock.Now(),
+	}
+}
+
+// finishRestore moves sess to target's position, records the rollback and
+// appends workspace.restored.
+func (s *Service) finishRestore(ctx context.Context, tx store.Tx, sess *belay.Session, target *belay.Checkpoint, res *belay.RestoreResult, reason string) (*belay.Rollback, error) {
+	if err := s.positionAt(ctx, tx, sess, target); err != nil {
+		return nil, err
+	}
+	if sess.Status == belay.SessionFailed || sess.Status == belay.SessionPaused {
+		if err := s.setStatus(ctx, tx, sess, belay.SessionRunning, belay.EventWorkspaceRestored); err != nil {
+			return nil, err
+		}
+	}
+	now := s.clock.Now()
+	sess.UpdatedAt = now
+	rb := &belay.Rollback{ID: newID(), SessionID: sess.ID, FromCheckpointID: res.SafetyCheckpoint.ID, TargetID: target.ID,
+		Reason: reason, UserID: actor(ctx).UserID, RestoredFiles: res.RestoredFiles, CreatedAt: now}
+	if err := tx.InsertRollback(ctx, rb); err != nil {
+		return nil, err
+	}
+	if err := s.appendEvent(ctx, tx, belay.EventWorkspaceRestored, sess.ID, target.ID, map[string]any{
+		"rollbackId": rb.ID, "seq": target.Seq, "safetyCheckpointId": res.SafetyCheckpoint.ID,
+		"safetySeq": res.SafetyCheckpoint.Seq, "restoredFiles": len(res.RestoredFiles),
+		"removedFiles": len(res.RemovedFiles), "reason": reason}); err != nil {
+		return nil, err
+	}
+	return rb, tx.UpdateSession(ctx, sess)
+}
+
+// positionAt sets sess's head to target and its agent state, phase and step
+// to what they were at target: a checkpoint that left one unset kept its
+// parent's, as when it was saved.
+func (s *Service) positionAt(ctx context.Context, r store.Reader, sess *belay.Session, target *belay.Checkpoint) error {
+	sess.HeadCheckpointID = target.ID
+	sess.State, sess.Phase, sess.CurrentStep = nil, "", 0
+	seen := map[string]bool{}
+	for cp := target; cp != nil && !seen[cp.ID]; {
+		seen[cp.ID] = true
+		if sess.State == nil {
+			sess.State = cp.AgentState
+		}
+		if sess.Phase == "" {
+			sess.Phase = cp.Phase
+		}
+		if sess.CurrentStep == 0 {
+			sess.CurrentStep = cp.Step
+		}
+		if sess.State != nil && sess.Phase != "" && sess.CurrentStep != 0 || cp.ParentID == "" {
+			return nil
+		}
+		parent, err := r.GetCheckpoint(ctx, cp.ParentID)
+		if belay.IsCode(err, belay.CodeCheckpointNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		cp = parent
+	}
+	return nil
+}
+
+// restoreFailed turns a failure of a rollback into RESTORE_FAILED. A
+// conflict and a cancelled request keep their own error; an error without a
+// code is logged rather than shown.
+func (s *Service) restoreFailed(ctx context.Context, err error, target *belay.Checkpoint) error {
+	var be *belay.Error
+	mapped := workspaceError(err)
+	switch {
+	case ctx.Err() != nil:
+		return err
+	case errors.As(mapped, &be) && (be.Code == belay.CodeConflict || be.Code == belay.CodeRestoreFailed):
+		return mapped
+	}
+	msg := "see the log for the cause"
+	cause := belay.CodeInternal
+	if errors.As(mapped, &be) {
+		msg, cause = be.Message, be.Code
+	} else {
+		s.log.Error("rollback failed", "checkpointId", target.ID, "error", err)
+	}
+	return belay.Errorf(belay.CodeRestoreFailed, "rolling back to checkpoint #%d failed, the workspace is as it was: %s", target.Seq, msg).
+		With("checkpointId", target.ID).With("cause", cause)
+}
+
+// ListRollbacks returns a session's rollbacks, oldest first.
+func (s *Service) ListRollbacks(ctx context.Context, sessionID string) ([]*belay.Rollback, error) {
+	if err := belay.ValidateID("sessionId", sessionID); err != nil {
+		return nil, err
+	}
+	if _, err := s.store.GetSession(ctx, sessionID); err != nil {
+		return nil, err
+	}
+	list, err := s.store.ListRollbacks(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if list == nil {
+		list = []*belay.Rollback{}
+	}
+	return list, nil
+}

@@ -1,0 +1,399 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/store"
+	"github.com/belayhq/belay/workspace"
+)
+
+// Validate checks the integrity of one session's checkpoints, or of every
+// session's (seed 004's cp-validate): each checkpoint against its checksum,
+// each snapshot commit for presence with everything it needs, each snapshot
+// without a checkpoint (one that was never deleted) as a missing row, and
+// each workspace's snapshot repository for missing objects. Every problem
+// comes with seed 004's recovery options.
+//
+// With Repair (the session owner or an admin; an admin for every session),
+// damaged and missing checkpoints are rebuilt from the record their snapshot
+// commit carries, each session in one transaction. A decision made on a
+// damaged checkpoint is kept; a missing checkpoint comes back undecided.
+func (s *Service) Validate(ctx context.Context, in belay.ValidateInput) (*belay.ValidationReport, error) {
+	if err := in.Validate(); err != nil {
+		return nil, err
+	}
+	var sessions []*belay.Session
+	if in.SessionID != "" {
+		sess, err := s.store.GetSession(ctx, in.SessionID)
+		if err != nil {
+			return nil, err
+		}
+		sessions = append(sessions, sess)
+	} else {
+		err := forEachSession(ctx, s.store, func(sess *belay.Session) error {
+			sessions = append(sessions, sess)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if in.Repair {
+		if in.SessionID == "" && !actor(ctx).Admin {
+			return nil, belay.Errorf(belay.CodeUnauthorized, "only an admin may repair every session; name a session you own")
+		}
+		if len(sessions) == 1 {
+			if err := mayChange(ctx, sessions[0], "repair its checkpoints"); err != nil {
+				return nil, err
+			}
+		}
+	}
+	rep := &belay.ValidationReport{Problems: []belay.ValidationProblem{}}
+	roots := map[string]bool{}
+	var order []string
+	for _, sess := range sessions {
+		if err := s.validateSession(ctx, sess, in.Repair, rep); err != nil {
+			return nil, err
+		}
+		if p := sess.ProjectPath; p != "" && !roots[p] {
+			roots[p] = true
+			order = append(order, p)
+		}
+	}
+	for _, root := range order {
+		s.validateWorkspace(ctx, root, rep)
+	}
+	rep.OK = true
+	for _, p := range rep.Problems {
+		rep.OK = rep.OK && p.Repaired
+	}
+	return rep, nil
+}
+
+// validateWorkspace checks a workspace's snapshot repository.
+func (s *Service) validateWorkspace(ctx context.Context, root string, rep *belay.ValidationReport) {
+	if s.ws == nil {
+		return
+	}
+	err := s.ws.Fsck(ctx, root)
+	var we *workspace.Error
+	if errors.As(err, &we) && (we.Code == workspace.NotFound || we.Code == workspace.InvalidWorkspace) {
+		return // never snapshotted, or gone (reported with its sessions)
+	}
+	rep.Workspaces++
+	if err != nil {
+		rep.Problems = append(rep.Problems, belay.ValidationProblem{
+			Kind: belay.ProblemWorkspace, ProjectPath: root, Message: workspaceError(err).Error(),
+			Recovery: []belay.RecoveryOption{{Command: "continue",
+				Description: "go on: checkpoints whose snapshots need the missing objects cannot be restored"}},
+		})
+	}
+}
+
+// found is a problem of one session, with what repairing it needs.
+type found struct {
+	problem  belay.ValidationProblem
+	existing *belay.Checkpoint // the damaged row, nil for a missing one
+	commit   string            // the snapshot to rebuild from, "" when none
+}
+
+func (s *Service) validateSession(ctx context.Context, sess *belay.Session, repair bool, rep *belay.ValidationReport) error {
+	cps, err := sessionCheckpoints(ctx, s.store, sess.ID)
+	if err != nil {
+		return err
+	}
+	rep.Sessions++
+	rep.Checkpoints += len(cps)
+	root := sess.ProjectPath
+	var refs map[string]string
+	if root != "" && s.ws != nil {
+		if refs, err = s.ws.Refs(ctx, root, sessionRefs(sess.ID)); err != nil {
+			if !hasSnapshots(cps) {
+				root = "" // nothing to check there
+			} else {
+				rep.Problems = append(rep.Problems, belay.ValidationProblem{
+					Kind: belay.ProblemWorkspace, SessionID: sess.ID, ProjectPath: root, Message: workspaceError(err).Error(),
+					Recovery: []belay.RecoveryOption{{Command: "belay sessions delete " + sess.ID,
+						Description: "the session's snapshots cannot be reached: delete the session, or bring its workspace back"}},
+				})
+				return nil
+			}
+		}
+	}
+	var problems []found
+	valid := map[int64]bool{}
+	bySeq := map[int64]*belay.Checkpoint{}
+	byID := map[string]bool{}
+	for _, cp := range cps {
+		bySeq[cp.Seq], byID[cp.ID] = cp, true
+		p := belay.ValidationProblem{SessionID: sess.ID, CheckpointID: cp.ID, Seq: cp.Seq, ProjectPath: root}
+		if err := cp.VerifyChecksum(); err != nil {
+			p.Kind, p.Message = belay.ProblemChecksum, fmt.Sprintf("checkpoint #%d does not match its checksum", cp.Seq)
+			problems = append(problems, found{problem: p, existing: cp, commit: refs[checkpointRef(sess.ID, cp.Seq)]})
+			continue
+		}
+		if cp.WorkspaceRef != "" && refs != nil {
+			ok, err := s.ws.HasCommit(ctx, root, cp.WorkspaceRef)
+			if err != nil {
+				return workspaceError(err)
+			}
+			if !ok {
+				p.Kind = belay.ProblemMissingCommit
+				p.Message = fmt.Sprintf("the snapshot of checkpoint #%d (commit %.12s) is missing or incomplete", cp.Seq, cp.WorkspaceRef)
+				f := found{problem: p, existing: cp}
+				// The row may point at the wrong commit while its ref holds
+				// the right one; rebuild checks the ref's record.
+				if ref := refs[checkpointRef(sess.ID, cp.Seq)]; ref != cp.WorkspaceRef {
+					f.commit = ref
+				}
+				problems = append(problems, f)
+				continue
+			}
+		}
+		valid[cp.Seq] = true
+	}
+	missing, err := s.missingRows(ctx, sess, root, refs, bySeq, byID)
+	if err != nil {
+		return err
+	}
+	problems = append(problems, missing...)
+	for i := range problems {
+		f := &problems[i]
+		f.problem.Recovery = recovery(sess.ID, f.problem.Seq, lastValidBefore(valid, f.problem.Seq), f.commit != "")
+	}
+	if repair {
+		if err := s.repair(ctx, sess, root, problems); err != nil {
+			return err
+		}
+	}
+	for _, f := range problems {
+		rep.Problems = append(rep.Problems, f.problem)
+	}
+	return nil
+}
+
+func hasSnapshots(cps []*belay.Checkpoint) bool {
+	for _, cp := range cps {
+		if cp.WorkspaceRef != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// missingRows finds the snapshot refs of sess that have no checkpoint
+// although their checkpoint was saved and never deleted. A ref above the
+// session's last seq is left over from a save that failed, and a ref whose
+// seq another checkpoint holds from one that lost a race: neither is a
+// checkpoint.
+func (s *Service) missingRows(ctx context.Context, sess *belay.Session, root string, refs map[string]string,
+	bySeq map[int64]*belay.Checkpoint, byID map[string]bool) ([]found, error) {
+	var candidates []int64
+	for ref := range refs {
+		seq, err := strconv.ParseInt(strings.TrimPrefix(ref, sessionRefs(sess.ID)), 10, 64)
+		if err == nil && seq >= 1 && seq <= sess.LastSeq && bySeq[seq] == nil {
+			candidates = append(candidates, seq)
+		}
+	}
+	if len(candidates) == 0 {
+		return nil, nil
+	}
+	deleted, err := s.deletedCheckpoints(ctx, sess.ID)
+	if err != nil {
+		return nil, err
+	}
+	var out []found
+	for _, seq := range candidates {
+		commit := refs[checkpointRef(sess.ID, seq)]
+		p := belay.ValidationProblem{Kind: belay.ProblemMissingRow, SessionID: sess.ID, Seq: seq, ProjectPath: root}
+		msg, err := s.ws.CommitMessage(ctx, root, commit)
+		if err != nil {
+			return nil, workspaceError(err)
+		}
+		rec, err := parseRecord(msg)
+		if err != nil {
+			p.Message = fmt.Sprintf("snapshot #%d (commit %.12s) has no checkpoint and cannot rebuild one: %v", seq, commit, err)
+			out = append(out, found{problem: p})
+			continue
+		}
+		if deleted[rec.Checkpoint.ID] || byID[rec.Checkpoint.ID] {
+			continue
+		}
+		p.CheckpointID = rec.Checkpoint.ID
+		p.Message = fmt.Sprintf("checkpoint #%d is missing from the database; its snapshot (commit %.12s) holds it", seq, commit)
+		out = append(out, found{problem: p, commit: commit})
+	}
+	return out, nil
+}
+
+// deletedCheckpoints returns the ids of a session's deleted checkpoints,
+// from the event log.
+func (s *Service) deletedCheckpoints(ctx context.Context, sessionID string) (map[string]bool, error) {
+	out := map[string]bool{}
+	q := store.EventQuery{SessionID: sessionID, Types: []string{belay.EventCheckpointDeleted}, Limit: MaxEventPage}
+	for {
+		evs, err := s.store.ListEvents(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range evs {
+			out[e.CheckpointID] = true
+		}
+		if len(evs) < q.Limit {
+			return out, nil
+		}
+		q.After = evs[len(evs)-1].Seq
+	}
+}
+
+func lastValidBefore(valid map[int64]bool, seq int64) int64 {
+	best := int64(0)
+	for v := range valid {
+		if v < seq && v > best {
+			best = v
+		}
+	}
+	return best
+}
+
+// recovery is seed 004's options for a damaged checkpoint: roll back to the
+// last valid one, rebuild it from git, or go on without it.
+func recovery(sessionID string, seq, lastValid int64, rebuildable bool) []belay.RecoveryOption {
+	var out []belay.RecoveryOption
+	if lastValid > 0 {
+		out = append(out, belay.RecoveryOption{Command: fmt.Sprintf("belay rollback %d --session %s", lastValid, sessionID),
+			Description: fmt.Sprintf("roll back to #%d, the last valid checkpoint before it", lastValid)})
+	}
+	if rebuildable {
+		out = append(out, belay.RecoveryOption{Command: "belay validate --repair --session " + sessionID,
+			Description: fmt.Sprintf("rebuild checkpoint #%d from its snapshot commit", seq)})
+	}
+	return append(out, belay.RecoveryOption{Command: "continue",
+		Description: fmt.Sprintf("go on without it: checkpoint #%d stays unavailable", seq)})
+}
+
+// repair rebuilds the rebuildable problems of sess in one transaction and
+// marks them repaired.
+func (s *Service) repair(ctx context.Context, sess *belay.Session, root string, problems []found) error {
+	var rebuilt []*belay.Checkpoint
+	var fixed []int
+	for i, f := range problems {
+		if f.commit == "" {
+			continue
+		}
+		cp, err := s.rebuild(ctx, sess, root, f.commit, f.problem.Seq, f.existing)
+		if err != nil {
+			problems[i].problem.Message += "; rebuilding it failed: " + err.Error()
+			continue
+		}
+		rebuilt = append(rebuilt, cp)
+		fixed = append(fixed, i)
+	}
+	if len(rebuilt) == 0 {
+		return nil
+	}
+	err := s.update(ctx, func(tx store.Tx) error {
+		cur, err := tx.GetSession(ctx, sess.ID)
+		if err != nil {
+			return err
+		}
+		for _, cp := range rebuilt {
+			switch _, err := tx.GetCheckpoint(ctx, cp.ID); {
+			case err == nil:
+				if err := tx.DeleteCheckpoint(ctx, cp.ID); err != nil {
+					return err
+				}
+			case !belay.IsCode(err, belay.CodeCheckpointNotFound):
+				return err
+			}
+			if err := tx.InsertCheckpoint(ctx, cp); err != nil {
+				return err
+			}
+			if err := s.appendEvent(ctx, tx, belay.EventCheckpointRepaired, cur.ID, cp.ID,
+				map[string]any{"seq": cp.Seq, "workspaceRef": cp.WorkspaceRef}); err != nil {
+				return err
+			}
+		}
+		// The count may have gone wrong with the rows: count again.
+		if _, cur.CheckpointCount, err = tx.ListCheckpoints(ctx, store.CheckpointQuery{SessionID: cur.ID, Limit: 1}); err != nil {
+			return err
+		}
+		cur.UpdatedAt = s.clock.Now()
+		return tx.UpdateSession(ctx, cur)
+	})
+	if err != nil {
+		return err
+	}
+	for _, i := range fixed {
+		problems[i].problem.Repaired = true
+		problems[i].problem.Message += "; rebuilt from its snapshot commit"
+	}
+	return nil
+}
+
+// rebuild reads checkpoint seq of sess back from its snapshot commit.
+func (s *Service) rebuild(ctx context.Context, sess *belay.Session, root, commit string, seq int64, existing *belay.Checkpoint) (*belay.Checkpoint, error) {
+	msg, err := s.ws.CommitMessage(ctx, root, commit)
+	if err != nil {
+		return nil, workspaceError(err)
+	}
+	rec, err := parseRecord(msg)
+	if err != nil {
+		return nil, belay.Errorf(belay.CodeCheckpointCorrupt, "%v", err)
+	}
+	cp := rec.Checkpoint
+	switch {
+	case cp.SessionID != sess.ID || cp.Seq != seq:
+		return nil, belay.Errorf(belay.CodeCheckpointCorrupt, "the snapshot's record is of checkpoint #%d of session %s", cp.Seq, cp.SessionID)
+	case existing != nil && existing.ID != cp.ID:
+		return nil, belay.Errorf(belay.CodeCheckpointCorrupt, "the snapshot at #%d belongs to checkpoint %s, not %s", seq, cp.ID, existing.ID)
+	}
+	cp.WorkspaceRef = commit
+	if rec.ParentCommit == "" {
+		if cp.Files == nil {
+			cp.Files = &belay.FileChanges{Created: []string{}, Modified: []string{}, Deleted: []string{}}
+		}
+	} else {
+		d, err := s.ws.Diff(ctx, root, rec.ParentCommit, commit)
+		if err != nil {
+			return nil, workspaceError(err)
+		}
+		cp.Files = changesFromDiff(d)
+	}
+	if existing != nil {
+		cp.Decision, cp.TimeoutFired = existing.Decision, existing.TimeoutFired
+	}
+	if cp.Checksum, err = cp.ComputeChecksum(); err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
+// changesFromDiff turns a diff between a snapshot and its parent into the
+// file changes the snapshot recorded: a rename is a deletion and a creation.
+func changesFromDiff(d *workspace.Diff) *belay.FileChanges {
+	fc := &belay.FileChanges{Created: []string{}, Modified: []string{}, Deleted: []string{}}
+	for _, f := range d.Files {
+		switch f.Status {
+		case belay.FileAdded:
+			fc.Created = append(fc.Created, f.Path)
+		case belay.FileDeleted:
+			fc.Deleted = append(fc.Deleted, f.Path)
+		case belay.FileRenamed:
+			fc.Deleted = append(fc.Deleted, f.OldPath)
+			fc.Created = append(fc.Created, f.Path)
+		default:
+			fc.Modified = append(fc.Modified, f.Path)
+		}
+	}
+	slices.Sort(fc.Created)
+	slices.Sort(fc.Modified)
+	slices.Sort(fc.Deleted)
+	return fc
+}

@@ -1,0 +1,525 @@
+package core_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/core"
+	"github.com/belayhq/belay/store/sqlite"
+)
+
+var webhookAdmin = belay.WithActor(context.Background(), belay.Actor{UserID: "root", Admin: true})
+
+// fastWebhooks retries at once, so tests wait only on bounded polling.
+var fastWebhooks = core.WebhookOptions{BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond, PollInterval: 20 * time.Millisecond}
+
+// newWebhookService returns a service over a fresh SQLite file.
+func newWebhookService(tb testing.TB) *core.Service {
+	tb.Helper()
+	db, err := sqlite.Open(context.Background(), filepath.Join(tb.TempDir(), "belay.db"))
+	if err != nil {
+		tb.Fatalf("open store: %v", err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return core.New(core.Options{Store: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+}
+
+// runHookDispatcher runs the dispatcher until the test ends.
+func runHookDispatcher(tb testing.TB, svc *core.Service, opts core.WebhookOptions) {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		svc.RunWebhooksWith(ctx, opts)
+		close(done)
+	}()
+	tb.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+// hookWait polls cond for up to 10 seconds.
+func hookWait(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+type hookRequest struct {
+	header http.Header
+	body   []byte
+	event  belay.Event
+}
+
+// hookReceiver is a webhook endpoint on loopback that records what it gets and
+// answers with respond (200 when nil). n counts requests from 1.
+type hookReceiver struct {
+	srv     *httptest.Server
+	respond func(n int, w http.ResponseWriter, r *http.Request)
+
+	mu   sync.Mutex
+	reqs []hookRequest
+}
+
+func newHookReceiver(tb testing.TB, respond func(n int, w http.ResponseWriter, r *http.Request)) *hookReceiver {
+	tb.Helper()
+	rc := &hookReceiver{respond: respond}
+	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		req := hookRequest{header: r.Header.Clone(), body: body}
+		_ = json.Unmarshal(body, &req.event)
+		rc.mu.Lock()
+		rc.reqs = append(rc.reqs, req)
+		n := len(rc.reqs)
+		rc.mu.Unlock()
+		if rc.respond != nil {
+			rc.respond(n, w, r)
+		}
+	}))
+	tb.Cleanup(rc.srv.Close)
+	return rc
+}
+
+func (rc *hookReceiver) requests() []hookRequest {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return slices.Clone(rc.reqs)
+}
+
+func (rc *hookReceiver) seqs() []int64 {
+	var out []int64
+	for _, r := range rc.requests() {
+		out = append(out, r.event.Seq)
+	}
+	return out
+}
+
+func addWebhook(tb testing.TB, svc *core.Service, url string, events ...string) *belay.Webhook {
+	tb.Helper()
+	w, err := svc.AddWebhook(webhookAdmin, url, events)
+	if err != nil {
+		tb.Fatalf("AddWebhook(%s, %v): %v", url, events, err)
+	}
+	return w
+}
+
+func hookDeliveries(tb testing.TB, svc *core.Service, webhookID string) []*belay.Delivery {
+	tb.Helper()
+	list, err := svc.ListDeliveries(webhookAdmin, webhookID, core.MaxDeliveryPage)
+	if err != nil {
+		tb.Fatalf("ListDeliveries: %v", err)
+	}
+	slices.Reverse(list) // oldest first
+	return list
+}
+
+func hookLastSeq(tb testing.TB, svc *core.Service, id string) int64 {
+	tb.Helper()
+	hooks, err := svc.Store().ListWebhooks(context.Background())
+	if err != nil {
+		tb.Fatalf("ListWebhooks: %v", err)
+	}
+	for _, w := range hooks {
+		if w.ID == id {
+			return w.LastSeq
+		}
+	}
+	tb.Fatalf("webhook %s not found", id)
+	return 0
+}
+
+func hookLogEnd(tb testing.TB, svc *core.Service) int64 {
+	tb.Helper()
+	seq, err := svc.Store().LastEventSeq(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return seq
+}
+
+func hookSave(tb testing.TB, svc *core.Service, project, summary string) *belay.Checkpoint {
+	tb.Helper()
+	cp, err := svc.CreateCheckpoint(context.Background(), belay.CreateCheckpointInput{ProjectPath: project, Summary: summary})
+	if err != nil {
+		tb.Fatalf("CreateCheckpoint: %v", err)
+	}
+	return cp
+}
+
+func TestWebhookSignatureVerifies(t *testing.T) {
+	svc := newWebhookService(t)
+	rc := newHookReceiver(t, nil)
+	hook := addWebhook(t, svc, rc.srv.URL+"/hook")
+	if !strings.HasPrefix(hook.Secret, "whsec_") || len(hook.Secret) != len("whsec_")+43 {
+		t.Fatalf("secret = %q, want whsec_ and 32 bytes base64url", hook.Secret)
+	}
+	runHookDispatcher(t, svc, fastWebhooks)
+	cp := hookSave(t, svc, t.TempDir(), "signed")
+
+	hookWait(t, "two events", func() bool { return len(rc.requests()) == 2 })
+	for _, r := range rc.requests() {
+		ts, sig := r.header.Get(core.HeaderTimestamp), r.header.Get(core.HeaderSignature)
+		if !core.VerifySignature(hook.Secret, ts, r.body, sig) {
+			t.Errorf("signature %q of %s does not verify", sig, r.body)
+		}
+		if core.VerifySignature("whsec_other", ts, r.body, sig) {
+			t.Error("signature verifies with another secret")
+		}
+		if core.VerifySignature(hook.Secret, ts, append([]byte(" "), r.body...), sig) {
+			t.Error("signature verifies for a changed body")
+		}
+		if next, _ := strconv.ParseInt(ts, 10, 64); core.VerifySignature(hook.Secret, strconv.FormatInt(next+1, 10), r.body, sig) {
+			t.Error("signature verifies for another timestamp")
+		}
+		if got := r.header.Get("Content-Type"); got != "application/json" {
+			t.Errorf("Content-Type = %q", got)
+		}
+		if got := r.header.Get(core.HeaderEvent); got != r.event.Type {
+			t.Errorf("%s = %q, want the body's type %q", core.HeaderEvent, got, r.event.Type)
+		}
+	}
+	last := rc.requests()[1]
+	if last.event.Type != belay.EventCheckpointCreated || last.event.CheckpointID != cp.ID || last.event.SessionID != cp.SessionID {
+		t.Errorf("event = %+v, want checkpoint.created of %s", last.event, cp.ID)
+	}
+	hookWait(t, "the delivery log", func() bool { return len(hookDeliveries(t, svc, hook.ID)) == 2 })
+	log := hookDeliveries(t, svc, hook.ID)
+	if id := last.header.Get(core.HeaderDelivery); log[1].ID != id {
+		t.Errorf("%s = %q, want the logged delivery %q", core.HeaderDelivery, id, log[1].ID)
+	}
+	if d := log[1]; d.StatusCode != 200 || d.Error != "" || d.Attempt != 1 || d.EventSeq != last.event.Seq || d.EventType != last.event.Type {
+		t.Errorf("delivery = %+v", d)
+	}
+}
+
+func TestWebhookDeliversInOrderOnceFromItsCreation(t *testing.T) {
+	svc := newWebhookService(t)
+	project := t.TempDir()
+	hookSave(t, svc, project, "before the webhook")
+	rc := newHookReceiver(t, nil)
+	hook := addWebhook(t, svc, rc.srv.URL)
+	if want := hookLogEnd(t, svc); hook.LastSeq != want {
+		t.Fatalf("new webhook LastSeq = %d, want the current %d", hook.LastSeq, want)
+	}
+	for i := range 5 {
+		hookSave(t, svc, project, "before the dispatcher "+strconv.Itoa(i))
+	}
+	runHookDispatcher(t, svc, fastWebhooks)
+	for i := range 5 {
+		hookSave(t, svc, project, "while it runs "+strconv.Itoa(i))
+	}
+	want := []int64{}
+	for seq := hook.LastSeq + 1; seq <= hookLogEnd(t, svc); seq++ {
+		want = append(want, seq)
+	}
+	hookWait(t, "every event", func() bool { return hookLastSeq(t, svc, hook.ID) == want[len(want)-1] })
+	// One more event: once it arrives, every earlier one has been handled,
+	// so a redelivery would show.
+	hookSave(t, svc, project, "last")
+	want = append(want, want[len(want)-1]+1)
+	hookWait(t, "the last event", func() bool { return len(rc.seqs()) >= len(want) })
+	if got := rc.seqs(); !slices.Equal(got, want) {
+		t.Errorf("delivered seqs = %v, want %v", got, want)
+	}
+}
+
+func TestWebhookRetriesUntilSuccess(t *testing.T) {
+	svc := newWebhookService(t)
+	rc := newHookReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) {
+		if n <= 2 {
+			http.Error(w, "database\nis down", http.StatusInternalServerError)
+		}
+	})
+	hook := addWebhook(t, svc, rc.srv.URL, belay.EventCheckpointCreated)
+	runHookDispatcher(t, svc, fastWebhooks)
+	hookSave(t, svc, t.TempDir(), "retried")
+
+	hookWait(t, "three attempts logged", func() bool { return len(hookDeliveries(t, svc, hook.ID)) == 3 })
+	log := hookDeliveries(t, svc, hook.ID)
+	for i, d := range log {
+		wantStatus, wantErr := 500, "HTTP 500 Internal Server Error: database is down"
+		if i == 2 {
+			wantStatus, wantErr = 200, ""
+		}
+		if d.Attempt != i+1 || d.StatusCode != wantStatus || d.Error != wantErr || d.EventType != belay.EventCheckpointCreated {
+			t.Errorf("delivery %d = %+v, want attempt %d status %d error %q", i, d, i+1, wantStatus, wantErr)
+		}
+	}
+	reqs := rc.requests()
+	if len(reqs) != 3 || reqs[0].event.Seq != reqs[2].event.Seq {
+		t.Fatalf("requests = %d, want the same event 3 times", len(reqs))
+	}
+	if reqs[0].header.Get(core.HeaderDelivery) == reqs[1].header.Get(core.HeaderDelivery) {
+		t.Error("two attempts share a delivery id")
+	}
+	hookWait(t, "the webhook to move past the event", func() bool { return hookLastSeq(t, svc, hook.ID) == reqs[0].event.Seq })
+}
+
+func TestWebhookGivesUpOnDeadReceiverAndMovesOn(t *testing.T) {
+	svc := newWebhookService(t)
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close() // nothing listens there any more: connections are refused
+	redirect := newHookReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "https://example.com/elsewhere", http.StatusFound)
+	})
+	deadHook := addWebhook(t, svc, dead.URL, belay.EventCheckpointCreated)
+	redirectHook := addWebhook(t, svc, redirect.srv.URL, belay.EventCheckpointCreated)
+	opts := fastWebhooks
+	opts.MaxAttempts = 3
+	runHookDispatcher(t, svc, opts)
+	project := t.TempDir()
+	hookSave(t, svc, project, "first")
+	hookSave(t, svc, project, "second")
+
+	for _, hook := range []*belay.Webhook{deadHook, redirectHook} {
+		hookWait(t, "six attempts", func() bool { return len(hookDeliveries(t, svc, hook.ID)) == 6 })
+		log := hookDeliveries(t, svc, hook.ID)
+		for i, d := range log {
+			if d.Attempt != i%3+1 || d.Error == "" || d.EventType != belay.EventCheckpointCreated || d.EventSeq != log[i/3*3].EventSeq {
+				t.Errorf("%s delivery %d = %+v, want failed attempt %d of one event", hook.URL, i, d, i%3+1)
+			}
+		}
+		if log[3].EventSeq <= log[0].EventSeq {
+			t.Errorf("second event %d tried before first %d", log[3].EventSeq, log[0].EventSeq)
+		}
+		if hook == deadHook && log[0].StatusCode != 0 {
+			t.Errorf("refused connection logged with status %d", log[0].StatusCode)
+		}
+		if hook == redirectHook && (log[0].StatusCode != http.StatusFound || !strings.Contains(log[0].Error, "not followed")) {
+			t.Errorf("redirect logged as %+v", log[0])
+		}
+		hookWait(t, "the webhook to move on", func() bool { return hookLastSeq(t, svc, hook.ID) == hookLogEnd(t, svc) })
+	}
+	if got := len(redirect.requests()); got != 6 {
+		t.Errorf("redirecting receiver got %d requests, want 6 (the redirect is never followed)", got)
+	}
+}
+
+func TestWebhookTimeoutIsAFailedAttempt(t *testing.T) {
+	svc := newWebhookService(t)
+	release := make(chan struct{})
+	rc := newHookReceiver(t, func(_ int, _ http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	t.Cleanup(func() { close(release) })
+	hook := addWebhook(t, svc, rc.srv.URL, belay.EventCheckpointCreated)
+	opts := fastWebhooks
+	opts.MaxAttempts, opts.Timeout = 1, 50*time.Millisecond
+	runHookDispatcher(t, svc, opts)
+	hookSave(t, svc, t.TempDir(), "slow hookReceiver")
+
+	hookWait(t, "the attempt to be logged", func() bool { return len(hookDeliveries(t, svc, hook.ID)) == 1 })
+	d := hookDeliveries(t, svc, hook.ID)[0]
+	if d.StatusCode != 0 || !strings.Contains(d.Error, "Timeout") || d.DurationMs < 50 {
+		t.Errorf("delivery = %+v, want a timeout after at least 50ms", d)
+	}
+	if strings.Contains(d.Error, rc.srv.URL) {
+		t.Errorf("error %q repeats the URL", d.Error)
+	}
+}
+
+func TestHangingWebhookBlocksNeitherDecidingNorOtherWebhooks(t *testing.T) {
+	svc := newWebhookService(t)
+	release := make(chan struct{})
+	hanging := newHookReceiver(t, func(_ int, _ http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	t.Cleanup(func() { close(release) })
+	healthy := newHookReceiver(t, nil)
+	addWebhook(t, svc, hanging.srv.URL)
+	addWebhook(t, svc, healthy.srv.URL)
+	opts := fastWebhooks
+	opts.Timeout = time.Hour
+	runHookDispatcher(t, svc, opts)
+	project := t.TempDir()
+	hookSave(t, svc, project, "first")
+	hookWait(t, "the hanging hookReceiver to hold a hookRequest", func() bool { return len(hanging.requests()) == 1 })
+
+	// The hookReceiver never answers: any wait on it would outlast this deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cp, err := svc.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: project, Summary: "approve?",
+		HITL: &belay.HITLInput{Required: true}})
+	if err != nil {
+		t.Fatalf("CreateCheckpoint while a webhook hangs: %v", err)
+	}
+	if _, err := svc.Decide(ctx, belay.DecideInput{CheckpointID: cp.ID, Action: belay.ActionApprove, SelectedOption: "approve"}); err != nil {
+		t.Fatalf("Decide while a webhook hangs: %v", err)
+	}
+
+	last := hookLogEnd(t, svc)
+	hookWait(t, "the healthy webhook to get every event", func() bool {
+		seqs := healthy.seqs()
+		return len(seqs) > 0 && seqs[len(seqs)-1] == last
+	})
+	if got := healthy.requests()[len(healthy.requests())-1].event.Type; got != belay.EventSessionStatusChanged && got != belay.EventHITLDecided {
+		t.Errorf("last event = %s, want the decision's", got)
+	}
+	if got := len(hanging.requests()); got != 1 {
+		t.Errorf("hanging hookReceiver got %d requests, want 1 (hookDeliveries to one webhook are sequential)", got)
+	}
+}
+
+func TestWebhookEventFilter(t *testing.T) {
+	svc := newWebhookService(t)
+	rc := newHookReceiver(t, nil)
+	hook := addWebhook(t, svc, rc.srv.URL, belay.EventHITLRequired, belay.EventHITLDecided, belay.EventHITLRequired)
+	if !slices.Equal(hook.Events, []string{belay.EventHITLRequired, belay.EventHITLDecided}) {
+		t.Errorf("events = %v, want the repeat dropped", hook.Events)
+	}
+	runHookDispatcher(t, svc, fastWebhooks)
+	project := t.TempDir()
+	hookSave(t, svc, project, "plain")
+	cp, err := svc.CreateCheckpoint(context.Background(), belay.CreateCheckpointInput{ProjectPath: project, Summary: "approve?",
+		HITL: &belay.HITLInput{Required: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Decide(context.Background(), belay.DecideInput{CheckpointID: cp.ID, Action: belay.ActionApprove, SelectedOption: "approve"}); err != nil {
+		t.Fatal(err)
+	}
+	hookWait(t, "two events", func() bool { return len(rc.requests()) >= 2 })
+	var got []string
+	for _, r := range rc.requests() {
+		got = append(got, r.event.Type)
+		if r.event.CheckpointID != cp.ID {
+			t.Errorf("event %+v is not about %s", r.event, cp.ID)
+		}
+	}
+	if want := []string{belay.EventHITLRequired, belay.EventHITLDecided}; !slices.Equal(got, want) {
+		t.Errorf("types = %v, want %v", got, want)
+	}
+}
+
+func TestWebhookManagementIsAdminOnly(t *testing.T) {
+	svc := newWebhookService(t)
+	hook := addWebhook(t, svc, "https://hooks.example.com/belay")
+	for name, ctx := range map[string]context.Context{
+		"anonymous": context.Background(),
+		"user":      belay.WithActor(context.Background(), belay.Actor{UserID: "ada"}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := svc.AddWebhook(ctx, "https://hooks.example.com/other", nil)
+			wantWebhookError(t, err, belay.CodeUnauthorized, "")
+			_, err = svc.ListWebhooks(ctx)
+			wantWebhookError(t, err, belay.CodeUnauthorized, "")
+			wantWebhookError(t, svc.RemoveWebhook(ctx, hook.ID), belay.CodeUnauthorized, "")
+			_, err = svc.ListDeliveries(ctx, "", 0)
+			wantWebhookError(t, err, belay.CodeUnauthorized, "")
+		})
+	}
+	hooks, err := svc.ListWebhooks(webhookAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hooks) != 1 || hooks[0].ID != hook.ID {
+		t.Fatalf("webhooks = %+v, want only %s", hooks, hook.ID)
+	}
+}
+
+func TestWebhookListAndRemove(t *testing.T) {
+	svc := newWebhookService(t)
+	a := addWebhook(t, svc, "https://a.example.com/hook")
+	b := addWebhook(t, svc, "http://b.example.com:8080/hook?x=1", belay.EventHITLRequired)
+	hooks, err := svc.ListWebhooks(webhookAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hooks) != 2 || hooks[0].ID != a.ID || hooks[1].ID != b.ID || hooks[1].URL != b.URL ||
+		!slices.Equal(hooks[1].Events, []string{belay.EventHITLRequired}) {
+		t.Fatalf("webhooks = %+v", hooks)
+	}
+	for _, w := range hooks {
+		if w.Secret != "" {
+			t.Errorf("ListWebhooks shows the secret of %s", w.ID)
+		}
+	}
+	if err := svc.RemoveWebhook(webhookAdmin, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	wantWebhookError(t, svc.RemoveWebhook(webhookAdmin, a.ID), belay.CodeNotFound, "")
+	_, err = svc.ListDeliveries(webhookAdmin, a.ID, 0)
+	wantWebhookError(t, err, belay.CodeNotFound, "")
+	if list, err := svc.ListDeliveries(webhookAdmin, b.ID, 0); err != nil || len(list) != 0 {
+		t.Errorf("deliveries of a new webhook = %v, %v", list, err)
+	}
+	if hooks, _ := svc.ListWebhooks(webhookAdmin); len(hooks) != 1 || hooks[0].ID != b.ID {
+		t.Errorf("after remove: %+v", hooks)
+	}
+}
+
+func TestWebhookValidation(t *testing.T) {
+	svc := newWebhookService(t)
+	for _, tc := range []struct {
+		name, url string
+		events    []string
+		field     string
+	}{
+		{"empty url", "", nil, "url"},
+		{"no scheme", "hooks.example.com/x", nil, "url"},
+		{"ftp", "ftp://hooks.example.com/x", nil, "url"},
+		{"no host", "https:///path", nil, "url"},
+		{"only a port", "http://:8080/x", nil, "url"},
+		{"not a url", "http://exa mple.com/%zz", nil, "url"},
+		{"too long", "https://example.com/" + strings.Repeat("a", core.MaxWebhookURL), nil, "url"},
+		{"unknown event", "https://example.com/x", []string{"checkpoint.created", "checkpoint.exploded"}, "events"},
+		{"empty event", "https://example.com/x", []string{""}, "events"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := svc.AddWebhook(webhookAdmin, tc.url, tc.events)
+			wantWebhookError(t, err, belay.CodeValidation, tc.field)
+		})
+	}
+	wantWebhookError(t, svc.RemoveWebhook(webhookAdmin, "nope"), belay.CodeValidation, "id")
+	_, err := svc.ListDeliveries(webhookAdmin, "nope", 0)
+	wantWebhookError(t, err, belay.CodeValidation, "webhookId")
+	_, err = svc.ListDeliveries(webhookAdmin, "", -1)
+	wantWebhookError(t, err, belay.CodeValidation, "limit")
+	_, err = svc.ListDeliveries(webhookAdmin, "", core.MaxDeliveryPage+1)
+	wantWebhookError(t, err, belay.CodeValidation, "limit")
+	if hooks, _ := svc.ListWebhooks(webhookAdmin); len(hooks) != 0 {
+		t.Errorf("invalid input stored webhooks: %+v", hooks)
+	}
+}
+
+// wantWebhookError fails unless err is a *belay.Error with the code and,
+// when field is set, details.field.
+func wantWebhookError(tb testing.TB, err error, code belay.Code, field string) {
+	tb.Helper()
+	var be *belay.Error
+	if !errors.As(err, &be) {
+		tb.Fatalf("error = %v (%T), want %s", err, err, code)
+	}
+	if be.Code != code || field != "" && be.Details["field"] != field {
+		tb.Fatalf("error = %v (details %v), want %s on field %q", be, be.Details, code, field)
+	}
+}

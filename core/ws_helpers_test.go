@@ -1,0 +1,210 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/core"
+	"github.com/belayhq/belay/store"
+	"github.com/belayhq/belay/store/sqlite"
+	"github.com/belayhq/belay/workspace"
+)
+
+// wsEnv is a service with workspace snapshots over a fresh data directory,
+// and a project directory outside it.
+type wsEnv struct {
+	svc     *core.Service
+	db      *sqlite.DB
+	ws      *workspace.Manager
+	data    string
+	project string
+}
+
+func newWSEnv(tb testing.TB) *wsEnv {
+	tb.Helper()
+	e := &wsEnv{data: tb.TempDir(), project: tb.TempDir()}
+	var err error
+	if e.db, err = sqlite.Open(context.Background(), filepath.Join(e.data, "belay.db")); err != nil {
+		tb.Fatalf("open store: %v", err)
+	}
+	tb.Cleanup(func() { e.db.Close() })
+	if e.ws, err = workspace.New(workspace.Options{DataDir: e.data}); err != nil {
+		tb.Fatalf("workspace manager: %v", err)
+	}
+	e.svc = core.New(core.Options{Store: e.db, Workspaces: e.ws, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	return e
+}
+
+// wsAs is a context acting as user.
+func wsAs(user string, admin bool) context.Context {
+	return belay.WithActor(context.Background(), belay.Actor{UserID: user, Admin: admin})
+}
+
+// alice owns the sessions the tests create; she is not an admin.
+var alice = wsAs("alice", false)
+
+// save saves a checkpoint of e.project with a snapshot, as alice.
+func (e *wsEnv) save(tb testing.TB, summary string, opts ...func(*belay.CreateCheckpointInput)) *belay.Checkpoint {
+	tb.Helper()
+	in := belay.CreateCheckpointInput{ProjectPath: e.project, Summary: summary, Snapshot: true}
+	for _, o := range opts {
+		o(&in)
+	}
+	cp, err := e.svc.CreateCheckpoint(alice, in)
+	if err != nil {
+		tb.Fatalf("save %q: %v", summary, err)
+	}
+	return cp
+}
+
+// rollback restores a checkpoint as alice.
+func (e *wsEnv) rollback(tb testing.TB, cp *belay.Checkpoint) *belay.RestoreResult {
+	tb.Helper()
+	res, err := e.svc.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: cp.ID})
+	if err != nil {
+		tb.Fatalf("rollback to #%d: %v", cp.Seq, err)
+	}
+	return res
+}
+
+// wsWrite creates or replaces files under root.
+func wsWrite(tb testing.TB, root string, files map[string]string) {
+	tb.Helper()
+	for name, content := range files {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+func wsRemove(tb testing.TB, root string, names ...string) {
+	tb.Helper()
+	for _, name := range names {
+		if err := os.RemoveAll(filepath.Join(root, filepath.FromSlash(name))); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// wsTree maps every file under root, .git excluded, to its content.
+func wsTree(tb testing.TB, root string) map[string]string {
+	tb.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && d.Name() == ".git" {
+			return filepath.SkipDir
+		}
+		if d.IsDir() {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, p)
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		out[filepath.ToSlash(rel)] = string(data)
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return out
+}
+
+// wsGit runs git in dir as a user would, isolated from the machine's configuration.
+func wsGit(tb testing.TB, dir string, args ...string) string {
+	tb.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GIT_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_AUTHOR_NAME=user", "GIT_AUTHOR_EMAIL=user@example.com",
+		"GIT_COMMITTER_NAME=user", "GIT_COMMITTER_EMAIL=user@example.com")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		tb.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// wsTamper rewrites a stored checkpoint behind the service's back.
+func wsTamper(tb testing.TB, st store.Store, id string, change func(*belay.Checkpoint)) {
+	tb.Helper()
+	err := st.Update(context.Background(), func(tx store.Tx) error {
+		cp, err := tx.GetCheckpoint(context.Background(), id)
+		if err != nil {
+			return err
+		}
+		change(cp)
+		if err := tx.DeleteCheckpoint(context.Background(), id); err != nil {
+			return err
+		}
+		return tx.InsertCheckpoint(context.Background(), cp)
+	})
+	if err != nil {
+		tb.Fatalf("tamper with %s: %v", id, err)
+	}
+}
+
+func wsWantCode(tb testing.TB, err error, code belay.Code) *belay.Error {
+	tb.Helper()
+	var be *belay.Error
+	if !errors.As(err, &be) || be.Code != code {
+		tb.Fatalf("error = %v, want code %s", err, code)
+	}
+	return be
+}
+
+// hookStore calls hook before each Update with the call's number (from 1);
+// an error from hook fails that Update.
+type hookStore struct {
+	store.Store
+	calls atomic.Int32
+	hook  func(call int32) error
+}
+
+func (h *hookStore) Update(ctx context.Context, fn func(store.Tx) error) error {
+	if err := h.hook(h.calls.Add(1)); err != nil {
+		return err
+	}
+	return h.Store.Update(ctx, fn)
+}
+
+// withStoreHook returns a service on e's store and workspaces whose writes
+// call hook first.
+func (e *wsEnv) withStoreHook(hook func(call int32) error) *core.Service {
+	return core.New(core.Options{Store: &hookStore{Store: e.db, hook: hook}, Workspaces: e.ws,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+}
+
+// withFlakyStore returns a service whose failAt-th write fails with an error
+// without code.
+func (e *wsEnv) withFlakyStore(failAt int32) *core.Service {
+	return e.withStoreHook(func(call int32) error {
+		if call == failAt {
+			return errors.New("disk full")
+		}
+		return nil
+	})
+}

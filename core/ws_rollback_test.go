@@ -1,0 +1,187 @@
+package core_test
+
+import (
+	"encoding/json"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/core"
+)
+
+func TestRollbackRestoresFilesAndStateAndCanBeUndone(t *testing.T) {
+	e := newWSEnv(t)
+	wsWrite(t, e.project, map[string]string{"a.txt": "a", "b.txt": "b", "dir/c.txt": "c", ".gitignore": "*.log\n", "-dash ünï.txt": "d"})
+	first := e.save(t, "first", func(in *belay.CreateCheckpointInput) {
+		in.AgentState, in.Phase, in.Step = json.RawMessage(`{"step":1}`), "plan", 1
+	})
+	atFirst := wsTree(t, e.project)
+
+	// Break things: modify, delete, create, and add an ignored file.
+	wsWrite(t, e.project, map[string]string{"a.txt": "broken", "new/deep/n.txt": "n", "debug.log": "ignored"})
+	wsRemove(t, e.project, "b.txt", "-dash ünï.txt")
+	second := e.save(t, "second", func(in *belay.CreateCheckpointInput) {
+		in.AgentState, in.Phase, in.Step = json.RawMessage(`{"step":2}`), "build", 2
+	})
+	wsWrite(t, e.project, map[string]string{"after.txt": "unsaved work"})
+	broken := wsTree(t, e.project)
+
+	dry, err := e.svc.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: first.ID, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !dry.DryRun || !slices.Equal(dry.RestoredFiles, []string{"-dash ünï.txt", "a.txt", "b.txt"}) ||
+		!slices.Equal(dry.RemovedFiles, []string{"after.txt", "new/deep/n.txt"}) || dry.SafetyCheckpoint != nil {
+		t.Errorf("dry run = restore %v remove %v", dry.RestoredFiles, dry.RemovedFiles)
+	}
+	if !maps.Equal(wsTree(t, e.project), broken) || mustSession(t, e.svc, first.SessionID).LastSeq != 2 {
+		t.Fatal("a dry run changed something")
+	}
+
+	res, err := e.svc.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: first.ID, Reason: "wrong direction"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := maps.Clone(atFirst)
+	want["debug.log"] = "ignored" // ignored: never touched
+	if got := wsTree(t, e.project); !maps.Equal(got, want) {
+		t.Errorf("after rollback:\n got %v\nwant %v", got, want)
+	}
+	if _, err := os.Stat(filepath.Join(e.project, "new")); !os.IsNotExist(err) {
+		t.Errorf("directories emptied by the rollback stay: %v", err)
+	}
+	if !slices.Equal(res.RestoredFiles, dry.RestoredFiles) || !slices.Equal(res.RemovedFiles, dry.RemovedFiles) {
+		t.Errorf("rollback = restore %v remove %v; dry run said %v %v", res.RestoredFiles, res.RemovedFiles, dry.RestoredFiles, dry.RemovedFiles)
+	}
+	safety := res.SafetyCheckpoint
+	if safety == nil || safety.Name != core.SafetyCheckpointName || safety.Type != belay.TypeAuto || safety.Seq != 3 ||
+		safety.ParentID != second.ID || string(safety.AgentState) != `{"step":2}` || !slices.Equal(safety.Files.Created, []string{"after.txt"}) {
+		t.Errorf("safety checkpoint = %+v", safety)
+	}
+	sess := res.Session
+	if sess.HeadCheckpointID != first.ID || string(sess.State) != `{"step":1}` || sess.Phase != "plan" || sess.CurrentStep != 1 {
+		t.Errorf("session after rollback = %+v", sess)
+	}
+	if stored := mustSession(t, e.svc, sess.ID); stored.HeadCheckpointID != first.ID || stored.LastSeq != 3 {
+		t.Errorf("stored session = %+v", stored)
+	}
+	rbs, err := e.svc.ListRollbacks(alice, sess.ID)
+	if err != nil || len(rbs) != 1 || rbs[0].TargetID != first.ID || rbs[0].FromCheckpointID != safety.ID ||
+		rbs[0].Reason != "wrong direction" || rbs[0].UserID != "alice" || len(rbs[0].RestoredFiles) != 3 {
+		t.Errorf("rollbacks = %+v, %v", rbs, err)
+	}
+	evs := events(t, e.svc)
+	last := evs[len(evs)-1]
+	if last.Type != belay.EventWorkspaceRestored || last.CheckpointID != first.ID || !strings.Contains(string(last.Data), safety.ID) {
+		t.Errorf("last event = %+v", last)
+	}
+
+	// The timeline branches: the next checkpoint descends from the target.
+	wsWrite(t, e.project, map[string]string{"a.txt": "another way"})
+	branch := e.save(t, "another way")
+	if branch.ParentID != first.ID || !slices.Equal(branch.Files.Modified, []string{"a.txt"}) || branch.Seq != 4 {
+		t.Errorf("checkpoint after rollback = parent %s files %+v", branch.ParentID, branch.Files)
+	}
+
+	// Rolling back to the safety checkpoint undoes the rollback.
+	e.rollback(t, safety)
+	want = maps.Clone(broken)
+	want["debug.log"] = "ignored"
+	if got := wsTree(t, e.project); !maps.Equal(got, want) {
+		t.Errorf("after undo:\n got %v\nwant %v", got, want)
+	}
+	if s := mustSession(t, e.svc, sess.ID); string(s.State) != `{"step":2}` || s.Phase != "build" || s.HeadCheckpointID != safety.ID {
+		t.Errorf("session after undo = %+v", s)
+	}
+	report, err := e.svc.Validate(alice, belay.ValidateInput{})
+	if err != nil || !report.OK {
+		t.Errorf("validate = %+v, %v", report, err)
+	}
+}
+
+func TestRollbackWithoutSnapshotRestoresStateOnlyAndReopensSession(t *testing.T) {
+	e := newWSEnv(t)
+	wsWrite(t, e.project, map[string]string{"a.txt": "a"})
+	plain, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{ProjectPath: e.project, Summary: "plan",
+		AgentState: json.RawMessage(`{"plan":true}`), Phase: "plan", Step: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A rejected HITL request fails the session.
+	ask, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{SessionID: plain.SessionID, Summary: "ok?",
+		AgentState: json.RawMessage(`{"plan":false}`), Phase: "review", HITL: &belay.HITLInput{Required: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Decide(alice, belay.DecideInput{CheckpointID: ask.ID, Action: belay.ActionReject, SelectedOption: "reject"}); err != nil {
+		t.Fatal(err)
+	}
+	if s := mustSession(t, e.svc, plain.SessionID); s.Status != belay.SessionFailed {
+		t.Fatalf("status = %s, want failed", s.Status)
+	}
+	wsWrite(t, e.project, map[string]string{"a.txt": "changed"})
+
+	_, err = e.svc.RestoreCheckpoint(wsAs("mallory", false), belay.RestoreInput{CheckpointID: plain.ID})
+	wsWantCode(t, err, belay.CodeUnauthorized)
+	res := e.rollback(t, plain)
+	if got := wsTree(t, e.project)["a.txt"]; got != "changed" {
+		t.Errorf("a state-only rollback touched files: a.txt = %q", got)
+	}
+	if res.Session.Status != belay.SessionRunning || string(res.Session.State) != `{"plan":true}` || res.Session.Phase != "plan" ||
+		res.SafetyCheckpoint == nil || string(res.SafetyCheckpoint.AgentState) != `{"plan":false}` || len(res.RestoredFiles) != 0 {
+		t.Errorf("result = %+v", res)
+	}
+	_, err = e.svc.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: "01a1fdb8-0000-7000-8000-000000000000"})
+	wsWantCode(t, err, belay.CodeCheckpointNotFound)
+	_, err = e.svc.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: plain.ID, Reason: strings.Repeat("r", belay.MaxReason+1)})
+	wantError(t, err, belay.CodeValidation, "reason")
+}
+
+func TestRollbackFailureLeavesWorkspaceAsItWas(t *testing.T) {
+	e := newWSEnv(t)
+	wsWrite(t, e.project, map[string]string{".gitignore": "*.log\n", "d": "was a file", "keep.txt": "k"})
+	first := e.save(t, "first")
+	// d becomes a directory holding an ignored file: the rollback cannot put
+	// the file d back without deleting what it must never touch.
+	wsRemove(t, e.project, "d")
+	wsWrite(t, e.project, map[string]string{"d/f.txt": "f", "d/x.log": "ignored", "keep.txt": "changed"})
+	before := wsTree(t, e.project)
+
+	_, err := e.svc.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: first.ID})
+	be := wsWantCode(t, err, belay.CodeRestoreFailed)
+	if !strings.Contains(be.Message, "d") {
+		t.Errorf("message = %q", be.Message)
+	}
+	if got := wsTree(t, e.project); !maps.Equal(got, before) {
+		t.Errorf("after a failed rollback:\n got %v\nwant %v", got, before)
+	}
+	sess := mustSession(t, e.svc, first.SessionID)
+	if rbs, _ := e.svc.ListRollbacks(alice, sess.ID); len(rbs) != 0 {
+		t.Errorf("a failed rollback was recorded: %+v", rbs)
+	}
+	if sess.HeadCheckpointID == first.ID {
+		t.Error("the session moved to the target of a failed rollback")
+	}
+}
+
+func TestRollbackNotRecordedIsUndone(t *testing.T) {
+	e := newWSEnv(t)
+	wsWrite(t, e.project, map[string]string{"a.txt": "a"})
+	first := e.save(t, "first")
+	wsWrite(t, e.project, map[string]string{"a.txt": "changed", "new.txt": "n"})
+	before := wsTree(t, e.project)
+	// Write 1 saves the pre-rollback checkpoint, write 2 records the rollback.
+	flaky := e.withFlakyStore(2)
+	_, err := flaky.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: first.ID})
+	wsWantCode(t, err, belay.CodeRestoreFailed)
+	if got := wsTree(t, e.project); !maps.Equal(got, before) {
+		t.Errorf("workspace after an unrecorded rollback:\n got %v\nwant %v", got, before)
+	}
+	if s := mustSession(t, e.svc, first.SessionID); s.HeadCheckpointID == first.ID {
+		t.Error("the session moved to the target")
+	}
+}

@@ -1,0 +1,330 @@
+package core_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/store"
+)
+
+// admin imports: an archive brings files a rollback writes.
+var admin = wsAs("root", true)
+
+type tarEntry struct {
+	hdr  tar.Header
+	data []byte
+}
+
+func wsUntar(tb testing.TB, archive []byte) []tarEntry {
+	tb.Helper()
+	gz, err := gzip.NewReader(bytes.NewReader(archive))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	var out []tarEntry
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			tb.Fatal(err)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, tarEntry{hdr: *hdr, data: data})
+	}
+}
+
+func wsRetar(tb testing.TB, entries []tarEntry) []byte {
+	tb.Helper()
+	var b bytes.Buffer
+	gz := gzip.NewWriter(&b)
+	tw := tar.NewWriter(gz)
+	for _, e := range entries {
+		e.hdr.Size = int64(len(e.data))
+		if e.hdr.Typeflag != tar.TypeReg {
+			e.hdr.Size = 0
+		}
+		if err := tw.WriteHeader(&e.hdr); err != nil {
+			tb.Fatal(err)
+		}
+		if _, err := tw.Write(e.data); err != nil && e.hdr.Typeflag == tar.TypeReg {
+			tb.Fatal(err)
+		}
+	}
+	tw.Close()
+	gz.Close()
+	return b.Bytes()
+}
+
+func (e *wsEnv) export(tb testing.TB, sessionID string) []byte {
+	tb.Helper()
+	var b bytes.Buffer
+	if err := e.svc.ExportSession(alice, sessionID, &b); err != nil {
+		tb.Fatalf("export: %v", err)
+	}
+	return b.Bytes()
+}
+
+func TestExportImportReproducesSessionElsewhere(t *testing.T) {
+	src := newWSEnv(t)
+	wsWrite(t, src.project, map[string]string{"a.txt": "a", "sub/b.txt": "b"})
+	one := src.save(t, "one", func(in *belay.CreateCheckpointInput) { in.Name = "Init Step!" })
+	wsWrite(t, src.project, map[string]string{"a.txt": "a2", "c.txt": "c"})
+	src.save(t, "two")
+	src.rollback(t, one)
+	wsWrite(t, src.project, map[string]string{"d.txt": "d"})
+	last := src.save(t, "after the rollback")
+	archive := src.export(t, one.SessionID)
+
+	names := []string{}
+	for _, e := range wsUntar(t, archive) {
+		names = append(names, e.hdr.Name)
+	}
+	want := []string{"manifest.json", "cp-01-init-step.json", "cp-02.json", "cp-03-pre-rollback.json", "cp-04.json", "rollback-history.json", "workspace.bundle"}
+	if !slices.Equal(names, want) {
+		t.Errorf("archive holds %v, want %v", names, want)
+	}
+
+	// Another machine: another data dir, and the project at another path.
+	dst := newWSEnv(t)
+	wsWrite(t, dst.project, map[string]string{"a.txt": "local edit"})
+	res, err := dst.svc.ImportSession(admin, belay.ImportInput{ProjectPath: dst.project}, bytes.NewReader(archive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Checkpoints != 4 || res.Rollbacks != 1 || res.Snapshots != 4 || res.Session.ProjectPath != dst.project || res.Session.Owner != "root" {
+		t.Errorf("import = %+v", res)
+	}
+	imported, err := dst.svc.GetCheckpoint(admin, last.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if imported.ProjectPath != dst.project || imported.Checksum == last.Checksum || imported.WorkspaceRef != last.WorkspaceRef {
+		t.Errorf("imported checkpoint = %+v", imported)
+	}
+	if rbs, _ := dst.svc.ListRollbacks(admin, one.SessionID); len(rbs) != 1 || rbs[0].TargetID != one.ID {
+		t.Errorf("rollbacks = %+v", rbs)
+	}
+	if rep, err := dst.svc.Validate(admin, belay.ValidateInput{}); err != nil || !rep.OK {
+		t.Errorf("validate after import = %+v, %v", rep, err)
+	}
+	if _, err := dst.svc.RestoreCheckpoint(admin, belay.RestoreInput{CheckpointID: last.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := wsTree(t, dst.project), wsTree(t, src.project); !maps.Equal(got, want) {
+		t.Errorf("imported rollback gives %v, want %v", got, want)
+	}
+
+	_, err = dst.svc.ImportSession(admin, belay.ImportInput{ProjectPath: dst.project}, bytes.NewReader(archive))
+	wsWantCode(t, err, belay.CodeConflict)
+	_, err = newWSEnv(t).svc.ImportSession(alice, belay.ImportInput{}, bytes.NewReader(archive))
+	wsWantCode(t, err, belay.CodeUnauthorized)
+}
+
+func TestImportRejectsHostileArchives(t *testing.T) {
+	src := newWSEnv(t)
+	wsWrite(t, src.project, map[string]string{"a.txt": "a"})
+	one := src.save(t, "one")
+	good := wsUntar(t, src.export(t, one.SessionID))
+	// A second session on the same workspace, to smuggle its ref in.
+	other, err := src.svc.CreateSession(alice, belay.CreateSessionInput{ProjectPath: src.project})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.save(t, "other", func(in *belay.CreateCheckpointInput) { in.ProjectPath, in.SessionID = "", other.ID })
+	smuggled := filepath.Join(t.TempDir(), "two.bundle")
+	err = src.ws.WriteBundle(context.Background(), src.project, []string{"refs/belay/" + one.SessionID + "/1", "refs/belay/" + other.ID + "/1"}, smuggled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	twoRefs, err := os.ReadFile(smuggled)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	with := func(change func([]tarEntry) []tarEntry) []byte {
+		return wsRetar(t, change(slices.Clone(good)))
+	}
+	edit := func(name string, f func([]byte) []byte) func([]tarEntry) []tarEntry {
+		return func(es []tarEntry) []tarEntry {
+			for i := range es {
+				if es[i].hdr.Name == name {
+					es[i].data = f(slices.Clone(es[i].data))
+				}
+			}
+			return es
+		}
+	}
+	add := func(hdr tar.Header, data string) func([]tarEntry) []tarEntry {
+		return func(es []tarEntry) []tarEntry { return append(es, tarEntry{hdr: hdr, data: []byte(data)}) }
+	}
+	reg := func(name string) tar.Header { return tar.Header{Name: name, Mode: 0o644, Typeflag: tar.TypeReg} }
+	huge := func() []byte {
+		// A header that claims more than the limit, with the data cut short.
+		var b bytes.Buffer
+		gz := gzip.NewWriter(&b)
+		tw := tar.NewWriter(gz)
+		tw.WriteHeader(&tar.Header{Name: "manifest.json", Mode: 0o644, Typeflag: tar.TypeReg, Size: 1 << 40})
+		tw.Write(make([]byte, 1024))
+		gz.Close()
+		return b.Bytes()
+	}
+
+	cases := []struct {
+		name    string
+		archive []byte
+		code    belay.Code
+	}{
+		{"not gzip", []byte("plain text"), belay.CodeValidation},
+		{"path traversal", with(add(reg("../evil.json"), "{}")), belay.CodeValidation},
+		{"absolute path", with(add(reg("/etc/cron.d/evil"), "x")), belay.CodeValidation},
+		{"nested path", with(add(reg("dir/cp-09.json"), "{}")), belay.CodeValidation},
+		{"symlink", with(add(tar.Header{Name: "cp-09.json", Typeflag: tar.TypeSymlink, Linkname: "/etc/passwd"}, "")), belay.CodeValidation},
+		{"hard link", with(add(tar.Header{Name: "cp-09.json", Typeflag: tar.TypeLink, Linkname: "manifest.json"}, "")), belay.CodeValidation},
+		{"unexpected name", with(add(reg("notes.txt"), "hi")), belay.CodeValidation},
+		{"unlisted checkpoint", with(add(reg("cp-09-extra.json"), "{}")), belay.CodeValidation},
+		{"duplicate entry", with(add(reg("manifest.json"), "{}")), belay.CodeValidation},
+		{"oversize entry", huge(), belay.CodeTooLarge},
+		{"tampered checkpoint", with(edit("cp-01.json", func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`"summary": "one"`), []byte(`"summary": "evil"`), 1)
+		})), belay.CodeCheckpointCorrupt},
+		{"smuggled ref", with(edit("workspace.bundle", func([]byte) []byte { return twoRefs })), belay.CodeValidation},
+		{"no bundle", with(func(es []tarEntry) []tarEntry { return es[:len(es)-1] }), belay.CodeValidation},
+		{"missing manifest", with(func(es []tarEntry) []tarEntry { return es[1:] }), belay.CodeValidation},
+		{"session mismatch", with(edit("manifest.json", func(b []byte) []byte {
+			var m map[string]any
+			json.Unmarshal(b, &m)
+			m["session_id"] = "01a1fdb8-0000-7000-8000-000000000000"
+			out, _ := json.Marshal(m)
+			return out
+		})), belay.CodeValidation},
+	}
+	dst := newWSEnv(t)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := dst.svc.ImportSession(admin, belay.ImportInput{ProjectPath: dst.project}, bytes.NewReader(c.archive))
+			wsWantCode(t, err, c.code)
+		})
+	}
+	// Nothing was half imported: no session, no snapshot refs.
+	if list, _ := dst.svc.ListSessions(admin, belay.ListSessionsInput{}); list.TotalCount != 0 {
+		t.Errorf("sessions after hostile imports: %d", list.TotalCount)
+	}
+	if refs, err := dst.ws.Refs(context.Background(), dst.project, "refs/"); err != nil || len(refs) != 0 {
+		t.Errorf("refs after hostile imports: %v, %v", refs, err)
+	}
+	if _, err := dst.svc.ImportSession(admin, belay.ImportInput{ProjectPath: dst.project}, bytes.NewReader(wsRetar(t, good))); err != nil {
+		t.Errorf("the untouched archive does not import: %v", err)
+	}
+}
+
+func TestImportIsAllOrNothing(t *testing.T) {
+	src := newWSEnv(t)
+	wsWrite(t, src.project, map[string]string{"a.txt": "a"})
+	one := src.save(t, "one")
+	src.save(t, "two")
+	archive := src.export(t, one.SessionID)
+
+	dst := newWSEnv(t)
+	ctx := context.Background()
+	// A checkpoint id that exists here already makes the import a conflict.
+	clash, err := dst.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{ProjectPath: dst.project, Summary: "local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wsTamper(t, dst.db, clash.ID, func(cp *belay.Checkpoint) { cp.ID = one.ID })
+	_, err = dst.svc.ImportSession(admin, belay.ImportInput{ProjectPath: dst.project}, bytes.NewReader(archive))
+	wsWantCode(t, err, belay.CodeConflict)
+	if _, err := dst.svc.GetSession(admin, one.SessionID); !belay.IsCode(err, belay.CodeSessionNotFound) {
+		t.Errorf("session half imported: %v", err)
+	}
+	if refs, _ := dst.ws.Refs(ctx, dst.project, "refs/belay/"+one.SessionID); len(refs) != 0 {
+		t.Errorf("refs half imported: %v", refs)
+	}
+	if err := dst.db.Update(ctx, func(tx store.Tx) error { return tx.DeleteCheckpoint(ctx, one.ID) }); err != nil {
+		t.Fatal(err)
+	}
+
+	// The snapshots are fetched before the rows are written: when writing
+	// fails, they are dropped again.
+	flaky := dst.withFlakyStore(1)
+	_, err = flaky.ImportSession(admin, belay.ImportInput{ProjectPath: dst.project}, bytes.NewReader(archive))
+	if belay.ErrorCode(err) != belay.CodeInternal {
+		t.Fatalf("import on a failing store: %v", err)
+	}
+	if refs, _ := dst.ws.Refs(ctx, dst.project, "refs/belay/"+one.SessionID); len(refs) != 0 {
+		t.Errorf("refs of a failed import stay: %v", refs)
+	}
+
+	res, err := dst.svc.ImportSession(admin, belay.ImportInput{ProjectPath: dst.project}, bytes.NewReader(archive))
+	if err != nil || res.Checkpoints != 2 {
+		t.Fatalf("import = %+v, %v", res, err)
+	}
+	got, _ := dst.svc.GetCheckpoint(admin, one.ID)
+	one.ProjectPath, got.Checksum, one.Checksum = dst.project, "", ""
+	if !reflect.DeepEqual(got, one) {
+		t.Errorf("imported\n %+v\nwant %+v", got, one)
+	}
+}
+
+func TestExportBranchWritesUserRepositoryBranchOnly(t *testing.T) {
+	e := newWSEnv(t)
+	wsWrite(t, e.project, map[string]string{"a.txt": "a"})
+	wsGit(t, e.project, "init", "-q", "-b", "main")
+	wsGit(t, e.project, "add", "-A")
+	wsGit(t, e.project, "commit", "-q", "-m", "initial")
+	one := e.save(t, "one")
+	wsWrite(t, e.project, map[string]string{"a.txt": "a2", "b.txt": "b"})
+	e.save(t, "two")
+	head := wsGit(t, e.project, "rev-parse", "HEAD")
+	index, _ := os.ReadFile(filepath.Join(e.project, ".git", "index"))
+	status := wsGit(t, e.project, "status", "--porcelain")
+
+	_, err := e.svc.ExportBranch(wsAs("mallory", false), belay.ExportBranchInput{SessionID: one.SessionID})
+	wsWantCode(t, err, belay.CodeUnauthorized)
+	res, err := e.svc.ExportBranch(alice, belay.ExportBranchInput{SessionID: one.SessionID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Branch != "belay/"+one.SessionID || res.Commits != 2 {
+		t.Errorf("export = %+v", res)
+	}
+	log := wsGit(t, e.project, "log", "--format=%s", res.Branch)
+	if want := "checkpoint: step-2 - two\ncheckpoint: step-1 - one\ninitial\n"; log != want {
+		t.Errorf("branch log:\n%s\nwant:\n%s", log, want)
+	}
+	index2, _ := os.ReadFile(filepath.Join(e.project, ".git", "index"))
+	if wsGit(t, e.project, "rev-parse", "HEAD") != head || !bytes.Equal(index, index2) || wsGit(t, e.project, "status", "--porcelain") != status {
+		t.Error("exporting a branch moved HEAD, the index or the work tree")
+	}
+	_, err = e.svc.ExportBranch(alice, belay.ExportBranchInput{SessionID: one.SessionID, Branch: "main"})
+	wantError(t, err, belay.CodeValidation, "branch")
+	_, err = e.svc.ExportBranch(alice, belay.ExportBranchInput{SessionID: one.SessionID, Branch: "-x"})
+	wantError(t, err, belay.CodeValidation, "branch")
+
+	plain := newWSEnv(t)
+	wsWrite(t, plain.project, map[string]string{"a.txt": "a"})
+	cp := plain.save(t, "one")
+	_, err = plain.svc.ExportBranch(alice, belay.ExportBranchInput{SessionID: cp.SessionID})
+	if be := wsWantCode(t, err, belay.CodeValidation); !strings.Contains(be.Message, "git repository") {
+		t.Errorf("message = %q", be.Message)
+	}
+}

@@ -1,0 +1,318 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/client"
+	"github.com/belayhq/belay/core"
+	"github.com/belayhq/belay/httpapi"
+	"github.com/belayhq/belay/store/sqlite"
+	"github.com/belayhq/belay/workspace"
+)
+
+// wsServer is a real HTTP server with workspace snapshots. Tokens are user
+// names; "root" is an admin.
+type wsServer struct {
+	url string
+}
+
+func newWSServer(t *testing.T, withGit bool) *wsServer {
+	t.Helper()
+	data := t.TempDir()
+	db, err := sqlite.Open(context.Background(), filepath.Join(data, "belay.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	opts := core.Options{Store: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if withGit {
+		if opts.Workspaces, err = workspace.New(workspace.Options{DataDir: data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	api := httpapi.New(httpapi.Options{Service: core.New(opts), Logger: opts.Logger,
+		Authenticate: func(_ context.Context, token string) (belay.Actor, error) {
+			return belay.Actor{UserID: token, Admin: token == "root"}, nil
+		}})
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+	return &wsServer{url: srv.URL}
+}
+
+func (s *wsServer) as(t *testing.T, user string) *client.Client {
+	t.Helper()
+	c, err := client.New(s.url, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (s *wsServer) raw(t *testing.T, method, path, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, s.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer alice")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func wsWriteFiles(t *testing.T, root string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func wsFiles(t *testing.T, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			b, _ := os.ReadFile(filepath.Join(root, e.Name()))
+			out[e.Name()] = string(b)
+		}
+	}
+	return out
+}
+
+func wsWantCode(t *testing.T, err error, code belay.Code) {
+	t.Helper()
+	var be *belay.Error
+	if !errors.As(err, &be) || be.Code != code {
+		t.Fatalf("error = %v, want %s", err, code)
+	}
+}
+
+// TestWorkspaceAPIEndToEnd is the issue's "done when" over HTTP with the Go
+// client: save with a snapshot, break files, diff, roll back, undo, export,
+// import into another server and roll back there.
+func TestWorkspaceAPIEndToEnd(t *testing.T) {
+	t.Run("plain directory", func(t *testing.T) { apiEndToEnd(t, false) })
+	t.Run("git repository", func(t *testing.T) { apiEndToEnd(t, true) })
+}
+
+func apiEndToEnd(t *testing.T, withGit bool) {
+	ctx := context.Background()
+	srv := newWSServer(t, true)
+	alice := srv.as(t, "alice")
+	project := t.TempDir()
+	wsWriteFiles(t, project, map[string]string{"a.txt": "alpha", "b.txt": "bravo", ".gitignore": "*.log\n"})
+	gitDigest := func() string { return "" }
+	if withGit {
+		for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"-c", "user.name=u", "-c", "user.email=u@example.com", "commit", "-q", "-m", "initial"}} {
+			cmd := exec.Command("git", args...)
+			cmd.Dir = project
+			cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("git %v: %v\n%s", args, err, out)
+			}
+		}
+		gitDigest = func() string { return wsDigest(t, filepath.Join(project, ".git")) }
+	}
+	gitBefore := gitDigest()
+	first, err := alice.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: project, Summary: "first", Name: "init", Snapshot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.WorkspaceRef == "" || len(first.Files.Created) != 3 {
+		t.Fatalf("first = %+v", first)
+	}
+	atFirst := wsFiles(t, project)
+	wsWriteFiles(t, project, map[string]string{"a.txt": "broken", "new.txt": "new", "x.log": "ignored"})
+	os.Remove(filepath.Join(project, "b.txt"))
+	broken := wsFiles(t, project)
+
+	d, err := alice.DiffCheckpoint(ctx, belay.DiffInput{CheckpointID: first.ID})
+	if err != nil || len(d.Files) != 3 || !strings.Contains(d.Patch, "+broken") {
+		t.Fatalf("diff = %+v, %v", d, err)
+	}
+	dry, err := alice.RestoreCheckpoint(ctx, belay.RestoreInput{CheckpointID: first.ID, DryRun: true})
+	if err != nil || !dry.DryRun || !slices.Equal(dry.RemovedFiles, []string{"new.txt"}) || !maps.Equal(wsFiles(t, project), broken) {
+		t.Fatalf("dry run = %+v, %v", dry, err)
+	}
+	res, err := alice.RestoreCheckpoint(ctx, belay.RestoreInput{CheckpointID: first.ID, Reason: "over HTTP"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := maps.Clone(atFirst)
+	want["x.log"] = "ignored"
+	if got := wsFiles(t, project); !maps.Equal(got, want) {
+		t.Errorf("after rollback %v, want %v", got, want)
+	}
+	if res.Session.HeadCheckpointID != first.ID || !slices.Equal(res.RestoredFiles, []string{"a.txt", "b.txt"}) || res.Rollback == nil {
+		t.Errorf("restore = %+v", res)
+	}
+	if _, err := alice.RestoreCheckpoint(ctx, belay.RestoreInput{CheckpointID: res.SafetyCheckpoint.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if got := wsFiles(t, project); !maps.Equal(got, broken) {
+		t.Errorf("after undo %v, want %v", got, broken)
+	}
+	rbs, err := alice.ListRollbacks(ctx, first.SessionID)
+	if err != nil || len(rbs) != 2 || rbs[0].Reason != "over HTTP" {
+		t.Errorf("rollbacks = %+v, %v", rbs, err)
+	}
+	if rep, err := alice.Validate(ctx, belay.ValidateInput{SessionID: first.SessionID}); err != nil || !rep.OK || rep.Checkpoints != 3 {
+		t.Errorf("validate = %+v, %v", rep, err)
+	}
+	if rep, err := alice.Validate(ctx, belay.ValidateInput{SessionID: first.SessionID, Repair: true}); err != nil || !rep.OK {
+		t.Errorf("validate --repair = %+v, %v", rep, err)
+	}
+	if du, err := alice.DiskUsage(ctx); err != nil || len(du.Workspaces) != 1 || du.Workspaces[0].Bytes == 0 {
+		t.Errorf("usage = %+v, %v", du, err)
+	}
+
+	var archive bytes.Buffer
+	if err := alice.ExportSession(ctx, first.SessionID, &archive); err != nil {
+		t.Fatal(err)
+	}
+	other := newWSServer(t, true)
+	_, err = other.as(t, "alice").ImportSession(ctx, belay.ImportInput{}, bytes.NewReader(archive.Bytes()))
+	wsWantCode(t, err, belay.CodeUnauthorized)
+	root := other.as(t, "root")
+	imp, err := root.ImportSession(ctx, belay.ImportInput{ProjectPath: project}, bytes.NewReader(archive.Bytes()))
+	if err != nil || imp.Checkpoints != 3 || imp.Rollbacks != 2 || imp.Snapshots != 3 {
+		t.Fatalf("import = %+v, %v", imp, err)
+	}
+	if _, err := root.RestoreCheckpoint(ctx, belay.RestoreInput{CheckpointID: first.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if got := wsFiles(t, project); !maps.Equal(got, want) {
+		t.Errorf("rollback on the other server: %v, want %v", got, want)
+	}
+	_, err = root.ImportSession(ctx, belay.ImportInput{ProjectPath: project}, bytes.NewReader(archive.Bytes()))
+	wsWantCode(t, err, belay.CodeConflict)
+	if gitDigest() != gitBefore {
+		t.Error("the user's .git changed")
+	}
+
+	_, err = srv.as(t, "bob").DeleteSession(ctx, first.SessionID)
+	wsWantCode(t, err, belay.CodeUnauthorized)
+	del, err := alice.DeleteSession(ctx, first.SessionID)
+	if err != nil || !del.SnapshotsPruned || del.Checkpoints != 3 {
+		t.Fatalf("delete = %+v, %v", del, err)
+	}
+	_, err = alice.GetSession(ctx, first.SessionID)
+	wsWantCode(t, err, belay.CodeSessionNotFound)
+}
+
+func TestWorkspaceAPIErrors(t *testing.T) {
+	ctx := context.Background()
+	srv := newWSServer(t, true)
+	alice := srv.as(t, "alice")
+	project := t.TempDir()
+	wsWriteFiles(t, project, map[string]string{"a.txt": "a"})
+
+	status, body := srv.raw(t, "POST", "/v1/checkpoints",
+		`{"projectPath":"`+project+`","summary":"raw","snapshot":true,"paths":["a.txt"]}`)
+	var cp belay.Checkpoint
+	if status != http.StatusCreated || json.Unmarshal(body, &cp) != nil || cp.WorkspaceRef == "" {
+		t.Fatalf("POST /v1/checkpoints with snapshot: %d %s", status, body)
+	}
+	plain, err := alice.CreateCheckpoint(ctx, belay.CreateCheckpointInput{SessionID: cp.SessionID, Summary: "no snapshot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := "01a1fdb8-0000-7000-8000-000000000000"
+	cases := []struct {
+		name, method, path, body string
+		status                   int
+		code                     belay.Code
+	}{
+		{"restore without body", "POST", "/v1/checkpoints/" + plain.ID + "/restore", "", 200, ""},
+		{"restore dry run", "POST", "/v1/checkpoints/" + cp.ID + "/restore", `{"dryRun":true}`, 200, ""},
+		{"restore unknown field", "POST", "/v1/checkpoints/" + cp.ID + "/restore", `{"force":true}`, 400, belay.CodeValidation},
+		{"restore other id in body", "POST", "/v1/checkpoints/" + cp.ID + "/restore", `{"checkpointId":"` + missing + `"}`, 400, belay.CodeValidation},
+		{"restore missing", "POST", "/v1/checkpoints/" + missing + "/restore", `{}`, 404, belay.CodeCheckpointNotFound},
+		{"diff bad to", "GET", "/v1/checkpoints/" + cp.ID + "/diff?to=yesterday", "", 400, belay.CodeValidation},
+		{"diff without snapshot", "GET", "/v1/checkpoints/" + plain.ID + "/diff", "", 400, belay.CodeValidation},
+		{"diff unknown parameter", "GET", "/v1/checkpoints/" + cp.ID + "/diff?from=x", "", 400, belay.CodeValidation},
+		{"export missing session", "GET", "/v1/sessions/" + missing + "/export", "", 404, belay.CodeSessionNotFound},
+		{"import by a non-admin", "POST", "/v1/sessions/import", "not an archive", 403, belay.CodeUnauthorized},
+		{"snapshot of a missing directory", "POST", "/v1/checkpoints", `{"projectPath":"/nonexistent","summary":"x","snapshot":true}`, 400, belay.CodeValidation},
+		{"validate bad session", "GET", "/v1/validate?session=x", "", 400, belay.CodeValidation},
+		{"validate repair everything", "POST", "/v1/validate", `{"repair":true}`, 403, belay.CodeUnauthorized},
+		{"rollbacks of missing session", "GET", "/v1/sessions/" + missing + "/rollbacks", "", 404, belay.CodeSessionNotFound},
+		{"export branch of a plain directory", "POST", "/v1/sessions/" + cp.SessionID + "/export-branch", "", 400, belay.CodeValidation},
+		{"delete missing session", "DELETE", "/v1/sessions/" + missing, "", 404, belay.CodeSessionNotFound},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			status, body := srv.raw(t, c.method, c.path, c.body)
+			var e struct {
+				Error *belay.Error `json:"error"`
+			}
+			json.Unmarshal(body, &e)
+			if status != c.status || (c.code != "" && (e.Error == nil || e.Error.Code != c.code)) {
+				t.Errorf("%s %s: %d %s, want %d %s", c.method, c.path, status, body, c.status, c.code)
+			}
+		})
+	}
+	_, err = srv.as(t, "root").ImportSession(ctx, belay.ImportInput{}, strings.NewReader("not an archive"))
+	wsWantCode(t, err, belay.CodeValidation)
+
+	// A server without git refuses snapshots, and says it is internal.
+	noGit := newWSServer(t, false).as(t, "alice")
+	_, err = noGit.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: project, Summary: "x", Snapshot: true})
+	wsWantCode(t, err, belay.CodeInternal)
+}
+
+// wsDigest hashes everything under dir, to prove it unchanged.
+func wsDigest(t *testing.T, dir string) string {
+	t.Helper()
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		fmt.Fprintf(h, "%s\x00%s\x00", rel, d.Type())
+		if d.Type().IsRegular() {
+			data, err := os.ReadFile(p)
+			h.Write(data)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}

@@ -1,0 +1,146 @@
+package sqlite
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/store"
+	"github.com/belayhq/belay/store/storetest"
+)
+
+func mustOpen(t *testing.T, path string) *DB {
+	t.Helper()
+	db, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", path, err)
+	}
+	return db
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		return mustOpen(t, filepath.Join(t.TempDir(), "belay.db"))
+	})
+}
+
+func pragma(t *testing.T, pool querier, name string) string {
+	t.Helper()
+	var v string
+	if err := pool.QueryRowContext(t.Context(), "PRAGMA "+name).Scan(&v); err != nil {
+		t.Fatalf("PRAGMA %s: %v", name, err)
+	}
+	return v
+}
+
+// TestPragmas checks, like Open does, that the settings belay relies on took
+// effect on the writer connection and the read pool.
+func TestPragmas(t *testing.T) {
+	db := mustOpen(t, filepath.Join(t.TempDir(), "belay.db"))
+	defer db.Close()
+	for _, tc := range []struct {
+		pool string
+		db   querier
+		want map[string]string
+	}{
+		{"write", db.wconn, map[string]string{"journal_mode": "wal", "foreign_keys": "1", "busy_timeout": "10000", "synchronous": "1", "query_only": "0"}},
+		{"read", db.read, map[string]string{"journal_mode": "wal", "foreign_keys": "1", "busy_timeout": "10000", "synchronous": "1", "query_only": "1"}},
+	} {
+		for name, want := range tc.want {
+			if got := pragma(t, tc.db, name); got != want {
+				t.Errorf("%s pool: PRAGMA %s = %s, want %s", tc.pool, name, got, want)
+			}
+		}
+	}
+	if _, err := db.read.ExecContext(t.Context(), `INSERT INTO users (name, created_at) VALUES ('x', 1)`); err == nil {
+		t.Error("the read pool accepted a write")
+	}
+}
+
+func TestReopenKeepsData(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "belay.db")
+	db := mustOpen(t, path)
+	s := &belay.Session{ID: "0190c2a0-0000-7000-8000-000000000001", Status: belay.SessionRunning}
+	err := db.Update(t.Context(), func(tx store.Tx) error {
+		if err := tx.InsertSession(t.Context(), s); err != nil {
+			return err
+		}
+		return tx.AppendEvent(t.Context(), &belay.Event{Type: belay.EventSessionCreated, SessionID: s.ID})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db = mustOpen(t, path)
+	defer db.Close()
+	if _, err := db.GetSession(t.Context(), s.ID); err != nil {
+		t.Errorf("GetSession after reopening: %v", err)
+	}
+	if n, err := db.LastEventSeq(t.Context()); err != nil || n != 1 {
+		t.Errorf("LastEventSeq after reopening = %d, %v; want 1", n, err)
+	}
+}
+
+func appliedMigrations(t *testing.T, db *DB) int {
+	t.Helper()
+	var n int
+	if err := db.read.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM goose_db_version WHERE version_id > 0`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestMigrateIdempotent(t *testing.T) {
+	files, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("embedded migrations: %v, %v", files, err)
+	}
+	path := filepath.Join(t.TempDir(), "belay.db")
+	for i := range 3 {
+		db := mustOpen(t, path)
+		if n := appliedMigrations(t, db); n != len(files) {
+			t.Errorf("open %d: %d migrations applied, want %d", i+1, n, len(files))
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestOpenCreatesDataDir(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a", "b", "belay.db")
+	db := mustOpen(t, path)
+	defer db.Close()
+	if db.Path() != path {
+		t.Errorf("Path() = %s, want %s", db.Path(), path)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("database file: %v", err)
+	}
+}
+
+// TestOpenRejectsURIPath: '?' or '#' in a path would be read as DSN options
+// and could switch off the pragmas belay relies on.
+func TestOpenRejectsURIPath(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"belay.db?_pragma=foreign_keys(0)", "belay?.db", "belay#1.db"} {
+		path := filepath.Join(dir, name)
+		db, err := Open(t.Context(), path)
+		if err == nil {
+			db.Close()
+			t.Errorf("Open(%q) succeeded", name)
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		t.Errorf("a rejected Open left %s behind", e.Name())
+	}
+}

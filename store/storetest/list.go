@@ -1,0 +1,295 @@
+package storetest
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/store"
+)
+
+// listFixture is eight checkpoints over two sessions and projects, with
+// every type, pending and decided HITL requests, tags, and two pairs created
+// at the same instant so that the id breaks ties.
+type listFixture struct {
+	s1, s2 *belay.Session
+	cps    []*belay.Checkpoint
+}
+
+func newListFixture(t *testing.T, st store.Store) *listFixture {
+	t.Helper()
+	f := &listFixture{
+		s1: mustInsertSession(t, st, newSession("/p/one", at(0))),
+		s2: mustInsertSession(t, st, newSession("/p/two", at(0))),
+	}
+	specs := []struct {
+		two    bool
+		typ    belay.CheckpointType
+		minute int
+		hitl   string // "", "pending" or "decided"
+		tags   []string
+	}{
+		{false, belay.TypeManual, 0, "", []string{"a"}},
+		{false, belay.TypeAuto, 1, "", []string{"a", "b"}},
+		{false, belay.TypeHITL, 2, "pending", []string{"b"}},
+		{false, belay.TypeHITL, 3, "decided", []string{"a", "b", "c"}},
+		{true, belay.TypePhase, 3, "", nil},
+		{true, belay.TypeHITL, 4, "pending", []string{"c"}},
+		{true, belay.TypeError, 5, "", []string{"a"}},
+		{true, belay.TypeManual, 5, "", []string{}},
+	}
+	seqs := map[string]int64{}
+	for _, sp := range specs {
+		sess := f.s1
+		if sp.two {
+			sess = f.s2
+		}
+		seqs[sess.ID]++
+		c := newCheckpoint(sess, seqs[sess.ID], at(sp.minute))
+		if sp.hitl != "" {
+			withHITL(c, time.Time{})
+		}
+		c.Type, c.Tags = sp.typ, sp.tags
+		mustInsertCheckpoint(t, st, c)
+		if sp.hitl == "decided" && !decide(t, st, c.ID, newDecision("bob", at(sp.minute+1))) {
+			t.Fatalf("deciding fixture checkpoint %s failed", c.ID)
+		}
+		f.cps = append(f.cps, c)
+	}
+	return f
+}
+
+// ids returns the ids of the fixture's checkpoints at idx, in the default
+// order (created ascending).
+func (f *listFixture) ids(idx ...int) []string {
+	var out []*belay.Checkpoint
+	for _, i := range idx {
+		out = append(out, f.cps[i])
+	}
+	slices.SortFunc(out, compareCheckpoints(false, false))
+	return checkpointIDs(out)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func testListCheckpoints(t *testing.T, o opener) {
+	subtests(t, o, []subtest{
+		{"Filters", testListFilters},
+		{"Orders", testListOrders},
+		{"PagingWithFilter", testListPagingWithFilter},
+		{"Empty", func(t *testing.T, st store.Store) {
+			items, total, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Limit: 10})
+			if err != nil || len(items) != 0 || total != 0 {
+				t.Errorf("ListCheckpoints of an empty store = %d items, total %d, %v", len(items), total, err)
+			}
+		}},
+	})
+	t.Run("PagingWhileInserting", func(t *testing.T) {
+		t.Parallel()
+		testListPagingWhileInserting(t, o)
+	})
+}
+
+func testListFilters(t *testing.T, st store.Store) {
+	f := newListFixture(t, st)
+	for _, tc := range []struct {
+		name string
+		q    store.CheckpointQuery
+		want []string
+	}{
+		{"None", store.CheckpointQuery{}, f.ids(0, 1, 2, 3, 4, 5, 6, 7)},
+		{"Session", store.CheckpointQuery{SessionID: f.s1.ID}, f.ids(0, 1, 2, 3)},
+		{"UnknownSession", store.CheckpointQuery{SessionID: newID()}, nil},
+		{"ProjectPath", store.CheckpointQuery{ProjectPath: "/p/two"}, f.ids(4, 5, 6, 7)},
+		{"ProjectPathIsExact", store.CheckpointQuery{ProjectPath: "/p"}, nil},
+		{"Type", store.CheckpointQuery{Type: belay.TypeHITL}, f.ids(2, 3, 5)},
+		{"TypeManual", store.CheckpointQuery{Type: belay.TypeManual}, f.ids(0, 7)},
+		{"HITLRequired", store.CheckpointQuery{HITLRequired: ptr(true)}, f.ids(2, 3, 5)},
+		{"HITLNotRequired", store.CheckpointQuery{HITLRequired: ptr(false)}, f.ids(0, 1, 4, 6, 7)},
+		{"HITLDecided", store.CheckpointQuery{HITLDecided: ptr(true)}, f.ids(3)},
+		{"HITLUndecided", store.CheckpointQuery{HITLDecided: ptr(false)}, f.ids(2, 5)},
+		// Both bounds are exclusive.
+		{"CreatedAfter", store.CheckpointQuery{CreatedAfter: ptr(at(3))}, f.ids(5, 6, 7)},
+		{"CreatedBefore", store.CheckpointQuery{CreatedBefore: ptr(at(3))}, f.ids(0, 1, 2)},
+		{"CreatedBetween", store.CheckpointQuery{CreatedAfter: ptr(at(1)), CreatedBefore: ptr(at(5))}, f.ids(2, 3, 4, 5)},
+		{"CreatedNanosecondBounds", store.CheckpointQuery{CreatedAfter: ptr(at(3).Add(-1)), CreatedBefore: ptr(at(3).Add(1))}, f.ids(3, 4)},
+		{"Tag", store.CheckpointQuery{Tags: []string{"a"}}, f.ids(0, 1, 3, 6)},
+		{"TagsAreAnded", store.CheckpointQuery{Tags: []string{"a", "b"}}, f.ids(1, 3)},
+		{"ThreeTags", store.CheckpointQuery{Tags: []string{"c", "b", "a"}}, f.ids(3)},
+		{"UnknownTag", store.CheckpointQuery{Tags: []string{"a", "nope"}}, nil},
+		{"Combined", store.CheckpointQuery{SessionID: f.s1.ID, Type: belay.TypeHITL, HITLDecided: ptr(false)}, f.ids(2)},
+		{"ProjectAndTag", store.CheckpointQuery{ProjectPath: "/p/two", Tags: []string{"a"}}, f.ids(6)},
+		{"RequiredAndBefore", store.CheckpointQuery{HITLRequired: ptr(true), CreatedBefore: ptr(at(4))}, f.ids(2, 3)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := tc.q
+			q.Limit = 100
+			items, total, err := st.ListCheckpoints(t.Context(), q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantEqual(t, "ids", tc.want, nilIfEmpty(checkpointIDs(items)))
+			if total != int64(len(tc.want)) {
+				t.Errorf("total = %d, want %d", total, len(tc.want))
+			}
+			q.Limit = 1
+			items, total, err = st.ListCheckpoints(t.Context(), q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantEqual(t, "ids with limit 1", nilIfEmpty(tc.want[:min(1, len(tc.want))]), nilIfEmpty(checkpointIDs(items)))
+			if total != int64(len(tc.want)) {
+				t.Errorf("total with limit 1 = %d, want %d", total, len(tc.want))
+			}
+		})
+	}
+}
+
+type order struct{ byType, desc bool }
+
+var orders = []order{{false, false}, {false, true}, {true, false}, {true, true}}
+
+func (o order) String() string {
+	s := "CreatedAt"
+	if o.byType {
+		s = "Type"
+	}
+	if o.desc {
+		return s + "Desc"
+	}
+	return s + "Asc"
+}
+
+// walk pages through q with After, limit at a time, calling between after each
+// page, and returns every item and the totals of each page.
+func walk(t *testing.T, st store.Store, q store.CheckpointQuery, limit int, between func(page int, last *belay.Checkpoint)) ([]*belay.Checkpoint, []int64) {
+	t.Helper()
+	var all []*belay.Checkpoint
+	var totals []int64
+	q.Limit, q.After = limit, nil
+	for page := 0; ; page++ {
+		if page > 1000 {
+			t.Fatal("paging does not end")
+		}
+		items, total, err := st.ListCheckpoints(t.Context(), q)
+		if err != nil {
+			t.Fatalf("page %d: %v", page, err)
+		}
+		if len(items) > limit {
+			t.Fatalf("page %d holds %d items, more than the limit %d", page, len(items), limit)
+		}
+		all, totals = append(all, items...), append(totals, total)
+		if len(items) < limit {
+			return all, totals
+		}
+		last := items[len(items)-1]
+		q.After = keyOf(last)
+		if between != nil {
+			between(page, last)
+		}
+	}
+}
+
+func testListOrders(t *testing.T, st store.Store) {
+	f := newListFixture(t, st)
+	for _, o := range orders {
+		t.Run(o.String(), func(t *testing.T) {
+			want := slices.Clone(f.cps)
+			slices.SortFunc(want, compareCheckpoints(o.byType, o.desc))
+			q := store.CheckpointQuery{OrderByType: o.byType, Desc: o.desc, Limit: 100}
+			items, total, err := st.ListCheckpoints(t.Context(), q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantEqual(t, "one page", checkpointIDs(want), checkpointIDs(items))
+			if total != int64(len(want)) {
+				t.Errorf("total = %d, want %d", total, len(want))
+			}
+			for _, limit := range []int{1, 3, 8} {
+				got, totals := walk(t, st, q, limit, nil)
+				wantEqual(t, fmt.Sprintf("walked in pages of %d", limit), checkpointIDs(want), checkpointIDs(got))
+				for i, n := range totals {
+					if n != int64(len(want)) {
+						t.Errorf("limit %d, page %d: total = %d, want %d (After must not change it)", limit, i, n, len(want))
+					}
+				}
+			}
+		})
+	}
+}
+
+func testListPagingWithFilter(t *testing.T, st store.Store) {
+	f := newListFixture(t, st)
+	for _, o := range orders {
+		t.Run(o.String(), func(t *testing.T) {
+			var want []*belay.Checkpoint
+			for _, c := range f.cps {
+				if slices.Contains(c.Tags, "a") {
+					want = append(want, c)
+				}
+			}
+			slices.SortFunc(want, compareCheckpoints(o.byType, o.desc))
+			q := store.CheckpointQuery{Tags: []string{"a"}, OrderByType: o.byType, Desc: o.desc}
+			got, totals := walk(t, st, q, 1, nil)
+			wantEqual(t, "walked", checkpointIDs(want), checkpointIDs(got))
+			for i, n := range totals {
+				if n != int64(len(want)) {
+					t.Errorf("page %d: total = %d, want %d", i, n, len(want))
+				}
+			}
+		})
+	}
+}
+
+// testListPagingWhileInserting creates checkpoints between pages, before and
+// after the position reached and at the very same instant: every checkpoint
+// that existed at the start is returned exactly once, in order, and no page
+// goes backwards.
+func testListPagingWhileInserting(t *testing.T, o opener) {
+	for _, ord := range orders {
+		t.Run(ord.String(), func(t *testing.T) {
+			t.Parallel()
+			st := o.fresh(t)
+			f := newListFixture(t, st)
+			var initial []*belay.Checkpoint
+			for i := range 12 {
+				c := newCheckpoint(f.s1, int64(100+i), at(10+i/2))
+				c.Type = []belay.CheckpointType{belay.TypeAuto, belay.TypePhase, belay.TypeManual}[i%3]
+				initial = append(initial, mustInsertCheckpoint(t, st, c))
+			}
+			initial = append(initial, f.cps...)
+			slices.SortFunc(initial, compareCheckpoints(ord.byType, ord.desc))
+			seq := int64(1000)
+			types := []belay.CheckpointType{belay.TypeAuto, belay.TypeError, belay.TypeHITL, belay.TypeManual, belay.TypePhase}
+			q := store.CheckpointQuery{OrderByType: ord.byType, Desc: ord.desc}
+			got, _ := walk(t, st, q, 4, func(page int, last *belay.Checkpoint) {
+				for i, when := range []time.Time{last.CreatedAt.Add(-time.Minute), last.CreatedAt, last.CreatedAt.Add(time.Minute)} {
+					seq++
+					c := newCheckpoint(f.s2, seq, when)
+					c.Type = types[(page+i)%len(types)]
+					mustInsertCheckpoint(t, st, c)
+				}
+			})
+			less := compareCheckpoints(ord.byType, ord.desc)
+			seen := map[string]bool{}
+			for i, c := range got {
+				if seen[c.ID] {
+					t.Errorf("checkpoint %s returned twice", c.ID)
+				}
+				seen[c.ID] = true
+				if i > 0 && less(got[i-1], c) >= 0 {
+					t.Errorf("item %d (%s) does not come after item %d (%s)", i, c.ID, i-1, got[i-1].ID)
+				}
+			}
+			var initialGot []string
+			for _, c := range got {
+				if slices.ContainsFunc(initial, func(x *belay.Checkpoint) bool { return x.ID == c.ID }) {
+					initialGot = append(initialGot, c.ID)
+				}
+			}
+			wantEqual(t, "initial checkpoints in walk order", checkpointIDs(initial), initialGot)
+		})
+	}
+}

@@ -1,0 +1,354 @@
+package storetest
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/store"
+)
+
+func testSessions(t *testing.T, o opener) {
+	subtests(t, o, []subtest{
+		{"RoundTrip", testSessionRoundTrip},
+		{"GetMissing", func(t *testing.T, st store.Store) {
+			_, err := st.GetSession(t.Context(), newID())
+			wantCode(t, "GetSession of a missing id", err, belay.CodeSessionNotFound)
+		}},
+		{"InsertDuplicateID", func(t *testing.T, st store.Store) {
+			s := mustInsertSession(t, st, newSession("/p", at(0)))
+			dup := newSession("/q", at(1))
+			dup.ID = s.ID
+			if err := st.Update(t.Context(), func(tx store.Tx) error { return tx.InsertSession(t.Context(), dup) }); err == nil {
+				t.Fatal("InsertSession with an existing id succeeded")
+			}
+			wantEqual(t, "session after a rejected duplicate", s, mustGetSession(t, st, s.ID))
+		}},
+		{"Update", testSessionUpdate},
+		{"UpdateMissing", func(t *testing.T, st store.Store) {
+			err := st.Update(t.Context(), func(tx store.Tx) error { return tx.UpdateSession(t.Context(), newSession("/p", at(0))) })
+			wantCode(t, "UpdateSession of a missing id", err, belay.CodeSessionNotFound)
+		}},
+		{"Delete", func(t *testing.T, st store.Store) {
+			keep := mustInsertSession(t, st, newSession("/p", at(0)))
+			gone := mustInsertSession(t, st, newSession("/p", at(1)))
+			mustUpdate(t, st, func(tx store.Tx) error { return tx.DeleteSession(t.Context(), gone.ID) })
+			_, err := st.GetSession(t.Context(), gone.ID)
+			wantCode(t, "GetSession after delete", err, belay.CodeSessionNotFound)
+			err = st.Update(t.Context(), func(tx store.Tx) error { return tx.DeleteSession(t.Context(), gone.ID) })
+			wantCode(t, "DeleteSession twice", err, belay.CodeSessionNotFound)
+			wantEqual(t, "other session", keep, mustGetSession(t, st, keep.ID))
+		}},
+		{"DeleteCascades", testSessionDeleteCascades},
+		{"ActiveSessionByStatus", testActiveSessionByStatus},
+		{"ActiveSessionNewestOpen", testActiveSessionNewestOpen},
+		{"List", testListSessions},
+		{"ListPaging", testListSessionsPaging},
+	})
+}
+
+// fullSession sets every field, so the round trip covers all of them.
+func fullSession() *belay.Session {
+	return &belay.Session{
+		ID: newID(), ProjectPath: "/home/alice/project", Title: "Migrate to PostgreSQL ✓", Owner: "alice",
+		Status: belay.SessionAwaitingInput, Phase: "design", CurrentStep: 3,
+		State:            json.RawMessage(`{"step": 3,  "notes": ["a", "\u00e9"], "n": 1.50}`),
+		HeadCheckpointID: newID(), LastSeq: 7, CheckpointCount: 6, Cost: 12.625,
+		Metadata:  json.RawMessage(`{"model":"opus"}`),
+		CreatedAt: base, UpdatedAt: base.Add(90*60e9 + 1),
+	}
+}
+
+func testSessionRoundTrip(t *testing.T, st store.Store) {
+	for _, tc := range []struct {
+		name string
+		s    *belay.Session
+	}{
+		{"Full", fullSession()},
+		{"Minimal", &belay.Session{ID: newID(), Status: belay.SessionRunning, CreatedAt: at(1), UpdatedAt: at(1)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "Full" {
+				wantAllSet(t, "fullSession", tc.s)
+			}
+			mustInsertSession(t, st, tc.s)
+			got := mustGetSession(t, st, tc.s.ID)
+			wantEqual(t, "GetSession", tc.s, got)
+			wantUTC(t, "CreatedAt", got.CreatedAt)
+			wantUTC(t, "UpdatedAt", got.UpdatedAt)
+			mustUpdate(t, st, func(tx store.Tx) error {
+				got, err := tx.GetSession(t.Context(), tc.s.ID)
+				if err != nil {
+					return err
+				}
+				wantEqual(t, "GetSession in a transaction", tc.s, got)
+				return nil
+			})
+		})
+	}
+}
+
+func testSessionUpdate(t *testing.T, st store.Store) {
+	s := mustInsertSession(t, st, newSession("/p", at(0)))
+	changed := fullSession()
+	changed.ID = s.ID
+	changed.CreatedAt = at(99) // immutable: the update must not move it
+	mustUpdate(t, st, func(tx store.Tx) error { return tx.UpdateSession(t.Context(), changed) })
+	want := *changed
+	want.CreatedAt = s.CreatedAt
+	wantEqual(t, "session after UpdateSession", &want, mustGetSession(t, st, s.ID))
+
+	// Clearing the JSON documents stores NULL again, not an empty document.
+	want.State, want.Metadata = nil, nil
+	mustUpdate(t, st, func(tx store.Tx) error { return tx.UpdateSession(t.Context(), &want) })
+	wantEqual(t, "session after clearing state", &want, mustGetSession(t, st, s.ID))
+}
+
+func testSessionDeleteCascades(t *testing.T, st store.Store) {
+	gone := mustInsertSession(t, st, newSession("/p", at(0)))
+	keep := mustInsertSession(t, st, newSession("/p", at(1)))
+	var goneCPs []*belay.Checkpoint
+	for i := range 3 {
+		c := newCheckpoint(gone, int64(i+1), at(i))
+		c.Tags = []string{"shared"}
+		goneCPs = append(goneCPs, mustInsertCheckpoint(t, st, c))
+	}
+	pending := mustInsertCheckpoint(t, st, withHITL(newCheckpoint(gone, 4, at(4)), at(50)))
+	goneCPs = append(goneCPs, pending)
+	kept := newCheckpoint(keep, 1, at(5))
+	kept.Tags = []string{"shared"}
+	mustInsertCheckpoint(t, st, kept)
+	mustUpdate(t, st, func(tx store.Tx) error {
+		return tx.InsertRollback(t.Context(), &belay.Rollback{ID: newID(), SessionID: gone.ID, TargetID: goneCPs[0].ID, UserID: "alice", CreatedAt: at(6)})
+	})
+
+	mustUpdate(t, st, func(tx store.Tx) error { return tx.DeleteSession(t.Context(), gone.ID) })
+
+	for _, c := range goneCPs {
+		_, err := st.GetCheckpoint(t.Context(), c.ID)
+		wantCode(t, "GetCheckpoint of a deleted session's checkpoint", err, belay.CodeCheckpointNotFound)
+	}
+	items, total, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Tags: []string{"shared"}, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "checkpoints tagged after the cascade", []string{kept.ID}, checkpointIDs(items))
+	if total != 1 {
+		t.Errorf("total = %d, want 1", total)
+	}
+	rbs, err := st.ListRollbacks(t.Context(), gone.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rbs) != 0 {
+		t.Errorf("ListRollbacks of a deleted session returned %d rollbacks", len(rbs))
+	}
+	pend, err := st.PendingHITL(t.Context(), store.PendingQuery{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pend) != 0 {
+		t.Errorf("PendingHITL still returns %d checkpoints of a deleted session", len(pend))
+	}
+	if _, ok, err := st.NextHITLDeadline(t.Context()); err != nil || ok {
+		t.Errorf("NextHITLDeadline after the cascade = (_, %v, %v), want none", ok, err)
+	}
+}
+
+func testActiveSessionByStatus(t *testing.T, st store.Store) {
+	statuses := []belay.SessionStatus{
+		belay.SessionRunning, belay.SessionAwaitingInput, belay.SessionPaused, belay.SessionInterrupted,
+		belay.SessionCompleted, belay.SessionFailed, belay.SessionAbandoned,
+	}
+	for _, status := range statuses {
+		t.Run(string(status), func(t *testing.T) {
+			project := "/projects/" + string(status)
+			s := newSession(project, at(0))
+			s.Status = status
+			mustInsertSession(t, st, s)
+			got, err := st.ActiveSession(t.Context(), project)
+			if status.Open() {
+				if err != nil {
+					t.Fatalf("ActiveSession with one %s session: %v", status, err)
+				}
+				wantEqual(t, "ActiveSession", s, got)
+				return
+			}
+			wantCode(t, "ActiveSession with only a "+string(status)+" session", err, belay.CodeSessionNotFound)
+		})
+	}
+}
+
+func testActiveSessionNewestOpen(t *testing.T, st store.Store) {
+	_, err := st.ActiveSession(t.Context(), "/p")
+	wantCode(t, "ActiveSession of an unknown project", err, belay.CodeSessionNotFound)
+
+	insert := func(project string, status belay.SessionStatus, i int) *belay.Session {
+		s := newSession(project, at(i))
+		s.Status = status
+		return mustInsertSession(t, st, s)
+	}
+	insert("/p", belay.SessionRunning, 1)
+	want := insert("/p", belay.SessionPaused, 3)
+	insert("/p", belay.SessionRunning, 2)
+	insert("/p", belay.SessionCompleted, 5)
+	insert("/p", belay.SessionFailed, 6)
+	insert("/p", belay.SessionAbandoned, 7)
+	insert("/other", belay.SessionRunning, 9)
+	insert("/p/sub", belay.SessionRunning, 9)
+	got, err := st.ActiveSession(t.Context(), "/p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "ActiveSession (the newest open session)", want.ID, got.ID)
+
+	// Two open sessions created at the same instant: the greater id wins,
+	// the same order as ListSessions.
+	a, b := insert("/tie", belay.SessionRunning, 4), insert("/tie", belay.SessionRunning, 4)
+	wantID := max(a.ID, b.ID)
+	got, err = st.ActiveSession(t.Context(), "/tie")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "ActiveSession of a tie", wantID, got.ID)
+}
+
+// sessionFixture inserts sessions over two projects and several statuses,
+// two of them created at the same instant.
+func sessionFixture(t *testing.T, st store.Store) []*belay.Session {
+	t.Helper()
+	specs := []struct {
+		project string
+		status  belay.SessionStatus
+		minute  int
+	}{
+		{"/one", belay.SessionRunning, 0},
+		{"/one", belay.SessionCompleted, 1},
+		{"/two", belay.SessionRunning, 2},
+		{"/one", belay.SessionRunning, 3},
+		{"/two", belay.SessionFailed, 3},
+		{"/two", belay.SessionRunning, 3},
+		{"/one", belay.SessionPaused, 4},
+	}
+	var out []*belay.Session
+	for _, sp := range specs {
+		s := newSession(sp.project, at(sp.minute))
+		s.Status = sp.status
+		out = append(out, mustInsertSession(t, st, s))
+	}
+	return out
+}
+
+func testListSessions(t *testing.T, st store.Store) {
+	empty, total, err := st.ListSessions(t.Context(), store.SessionQuery{Limit: 10})
+	if err != nil || len(empty) != 0 || total != 0 {
+		t.Fatalf("ListSessions of an empty store = %d items, total %d, %v", len(empty), total, err)
+	}
+	all := sessionFixture(t, st)
+	match := func(pred func(s *belay.Session) bool) []string {
+		var out []*belay.Session
+		for _, s := range all {
+			if pred(s) {
+				out = append(out, s)
+			}
+		}
+		return sessionIDs(newestFirst(out))
+	}
+	for _, tc := range []struct {
+		name string
+		q    store.SessionQuery
+		want []string
+	}{
+		{"All", store.SessionQuery{}, match(func(*belay.Session) bool { return true })},
+		{"Project", store.SessionQuery{ProjectPath: "/one"}, match(func(s *belay.Session) bool { return s.ProjectPath == "/one" })},
+		{"Status", store.SessionQuery{Status: belay.SessionRunning}, match(func(s *belay.Session) bool { return s.Status == belay.SessionRunning })},
+		{"ProjectAndStatus", store.SessionQuery{ProjectPath: "/two", Status: belay.SessionRunning},
+			match(func(s *belay.Session) bool { return s.ProjectPath == "/two" && s.Status == belay.SessionRunning })},
+		{"NoMatch", store.SessionQuery{ProjectPath: "/none"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := tc.q
+			q.Limit = 100
+			got, total, err := st.ListSessions(t.Context(), q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantEqual(t, "ids, newest first", tc.want, nilIfEmpty(sessionIDs(got)))
+			if total != int64(len(tc.want)) {
+				t.Errorf("total = %d, want %d", total, len(tc.want))
+			}
+			q.Limit = 2
+			got, total, err = st.ListSessions(t.Context(), q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantEqual(t, "first page of 2", nilIfEmpty(tc.want[:min(2, len(tc.want))]), nilIfEmpty(sessionIDs(got)))
+			if total != int64(len(tc.want)) {
+				t.Errorf("total with a limit = %d, want %d", total, len(tc.want))
+			}
+		})
+	}
+	got, _, err := st.ListSessions(t.Context(), store.SessionQuery{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "listed sessions", newestFirst(all), got)
+}
+
+func nilIfEmpty(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
+
+// testListSessionsPaging walks the list with After while sessions are created
+// between pages: every session that existed at the start is seen exactly once.
+func testListSessionsPaging(t *testing.T, st store.Store) {
+	initial := sessionFixture(t, st)
+	for i := range 5 {
+		initial = append(initial, mustInsertSession(t, st, newSession("/three", at(10+i))))
+	}
+	want := sessionIDs(newestFirst(initial))
+	seen := map[string]int{}
+	var walked []string
+	var after *store.SessionKey
+	for page := 0; ; page++ {
+		if page > len(initial)+2 {
+			t.Fatal("paging does not end")
+		}
+		items, total, err := st.ListSessions(t.Context(), store.SessionQuery{After: after, Limit: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := int64(len(initial) + 2*page); total != want {
+			t.Errorf("page %d: total = %d, want %d (it ignores After)", page, total, want)
+		}
+		for _, s := range items {
+			seen[s.ID]++
+			walked = append(walked, s.ID)
+		}
+		if len(items) < 3 {
+			break
+		}
+		last := items[len(items)-1]
+		after = &store.SessionKey{CreatedAt: last.CreatedAt, ID: last.ID}
+		// One session older than the position (the next pages show it) and
+		// one newer (they do not).
+		mustInsertSession(t, st, newSession("/late", last.CreatedAt.Add(-1)))
+		mustInsertSession(t, st, newSession("/late", at(100+page)))
+	}
+	for id, n := range seen {
+		if n > 1 {
+			t.Errorf("session %s seen %d times", id, n)
+		}
+	}
+	var initialWalked []string
+	for _, id := range walked {
+		if slices.Contains(want, id) {
+			initialWalked = append(initialWalked, id)
+		}
+	}
+	wantEqual(t, "initial sessions in walk order", want, initialWalked)
+}

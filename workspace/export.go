@@ -1,0 +1,153 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// exportRef is the shadow ref the exported chain hangs from while it is
+// fetched into the user's repository; the workspace lock covers its use.
+const exportRef = "refs/belay-export/tip"
+
+// ExportBranch writes branch refs/heads/<branch> in the user's repository
+// (the workspace's own .git) pointing at a linear chain of new commits, one
+// per checkpoint commit in commits, in order: each has that checkpoint's
+// tree, message, author and dates, and the previous one as parent; the first
+// has the user's current HEAD commit as parent (none when HEAD is unborn),
+// so the branch reads as ordinary history on top of the user's work. The
+// chain is deterministic, so exporting again with more commits
+// fast-forwards the branch; a branch that has diverged is not overwritten.
+//
+// The objects are fetched from the shadow repository into the user's
+// repository; HEAD, the index, the work tree and every other ref are left
+// alone. It refuses the checked-out branch and fails with code
+// InvalidWorkspace when the workspace is not the top of a git repository.
+// It takes the workspace lock.
+func (m *Manager) ExportBranch(ctx context.Context, root, branch string, commits []string) error {
+	s, err := m.existing(root)
+	if err != nil {
+		return err
+	}
+	if len(commits) == 0 {
+		return fmt.Errorf("export %s: no commits given", s.root)
+	}
+	unlock, err := m.lock(ctx, s)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	user, err := m.findUserRepo(ctx, s)
+	if err != nil {
+		return fmt.Errorf("export %s: %w", s.root, err)
+	}
+	if user == nil {
+		return errorf(InvalidWorkspace, nil, "export %s: the workspace is not the top of a git repository", s.root)
+	}
+	if !user.sha1 {
+		return errorf(InvalidWorkspace, nil, "export %s: the repository does not use SHA-1 object names", s.root)
+	}
+	inUser := runOpts{gitDir: user.gitDir, okCodes: []int{1, 128}}
+	ref := "refs/heads/" + branch
+	if _, code, err := m.runCode(ctx, s, inUser, "check-ref-format", ref); err != nil || code != 0 || strings.HasPrefix(branch, "-") {
+		return errorf(InvalidWorkspace, err, "export %s: invalid branch name %q", s.root, branch)
+	}
+	out, _, err := m.runCode(ctx, s, inUser, "symbolic-ref", "-q", "HEAD")
+	if err != nil {
+		return fmt.Errorf("export %s: read HEAD: %w", s.root, err)
+	}
+	if strings.TrimSpace(string(out)) == ref {
+		return errorf(InvalidWorkspace, nil, "export %s: branch %q is checked out; choose another name", s.root, branch)
+	}
+	out, _, err = m.runCode(ctx, s, inUser, "rev-parse", "-q", "--verify", "HEAD^{commit}")
+	if err != nil {
+		return fmt.Errorf("export %s: read HEAD: %w", s.root, err)
+	}
+	parent := strings.TrimSpace(string(out))
+
+	// The chain's first parent lives in the user's repository: borrow its
+	// objects for as long as the export runs unless already borrowing.
+	userObjects := filepath.Join(user.commonDir, "objects")
+	alternates := filepath.Join(s.repo, "objects", "info", "alternates")
+	saved, err := os.ReadFile(alternates)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("export %s: %w", s.root, err)
+	}
+	if err := m.addAlternate(s, userObjects); err != nil {
+		return fmt.Errorf("export %s: %w", s.root, err)
+	}
+	defer func() {
+		if saved == nil {
+			os.Remove(alternates)
+		} else {
+			writeFileAtomic(alternates, saved, 0o600)
+		}
+	}()
+
+	for _, c := range commits {
+		id, err := m.resolveCommit(ctx, s, c)
+		if err != nil {
+			return fmt.Errorf("export %s: %w", s.root, err)
+		}
+		if parent, err = m.recommit(ctx, s, id, parent); err != nil {
+			return fmt.Errorf("export %s: %w", s.root, err)
+		}
+	}
+	if _, err := m.run(ctx, s, runOpts{}, "update-ref", exportRef, parent); err != nil {
+		return fmt.Errorf("export %s: %w", s.root, err)
+	}
+	defer m.run(context.WithoutCancel(ctx), s, runOpts{}, "update-ref", "-d", exportRef)
+	// Fetching (not pushing) runs no hooks of the user's repository, and
+	// without "+" git refuses to rewind a diverged branch; it also refuses a
+	// branch checked out in another worktree.
+	if _, err := m.run(ctx, s, runOpts{gitDir: user.gitDir},
+		"fetch", "-q", "--no-tags", "--no-prune", "--no-write-fetch-head", "--no-auto-gc", "--no-write-commit-graph",
+		"--no-recurse-submodules", "--", s.repo, exportRef+":"+ref); err != nil {
+		return errorf(InvalidWorkspace, err, "export %s: write branch %q", s.root, branch)
+	}
+	return nil
+}
+
+// recommit creates a commit with the tree, message, author and dates of
+// commit and the given parent ("" for none), and returns its id.
+func (m *Manager) recommit(ctx context.Context, s *shadow, commit, parent string) (string, error) {
+	raw, err := m.run(ctx, s, runOpts{}, "cat-file", "commit", commit)
+	if err != nil {
+		return "", fmt.Errorf("read commit %s: %w", commit, err)
+	}
+	header, msg, _ := bytes.Cut(raw, []byte("\n\n"))
+	var tree string
+	var env []string
+	for line := range strings.Lines(string(header)) {
+		key, value, _ := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+		switch key {
+		case "tree":
+			tree = value
+		case "author", "committer":
+			// "<name> <<email>> <unix time> <zone>"
+			lt := strings.LastIndex(value, " <")
+			gt := strings.LastIndex(value, "> ")
+			if lt < 0 || gt < lt {
+				return "", fmt.Errorf("read commit %s: malformed %s line", commit, key)
+			}
+			who := strings.ToUpper(key)
+			env = append(env,
+				"GIT_"+who+"_NAME="+value[:lt],
+				"GIT_"+who+"_EMAIL="+value[lt+2:gt],
+				"GIT_"+who+"_DATE="+value[gt+2:])
+		}
+	}
+	args := []string{"commit-tree", tree}
+	if parent != "" {
+		args = append(args, "-p", parent)
+	}
+	out, err := m.run(ctx, s, runOpts{stdin: msg, env: env}, args...)
+	if err != nil {
+		return "", fmt.Errorf("copy commit %s: %w", commit, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}

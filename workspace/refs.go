@@ -1,0 +1,296 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// HasCommit reports whether commit exists in the workspace's shadow
+// repository with everything needed to restore it. While the repository
+// borrows objects from the user's repository (see Snapshot), every object of
+// the commit's tree is checked, so objects the user's git pruned are
+// noticed; otherwise the commit and its root tree are. A workspace never
+// snapshotted has no commits.
+func (m *Manager) HasCommit(ctx context.Context, root, commit string) (bool, error) {
+	s, err := m.existing(root)
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) && e.Code == NotFound {
+			return false, nil
+		}
+		return false, err
+	}
+	if commit == "" || strings.HasPrefix(commit, "-") {
+		return false, nil
+	}
+	o := runOpts{okCodes: []int{1, 128}}
+	_, code, err := m.runCode(ctx, s, o, "cat-file", "-e", commit+"^{commit}")
+	if err != nil || code != 0 {
+		return false, err
+	}
+	if !hasAlternates(s) {
+		_, code, err := m.runCode(ctx, s, o, "cat-file", "-e", commit+"^{tree}")
+		return err == nil && code == 0, err
+	}
+	out, code, err := m.runCode(ctx, s, o, "rev-list", "--objects", "--no-walk", "--no-object-names", "--missing=print", commit)
+	if err != nil || code != 0 {
+		return false, err
+	}
+	for line := range strings.Lines(string(out)) {
+		if strings.HasPrefix(line, "?") {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func hasAlternates(s *shadow) bool {
+	fi, err := os.Stat(filepath.Join(s.repo, "objects", "info", "alternates"))
+	return err == nil && fi.Size() > 0
+}
+
+// Fsck checks that every object reachable from the shadow repository's refs
+// and private index is present (including objects borrowed from the user's
+// repository). It returns an *Error with code Corrupted naming what is
+// missing. It checks connectivity only, not object contents, so it stays
+// fast.
+func (m *Manager) Fsck(ctx context.Context, root string) error {
+	s, err := m.existing(root)
+	if err != nil {
+		return err
+	}
+	_, err = m.run(ctx, s, runOpts{mergeStderr: true}, "fsck", "--connectivity-only", "--no-dangling", "--no-progress")
+	var gerr *gitError
+	if errors.As(err, &gerr) {
+		return errorf(Corrupted, err, "shadow repository of %s is damaged", s.root)
+	}
+	if err != nil {
+		return fmt.Errorf("fsck %s: %w", s.root, err)
+	}
+	return nil
+}
+
+// CommitMessage returns the full message of a commit in the shadow
+// repository, or an *Error with code NotFound.
+func (m *Manager) CommitMessage(ctx context.Context, root, commit string) (string, error) {
+	s, err := m.existing(root)
+	if err != nil {
+		return "", err
+	}
+	id, err := m.resolveCommit(ctx, s, commit)
+	if err != nil {
+		return "", err
+	}
+	out, err := m.run(ctx, s, runOpts{}, "cat-file", "commit", id)
+	if err != nil {
+		return "", fmt.Errorf("read commit %s: %w", id, err)
+	}
+	_, msg, _ := bytes.Cut(out, []byte("\n\n"))
+	return string(msg), nil
+}
+
+// Refs returns the refs of the shadow repository below prefix (a full ref
+// hierarchy such as "refs/belay/<session>", matched component by
+// component), mapped to the commits they point at. A workspace never
+// snapshotted has none.
+func (m *Manager) Refs(ctx context.Context, root, prefix string) (map[string]string, error) {
+	if !strings.HasPrefix(prefix, "refs/") {
+		return nil, fmt.Errorf("refs: prefix %q must start with refs/", prefix)
+	}
+	s, err := m.existing(root)
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) && e.Code == NotFound {
+			return map[string]string{}, nil
+		}
+		return nil, err
+	}
+	return m.refs(ctx, s, prefix)
+}
+
+func (m *Manager) refs(ctx context.Context, s *shadow, prefix string) (map[string]string, error) {
+	// Ref names cannot contain newlines or spaces, so this format is
+	// unambiguous without -z (which for-each-ref lacks).
+	out, err := m.run(ctx, s, runOpts{}, "for-each-ref", "--format=%(objectname) %(refname)", "--", strings.TrimSuffix(prefix, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("list refs of %s: %w", s.root, err)
+	}
+	refs := make(map[string]string)
+	for line := range strings.Lines(string(out)) {
+		id, ref, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+		if ok {
+			refs[ref] = id
+		}
+	}
+	return refs, nil
+}
+
+// DeleteRefs deletes the shadow repository's refs below prefix and then
+// reclaims space: `git repack -a -d` (without -l, so objects still needed
+// that were borrowed from the user's repository are copied in, which makes
+// the shadow repository self-contained and lets it drop the borrowing) and
+// `git prune`. It takes the workspace lock.
+func (m *Manager) DeleteRefs(ctx context.Context, root, prefix string) error {
+	if !strings.HasPrefix(prefix, "refs/") {
+		return fmt.Errorf("delete refs: prefix %q must start with refs/", prefix)
+	}
+	s, err := m.existing(root)
+	if err != nil {
+		return err
+	}
+	unlock, err := m.lock(ctx, s)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	refs, err := m.refs(ctx, s, prefix)
+	if err != nil {
+		return err
+	}
+	var cmds bytes.Buffer
+	for ref := range refs {
+		fmt.Fprintf(&cmds, "delete %s\x00\x00", ref)
+	}
+	if cmds.Len() > 0 {
+		if _, err := m.run(ctx, s, runOpts{stdin: cmds.Bytes()}, "update-ref", "-z", "--stdin"); err != nil {
+			return fmt.Errorf("delete refs of %s: %w", s.root, err)
+		}
+	}
+	// repack packs everything reachable from refs and the private index.
+	if _, err := m.run(ctx, s, runOpts{}, "repack", "-a", "-d", "-q"); err != nil {
+		return fmt.Errorf("repack %s: %w", s.root, err)
+	}
+	if err := os.Remove(filepath.Join(s.repo, "objects", "info", "alternates")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("repack %s: %w", s.root, err)
+	}
+	if _, err := m.run(ctx, s, runOpts{}, "prune", "--expire=now"); err != nil {
+		return fmt.Errorf("prune %s: %w", s.root, err)
+	}
+	return nil
+}
+
+// WriteBundle writes the given refs of the shadow repository, with all the
+// objects they need (borrowed ones included), to a git bundle at path. The
+// file appears atomically.
+func (m *Manager) WriteBundle(ctx context.Context, root string, refs []string, path string) error {
+	s, err := m.existing(root)
+	if err != nil {
+		return err
+	}
+	if len(refs) == 0 {
+		return fmt.Errorf("write bundle: no refs given")
+	}
+	for _, ref := range refs {
+		if !strings.HasPrefix(ref, "refs/") {
+			return fmt.Errorf("write bundle: %q is not a full ref", ref)
+		}
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return fmt.Errorf("write bundle: %w", err)
+	}
+	f, err := os.CreateTemp(filepath.Dir(abs), "."+filepath.Base(abs)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("write bundle: %w", err)
+	}
+	tmp := f.Name()
+	f.Close()
+	defer os.Remove(tmp)
+	// git bundle refuses to overwrite an existing file.
+	os.Remove(tmp)
+	if _, err := m.run(ctx, s, runOpts{stdin: []byte(strings.Join(refs, "\n") + "\n")}, "bundle", "create", "-q", tmp, "--stdin"); err != nil {
+		return fmt.Errorf("write bundle of %s: %w", s.root, err)
+	}
+	if err := os.Rename(tmp, abs); err != nil {
+		return fmt.Errorf("write bundle: %w", err)
+	}
+	return nil
+}
+
+// ReadBundle verifies the bundle at path and fetches its refs into the
+// workspace's shadow repository (creating it if needed), checking every
+// object it receives. It returns the bundle's refs mapped to their commits.
+// An existing ref is only moved forward, never rewound. It takes the
+// workspace lock.
+func (m *Manager) ReadBundle(ctx context.Context, root, path string) (map[string]string, error) {
+	s, err := m.workspaceFor(root)
+	if err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("read bundle: %w", err)
+	}
+	unlock, err := m.lock(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := m.open(ctx, s); err != nil {
+		return nil, fmt.Errorf("read bundle into %s: %w", s.root, err)
+	}
+	if _, err := m.run(ctx, s, runOpts{}, "bundle", "verify", "-q", abs); err != nil {
+		return nil, fmt.Errorf("read bundle %s: %w", abs, err)
+	}
+	out, err := m.run(ctx, s, runOpts{}, "bundle", "list-heads", abs)
+	if err != nil {
+		return nil, fmt.Errorf("read bundle %s: %w", abs, err)
+	}
+	refs := make(map[string]string)
+	var refspecs bytes.Buffer
+	for line := range strings.Lines(string(out)) {
+		id, ref, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+		if !ok || !strings.HasPrefix(ref, "refs/") {
+			continue
+		}
+		refs[ref] = id
+		fmt.Fprintf(&refspecs, "%s:%s\n", ref, ref)
+	}
+	if len(refs) == 0 {
+		return refs, nil
+	}
+	if _, err := m.run(ctx, s, runOpts{stdin: refspecs.Bytes()},
+		"fetch", "-q", "--no-tags", "--no-write-fetch-head", "--no-auto-gc", "--no-write-commit-graph", "--stdin", abs); err != nil {
+		return nil, fmt.Errorf("read bundle %s: %w", abs, err)
+	}
+	return refs, nil
+}
+
+// DiskUsage returns the bytes used by the workspace's shadow directory
+// (repository, index and bookkeeping; not objects borrowed from the user's
+// repository). A workspace never snapshotted uses none.
+func (m *Manager) DiskUsage(ctx context.Context, root string) (int64, error) {
+	s, err := m.workspaceFor(root)
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	err = filepath.WalkDir(s.dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // removed while walking (e.g. a temporary file)
+			}
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			fi, err := d.Info()
+			if err == nil {
+				total += fi.Size()
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("disk usage of %s: %w", s.root, err)
+	}
+	return total, nil
+}

@@ -1,0 +1,353 @@
+package workspace
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// userRepoWorkspace makes a workspace that is a git repository with n
+// committed files, a stash, a second branch and local config.
+func userRepoWorkspace(t *testing.T, n int) string {
+	t.Helper()
+	root := t.TempDir()
+	files := make(map[string]string, n)
+	for i := range n {
+		files[fmt.Sprintf("src/d%02d/f%04d.txt", i%20, i)] = fmt.Sprintf("file %d\n", i)
+	}
+	files[".gitignore"] = "*.log\n"
+	writeFiles(t, root, files)
+	initUserRepo(t, root)
+	userGit(t, root, "config", "user.name", "someone")
+	userGit(t, root, "branch", "feature")
+	writeFiles(t, root, map[string]string{"src/d00/f0000.txt": "stashed change\n"})
+	userGit(t, root, "stash", "-q")
+	writeFiles(t, root, map[string]string{"src/d01/f0001.txt": "uncommitted change\n", "untracked.txt": "u\n"})
+	userGit(t, root, "add", "src/d01/f0001.txt") // staged
+	return root
+}
+
+// looseAndPackedObjects counts the objects stored in a repository itself
+// (not its alternates).
+func looseAndPackedObjects(t *testing.T, m *Manager, root string) int {
+	t.Helper()
+	out := shadowGit(t, m, root, "count-objects", "-v")
+	total := 0
+	for line := range strings.Lines(out) {
+		var n int
+		if _, err := fmt.Sscanf(line, "count: %d", &n); err == nil {
+			total += n
+		}
+		if _, err := fmt.Sscanf(line, "in-pack: %d", &n); err == nil {
+			total += n
+		}
+	}
+	return total
+}
+
+func TestFirstSnapshotReusesUserRepository(t *testing.T) {
+	m := newManager(t)
+	root := userRepoWorkspace(t, 600)
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	if len(s1.Created) != 602 || !slices.Contains(s1.Created, "untracked.txt") {
+		t.Errorf("first snapshot stored %d files, want 602 including untracked.txt", len(s1.Created))
+	}
+	// Only the commit, the trees on the path of the two changed files and
+	// their blobs are new: 600 files cost a handful of objects.
+	if n := looseAndPackedObjects(t, m, root); n > 10 {
+		t.Errorf("first snapshot wrote %d objects, want at most 10", n)
+	}
+	data, err := os.ReadFile(filepath.Join(m.dataDir, "workspaces", mustKey(t, m, root), "repo.git", "objects", "info", "alternates"))
+	if err != nil || !strings.Contains(string(data), filepath.Join(root, ".git", "objects")) {
+		t.Errorf("alternates = %q, %v", data, err)
+	}
+	if ok, err := m.HasCommit(context.Background(), root, s1.Commit); !ok || err != nil {
+		t.Errorf("HasCommit = %v, %v", ok, err)
+	}
+	if err := m.Fsck(context.Background(), root); err != nil {
+		t.Error(err)
+	}
+
+	// DeleteRefs makes the shadow repository self-contained.
+	writeFiles(t, root, map[string]string{"src/d02/f0002.txt": "changed\n"})
+	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
+	if err := m.DeleteRefs(context.Background(), root, "refs/belay/s/1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(m.dataDir, "workspaces", mustKey(t, m, root), "repo.git", "objects", "info", "alternates")); !os.IsNotExist(err) {
+		t.Errorf("alternates still present after DeleteRefs: %v", err)
+	}
+	refs, err := m.Refs(context.Background(), root, "refs/belay/s")
+	if err != nil || len(refs) != 1 || refs["refs/belay/s/2"] != s2.Commit {
+		t.Errorf("refs after delete = %v, %v", refs, err)
+	}
+	if ok, err := m.HasCommit(context.Background(), root, s2.Commit); !ok || err != nil {
+		t.Errorf("HasCommit after repack = %v, %v", ok, err)
+	}
+	if err := m.Fsck(context.Background(), root); err != nil {
+		t.Error(err)
+	}
+	// And snapshots go on from the same private index.
+	writeFiles(t, root, map[string]string{"src/d03/f0003.txt": "changed\n"})
+	s3 := snapshot(t, m, root, "refs/belay/s/3", s2.Commit)
+	if !slices.Equal(s3.Modified, []string{"src/d03/f0003.txt"}) {
+		t.Errorf("modified %q", s3.Modified)
+	}
+}
+
+func mustKey(t *testing.T, m *Manager, root string) string {
+	t.Helper()
+	s, err := m.workspaceFor(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.key
+}
+
+func TestBorrowedObjectsPrunedAreDetected(t *testing.T) {
+	m := newManager(t)
+	root := userRepoWorkspace(t, 20)
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	// The user's git loses every object (as after a rewrite and
+	// `git gc --prune=now`).
+	userObjects := filepath.Join(root, ".git", "objects")
+	entries, _ := os.ReadDir(userObjects)
+	for _, e := range entries {
+		if e.Name() != "info" {
+			os.RemoveAll(filepath.Join(userObjects, e.Name()))
+		}
+	}
+	if ok, err := m.HasCommit(context.Background(), root, s1.Commit); ok || err != nil {
+		t.Errorf("HasCommit = %v, %v; want false", ok, err)
+	}
+	wantCode(t, m.Fsck(context.Background(), root), Corrupted)
+	if ok, err := m.HasCommit(context.Background(), root, strings.Repeat("1", 40)); ok || err != nil {
+		t.Errorf("HasCommit(unknown) = %v, %v", ok, err)
+	}
+	if ok, err := m.HasCommit(context.Background(), t.TempDir(), s1.Commit); ok || err != nil {
+		t.Errorf("HasCommit(other workspace) = %v, %v", ok, err)
+	}
+}
+
+func TestUserRepositoryNeverModified(t *testing.T) {
+	m := newManager(t)
+	root := userRepoWorkspace(t, 200)
+	gitDir := filepath.Join(root, ".git")
+	before := hashTree(t, gitDir)
+	indexInfo, _ := os.Stat(filepath.Join(gitDir, "index"))
+	ctx := context.Background()
+
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	writeFiles(t, root, map[string]string{"src/d04/f0004.txt": "agent edit\n", "agent.txt": "new\n"})
+	removeFiles(t, root, "src/d05/f0005.txt")
+	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit, "src/d04/f0004.txt", "agent.txt", "src/d05/f0005.txt")
+	if _, err := m.Diff(ctx, root, s1.Commit, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Diff(ctx, root, s1.Commit, s2.Commit); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Restore(ctx, root, s2.Commit, s1.Commit, false); err != nil {
+		t.Fatal(err)
+	}
+	diffStates(t, ".git after snapshot, diff and restore", before, hashTree(t, gitDir))
+	after, _ := os.Stat(filepath.Join(gitDir, "index"))
+	if !after.ModTime().Equal(indexInfo.ModTime()) {
+		t.Errorf("index mtime changed: %v -> %v", indexInfo.ModTime(), after.ModTime())
+	}
+
+	// ExportBranch adds objects, the branch and its reflog, and nothing else.
+	if err := m.ExportBranch(ctx, root, "belay/session", []string{s1.Commit, s2.Commit}); err != nil {
+		t.Fatal(err)
+	}
+	got := hashTree(t, gitDir)
+	for name, sum := range got {
+		if strings.HasPrefix(name, "objects/") || strings.Contains(name, "belay") {
+			continue
+		}
+		if before[name] != sum {
+			t.Errorf(".git/%s changed or appeared in export", name)
+		}
+	}
+	for name := range before {
+		if _, ok := got[name]; !ok {
+			t.Errorf(".git/%s disappeared in export", name)
+		}
+	}
+	after, _ = os.Stat(filepath.Join(gitDir, "index"))
+	if !after.ModTime().Equal(indexInfo.ModTime()) {
+		t.Errorf("index mtime changed by export")
+	}
+}
+
+func TestExportBranch(t *testing.T) {
+	m := newManager(t)
+	root := userRepoWorkspace(t, 10)
+	ctx := context.Background()
+	head := strings.TrimSpace(userGit(t, root, "rev-parse", "HEAD"))
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	writeFiles(t, root, map[string]string{"agent.txt": "step 2\n"})
+	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
+	writeFiles(t, root, map[string]string{"agent.txt": "step 3\n"})
+	s3 := snapshot(t, m, root, "refs/belay/s/3", s2.Commit)
+	status := userGit(t, root, "status", "--porcelain")
+
+	if err := m.ExportBranch(ctx, root, "belay/s", []string{s1.Commit, s2.Commit}); err != nil {
+		t.Fatal(err)
+	}
+	log := userGit(t, root, "log", "--format=%T %P %s", "belay/s")
+	lines := strings.Split(strings.TrimSpace(log), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("branch log:\n%s", log)
+	}
+	if !strings.HasPrefix(lines[1], s1.Tree+" "+head+" checkpoint refs/belay/s/1") || !strings.HasPrefix(lines[0], s2.Tree+" ") {
+		t.Errorf("branch log:\n%s", log)
+	}
+	// The repository is complete on its own: the objects were copied.
+	userGit(t, root, "fsck", "--connectivity-only", "--no-dangling")
+	// Exporting more fast-forwards.
+	if err := m.ExportBranch(ctx, root, "belay/s", []string{s1.Commit, s2.Commit, s3.Commit}); err != nil {
+		t.Fatal(err)
+	}
+	if got := userGit(t, root, "rev-list", "--count", "belay/s"); strings.TrimSpace(got) != "4" {
+		t.Errorf("branch has %s commits, want 4", got)
+	}
+	if got := strings.TrimSpace(userGit(t, root, "rev-parse", "HEAD")); got != head {
+		t.Errorf("HEAD moved to %s", got)
+	}
+	if got := userGit(t, root, "status", "--porcelain"); got != status {
+		t.Errorf("status changed:\n%s\nwas:\n%s", got, status)
+	}
+	// A diverged branch is not overwritten; the checked-out one is refused.
+	if err := m.ExportBranch(ctx, root, "belay/s", []string{s2.Commit}); err == nil {
+		t.Error("export rewound a branch")
+	}
+	wantCode(t, m.ExportBranch(ctx, root, "main", []string{s1.Commit}), InvalidWorkspace)
+	wantCode(t, m.ExportBranch(ctx, root, "bad..name", []string{s1.Commit}), InvalidWorkspace)
+
+	plain := t.TempDir()
+	writeFiles(t, plain, map[string]string{"a.txt": "a\n"})
+	p1 := snapshot(t, m, plain, "refs/belay/p/1", "")
+	wantCode(t, m.ExportBranch(ctx, plain, "belay/p", []string{p1.Commit}), InvalidWorkspace)
+}
+
+func TestBundleRoundTrip(t *testing.T) {
+	m := newManager(t)
+	root := userRepoWorkspace(t, 30)
+	ctx := context.Background()
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	writeFiles(t, root, map[string]string{"agent.txt": "agent\n", "link": "->agent.txt"})
+	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
+	bundle := filepath.Join(t.TempDir(), "session.bundle")
+	if err := m.WriteBundle(ctx, root, []string{"refs/belay/s/1", "refs/belay/s/2"}, bundle); err != nil {
+		t.Fatal(err)
+	}
+	want := treeState(t, root)
+	delete(want, "untracked.txt.")
+
+	// Another machine: another data dir and an empty workspace.
+	other := newManager(t)
+	root2 := t.TempDir()
+	refs, err := other.ReadBundle(ctx, root2, bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refs["refs/belay/s/1"] != s1.Commit || refs["refs/belay/s/2"] != s2.Commit || len(refs) != 2 {
+		t.Errorf("bundle refs %v", refs)
+	}
+	if err := other.Fsck(ctx, root2); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := other.CommitMessage(ctx, root2, s2.Commit)
+	if err != nil || msg != "checkpoint refs/belay/s/2\n" {
+		t.Errorf("message %q, %v", msg, err)
+	}
+	empty := snapshot(t, other, root2, "refs/belay/local/0", "")
+	if _, err := other.Restore(ctx, root2, empty.Commit, s2.Commit, false); err != nil {
+		t.Fatal(err)
+	}
+	delete(want, ".git")
+	for k := range want {
+		if strings.HasPrefix(k, ".git/") {
+			delete(want, k)
+		}
+	}
+	diffStates(t, "restored from bundle", want, treeState(t, root2))
+	// Reading it again is a no-op.
+	if _, err := other.ReadBundle(ctx, root2, bundle); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := other.DiskUsage(ctx, root2); err != nil || n <= 0 {
+		t.Errorf("DiskUsage = %d, %v", n, err)
+	}
+}
+
+func TestDiff(t *testing.T) {
+	m := newManager(t)
+	root := t.TempDir()
+	ctx := context.Background()
+	writeFiles(t, root, map[string]string{
+		"a.txt":      "one\ntwo\nthree\n",
+		"gone.txt":   "bye\n",
+		"moved.txt":  strings.Repeat("a long enough line to detect a rename\n", 5),
+		"bin.dat":    "\x00\x01\x02",
+		"type.txt":   "file\n",
+		"same.txt":   "same\n",
+		".gitignore": "*.log\n",
+	})
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	removeFiles(t, root, "gone.txt", "moved.txt")
+	writeFiles(t, root, map[string]string{
+		"a.txt":         "one\n2\nthree\nfour\n",
+		"new.txt":       "n\n",
+		"dir/moved.txt": strings.Repeat("a long enough line to detect a rename\n", 5),
+		"bin.dat":       "\x00\x01\x03",
+		"type.txt":      "->same.txt",
+		"debug.log":     "ignored\n",
+	})
+	want := []FileDiff{
+		{Path: "a.txt", Status: "modified", Additions: 2, Deletions: 1},
+		{Path: "bin.dat", Status: "modified", Binary: true},
+		{Path: "dir/moved.txt", OldPath: "moved.txt", Status: "renamed"},
+		{Path: "gone.txt", Status: "deleted", Deletions: 1},
+		{Path: "new.txt", Status: "added", Additions: 1},
+		{Path: "type.txt", Status: "modified", Additions: 1, Deletions: 1},
+	}
+	s, _ := m.workspaceFor(root)
+	indexBefore := hashTree(t, s.index)
+	refsBefore, _ := m.Refs(ctx, root, "refs/")
+	live, err := m.Diff(ctx, root, s1.Commit, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	diffStates(t, "private index", indexBefore, hashTree(t, s.index))
+	if refs, _ := m.Refs(ctx, root, "refs/"); len(refs) != len(refsBefore) {
+		t.Errorf("diff against the work tree wrote refs: %v", refs)
+	}
+	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
+	stored, err := m.Diff(ctx, root, s1.Commit, s2.Commit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []*Diff{live, stored} {
+		sortRenamesLast := func(a, b FileDiff) int { return strings.Compare(a.Path, b.Path) }
+		slices.SortFunc(d.Files, sortRenamesLast)
+		if !slices.Equal(d.Files, want) {
+			t.Errorf("files:\n got %+v\nwant %+v", d.Files, want)
+		}
+		if d.Additions != 4 || d.Deletions != 3 {
+			t.Errorf("totals +%d -%d, want +4 -3", d.Additions, d.Deletions)
+		}
+		for _, s := range []string{"-two\n+2\n", "+four\n", "rename from moved.txt", "Binary files", "new file mode 120000"} {
+			if !strings.Contains(d.Patch, s) {
+				t.Errorf("patch lacks %q:\n%s", s, d.Patch)
+			}
+		}
+	}
+	_, err = m.Diff(ctx, root, "refs/belay/missing", "")
+	wantCode(t, err, NotFound)
+}

@@ -1,0 +1,476 @@
+package workspace
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Restore actions reported in Change.Action.
+const (
+	// ActionRestore: a file modified or deleted since the target is written
+	// back with the target's content, mode or symlink.
+	ActionRestore = "restore"
+	// ActionRemove: a file created since the target is removed, with the
+	// parent directories this leaves empty.
+	ActionRemove = "remove"
+)
+
+// Change is one path a restore writes or removes.
+type Change struct {
+	Path   string // relative to the workspace root, slash separated
+	Action string // ActionRestore or ActionRemove
+}
+
+// RestoreResult lists what a restore changed (or would change, for a dry
+// run), sorted by path.
+type RestoreResult struct {
+	Changes []Change
+}
+
+// Restore moves the work tree from the tree of commit from — the caller's
+// snapshot of the current state, taken just before — to the tree of commit
+// target, and updates the private index to target. Only paths where the two
+// trees differ are touched: files modified or deleted since target are
+// written back (atomically, via a temporary file and rename), files created
+// since target are removed along with the directories that leaves empty.
+// Ignored files and files neither tree knows are never touched; a directory
+// is never removed unless empty. Nothing is written through a symlink.
+//
+// A journal (restore.json in the shadow directory) is written before the
+// first file is touched; if the process dies mid-restore, the next Snapshot
+// or Restore of the workspace finishes it. If a file cannot be written, the
+// paths already changed are put back as they were in from and an *Error with
+// code RestoreFailed is returned: the work tree is never left half-restored.
+// With dryRun nothing is written and the changes are only listed.
+func (m *Manager) Restore(ctx context.Context, root, from, target string, dryRun bool) (*RestoreResult, error) {
+	s, err := m.existing(root)
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := m.lock(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return m.restore(ctx, s, from, target, dryRun)
+}
+
+// RestoreLocked is Restore for a caller that already holds Lock(root).
+func (m *Manager) RestoreLocked(ctx context.Context, root, from, target string, dryRun bool) (*RestoreResult, error) {
+	s, err := m.workspaceFor(root)
+	if err != nil {
+		return nil, err
+	}
+	if !m.held(s) {
+		return nil, fmt.Errorf("restore %s: RestoreLocked called without holding Lock", s.root)
+	}
+	return m.restore(ctx, s, from, target, dryRun)
+}
+
+func (m *Manager) restore(ctx context.Context, s *shadow, from, target string, dryRun bool) (*RestoreResult, error) {
+	if err := m.requireShadow(s); err != nil {
+		return nil, err
+	}
+	if !dryRun {
+		if err := m.recoverRestore(ctx, s); err != nil {
+			return nil, fmt.Errorf("restore %s: %w", s.root, err)
+		}
+	}
+	fromID, err := m.resolveCommit(ctx, s, from)
+	if err != nil {
+		return nil, fmt.Errorf("restore %s: from: %w", s.root, err)
+	}
+	targetID, err := m.resolveCommit(ctx, s, target)
+	if err != nil {
+		return nil, fmt.Errorf("restore %s: target: %w", s.root, err)
+	}
+	changes, err := m.treeChanges(ctx, s, fromID, targetID)
+	if err != nil {
+		return nil, fmt.Errorf("restore %s: %w", s.root, err)
+	}
+	result := &RestoreResult{Changes: make([]Change, 0, len(changes))}
+	for _, c := range changes {
+		action := ActionRestore
+		if c.status == 'D' {
+			action = ActionRemove
+		}
+		result.Changes = append(result.Changes, Change{Path: c.path, Action: action})
+	}
+	if dryRun || len(changes) == 0 {
+		return result, nil
+	}
+	j := journal{From: fromID, Target: targetID, Started: m.now().UTC()}
+	for _, c := range result.Changes {
+		j.Pending = append(j.Pending, c.Path)
+	}
+	if err := m.runJournal(ctx, s, j, changes); err != nil {
+		return nil, err
+	}
+	return result, nil
+}
+
+// journal is restore.json: a restore that was started and not finished.
+type journal struct {
+	From    string    `json:"from"`
+	Target  string    `json:"target"`
+	Pending []string  `json:"pending"`
+	Started time.Time `json:"started"`
+}
+
+// runJournal writes the journal, moves the work tree from j.From to
+// j.Target (rolling back to j.From on failure), updates the private index
+// and deletes the journal. The journal stays only when even the rollback
+// failed, so the next call tries again.
+func (m *Manager) runJournal(ctx context.Context, s *shadow, j journal, changes []treeChange) error {
+	data, err := json.Marshal(j)
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(s.journalPath(), data, 0o600); err != nil {
+		return fmt.Errorf("restore %s: write journal: %w", s.root, err)
+	}
+	forward := make([]fileOp, len(changes))
+	before := make(map[string]fileOp, len(changes))
+	for i, c := range changes {
+		forward[i] = fileOp{path: c.path, mode: c.newMode, id: c.newID}
+		before[c.path] = fileOp{path: c.path, mode: c.oldMode, id: c.oldID}
+	}
+	touched, created, applyErr := m.apply(ctx, s, forward, false)
+	if applyErr == nil {
+		// The index follows the work tree, so the next snapshot re-hashes only
+		// the restored files. update-index replaces the index atomically: on
+		// failure it is unchanged and matches the rolled-back work tree.
+		applyErr = m.setIndexEntries(ctx, s, forward)
+	}
+	if applyErr != nil {
+		back := make([]fileOp, len(touched))
+		for i, op := range touched {
+			back[i] = before[op.path]
+		}
+		// Roll back even if ctx is cancelled: a cancelled restore must not
+		// leave the work tree half-restored.
+		if _, _, err := m.apply(context.WithoutCancel(ctx), s, back, true); err != nil {
+			return errorf(RestoreFailed, errors.Join(applyErr, err),
+				"restore %s: failed, and rolling back to %s failed too: the work tree is partly restored; the next snapshot or restore retries", s.root, j.From)
+		}
+		removeEmptyDirs(s.root, created)
+		if err := os.Remove(s.journalPath()); err != nil {
+			return errorf(RestoreFailed, errors.Join(applyErr, err), "restore %s: failed and was rolled back to %s", s.root, j.From)
+		}
+		return errorf(RestoreFailed, applyErr, "restore %s: failed and was rolled back to %s", s.root, j.From)
+	}
+	if err := os.Remove(s.journalPath()); err != nil {
+		return fmt.Errorf("restore %s: remove journal: %w", s.root, err)
+	}
+	return nil
+}
+
+// recoverRestore finishes a restore whose process died: moving the work tree
+// to the target again is idempotent.
+func (m *Manager) recoverRestore(ctx context.Context, s *shadow) error {
+	data, err := os.ReadFile(s.journalPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read restore journal: %w", err)
+	}
+	var j journal
+	if err := json.Unmarshal(data, &j); err != nil {
+		return fmt.Errorf("read restore journal %s: %w", s.journalPath(), err)
+	}
+	changes, err := m.treeChanges(ctx, s, j.From, j.Target)
+	if err != nil {
+		return fmt.Errorf("finish interrupted restore: %w", err)
+	}
+	if err := m.runJournal(ctx, s, j, changes); err != nil {
+		return fmt.Errorf("finish interrupted restore: %w", err)
+	}
+	return nil
+}
+
+// fileOp sets one path to a tree entry; mode "000000" means absent.
+type fileOp struct {
+	path string
+	mode string
+	id   string
+}
+
+func (op fileOp) absent() bool { return op.mode == "000000" }
+
+// apply carries out ops on the work tree: removals first (so a file can
+// replace a directory and vice versa), then writes. It returns the ops it
+// started, in order — a failed op included, as it may have half happened —
+// and the directories it created. With rollback, a path to remove that is a
+// directory is left alone instead of failing: it is something the restore
+// refused to overwrite, not something it created.
+func (m *Manager) apply(ctx context.Context, s *shadow, ops []fileOp, rollback bool) (touched []fileOp, created []string, err error) {
+	root, err := os.OpenRoot(s.root)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer root.Close()
+	var writes []fileOp
+	for _, op := range ops {
+		if !op.absent() {
+			if op.mode != "160000" { // a gitlink has no content to write
+				writes = append(writes, op)
+			}
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return touched, created, err
+		}
+		touched = append(touched, op)
+		if err := m.removeFile(root, op.path, rollback); err != nil {
+			return touched, created, err
+		}
+	}
+	if len(writes) == 0 {
+		return touched, created, nil
+	}
+	ids := make([]string, len(writes))
+	for i, op := range writes {
+		ids[i] = op.id
+	}
+	next := 0
+	err = m.catBlobs(ctx, s, ids, func(r io.Reader, size int64) error {
+		op := writes[next]
+		next++
+		touched = append(touched, op)
+		dirs, err := m.writeFile(root, op, r, size)
+		created = append(created, dirs...)
+		return err
+	})
+	return touched, created, err
+}
+
+// removeFile removes one file or symlink and then (unless rolling back) its
+// parent directories while they are empty.
+func (m *Manager) removeFile(root *os.Root, name string, rollback bool) error {
+	if m.beforeWrite != nil {
+		if err := m.beforeWrite(name); err != nil {
+			return err
+		}
+	}
+	if err := checkParents(root, name, false, nil); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // already gone
+		}
+		return err
+	}
+	fi, err := root.Lstat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("remove %s: %w", name, err)
+	case fi.IsDir():
+		if rollback {
+			return nil
+		}
+		return fmt.Errorf("remove %s: is a directory now; not removing it", name)
+	}
+	if err := root.Remove(name); err != nil {
+		return fmt.Errorf("remove %s: %w", name, err)
+	}
+	if rollback {
+		// The directories a restore created are removed by the caller; any
+		// other directory was there before and stays.
+		return nil
+	}
+	for dir := path.Dir(name); dir != "."; dir = path.Dir(dir) {
+		// Remove fails on a non-empty directory, which ends the climb.
+		if root.Remove(dir) != nil {
+			break
+		}
+	}
+	return nil
+}
+
+// checkParents makes sure every leading directory of name is a real
+// directory (never a symlink, which could lead out of the workspace). With
+// create, missing ones are made and appended to created.
+func checkParents(root *os.Root, name string, create bool, created *[]string) error {
+	for i := 0; i < len(name); i++ {
+		if name[i] != '/' {
+			continue
+		}
+		dir := name[:i]
+		fi, err := root.Lstat(dir)
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && create:
+			if err := root.Mkdir(dir, 0o777); err != nil {
+				return fmt.Errorf("create directory %s: %w", dir, err)
+			}
+			*created = append(*created, dir)
+		case err != nil:
+			return fmt.Errorf("%s: %w", dir, err)
+		case !fi.IsDir():
+			return fmt.Errorf("%s: in the way of %s: not a directory, not replacing it", dir, name)
+		}
+	}
+	return nil
+}
+
+// writeFile writes one tree entry to the work tree through a temporary file
+// (or symlink) renamed over the old one, so a reader never sees a partial
+// file. It returns the directories it created.
+func (m *Manager) writeFile(root *os.Root, op fileOp, r io.Reader, size int64) ([]string, error) {
+	if m.beforeWrite != nil {
+		if err := m.beforeWrite(op.path); err != nil {
+			return nil, err
+		}
+	}
+	var created []string
+	if err := checkParents(root, op.path, true, &created); err != nil {
+		return created, fmt.Errorf("write %s: %w", op.path, err)
+	}
+	if fi, err := root.Lstat(op.path); err == nil && fi.IsDir() {
+		return created, fmt.Errorf("write %s: a directory is in the way; not replacing it", op.path)
+	}
+	// A fixed temporary name, so an interrupted restore leaves at most one
+	// per path and finishing it replaces that one.
+	tmp := path.Join(path.Dir(op.path), "."+path.Base(op.path)+".belay-restore")
+	if err := root.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return created, fmt.Errorf("write %s: %w", op.path, err)
+	}
+	switch op.mode {
+	case "120000":
+		target := make([]byte, size)
+		if _, err := io.ReadFull(r, target); err != nil {
+			return created, fmt.Errorf("write %s: read blob: %w", op.path, err)
+		}
+		if err := root.Symlink(string(target), tmp); err != nil {
+			return created, fmt.Errorf("write %s: %w", op.path, err)
+		}
+	case "100644", "100755":
+		perm := fs.FileMode(0o666)
+		if op.mode == "100755" {
+			perm = 0o777
+		}
+		f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+		if err != nil {
+			return created, fmt.Errorf("write %s: %w", op.path, err)
+		}
+		_, err = io.CopyN(f, r, size)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			root.Remove(tmp)
+			return created, fmt.Errorf("write %s: %w", op.path, err)
+		}
+	default:
+		return created, fmt.Errorf("write %s: unsupported mode %s", op.path, op.mode)
+	}
+	if err := root.Rename(tmp, op.path); err != nil {
+		root.Remove(tmp)
+		return created, fmt.Errorf("write %s: %w", op.path, err)
+	}
+	return created, nil
+}
+
+// removeEmptyDirs removes the directories a failed restore created, deepest
+// first, when they are still empty.
+func removeEmptyDirs(rootDir string, dirs []string) {
+	root, err := os.OpenRoot(rootDir)
+	if err != nil {
+		return
+	}
+	defer root.Close()
+	for _, dir := range slices.Backward(dirs) {
+		err := root.Remove(dir)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
+			return
+		}
+	}
+}
+
+// setIndexEntries makes the private index agree with ops without reading the
+// work tree. The entries get no stat data, so the next snapshot re-hashes
+// exactly these paths.
+func (m *Manager) setIndexEntries(ctx context.Context, s *shadow, ops []fileOp) error {
+	var buf bytes.Buffer
+	for _, op := range ops {
+		if op.absent() {
+			// mode 0 removes the entry
+			fmt.Fprintf(&buf, "0 %s\t%s\x00", strings.Repeat("0", len(op.id)), op.path)
+		} else {
+			fmt.Fprintf(&buf, "%s %s\t%s\x00", op.mode, op.id, op.path)
+		}
+	}
+	if _, err := m.run(ctx, s, runOpts{stdin: buf.Bytes()}, "update-index", "-z", "--index-info"); err != nil {
+		return fmt.Errorf("update index: %w", err)
+	}
+	return nil
+}
+
+// catBlobs streams the contents of blobs, in order, to fn through one
+// `git cat-file --batch`. fn must consume exactly size bytes.
+func (m *Manager) catBlobs(ctx context.Context, s *shadow, ids []string, fn func(r io.Reader, size int64) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cmd := m.command(ctx, s, runOpts{}, "cat-file", "--batch")
+	cmd.Stdin = strings.NewReader(strings.Join(ids, "\n") + "\n")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return errorf(GitMissing, err, "run git")
+	}
+	br := bufio.NewReaderSize(stdout, 64<<10)
+	readErr := func() error {
+		for range ids {
+			header, err := br.ReadString('\n')
+			if err != nil {
+				return fmt.Errorf("git cat-file: %w", err)
+			}
+			// "<id> blob <size>" or "<id> missing"
+			fields := strings.Fields(header)
+			if len(fields) != 3 || fields[1] != "blob" {
+				return errorf(NotFound, nil, "object %s", strings.TrimSpace(header))
+			}
+			size, err := strconv.ParseInt(fields[2], 10, 64)
+			if err != nil {
+				return fmt.Errorf("git cat-file: bad header %q", header)
+			}
+			lr := &io.LimitedReader{R: br, N: size}
+			if err := fn(lr, size); err != nil {
+				return err
+			}
+			if lr.N != 0 {
+				return fmt.Errorf("git cat-file: blob %s not fully read", fields[0])
+			}
+			if _, err := br.Discard(1); err != nil { // the newline after the content
+				return fmt.Errorf("git cat-file: %w", err)
+			}
+		}
+		return nil
+	}()
+	if readErr != nil {
+		cancel()
+		cmd.Wait()
+		return readErr
+	}
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("git cat-file: %s: %w", strings.TrimSpace(stderr.String()), err)
+	}
+	return nil
+}

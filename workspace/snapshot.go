@@ -1,0 +1,570 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+)
+
+// SnapshotRequest describes one snapshot.
+type SnapshotRequest struct {
+	// Root is the absolute path of the workspace; it must exist, be a
+	// directory and not lie inside DataDir.
+	Root string
+	// Ref is the full ref that will point at the new commit, e.g.
+	// refs/belay/<session>/<seq>.
+	Ref string
+	// Parent is the commit the change lists are computed against and the
+	// parent of the new commit; "" means none (every file counts as created).
+	Parent string
+	// Message is the full commit message, trailers included.
+	Message string
+	// Paths, when not empty, lists the paths (relative to Root, slash or OS
+	// separated) the caller touched since the previous snapshot: only these
+	// are re-hashed, created or removed, and the rest of the tree is taken
+	// from the private index as it is. A path that is an existing directory
+	// makes the snapshot fall back to a full scan. Empty means a full scan
+	// (which is also cheap: unchanged files are recognised by their stat
+	// data).
+	Paths []string
+}
+
+// Skipped is a file left out of a snapshot.
+type Skipped struct {
+	Path   string // relative to the workspace root, slash separated
+	Reason string
+}
+
+// Snapshot is the result of a snapshot.
+type Snapshot struct {
+	Commit string // the new commit, which Ref now points at
+	Tree   string // its tree
+	// Created, Modified and Deleted are relative to Parent's tree, slash
+	// separated and sorted. A type change (file to symlink) counts as
+	// modified.
+	Created, Modified, Deleted []string
+	// Skipped lists new or changed files that were not stored: larger than
+	// MaxFileSize, unreadable, or not a regular file or symlink. A skipped
+	// file that an earlier snapshot stored keeps its earlier content in
+	// this snapshot.
+	Skipped []Skipped
+}
+
+// Snapshot records the current state of the workspace as a commit in its
+// shadow repository and points req.Ref at it. It takes the workspace lock,
+// first finishes a restore that a crash interrupted, and never writes to the
+// work tree or to the user's repository.
+//
+// What is stored: every file git would add with `git add -A` under the
+// workspace's .gitignore files, .belayignore (gitignore syntax, at the root)
+// and the built-in excludes (.git, node_modules/, .venv/, __pycache__/,
+// target/, dist/, build/, .DS_Store, *.pyc, .belay/); symlinks as symlinks;
+// the working files of nested git repositories as ordinary files (never their
+// .git). Files are stored byte for byte: .gitattributes conversions are off.
+// As in git, a file stays stored once stored, even if an ignore rule later
+// matches it, until it is deleted.
+//
+// The first snapshot of a workspace that is the top of a git repository
+// reuses the user's object store (objects/info/alternates) and a copy of the
+// user's index, so it costs about one `git status` and writes almost no
+// objects. The trade-off: those snapshots depend on objects in the user's
+// repository until DeleteRefs makes the shadow repository self-contained. Git
+// keeps unreachable objects for two weeks by default, so a user's
+// `git gc --prune=now` after rewriting history is the way to lose them;
+// HasCommit and Fsck report it.
+func (m *Manager) Snapshot(ctx context.Context, req SnapshotRequest) (*Snapshot, error) {
+	s, err := m.workspaceFor(req.Root)
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := m.lock(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return m.snapshot(ctx, s, req)
+}
+
+// SnapshotLocked is Snapshot for a caller that already holds Lock(req.Root).
+func (m *Manager) SnapshotLocked(ctx context.Context, req SnapshotRequest) (*Snapshot, error) {
+	s, err := m.workspaceFor(req.Root)
+	if err != nil {
+		return nil, err
+	}
+	if !m.held(s) {
+		return nil, fmt.Errorf("snapshot %s: SnapshotLocked called without holding Lock", s.root)
+	}
+	return m.snapshot(ctx, s, req)
+}
+
+func (m *Manager) snapshot(ctx context.Context, s *shadow, req SnapshotRequest) (*Snapshot, error) {
+	if !strings.HasPrefix(req.Ref, "refs/") {
+		return nil, fmt.Errorf("snapshot %s: ref %q must be a full ref starting with refs/", s.root, req.Ref)
+	}
+	if err := m.open(ctx, s); err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
+	}
+	if err := m.recoverRestore(ctx, s); err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
+	}
+	var parent string
+	if req.Parent != "" {
+		var err error
+		if parent, err = m.resolveCommit(ctx, s, req.Parent); err != nil {
+			return nil, fmt.Errorf("snapshot %s: parent: %w", s.root, err)
+		}
+	}
+	tree, skipped, err := m.buildTree(ctx, s, s.index, req.Paths)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
+	}
+	args := []string{"commit-tree", tree}
+	if parent != "" {
+		args = append(args, "-p", parent)
+	}
+	out, err := m.run(ctx, s, runOpts{stdin: []byte(req.Message)}, append(args, "-F", "-")...)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
+	}
+	commit := strings.TrimSpace(string(out))
+	if _, err := m.run(ctx, s, runOpts{}, "update-ref", "--no-deref", req.Ref, commit); err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
+	}
+	snap := &Snapshot{Commit: commit, Tree: tree, Skipped: skipped}
+	if parent == "" {
+		out, err := m.run(ctx, s, runOpts{}, "ls-tree", "-r", "-z", "--name-only", commit)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot %s: list files: %w", s.root, err)
+		}
+		snap.Created = splitNUL(out)
+	} else {
+		changes, err := m.treeChanges(ctx, s, parent, commit)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
+		}
+		for _, c := range changes {
+			switch c.status {
+			case 'A':
+				snap.Created = append(snap.Created, c.path)
+			case 'D':
+				snap.Deleted = append(snap.Deleted, c.path)
+			default:
+				snap.Modified = append(snap.Modified, c.path)
+			}
+		}
+	}
+	slices.Sort(snap.Created)
+	slices.Sort(snap.Modified)
+	slices.Sort(snap.Deleted)
+	return snap, nil
+}
+
+// treeChange is one line of `git diff-tree -r --raw --no-renames`.
+type treeChange struct {
+	path             string
+	status           byte // A, D, M or T
+	oldMode, newMode string
+	oldID, newID     string
+}
+
+// treeChanges lists the differences between two commits or trees.
+func (m *Manager) treeChanges(ctx context.Context, s *shadow, from, to string) ([]treeChange, error) {
+	out, err := m.run(ctx, s, runOpts{}, "diff-tree", "-r", "-z", "--no-renames", "--no-ext-diff", from, to)
+	if err != nil {
+		return nil, fmt.Errorf("compare %s and %s: %w", from, to, err)
+	}
+	fields := splitNUL(out)
+	changes := make([]treeChange, 0, len(fields)/2)
+	for i := 0; i+1 < len(fields); i += 2 {
+		// :<old mode> <new mode> <old id> <new id> <status>
+		meta := strings.Fields(strings.TrimPrefix(fields[i], ":"))
+		if len(meta) != 5 {
+			return nil, fmt.Errorf("compare %s and %s: unexpected diff-tree output %q", from, to, fields[i])
+		}
+		changes = append(changes, treeChange{
+			path:    fields[i+1],
+			status:  meta[4][0],
+			oldMode: meta[0], newMode: meta[1],
+			oldID: meta[2], newID: meta[3],
+		})
+	}
+	return changes, nil
+}
+
+// buildTree brings the index at indexPath up to date with the work tree and
+// writes its tree. With paths, only those are looked at.
+func (m *Manager) buildTree(ctx context.Context, s *shadow, indexPath string, paths []string) (string, []Skipped, error) {
+	if err := syncBelayIgnore(s); err != nil {
+		return "", nil, err
+	}
+	// Paths are relative to what the index holds; a new index holds nothing
+	// or the user's index, so the first snapshot always scans everything.
+	full := len(paths) == 0
+	if _, err := os.Stat(indexPath); errors.Is(err, fs.ErrNotExist) {
+		full = true
+		if err := m.seedIndex(ctx, s, indexPath); err != nil {
+			return "", nil, err
+		}
+	}
+	o := runOpts{index: indexPath}
+	var candidates []string
+	if !full {
+		var err error
+		if candidates, full, err = m.touchedFiles(ctx, s, o, paths); err != nil {
+			return "", nil, err
+		}
+	}
+	if full {
+		out, err := m.run(ctx, s, o, "ls-files", "-z", "--others", "--modified", "--exclude-standard")
+		if err != nil {
+			return "", nil, fmt.Errorf("list changed files: %w", err)
+		}
+		candidates = splitNUL(out)
+	}
+	add, remove, skipped, err := m.classify(ctx, s, candidates)
+	if err != nil {
+		return "", nil, err
+	}
+	if len(remove) > 0 {
+		if _, err := m.run(ctx, s, runOpts{index: indexPath, stdin: joinNUL(remove)}, "update-index", "--force-remove", "-z", "--stdin"); err != nil {
+			return "", nil, fmt.Errorf("record deleted files: %w", err)
+		}
+	}
+	if len(add) > 0 {
+		if _, err := m.run(ctx, s, runOpts{index: indexPath, stdin: joinNUL(add)}, "update-index", "--add", "--replace", "-z", "--stdin"); err != nil {
+			return "", nil, fmt.Errorf("record changed files: %w", err)
+		}
+	}
+	out, err := m.run(ctx, s, o, "write-tree")
+	if err != nil {
+		return "", nil, fmt.Errorf("write tree: %w", err)
+	}
+	return strings.TrimSpace(string(out)), skipped, nil
+}
+
+// touchedFiles turns the caller's list of touched paths into candidates for
+// classify. Paths that no longer exist are dropped from the index here (with
+// everything below them, for a deleted directory); ignored paths are left
+// out. full is true when a path is a directory: then a full scan is needed.
+func (m *Manager) touchedFiles(ctx context.Context, s *shadow, o runOpts, paths []string) (candidates []string, full bool, err error) {
+	var existing, missing []string
+	seen := make(map[string]bool, len(paths))
+	dirs := make(map[string]bool)
+	for _, p := range paths {
+		rel, err := cleanRelative(p)
+		if err != nil {
+			return nil, false, err
+		}
+		if rel == "." {
+			return nil, true, nil
+		}
+		if seen[rel] || hasGitComponent(rel) {
+			continue
+		}
+		seen[rel] = true
+		if beyondSymlink(s.root, rel, dirs) {
+			missing = append(missing, rel)
+			continue
+		}
+		fi, err := os.Lstat(filepath.Join(s.root, filepath.FromSlash(rel)))
+		switch {
+		case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+			missing = append(missing, rel)
+		case err != nil:
+			// classify reports it as skipped.
+			existing = append(existing, rel)
+		case fi.IsDir():
+			return nil, true, nil
+		default:
+			existing = append(existing, rel)
+		}
+	}
+	if len(missing) > 0 {
+		ro := o
+		ro.stdin = joinNUL(missing)
+		if _, err := m.run(ctx, s, ro, "--literal-pathspecs", "rm", "--cached", "-r", "-f", "-q", "--ignore-unmatch", "--pathspec-from-file=-", "--pathspec-file-nul"); err != nil {
+			return nil, false, fmt.Errorf("record deleted files: %w", err)
+		}
+	}
+	if len(existing) == 0 {
+		return nil, false, nil
+	}
+	ignored, err := m.ignored(ctx, s, o, existing)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, p := range existing {
+		if !ignored[p] {
+			candidates = append(candidates, p)
+		}
+	}
+	return candidates, false, nil
+}
+
+// ignored returns which of paths are ignored and not tracked (a tracked
+// file stays tracked, as with git add). The first check skips reading the
+// index, which costs more than the check; the few ignored paths are then
+// checked again against it.
+func (m *Manager) ignored(ctx context.Context, s *shadow, o runOpts, paths []string) (map[string]bool, error) {
+	ignored := make(map[string]bool)
+	for _, noIndex := range []bool{true, false} {
+		if len(paths) == 0 {
+			break
+		}
+		args := []string{"check-ignore", "-z", "--stdin"}
+		if noIndex {
+			args = append(args, "--no-index")
+		}
+		co := o
+		co.stdin = joinNUL(paths)
+		co.okCodes = []int{1} // none ignored
+		out, err := m.run(ctx, s, co, args...)
+		if err != nil {
+			return nil, fmt.Errorf("check ignored files: %w", err)
+		}
+		paths = splitNUL(out)
+	}
+	for _, p := range paths {
+		ignored[p] = true
+	}
+	return ignored, nil
+}
+
+// cleanRelative validates a caller-supplied relative path and returns it
+// slash separated and cleaned.
+func cleanRelative(p string) (string, error) {
+	if p == "" || filepath.IsAbs(p) || strings.ContainsRune(p, 0) {
+		return "", errorf(InvalidWorkspace, nil, "path %q must be relative to the workspace root", p)
+	}
+	rel := path.Clean(filepath.ToSlash(p))
+	if rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", errorf(InvalidWorkspace, nil, "path %q is outside the workspace", p)
+	}
+	return rel, nil
+}
+
+// hasGitComponent reports whether a path goes through a .git entry, which
+// git never stores.
+func hasGitComponent(rel string) bool {
+	for part := range strings.SplitSeq(rel, "/") {
+		if strings.EqualFold(part, ".git") {
+			return true
+		}
+	}
+	return false
+}
+
+// beyondSymlink reports whether a leading component of rel is not a real
+// directory (a symlink or a file): git would refuse to store such a path,
+// and following the link could leave the workspace. dirs caches directories
+// already seen to be real.
+func beyondSymlink(root, rel string, dirs map[string]bool) bool {
+	for i := 0; i < len(rel); i++ {
+		if rel[i] != '/' {
+			continue
+		}
+		dir := rel[:i]
+		if dirs[dir] {
+			continue
+		}
+		fi, err := os.Lstat(filepath.Join(root, filepath.FromSlash(dir)))
+		if err != nil || !fi.IsDir() {
+			return true
+		}
+		dirs[dir] = true
+	}
+	return false
+}
+
+// classify decides, for each candidate path, whether update-index should add
+// it, drop it from the index, or skip it. Entries ending in "/" are nested
+// git repositories: their files are listed and classified instead.
+func (m *Manager) classify(ctx context.Context, s *shadow, candidates []string) (add, remove []string, skipped []Skipped, err error) {
+	seen := make(map[string]bool, len(candidates))
+	dirs := make(map[string]bool)
+	queue := candidates
+	for len(queue) > 0 {
+		rel := queue[0]
+		queue = queue[1:]
+		if seen[rel] {
+			continue
+		}
+		seen[rel] = true
+		if strings.HasSuffix(rel, "/") {
+			files, err := m.nestedRepoFiles(ctx, s, rel)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			queue = append(queue, files...)
+			continue
+		}
+		if beyondSymlink(s.root, rel, dirs) {
+			remove = append(remove, rel)
+			continue
+		}
+		name := filepath.Join(s.root, filepath.FromSlash(rel))
+		fi, err := os.Lstat(name)
+		switch {
+		case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+			remove = append(remove, rel)
+		case err != nil:
+			skipped = append(skipped, Skipped{Path: rel, Reason: err.Error()})
+		case fi.Mode()&fs.ModeSymlink != 0:
+			add = append(add, rel)
+		case fi.IsDir():
+			// A tracked file became a directory; its files are listed as new.
+			remove = append(remove, rel)
+		case !fi.Mode().IsRegular():
+			remove = append(remove, rel)
+			skipped = append(skipped, Skipped{Path: rel, Reason: "not a regular file or symlink"})
+		case fi.Size() > m.maxFileSize:
+			skipped = append(skipped, Skipped{Path: rel, Reason: fmt.Sprintf("larger than %d bytes (%d bytes)", m.maxFileSize, fi.Size())})
+		default:
+			f, err := m.openFile(name)
+			if err != nil {
+				skipped = append(skipped, Skipped{Path: rel, Reason: "unreadable: " + err.Error()})
+				continue
+			}
+			f.Close()
+			add = append(add, rel)
+		}
+	}
+	return add, remove, skipped, nil
+}
+
+// nestedRepoFiles lists the files of the nested git repository at dir (a
+// path ending in "/") that a snapshot should store, as git would list them
+// if the repository were a plain directory: its .gitignore files and our
+// excludes apply, its .git never appears. Git itself does not descend into a
+// nested repository it has no index entries under, so it is listed as its own
+// work tree against an empty index. Once its files are in the index, git
+// descends into it like any directory.
+func (m *Manager) nestedRepoFiles(ctx context.Context, s *shadow, dir string) ([]string, error) {
+	o := runOpts{
+		workTree: filepath.Join(s.root, filepath.FromSlash(strings.TrimSuffix(dir, "/"))),
+		// Never created: ls-files reads a missing index as empty.
+		index: filepath.Join(s.dir, "empty-index"),
+	}
+	out, err := m.run(ctx, s, o, "ls-files", "-z", "--others", "--exclude-standard")
+	if err != nil {
+		return nil, fmt.Errorf("list nested repository %s: %w", dir, err)
+	}
+	files := splitNUL(out)
+	for i, f := range files {
+		files[i] = dir + f
+	}
+	return files, nil
+}
+
+// userRepo is the user's own git repository when the workspace root is the
+// top of its work tree.
+type userRepo struct {
+	gitDir    string // per-worktree git dir (HEAD, index)
+	commonDir string // shared git dir (objects, refs)
+	sha1      bool
+}
+
+// findUserRepo returns the repository whose work tree top is the workspace
+// root, or nil when there is none.
+func (m *Manager) findUserRepo(ctx context.Context, s *shadow) (*userRepo, error) {
+	if _, err := os.Lstat(filepath.Join(s.root, ".git")); err != nil {
+		return nil, nil
+	}
+	out, _, err := m.runCode(ctx, s, runOpts{discover: true, okCodes: []int{128}},
+		"rev-parse", "--absolute-git-dir", "--git-common-dir", "--show-toplevel", "--show-object-format")
+	if err != nil {
+		return nil, fmt.Errorf("inspect user repository: %w", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	if len(lines) != 4 {
+		return nil, nil // not a usable repository (e.g. corrupt): treat as none
+	}
+	top, err := filepath.EvalSymlinks(lines[2])
+	if err != nil || top != s.root {
+		return nil, nil
+	}
+	common := lines[1]
+	if !filepath.IsAbs(common) {
+		common = filepath.Join(s.root, common)
+	}
+	return &userRepo{gitDir: lines[0], commonDir: common, sha1: lines[3] == "sha1"}, nil
+}
+
+// seedIndex prepares a missing private index. For a workspace that is a git
+// repository it points the shadow repository at the user's objects and
+// starts from a copy of the user's index (read only; the user's file is
+// never written), so unchanged files are neither hashed nor stored again.
+// An index git cannot use as is (split index, sparse checkout,
+// assume-unchanged or skip-worktree bits, unresolved conflicts, another
+// hash) is not copied: the snapshot then adds every file, still without
+// storing objects the user's repository already has.
+func (m *Manager) seedIndex(ctx context.Context, s *shadow, indexPath string) error {
+	user, err := m.findUserRepo(ctx, s)
+	if err != nil || user == nil || !user.sha1 {
+		return err
+	}
+	if err := m.addAlternate(s, filepath.Join(user.commonDir, "objects")); err != nil {
+		return err
+	}
+	tmp := indexPath + ".seed"
+	if err := copyFile(filepath.Join(user.gitDir, "index"), tmp); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("seed index: %w", err)
+	}
+	defer os.Remove(tmp)
+	out, _, err := m.runCode(ctx, s, runOpts{index: tmp}, "ls-files", "-z", "--stage", "-v")
+	if err != nil {
+		var gerr *gitError
+		if errors.As(err, &gerr) {
+			return nil // an index this git cannot read alone (split index): add from scratch
+		}
+		return fmt.Errorf("seed index: %w", err)
+	}
+	var gitlinks []string
+	for _, entry := range splitNUL(out) {
+		// "<tag> <mode> <id> <stage>\t<path>"
+		meta, name, ok := strings.Cut(entry, "\t")
+		fields := strings.Fields(meta)
+		if !ok || len(fields) != 4 || fields[0] != "H" || fields[3] != "0" {
+			return nil
+		}
+		if fields[1] == "160000" {
+			gitlinks = append(gitlinks, name)
+		}
+	}
+	if len(gitlinks) > 0 {
+		// Submodules are stored by their files, like any nested repository.
+		if _, err := m.run(ctx, s, runOpts{index: tmp, stdin: joinNUL(gitlinks)}, "update-index", "--force-remove", "-z", "--stdin"); err != nil {
+			return fmt.Errorf("seed index: %w", err)
+		}
+	}
+	if err := os.Rename(tmp, indexPath); err != nil {
+		return fmt.Errorf("seed index: %w", err)
+	}
+	return nil
+}
+
+// addAlternate lets the shadow repository read objects from dir.
+func (m *Manager) addAlternate(s *shadow, dir string) error {
+	path := filepath.Join(s.repo, "objects", "info", "alternates")
+	data, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("read alternates: %w", err)
+	}
+	if slices.Contains(strings.Split(string(data), "\n"), dir) {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return writeFileAtomic(path, append(data, []byte(dir+"\n")...), 0o600)
+}

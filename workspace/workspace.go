@@ -1,0 +1,645 @@
+// Package workspace snapshots an agent's workspace into a private "shadow" git
+// repository and moves the work tree between snapshots, without ever writing
+// to the user's own git repository (except ExportBranch, which is asked to).
+//
+// Each workspace root gets a shadow directory DataDir/workspaces/<key>/ with
+//
+//	repo.git/   a bare repository holding the snapshot objects and refs
+//	index       the persistent private index (the stat cache that makes
+//	            snapshots of large trees cheap; never rebuilt from scratch)
+//	exclude     built-in excludes (core.excludesFile of the shadow repo)
+//	lock        flock(2) target serialising work on the workspace
+//	meta.json   the absolute workspace root the directory belongs to
+//	restore.json  the journal of an unfinished restore, if any
+//
+// Every git call runs the git binary with GIT_DIR, GIT_WORK_TREE and
+// GIT_INDEX_FILE pointing at the shadow repository, the workspace and the
+// private index, and with system and global git configuration disabled, so
+// the user's hooks, filters, excludes and identity never apply.
+//
+// The package needs a unix system (flock) and git 2.30 or newer.
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Code classifies an *Error so callers can map it to their own error codes.
+type Code string
+
+// Error codes returned in *Error.
+const (
+	// InvalidWorkspace: the root does not exist, is not a directory, lies
+	// inside DataDir, a path is outside the workspace, or (ExportBranch) the
+	// workspace is not a git repository or the branch cannot be written.
+	InvalidWorkspace Code = "InvalidWorkspace"
+	// GitMissing: the git binary cannot be run.
+	GitMissing Code = "GitMissing"
+	// RestoreFailed: a restore could not be completed; the work tree was
+	// rolled back to the state it had before the restore, unless the message
+	// says otherwise.
+	RestoreFailed Code = "RestoreFailed"
+	// NotFound: a commit or ref does not exist in the shadow repository, or
+	// the workspace has never been snapshotted.
+	NotFound Code = "NotFound"
+	// Corrupted: the shadow repository is missing objects (see Fsck),
+	// typically ones borrowed from the user's repository that the user's git
+	// pruned.
+	Corrupted Code = "Corrupted"
+)
+
+// Error is the error type returned for failures a caller may want to tell
+// apart; other failures (I/O, git itself failing) are returned wrapped as is.
+type Error struct {
+	Code Code
+	Msg  string
+	Err  error // underlying cause, if any
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return e.Msg + ": " + e.Err.Error()
+	}
+	return e.Msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+func errorf(code Code, cause error, format string, args ...any) *Error {
+	return &Error{Code: code, Msg: fmt.Sprintf(format, args...), Err: cause}
+}
+
+// Options configures a Manager.
+type Options struct {
+	// DataDir is belay's data directory; shadow repositories live under
+	// DataDir/workspaces/<first 16 hex digits of sha256(absolute root)>/.
+	DataDir string
+	// MaxFileSize is the size above which new or changed files are skipped
+	// and reported in Snapshot.Skipped. Zero means 50 MiB.
+	MaxFileSize int64
+	// Git is the git binary to run. Empty means "git" from PATH.
+	Git string
+}
+
+// DefaultMaxFileSize is used when Options.MaxFileSize is zero.
+const DefaultMaxFileSize = 50 << 20
+
+// Manager snapshots and restores workspaces. It is safe for concurrent use;
+// operations on the same workspace are serialised across goroutines and
+// processes by Lock.
+type Manager struct {
+	dataDir     string
+	maxFileSize int64
+	git         string
+
+	// now supplies commit dates; tests may fix it.
+	now func() time.Time
+	// beforeWrite, when set, is called before each file the restore writes or
+	// removes; tests use it to inject faults mid-restore.
+	beforeWrite func(path string) error
+	// openFile opens a file to check it is readable before it is hashed;
+	// tests replace it because root can read any file.
+	openFile func(name string) (*os.File, error)
+
+	mu    sync.Mutex
+	locks map[string]*workspaceLock
+}
+
+// New returns a Manager. It fails with code GitMissing when the git binary
+// cannot be run, and creates DataDir if needed.
+func New(opts Options) (*Manager, error) {
+	if opts.DataDir == "" {
+		return nil, errors.New("workspace: Options.DataDir is required")
+	}
+	dataDir, err := canonicalPath(opts.DataDir, true)
+	if err != nil {
+		return nil, fmt.Errorf("workspace: data dir: %w", err)
+	}
+	gitBin := opts.Git
+	if gitBin == "" {
+		gitBin = "git"
+	}
+	path, err := exec.LookPath(gitBin)
+	if err != nil {
+		return nil, errorf(GitMissing, err, "git binary not found: install git (2.30 or newer) or set the git path (%q)", gitBin)
+	}
+	out, err := exec.Command(path, "version").Output()
+	if err != nil {
+		return nil, errorf(GitMissing, err, "git binary %q does not run: install git (2.30 or newer)", path)
+	}
+	if !recentGit(string(out)) {
+		return nil, errorf(GitMissing, nil, "%s is too old: install git 2.30 or newer", strings.TrimSpace(string(out)))
+	}
+	maxSize := opts.MaxFileSize
+	if maxSize <= 0 {
+		maxSize = DefaultMaxFileSize
+	}
+	return &Manager{
+		dataDir:     dataDir,
+		maxFileSize: maxSize,
+		git:         path,
+		now:         time.Now,
+		openFile:    os.Open,
+		locks:       make(map[string]*workspaceLock),
+	}, nil
+}
+
+// recentGit reports whether `git version` output names git 2.30 or newer,
+// the first with every option this package uses (fetch --stdin and
+// --no-write-fetch-head, rm --pathspec-from-file, rev-parse
+// --show-object-format).
+func recentGit(version string) bool {
+	fields := strings.Fields(version) // "git version 2.39.5", maybe more after
+	if len(fields) < 3 {
+		return false
+	}
+	parts := strings.SplitN(fields[2], ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	major, err1 := strconv.Atoi(parts[0])
+	minor, err2 := strconv.Atoi(parts[1])
+	return err1 == nil && err2 == nil && (major > 2 || major == 2 && minor >= 30)
+}
+
+// canonicalPath returns the absolute path with symlinks resolved, so one
+// workspace reached through different paths maps to one shadow repository.
+// With create, a missing directory is created first.
+func canonicalPath(p string, create bool) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	if create {
+		if err := os.MkdirAll(abs, 0o700); err != nil {
+			return "", err
+		}
+	}
+	return filepath.EvalSymlinks(abs)
+}
+
+// shadow describes one workspace and its shadow directory.
+type shadow struct {
+	root  string // canonical workspace root
+	dir   string // DataDir/workspaces/<key>
+	key   string
+	repo  string // dir/repo.git
+	index string // dir/index
+}
+
+func (s *shadow) journalPath() string { return filepath.Join(s.dir, "restore.json") }
+
+// workspaceFor validates root and returns its shadow description; it does not
+// create anything.
+func (m *Manager) workspaceFor(root string) (*shadow, error) {
+	if root == "" || !filepath.IsAbs(root) {
+		return nil, errorf(InvalidWorkspace, nil, "workspace root %q must be an absolute path", root)
+	}
+	canon, err := canonicalPath(root, false)
+	if err != nil {
+		return nil, errorf(InvalidWorkspace, err, "workspace root %q does not exist", root)
+	}
+	fi, err := os.Stat(canon)
+	if err != nil {
+		return nil, errorf(InvalidWorkspace, err, "workspace root %q", root)
+	}
+	if !fi.IsDir() {
+		return nil, errorf(InvalidWorkspace, nil, "workspace root %q is not a directory", root)
+	}
+	if within(canon, m.dataDir) {
+		return nil, errorf(InvalidWorkspace, nil, "workspace root %q is inside the belay data dir %q", root, m.dataDir)
+	}
+	sum := sha256.Sum256([]byte(canon))
+	key := hex.EncodeToString(sum[:])[:16]
+	dir := filepath.Join(m.dataDir, "workspaces", key)
+	return &shadow{
+		root:  canon,
+		dir:   dir,
+		key:   key,
+		repo:  filepath.Join(dir, "repo.git"),
+		index: filepath.Join(dir, "index"),
+	}, nil
+}
+
+// within reports whether path equals dir or lies below it.
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+type meta struct {
+	Root    string    `json:"root"`
+	Created time.Time `json:"created"`
+}
+
+// builtinExcludes are never snapshotted unless a .gitignore re-includes them:
+// they are written to the shadow repository's core.excludesFile, which git
+// ranks below .gitignore files and info/exclude (where .belayignore goes).
+var builtinExcludes = []string{
+	".git",
+	"node_modules/",
+	".venv/",
+	"__pycache__/",
+	"target/",
+	"dist/",
+	"build/",
+	".DS_Store",
+	"*.pyc",
+	".belay/",
+}
+
+// attributes switches off every content conversion a workspace .gitattributes
+// could ask for (eol, filters, ident, encodings): snapshots must store and
+// restore bytes exactly. info/attributes outranks .gitattributes files.
+const attributes = "* -text -ident -filter -working-tree-encoding\n"
+
+// shadowConfig is applied to every new shadow repository.
+var shadowConfig = [][2]string{
+	{"core.autocrlf", "false"},
+	{"core.symlinks", "true"},
+	{"core.fileMode", "true"},
+	{"core.untrackedCache", "false"},
+	// Every snapshot rewrites the index two or three times; split, each
+	// write is a few KB instead of ~90 bytes per file (4 MB for 50k files).
+	{"core.splitIndex", "true"},
+	{"core.logAllRefUpdates", "false"},
+	// Large files go in without delta search; they are rare and slow to diff.
+	{"core.bigFileThreshold", "16m"},
+	// We gc explicitly in DeleteRefs; auto gc would stall a snapshot.
+	{"gc.auto", "0"},
+	{"maintenance.auto", "false"},
+	// ReadBundle checks every object it imports.
+	{"fetch.fsckObjects", "true"},
+}
+
+// open creates the shadow repository if needed. It is called with the lock
+// held (the lock file lives in the shadow directory, which flock created).
+// meta.json is written last, so a crash midway makes the next call set the
+// repository up again (git init and the settings are idempotent).
+func (m *Manager) open(ctx context.Context, s *shadow) error {
+	if _, err := os.Stat(filepath.Join(s.dir, "meta.json")); err == nil {
+		return m.checkMeta(s)
+	}
+	if _, err := m.run(ctx, s, runOpts{gitDir: s.repo}, "init", "--bare", "-q", "--template="); err != nil {
+		return fmt.Errorf("create shadow repository: %w", err)
+	}
+	excludes := strings.Join(builtinExcludes, "\n") + "\n"
+	if rel, err := filepath.Rel(s.root, m.dataDir); err == nil && within(m.dataDir, s.root) && rel != "." {
+		// The data dir lives inside the workspace under another name than
+		// .belay: never snapshot belay's own files.
+		excludes += "/" + filepath.ToSlash(rel) + "/\n"
+	}
+	excludesFile := filepath.Join(s.dir, "exclude")
+	if err := writeFileAtomic(excludesFile, []byte(excludes), 0o600); err != nil {
+		return err
+	}
+	// Appended in one write rather than one `git config` per key (each is a
+	// process); later sections override what git init wrote.
+	var cfg strings.Builder
+	section := ""
+	for _, kv := range append(shadowConfig, [2]string{"core.excludesFile", excludesFile}) {
+		sec, key, _ := strings.Cut(kv[0], ".")
+		if sec != section {
+			fmt.Fprintf(&cfg, "[%s]\n", sec)
+			section = sec
+		}
+		fmt.Fprintf(&cfg, "\t%s = %s\n", key, quoteConfig(kv[1]))
+	}
+	if err := appendFile(filepath.Join(s.repo, "config"), cfg.String()); err != nil {
+		return fmt.Errorf("configure shadow repository: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(s.repo, "info"), 0o700); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(s.repo, "info", "attributes"), []byte(attributes), 0o600); err != nil {
+		return err
+	}
+	data, err := json.Marshal(meta{Root: s.root, Created: m.now().UTC()})
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(s.dir, "meta.json"), data, 0o600)
+}
+
+// quoteConfig quotes a git config value.
+func quoteConfig(v string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\t", `\t`)
+	return `"` + r.Replace(v) + `"`
+}
+
+func appendFile(path, text string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(text)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// checkMeta guards against two roots hashing to the same key.
+func (m *Manager) checkMeta(s *shadow) error {
+	data, err := os.ReadFile(filepath.Join(s.dir, "meta.json"))
+	if err != nil {
+		return fmt.Errorf("read shadow metadata: %w", err)
+	}
+	var md meta
+	if err := json.Unmarshal(data, &md); err != nil {
+		return fmt.Errorf("read shadow metadata: %w", err)
+	}
+	if md.Root != s.root {
+		return errorf(InvalidWorkspace, nil, "shadow directory %s belongs to %q, not %q", s.dir, md.Root, s.root)
+	}
+	return nil
+}
+
+// existing returns the shadow of root, or NotFound when it was never
+// snapshotted; used by read-only operations that must not create a repository.
+func (m *Manager) existing(root string) (*shadow, error) {
+	s, err := m.workspaceFor(root)
+	if err != nil {
+		return nil, err
+	}
+	return s, m.requireShadow(s)
+}
+
+// requireShadow fails with NotFound when s was never snapshotted.
+func (m *Manager) requireShadow(s *shadow) error {
+	if _, err := os.Stat(filepath.Join(s.dir, "meta.json")); err != nil {
+		return errorf(NotFound, nil, "workspace %q has no snapshots", s.root)
+	}
+	return m.checkMeta(s)
+}
+
+// syncBelayIgnore copies <root>/.belayignore into the shadow repository's
+// info/exclude, whose patterns git applies relative to the workspace root.
+func syncBelayIgnore(s *shadow) error {
+	want, err := os.ReadFile(filepath.Join(s.root, ".belayignore"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("read .belayignore: %w", err)
+	}
+	path := filepath.Join(s.repo, "info", "exclude")
+	have, err := os.ReadFile(path)
+	if err == nil && bytes.Equal(have, want) {
+		return nil
+	}
+	return writeFileAtomic(path, want, 0o600)
+}
+
+// writeFileAtomic replaces path with data via a temporary file and rename, so
+// a crash never leaves a truncated file.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(data)
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Chmod(f.Name(), perm)
+	}
+	if werr == nil {
+		werr = os.Rename(f.Name(), path)
+	}
+	if werr != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("write %s: %w", path, werr)
+	}
+	return nil
+}
+
+// runOpts tailors one git invocation.
+type runOpts struct {
+	stdin []byte
+	// index overrides the private index (e.g. a temporary one).
+	index string
+	// workTree overrides the workspace root (nested repository listing).
+	workTree string
+	// gitDir runs against that repository alone (the user's, or the shadow
+	// repository while it is created): no work tree or index is set.
+	gitDir string
+	// discover runs git in the workspace root with no GIT_DIR, so git finds
+	// the user's repository there (and not above the root).
+	discover bool
+	// okCodes are exit codes that are not errors (e.g. check-ignore's 1).
+	okCodes []int
+	// env adds variables (e.g. commit dates); later ones win.
+	env []string
+	// mergeStderr sends stderr to the returned output (for fsck, which
+	// reports on both).
+	mergeStderr bool
+}
+
+// gitError is a failed git invocation with its stderr.
+type gitError struct {
+	args   []string
+	stderr string
+	err    error
+}
+
+func (e *gitError) Error() string {
+	msg := strings.TrimSpace(e.stderr)
+	if msg == "" {
+		msg = e.err.Error()
+	}
+	return fmt.Sprintf("git %s: %s", strings.Join(e.args, " "), msg)
+}
+
+func (e *gitError) Unwrap() error { return e.err }
+
+// run executes git and returns its stdout. The environment is built from
+// scratch for git: any GIT_* variable of the caller (e.g. when belay runs in
+// a git hook) is dropped.
+func (m *Manager) run(ctx context.Context, s *shadow, o runOpts, args ...string) ([]byte, error) {
+	out, _, err := m.runCode(ctx, s, o, args...)
+	return out, err
+}
+
+// runCode is run that also returns the exit code (for okCodes).
+func (m *Manager) runCode(ctx context.Context, s *shadow, o runOpts, args ...string) ([]byte, int, error) {
+	cmd := m.command(ctx, s, o, args...)
+	if o.stdin != nil {
+		cmd.Stdin = bytes.NewReader(o.stdin)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	if o.mergeStderr {
+		cmd.Stderr = &stdout
+	}
+	err := cmd.Run()
+	if err == nil {
+		return stdout.Bytes(), 0, nil
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return nil, -1, fmt.Errorf("git %s: %w", args[0], ctxErr)
+	}
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		code := exitErr.ExitCode()
+		for _, ok := range o.okCodes {
+			if code == ok {
+				return stdout.Bytes(), code, nil
+			}
+		}
+		msg := stderr.String()
+		if o.mergeStderr {
+			msg = stdout.String()
+		}
+		return nil, code, &gitError{args: args, stderr: msg, err: err}
+	}
+	return nil, -1, errorf(GitMissing, err, "run git")
+}
+
+// command prepares a git invocation. When ctx is done git gets SIGTERM,
+// which it handles by removing its lock files (index.lock, ref locks), so a
+// cancelled operation does not block the next one; SIGKILL follows if it
+// does not exit.
+func (m *Manager) command(ctx context.Context, s *shadow, o runOpts, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, m.git, args...)
+	cmd.Env = m.env(s, o)
+	cmd.Dir = s.root
+	if o.workTree != "" {
+		cmd.Dir = o.workTree
+	}
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
+	return cmd
+}
+
+func (m *Manager) env(s *shadow, o runOpts) []string {
+	env := make([]string, 0, 32)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GIT_") {
+			env = append(env, kv)
+		}
+	}
+	date := strconv.FormatInt(m.now().Unix(), 10) + " +0000"
+	env = append(env,
+		"GIT_CONFIG_NOSYSTEM=1",
+		"GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_TERMINAL_PROMPT=0",
+		"GIT_ATTR_NOSYSTEM=1",
+		"GIT_NO_REPLACE_OBJECTS=1",
+		"GIT_AUTHOR_NAME=belay",
+		"GIT_AUTHOR_EMAIL=belay@localhost",
+		"GIT_AUTHOR_DATE="+date,
+		"GIT_COMMITTER_NAME=belay",
+		"GIT_COMMITTER_EMAIL=belay@localhost",
+		"GIT_COMMITTER_DATE="+date,
+	)
+	switch {
+	case o.discover:
+		env = append(env, "GIT_CEILING_DIRECTORIES="+filepath.Dir(s.root), "GIT_OPTIONAL_LOCKS=0")
+	case o.gitDir != "":
+		// Never let git refresh the user's index or take optional locks
+		// behind our back.
+		env = append(env, "GIT_DIR="+o.gitDir, "GIT_OPTIONAL_LOCKS=0")
+	default:
+		index, workTree := s.index, s.root
+		if o.index != "" {
+			index = o.index
+		}
+		if o.workTree != "" {
+			workTree = o.workTree
+		}
+		env = append(env, "GIT_DIR="+s.repo, "GIT_WORK_TREE="+workTree, "GIT_INDEX_FILE="+index)
+	}
+	return append(env, o.env...)
+}
+
+// splitNUL splits -z output into its fields, dropping the final terminator.
+func splitNUL(b []byte) []string {
+	if len(b) == 0 {
+		return nil
+	}
+	b = bytes.TrimSuffix(b, []byte{0})
+	parts := bytes.Split(b, []byte{0})
+	out := make([]string, len(parts))
+	for i, p := range parts {
+		out[i] = string(p)
+	}
+	return out
+}
+
+// joinNUL builds --stdin -z input.
+func joinNUL(paths []string) []byte {
+	var buf bytes.Buffer
+	for _, p := range paths {
+		buf.WriteString(p)
+		buf.WriteByte(0)
+	}
+	return buf.Bytes()
+}
+
+// resolveCommit returns the full id of a commit in the shadow repository, or
+// NotFound.
+func (m *Manager) resolveCommit(ctx context.Context, s *shadow, rev string) (string, error) {
+	if rev == "" || strings.HasPrefix(rev, "-") {
+		return "", errorf(NotFound, nil, "commit %q not found", rev)
+	}
+	out, err := m.run(ctx, s, runOpts{okCodes: []int{1, 128}}, "rev-parse", "-q", "--verify", "--end-of-options", rev+"^{commit}")
+	id := strings.TrimSpace(string(out))
+	if err != nil {
+		return "", err
+	}
+	if id == "" {
+		return "", errorf(NotFound, nil, "commit %q not found in the shadow repository of %s", rev, s.root)
+	}
+	return id, nil
+}
+
+// copyFile copies src to dst via a temporary file, keeping src's mtime (git's
+// racy-entry detection compares entries against the index file's mtime).
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp*")
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(tmp, in)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chtimes(tmp.Name(), fi.ModTime(), fi.ModTime())
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), dst)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("copy %s: %w", src, err)
+	}
+	return nil
+}
