@@ -74,9 +74,14 @@ func ValidateID(field, id string) error {
 	return nil
 }
 
+// truncate shortens s to at most n bytes for an error message, never
+// splitting a character.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }
@@ -127,6 +132,9 @@ func validText(field, s string, min, max int) error {
 	if !utf8.ValidString(s) {
 		return Invalid(field, "%s is not valid UTF-8", field)
 	}
+	if strings.ContainsRune(s, 0) {
+		return Invalid(field, "%s must not contain NUL characters", field)
+	}
 	n := runes(s)
 	if n < min || n > max {
 		if min > 0 {
@@ -143,8 +151,13 @@ func ValidateTags(field string, tags []string) error {
 		return Invalid(field, "at most %d tags are allowed, got %d", MaxTags, len(tags))
 	}
 	for i, t := range tags {
-		if err := validText(fmt.Sprintf("%s[%d]", field, i), t, 1, MaxTagLen); err != nil {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		if err := validText(f, t, 1, MaxTagLen); err != nil {
 			return err
+		}
+		// A comma separates tags in query strings (?tags=a,b).
+		if strings.Contains(t, ",") {
+			return Invalid(f, "a tag must not contain a comma, got %q", t)
 		}
 	}
 	return nil

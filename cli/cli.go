@@ -67,7 +67,9 @@ type app struct {
 
 	svc   belay.Service
 	local *core.Service
-	db    *sqlite.DB
+	// prompts is standard input as read by interactive prompts without a terminal.
+	prompts io.Reader
+	db      *sqlite.DB
 }
 
 // Run executes belay with args (without the program name) and returns the exit code.

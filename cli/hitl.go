@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -251,8 +252,39 @@ func (a *app) askDecision(cp *belay.Checkpoint, in *belay.DecideInput) error {
 // form builds a prompt on the command's terminal. Without a terminal (a pipe,
 // a script, a screen reader) it uses huh's accessible mode: plain line prompts.
 func (a *app) form(groups ...*huh.Group) *huh.Form {
-	f := huh.NewForm(groups...).WithInput(a.env.Stdin).WithOutput(a.env.Stdout)
-	return f.WithAccessible(!isTerminal(a.env.Stdin) || a.env.Getenv("BELAY_ACCESSIBLE") != "")
+	accessible := !isTerminal(a.env.Stdin) || a.env.Getenv("BELAY_ACCESSIBLE") != ""
+	if !accessible {
+		return huh.NewForm(groups...).WithInput(a.env.Stdin).WithOutput(a.env.Stdout)
+	}
+	// Accessible mode reads each answer with a fresh buffered scanner, which
+	// would swallow the answers after the first when they arrive at once (a
+	// pipe): hand it one line per Read.
+	if a.prompts == nil {
+		a.prompts = &lineReader{r: bufio.NewReader(a.env.Stdin)}
+	}
+	return huh.NewForm(groups...).WithInput(a.prompts).WithOutput(a.env.Stdout).WithAccessible(true)
+}
+
+// lineReader returns at most one line per Read.
+type lineReader struct{ r *bufio.Reader }
+
+func (l *lineReader) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		b, err := l.r.ReadByte()
+		if err != nil {
+			if n > 0 {
+				return n, nil
+			}
+			return 0, err
+		}
+		p[n] = b
+		n++
+		if b == '\n' {
+			break
+		}
+	}
+	return n, nil
 }
 
 func isTerminal(r io.Reader) bool {

@@ -126,6 +126,9 @@ func (c *Client) CreateSession(ctx context.Context, in belay.CreateSessionInput)
 
 // GetSession returns a session.
 func (c *Client) GetSession(ctx context.Context, id string) (*belay.Session, error) {
+	if err := belay.ValidateID("id", id); err != nil {
+		return nil, err
+	}
 	return call[belay.Session](ctx, c, http.MethodGet, "/v1/sessions/"+url.PathEscape(id), nil, nil)
 }
 
@@ -146,21 +149,37 @@ func (c *Client) ListSessions(ctx context.Context, in belay.ListSessionsInput) (
 
 // CreateCheckpoint saves a checkpoint.
 func (c *Client) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpointInput) (*belay.Checkpoint, error) {
+	// Invalid raw JSON cannot even be encoded into the request: report it as
+	// the server would.
+	for name, raw := range map[string]json.RawMessage{"agentState": in.AgentState, "outputs": in.Outputs, "metadata": in.Metadata} {
+		if raw != nil && !json.Valid(raw) {
+			return nil, belay.Invalid(name, "%s is not valid JSON", name)
+		}
+	}
 	return call[belay.Checkpoint](ctx, c, http.MethodPost, "/v1/checkpoints", nil, in)
 }
 
 // GetCheckpoint returns a checkpoint.
 func (c *Client) GetCheckpoint(ctx context.Context, id string) (*belay.Checkpoint, error) {
+	if err := belay.ValidateID("id", id); err != nil {
+		return nil, err
+	}
 	return call[belay.Checkpoint](ctx, c, http.MethodGet, "/v1/checkpoints/"+url.PathEscape(id), nil, nil)
 }
 
 // GetCheckpointBySeq returns checkpoint number seq of a session.
 func (c *Client) GetCheckpointBySeq(ctx context.Context, sessionID string, seq int64) (*belay.Checkpoint, error) {
+	if err := belay.ValidateID("sessionId", sessionID); err != nil {
+		return nil, err
+	}
 	return call[belay.Checkpoint](ctx, c, http.MethodGet, "/v1/sessions/"+url.PathEscape(sessionID)+"/checkpoints/"+strconv.FormatInt(seq, 10), nil, nil)
 }
 
 // ListCheckpoints returns one page of checkpoints.
 func (c *Client) ListCheckpoints(ctx context.Context, in belay.ListCheckpointsInput) (*belay.CheckpointList, error) {
+	if err := belay.ValidateTags("tags", in.Tags); err != nil {
+		return nil, err
+	}
 	q := url.Values{}
 	set(q, "sessionId", in.SessionID)
 	set(q, "projectPath", in.ProjectPath)
@@ -181,6 +200,9 @@ func (c *Client) ListCheckpoints(ctx context.Context, in belay.ListCheckpointsIn
 
 // DeleteCheckpoint removes a checkpoint.
 func (c *Client) DeleteCheckpoint(ctx context.Context, id string) error {
+	if err := belay.ValidateID("id", id); err != nil {
+		return err
+	}
 	return c.do(ctx, http.MethodDelete, "/v1/checkpoints/"+url.PathEscape(id), nil, nil, nil)
 }
 
@@ -211,6 +233,9 @@ func setTime(q url.Values, k string, v *time.Time) {
 // Decide records a decision on a HITL checkpoint. A non-empty
 // in.IdempotencyKey is sent as the Idempotency-Key header.
 func (c *Client) Decide(ctx context.Context, in belay.DecideInput) (*belay.DecideResult, error) {
+	if err := belay.ValidateID("checkpointId", in.CheckpointID); err != nil {
+		return nil, err
+	}
 	var hdr http.Header
 	if in.IdempotencyKey != "" {
 		hdr = http.Header{"Idempotency-Key": {in.IdempotencyKey}}
@@ -237,6 +262,9 @@ func (c *Client) PendingHITL(ctx context.Context, sessionID string) ([]belay.Pen
 
 // WaitDecision long-polls for the decision of checkpoint id, for up to wait.
 func (c *Client) WaitDecision(ctx context.Context, id string, wait time.Duration) (*belay.WaitResult, error) {
+	if err := belay.ValidateID("id", id); err != nil {
+		return nil, err
+	}
 	q := url.Values{"wait": {wait.String()}}
 	return call[belay.WaitResult](ctx, c, http.MethodGet, "/v1/checkpoints/"+url.PathEscape(id)+"/decision", q, nil)
 }

@@ -88,11 +88,17 @@ func (c *Client) streamOnce(ctx context.Context, f EventFilter, last *int64, fn 
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	var data strings.Builder
+	frameID := int64(-1)
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
 		case line == "":
+			id := frameID
+			frameID = -1
 			if data.Len() == 0 {
+				// A frame with only an id (the opening one) moves the
+				// resume position without an event.
+				*last = max(*last, id)
 				continue
 			}
 			var e belay.Event
@@ -109,6 +115,10 @@ func (c *Client) streamOnce(ctx context.Context, f EventFilter, last *int64, fn 
 			*last = e.Seq
 		case strings.HasPrefix(line, "data: "):
 			data.WriteString(strings.TrimPrefix(line, "data: "))
+		case strings.HasPrefix(line, "id: "):
+			if id, err := strconv.ParseInt(strings.TrimPrefix(line, "id: "), 10, 64); err == nil {
+				frameID = id
+			}
 		}
 	}
 	if err := sc.Err(); err != nil {

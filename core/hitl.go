@@ -269,6 +269,11 @@ const sweepBatch = 100
 
 // Sweep applies every due timeout and returns how many it applied.
 func (s *Service) Sweep(ctx context.Context) (int, error) {
+	// A read first: most sweeps find nothing due and need no write transaction.
+	next, ok, err := s.store.NextHITLDeadline(ctx)
+	if err != nil || !ok || next.After(s.clock.Now()) {
+		return 0, err
+	}
 	total := 0
 	for {
 		n := 0
@@ -337,39 +342,64 @@ func (s *Service) PendingHITL(ctx context.Context, sessionID string) ([]belay.Pe
 	if _, err := s.Sweep(ctx); err != nil {
 		return nil, err
 	}
-	list, err := s.store.PendingHITL(ctx, store.PendingQuery{SessionID: sessionID, Limit: 500})
-	if err != nil {
-		return nil, err
-	}
 	who := actor(ctx)
 	now := s.clock.Now()
 	sessions := map[string]*belay.Session{}
 	out := []belay.PendingHITL{}
-	for _, cp := range list {
-		if err := cp.VerifyChecksum(); err != nil {
+	// Page through every open request until maxPending the caller may decide
+	// are found: others' requests must not hide the caller's.
+	q := store.PendingQuery{SessionID: sessionID, Limit: maxPending}
+	for len(out) < maxPending {
+		list, err := s.store.PendingHITL(ctx, q)
+		if err != nil {
 			return nil, err
 		}
-		sess, ok := sessions[cp.SessionID]
-		if !ok {
-			if sess, err = s.store.GetSession(ctx, cp.SessionID); err != nil {
+		for _, cp := range list {
+			p, ok, err := s.pendingFor(ctx, who, now, sessions, cp)
+			if err != nil {
 				return nil, err
 			}
-			sessions[cp.SessionID] = sess
+			if ok && len(out) < maxPending {
+				out = append(out, p)
+			}
 		}
-		if mayDecide(who, sess, cp) != nil {
-			continue
+		if len(list) < q.Limit {
+			break
 		}
-		p := belay.PendingHITL{Checkpoint: cp, Session: belay.PendingSession{ID: sess.ID, Title: sess.Title, Status: sess.Status, Phase: sess.Phase}}
-		if p.Session.Title == "" {
-			p.Session.Title = sess.ProjectPath
-		}
-		if t := cp.HITL.Timeout; t != nil && !cp.TimeoutFired {
-			left := int64(t.ExpiresAt.Sub(now).Seconds())
-			p.TimeRemaining = &left
-		}
-		out = append(out, p)
+		last := list[len(list)-1]
+		q.After = &store.CheckpointKey{CreatedAt: last.CreatedAt, ID: last.ID}
 	}
 	return out, nil
+}
+
+// maxPending bounds the pending list.
+const maxPending = 500
+
+// pendingFor describes one open request, when the caller may decide it.
+func (s *Service) pendingFor(ctx context.Context, who belay.Actor, now time.Time, sessions map[string]*belay.Session, cp *belay.Checkpoint) (belay.PendingHITL, bool, error) {
+	if err := cp.VerifyChecksum(); err != nil {
+		return belay.PendingHITL{}, false, err
+	}
+	sess, ok := sessions[cp.SessionID]
+	if !ok {
+		var err error
+		if sess, err = s.store.GetSession(ctx, cp.SessionID); err != nil {
+			return belay.PendingHITL{}, false, err
+		}
+		sessions[cp.SessionID] = sess
+	}
+	if mayDecide(who, sess, cp) != nil {
+		return belay.PendingHITL{}, false, nil
+	}
+	p := belay.PendingHITL{Checkpoint: cp, Session: belay.PendingSession{ID: sess.ID, Title: sess.Title, Status: sess.Status, Phase: sess.Phase}}
+	if p.Session.Title == "" {
+		p.Session.Title = sess.ProjectPath
+	}
+	if t := cp.HITL.Timeout; t != nil && !cp.TimeoutFired {
+		left := int64(t.ExpiresAt.Sub(now).Seconds())
+		p.TimeRemaining = &left
+	}
+	return p, true, nil
 }
 
 // pollInterval bounds how long a waiter sleeps between reads: it notices

@@ -47,7 +47,7 @@ var EventTypes = []string{
 	belay.EventSessionCreated, belay.EventSessionStatusChanged,
 	belay.EventCheckpointCreated, belay.EventCheckpointDeleted,
 	belay.EventHITLRequired, belay.EventHITLDecided, belay.EventHITLTimedOut,
-	belay.EventWorkspaceRestored,
+	belay.EventWorkspaceRestored, belay.EventSessionDeleted, belay.EventCheckpointRepaired,
 }
 
 // SignWebhook returns the X-Belay-Signature value of body sent at timestamp

@@ -349,7 +349,6 @@ func TestUnknownRoutes(t *testing.T) {
 		{name: "no version", method: "GET", path: "/checkpoints", wantStatus: 404, wantCode: belay.CodeNotFound},
 		{name: "deeper than any route", method: "GET", path: "/v1/checkpoints/{cp1}/more", wantStatus: 404, wantCode: belay.CodeNotFound},
 		{name: "method without a route", method: "PUT", path: "/v1/checkpoints/{cp1}", body: `{}`, wantStatus: 404, wantCode: belay.CodeNotFound},
-		{name: "delete a session", method: "DELETE", path: "/v1/sessions/{sid}", wantStatus: 404, wantCode: belay.CodeNotFound},
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -24,21 +25,22 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, dst any) error {
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
-		return decodeError(err)
+		return decodeError(err, timeField(dst))
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return decodeError(err)
+			return decodeError(err, "")
 		}
 		return belay.Invalid("body", "request body must hold exactly one JSON object")
 	}
 	return nil
 }
 
-// DecodeError turns a JSON decoding error into a VALIDATION_ERROR (or
-// PAYLOAD_TOO_LARGE) naming the field.
-func decodeError(err error) error {
+// decodeError turns a JSON decoding error into a VALIDATION_ERROR (or
+// PAYLOAD_TOO_LARGE) naming the field. encoding/json does not say which field
+// a time failed in, so timeField names it when the input has only one.
+func decodeError(err error, timeField string) error {
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	var tooBig *http.MaxBytesError
@@ -62,10 +64,43 @@ func decodeError(err error) error {
 		return belay.Invalid(name, "unknown field %q", name)
 	}
 	var perr *time.ParseError
-	if errors.As(err, &perr) {
-		return belay.Invalid("body", "time must be RFC 3339, e.g. 2025-01-15T12:00:00Z: %v", perr)
+	if errors.As(err, &perr) || strings.HasPrefix(err.Error(), "Time.UnmarshalJSON: ") {
+		if timeField == "" {
+			timeField = "body"
+		}
+		return belay.Invalid(timeField, "%s must be an RFC 3339 time, e.g. 2025-01-15T12:00:00Z", timeField)
 	}
 	return belay.Invalid("body", "malformed JSON: %v", err)
+}
+
+var timeType = reflect.TypeFor[time.Time]()
+
+// timeField returns the JSON name of the one time field of the struct dst
+// points to, or "" when it has none or several.
+func timeField(dst any) string {
+	t := reflect.TypeOf(dst)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return ""
+	}
+	name := ""
+	for i := range t.NumField() {
+		f := t.Field(i)
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if ft != timeType {
+			continue
+		}
+		if name != "" {
+			return ""
+		}
+		name, _, _ = strings.Cut(f.Tag.Get("json"), ",")
+	}
+	return name
 }
 
 func jsonKind(goKind string) string {
@@ -133,6 +168,15 @@ func (q *query) int(name string) int {
 	n, err := strconv.Atoi(s)
 	if err != nil {
 		q.fail(belay.Invalid(name, "%s must be an integer, got %q", name, s))
+	}
+	return n
+}
+
+// limit reads a page size; an explicit 0 is out of range, not "the default".
+func (q *query) limit() int {
+	n := q.int("limit")
+	if n == 0 && len(q.values["limit"]) > 0 {
+		q.fail(belay.Invalid("limit", "limit must be 1-%d, got 0", belay.MaxListLimit))
 	}
 	return n
 }

@@ -113,7 +113,12 @@ func (s *Server) sse(w http.ResponseWriter, r *http.Request) error {
 		}
 		return rc.Flush()
 	}
-	if err := write(func() error { _, err := fmt.Fprint(w, "retry: 1000\n: connected\n\n"); return err }); err != nil {
+	// The opening frame carries the starting position as its id, so a client
+	// that drops before the first event resumes from here, not from "now".
+	if err := write(func() error {
+		_, err := fmt.Fprintf(w, "retry: 1000\nid: %d\n: connected\n\n", q.After)
+		return err
+	}); err != nil {
 		return nil
 	}
 	emit := func(evs []belay.Event) error {

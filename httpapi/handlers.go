@@ -23,7 +23,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 	q := newQuery(r)
 	in := belay.ListSessionsInput{ProjectPath: q.str("projectPath"), Status: belay.SessionStatus(q.str("status")),
-		Cursor: q.str("cursor"), Limit: q.int("limit")}
+		Cursor: q.str("cursor"), Limit: q.limit()}
 	if err := q.done(); err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func (s *Server) listCheckpoints(w http.ResponseWriter, r *http.Request) error {
 		SessionID: q.str("sessionId"), ProjectPath: q.str("projectPath"), Type: belay.CheckpointType(q.str("type")),
 		HITLRequired: q.boolPtr("hitlRequired"), HITLDecided: q.boolPtr("hitlDecided"),
 		CreatedAfter: q.time("createdAfter"), CreatedBefore: q.time("createdBefore"), Tags: q.list("tags"),
-		Cursor: q.str("cursor"), Limit: q.int("limit"), OrderBy: q.str("orderBy"), OrderDir: q.str("orderDir"),
+		Cursor: q.str("cursor"), Limit: q.limit(), OrderBy: q.str("orderBy"), OrderDir: q.str("orderDir"),
 	}
 	if err := q.done(); err != nil {
 		return err

@@ -146,9 +146,8 @@ func (s *Server) stream(pattern string, h apiHandler) {
 }
 
 func (s *Server) authenticate(r *http.Request) (belay.Actor, error) {
-	h := r.Header.Get("Authorization")
-	token, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || token == "" {
+	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
 		return belay.Actor{}, belay.Errorf(belay.CodeUnauthenticated, "a valid API token is required: send Authorization: Bearer belay_…")
 	}
 	return s.auth(r.Context(), strings.TrimSpace(token))

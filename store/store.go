@@ -136,7 +136,9 @@ type CheckpointQuery struct {
 // PendingQuery filters pending HITL requests.
 type PendingQuery struct {
 	SessionID string
-	Limit     int
+	// After pages on: only requests after this (CreatedAt, ID) position.
+	After *CheckpointKey
+	Limit int
 }
 
 // EventQuery filters the event log.

@@ -160,6 +160,10 @@ func (r reader) PendingHITL(ctx context.Context, q store.PendingQuery) ([]*belay
 		where += " AND session_id = ?"
 		args = append(args, q.SessionID)
 	}
+	if q.After != nil {
+		where += " AND (created_at, id) > (?, ?)"
+		args = append(args, ts(q.After.CreatedAt), q.After.ID)
+	}
 	args = append(args, q.Limit)
 	return r.queryCheckpoints(ctx, `SELECT `+checkpointCols+` FROM checkpoints WHERE `+where+` ORDER BY created_at, id LIMIT ?`, args...)
 }
