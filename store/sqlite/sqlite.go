@@ -59,7 +59,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	}
 	// busy_timeout first, so the pragmas after it already wait for a lock
 	// held by another process instead of failing.
-	base := path + fmt.Sprintf("?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)", BusyTimeoutMillis)
+	base := path + fmt.Sprintf("?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_pragma=temp_store(MEMORY)", BusyTimeoutMillis)
 	write, err := sql.Open("sqlite", base+"&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
@@ -274,11 +274,17 @@ func (db *DB) runBatch(batch []*pendingWrite) {
 		return
 	}
 	t := &tx{reader: reader{q: writerQuerier{db}}}
+	// A batch of one needs no savepoint: on failure the transaction rolls back.
+	alone := len(batch) == 1
 	var succeeded []*pendingWrite
 	for _, w := range batch {
-		if db.runOne(t, w) {
+		if db.runOne(t, w, alone) {
 			succeeded = append(succeeded, w)
 		}
+	}
+	if alone && len(succeeded) == 0 {
+		db.wconn.ExecContext(bg, "ROLLBACK")
+		return
 	}
 	var err error
 	if _, err = db.wconn.ExecContext(bg, "COMMIT"); err != nil {
@@ -290,22 +296,28 @@ func (db *DB) runBatch(batch []*pendingWrite) {
 	}
 }
 
-// runOne lets one caller run its fn inside a savepoint and reports whether
-// it succeeded; on failure its writes are rolled back to the savepoint.
-func (db *DB) runOne(t *tx, w *pendingWrite) bool {
+// runOne lets one caller run its fn inside a savepoint (none when it is alone
+// in its batch) and reports whether it succeeded; on failure its writes are
+// rolled back to the savepoint.
+func (db *DB) runOne(t *tx, w *pendingWrite, alone bool) bool {
 	if err := w.ctx.Err(); err != nil {
 		w.turn <- nil
 		w.committed <- err
 		return false
 	}
 	bg := context.Background()
-	if _, err := db.wconn.ExecContext(bg, "SAVEPOINT w"); err != nil {
-		w.turn <- nil
-		w.committed <- fmt.Errorf("sqlite: savepoint: %w", err)
-		return false
+	if !alone {
+		if _, err := db.wconn.ExecContext(bg, "SAVEPOINT w"); err != nil {
+			w.turn <- nil
+			w.committed <- fmt.Errorf("sqlite: savepoint: %w", err)
+			return false
+		}
 	}
 	w.turn <- t
 	out := <-w.ran
+	if alone {
+		return !out.failed
+	}
 	if out.failed {
 		db.wconn.ExecContext(bg, "ROLLBACK TO w")
 	}
