@@ -107,7 +107,8 @@ func (r reader) ListCheckpoints(ctx context.Context, q store.CheckpointQuery) ([
 		add("type = ?", string(q.Type))
 	}
 	if q.HITLRequired != nil {
-		add("hitl_required = ?", boolInt(*q.HITLRequired))
+		// A literal, not a parameter, so the partial index on HITL checkpoints applies.
+		add(fmt.Sprintf("hitl_required = %d", boolInt(*q.HITLRequired)))
 	}
 	if q.HITLDecided != nil {
 		if *q.HITLDecided {
@@ -123,7 +124,8 @@ func (r reader) ListCheckpoints(ctx context.Context, q store.CheckpointQuery) ([
 		add("created_at < ?", ts(*q.CreatedBefore))
 	}
 	for _, tag := range q.Tags {
-		add("EXISTS (SELECT 1 FROM checkpoint_tags t WHERE t.tag = ? AND t.checkpoint_id = checkpoints.id)", tag)
+		// Driven from the tag index: a tag usually matches few checkpoints.
+		add("id IN (SELECT checkpoint_id FROM checkpoint_tags WHERE tag = ?)", tag)
 	}
 	filter := ""
 	if len(where) > 0 {
