@@ -58,8 +58,7 @@ yours), so 'belay rollback' can bring them back; --no-snapshot skips that and
 					return err
 				}
 			}
-			ctx := a.ctx(cmd)
-			svc, err := a.service(ctx)
+			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err
 			}
@@ -143,8 +142,7 @@ func (a *app) checkpointsCommand() *cobra.Command {
 (or, when it has none, of every session of the project). --all lists every project.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := a.ctx(cmd)
-			svc, err := a.service(ctx)
+			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err
 			}
@@ -275,12 +273,7 @@ func (a *app) showCommand() *cobra.Command {
 		Short: "Show one checkpoint: by number in the active session, or by id",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			ctx := a.ctx(cmd)
-			svc, err := a.service(ctx)
-			if err != nil {
-				return err
-			}
-			cp, err := a.resolveCheckpoint(ctx, svc, argv[0], sessionID)
+			_, _, cp, err := a.openCheckpoint(cmd, argv[0], sessionID)
 			if err != nil {
 				return err
 			}
@@ -361,12 +354,7 @@ func (a *app) deleteCommand() *cobra.Command {
 		Short: "Delete a checkpoint",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			ctx := a.ctx(cmd)
-			svc, err := a.service(ctx)
-			if err != nil {
-				return err
-			}
-			cp, err := a.resolveCheckpoint(ctx, svc, argv[0], sessionID)
+			ctx, svc, cp, err := a.openCheckpoint(cmd, argv[0], sessionID)
 			if err != nil {
 				return err
 			}

@@ -262,6 +262,24 @@ func localActor() belay.Actor {
 	return belay.Actor{UserID: name, Admin: true}
 }
 
+// open returns the command's context (with the local identity when there is
+// no server) and the service to call.
+func (a *app) open(cmd *cobra.Command) (context.Context, belay.Service, error) {
+	ctx := a.ctx(cmd)
+	svc, err := a.service(ctx)
+	return ctx, svc, err
+}
+
+// openCheckpoint is open plus the checkpoint named by ref (N or ID).
+func (a *app) openCheckpoint(cmd *cobra.Command, ref, sessionID string) (context.Context, belay.Service, *belay.Checkpoint, error) {
+	ctx, svc, err := a.open(cmd)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cp, err := a.resolveCheckpoint(ctx, svc, ref, sessionID)
+	return ctx, svc, cp, err
+}
+
 func (a *app) ctx(cmd *cobra.Command) context.Context {
 	ctx := cmd.Context()
 	if a.env.Getenv("BELAY_URL") == "" {

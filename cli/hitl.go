@@ -49,8 +49,7 @@ func (a *app) pendingCommand() *cobra.Command {
 		Short: "List the decisions waiting for you",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := a.ctx(cmd)
-			svc, err := a.service(ctx)
+			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err
 			}
@@ -110,8 +109,7 @@ questions, for scripts; otherwise it shows the request and asks.`,
   belay decide 01a1f… --option modify --modify-file changes.json`,
 		Args: args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			ctx := a.ctx(cmd)
-			svc, err := a.service(ctx)
+			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err
 			}
@@ -316,12 +314,7 @@ is) and print the decision. The exit code tells the action, so scripts can branc
   3 no decision within --timeout      1 error`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			ctx := a.ctx(cmd)
-			svc, err := a.service(ctx)
-			if err != nil {
-				return err
-			}
-			cp, err := a.resolveCheckpoint(ctx, svc, argv[0], sessionID)
+			ctx, svc, cp, err := a.openCheckpoint(cmd, argv[0], sessionID)
 			if err != nil {
 				return err
 			}

@@ -17,8 +17,7 @@ func (a *app) sessionsCommand() *cobra.Command {
 		Short: "List sessions, newest first",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := a.ctx(cmd)
-			svc, err := a.service(ctx)
+			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err
 			}
@@ -61,8 +60,7 @@ func (a *app) sessionInfoCommand() *cobra.Command {
 		Short: "Show a session (default: the working directory's active session)",
 		Args:  args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			ctx := a.ctx(cmd)
-			svc, err := a.service(ctx)
+			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err
 			}

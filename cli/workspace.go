@@ -77,12 +77,7 @@ touched. New checkpoints descend from the checkpoint rolled back to.`,
   belay rollback 3 --dry-run`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			ctx := a.ctx(cmd)
-			svc, err := a.service(ctx)
-			if err != nil {
-				return err
-			}
-			cp, err := a.resolveCheckpoint(ctx, svc, argv[0], sessionID)
+			ctx, svc, cp, err := a.openCheckpoint(cmd, argv[0], sessionID)
 			if err != nil {
 				return err
 			}
@@ -141,8 +136,7 @@ func (a *app) rollbacksCommand() *cobra.Command {
 		Short: "List the rollbacks of the active session (or --session), oldest first",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := a.ctx(cmd)
-			svc, err := a.service(ctx)
+			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err
 			}
@@ -189,8 +183,7 @@ or checkpoint ids. Prints a summary and a unified diff; --stat prints the
 summary only.`,
 		Args: args(cobra.RangeArgs(1, 2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			ctx := a.ctx(cmd)
-			svc, err := a.service(ctx)
+			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err
 			}
@@ -265,8 +258,7 @@ rebuilds damaged or missing checkpoints from their snapshot commits.
 Exits 1 when problems remain.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := a.ctx(cmd)
-			svc, err := a.service(ctx)
+			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err
 			}
@@ -339,8 +331,7 @@ on top of your HEAD, which stays where it is.`,
   belay export --git-branch`,
 		Args: args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			ctx := a.ctx(cmd)
-			svc, err := a.service(ctx)
+			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err
 			}
@@ -424,8 +415,7 @@ rolled back here. --project names the project's directory on this machine
 when it differs from where the session was exported.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			ctx := a.ctx(cmd)
-			svc, err := a.service(ctx)
+			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err
 			}
@@ -470,8 +460,7 @@ func (a *app) duCommand() *cobra.Command {
 		Short: "Show the space snapshots and checkpoints use",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := a.ctx(cmd)
-			svc, err := a.service(ctx)
+			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err
 			}
@@ -525,8 +514,7 @@ func (a *app) withSessionDelete(sessions *cobra.Command) *cobra.Command {
 		Short: "Delete a session with its checkpoints, rollbacks and snapshots",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			ctx := a.ctx(cmd)
-			svc, err := a.service(ctx)
+			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err
 			}

@@ -71,19 +71,11 @@ func (s *Service) previewRestore(ctx context.Context, sess *belay.Session, targe
 	if err != nil {
 		return nil, s.restoreFailed(ctx, err, target)
 	}
-	for _, f := range d.Files {
-		switch f.Status {
-		case belay.FileAdded:
-			res.RemovedFiles = append(res.RemovedFiles, f.Path)
-		case belay.FileRenamed:
-			res.RestoredFiles = append(res.RestoredFiles, f.OldPath)
-			res.RemovedFiles = append(res.RemovedFiles, f.Path)
-		default:
-			res.RestoredFiles = append(res.RestoredFiles, f.Path)
-		}
-	}
-	slices.Sort(res.RestoredFiles)
-	slices.Sort(res.RemovedFiles)
+	// From the target to the work tree: what was created since is removed,
+	// what was modified or deleted since is restored.
+	fc := changesFromDiff(d)
+	res.RemovedFiles = fc.Created
+	res.RestoredFiles = slices.Sorted(slices.Values(append(fc.Modified, fc.Deleted...)))
 	return res, nil
 }
 

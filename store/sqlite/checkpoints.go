@@ -1,10 +1,12 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -97,6 +99,21 @@ func (r reader) ListCheckpoints(ctx context.Context, q store.CheckpointQuery) ([
 	var where []string
 	var args []any
 	add := func(cond string, a ...any) { where, args = append(where, cond), append(args, a...) }
+	from := "checkpoints"
+	if len(q.Tags) > 0 {
+		// Driven from the tag index by the rarest tag, the others checked per
+		// match: only the matches are looked up and sorted. CROSS JOIN keeps
+		// SQLite from scanning every checkpoint in date order instead.
+		tags, err := r.rarestFirst(ctx, q.Tags)
+		if err != nil {
+			return nil, 0, err
+		}
+		from = "checkpoint_tags AS t0 CROSS JOIN checkpoints ON checkpoints.id = t0.checkpoint_id"
+		add("t0.tag = ?", tags[0])
+		for _, tag := range tags[1:] {
+			add("EXISTS (SELECT 1 FROM checkpoint_tags t WHERE t.tag = ? AND t.checkpoint_id = checkpoints.id)", tag)
+		}
+	}
 	if q.SessionID != "" {
 		add("session_id = ?", q.SessionID)
 	}
@@ -123,16 +140,12 @@ func (r reader) ListCheckpoints(ctx context.Context, q store.CheckpointQuery) ([
 	if q.CreatedBefore != nil {
 		add("created_at < ?", ts(*q.CreatedBefore))
 	}
-	for _, tag := range q.Tags {
-		// Driven from the tag index: a tag usually matches few checkpoints.
-		add("id IN (SELECT checkpoint_id FROM checkpoint_tags WHERE tag = ?)", tag)
-	}
 	filter := ""
 	if len(where) > 0 {
 		filter = " WHERE " + strings.Join(where, " AND ")
 	}
 	var total int64
-	if err := r.q.QueryRowContext(ctx, `SELECT COUNT(*) FROM checkpoints`+filter, args...).Scan(&total); err != nil {
+	if err := r.q.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+from+filter, args...).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("sqlite: count checkpoints: %w", err)
 	}
 	cmp, dir := ">", "ASC"
@@ -152,8 +165,26 @@ func (r reader) ListCheckpoints(ctx context.Context, q store.CheckpointQuery) ([
 		filter = " WHERE " + strings.Join(where, " AND ")
 	}
 	args = append(args, q.Limit)
-	items, err := r.queryCheckpoints(ctx, `SELECT `+checkpointCols+` FROM checkpoints`+filter+` ORDER BY `+order+` LIMIT ?`, args...)
+	items, err := r.queryCheckpoints(ctx, `SELECT `+checkpointCols+` FROM `+from+filter+` ORDER BY `+order+` LIMIT ?`, args...)
 	return items, total, err
+}
+
+// rarestFirst orders tags by how many checkpoints carry them, fewest first.
+func (r reader) rarestFirst(ctx context.Context, tags []string) ([]string, error) {
+	if len(tags) == 1 {
+		return tags, nil
+	}
+	counts := make(map[string]int64, len(tags))
+	for _, t := range tags {
+		var n int64
+		if err := r.q.QueryRowContext(ctx, `SELECT COUNT(*) FROM checkpoint_tags WHERE tag = ?`, t).Scan(&n); err != nil {
+			return nil, fmt.Errorf("sqlite: count tag: %w", err)
+		}
+		counts[t] = n
+	}
+	out := slices.Clone(tags)
+	slices.SortStableFunc(out, func(a, b string) int { return cmp.Compare(counts[a], counts[b]) })
+	return out, nil
 }
 
 func (r reader) PendingHITL(ctx context.Context, q store.PendingQuery) ([]*belay.Checkpoint, error) {
