@@ -67,6 +67,8 @@ type app struct {
 
 	svc   belay.Service
 	local *core.Service
+	// roots are the directories where users other than admins may snapshot (serve).
+	roots []string
 	// prompts is standard input as read by interactive prompts without a terminal.
 	prompts io.Reader
 	db      *sqlite.DB
@@ -227,7 +229,7 @@ func (a *app) openLocal(ctx context.Context) (*core.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.local = core.New(core.Options{Store: db, Workspaces: ws})
+	a.local = core.New(core.Options{Store: db, Workspaces: ws, WorkspaceRoots: a.roots})
 	return a.local, nil
 }
 

@@ -32,6 +32,7 @@ Stops gracefully on SIGINT or SIGTERM, finishing requests in flight.`,
 		},
 	}
 	cmd.Flags().StringVar(&addr, "addr", DefaultAddr, "address to listen on")
+	cmd.Flags().StringArrayVar(&a.roots, "workspace-root", nil, "directory under which users other than admins may snapshot and restore workspaces (repeatable)")
 	return cmd
 }
 
@@ -53,7 +54,12 @@ func (a *app) serve(ctx context.Context, addr string) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
+	// Streams and long polls end when the server shuts down: Shutdown does
+	// not cancel requests in flight by itself.
+	baseCtx, cancelRequests := context.WithCancel(context.Background())
+	defer cancelRequests()
 	srv := &http.Server{
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 		Handler:           api.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -74,6 +80,7 @@ func (a *app) serve(ctx context.Context, addr string) error {
 	log.Info("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	srv.RegisterOnShutdown(cancelRequests)
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 
 	"github.com/google/uuid"
@@ -27,6 +28,9 @@ type Options struct {
 	// Workspaces takes and restores workspace snapshots. Without it (no git
 	// on this machine) checkpoints cannot snapshot their workspace.
 	Workspaces *workspace.Manager
+	// WorkspaceRoots are the directories under which users other than
+	// admins may snapshot, restore and diff workspaces.
+	WorkspaceRoots []string
 }
 
 // Service implements belay.Service on a store.
@@ -38,6 +42,8 @@ type Service struct {
 
 	mu      sync.Mutex
 	waiters map[chan struct{}]struct{}
+	hub     *eventHub
+	roots   []string
 }
 
 var _ belay.Service = (*Service)(nil)
@@ -45,6 +51,10 @@ var _ belay.Service = (*Service)(nil)
 // New returns a Service. The caller keeps ownership of the store.
 func New(opts Options) *Service {
 	s := &Service{store: opts.Store, clock: opts.Clock, log: opts.Logger, ws: opts.Workspaces, waiters: map[chan struct{}]struct{}{}}
+	s.hub = &eventHub{svc: s, subs: map[*subscriber]struct{}{}}
+	for _, r := range opts.WorkspaceRoots {
+		s.roots = append(s.roots, filepath.Clean(r))
+	}
 	if s.clock == nil {
 		s.clock = belay.SystemClock{}
 	}

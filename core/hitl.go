@@ -170,7 +170,18 @@ func (s *Service) recordDecision(ctx context.Context, tx store.Tx, sess *belay.S
 //	reject                       → failed, or running when the request says onReject=continue
 //	escalate                     → stays awaiting_input, the escalation recorded
 //	pause (timeout default)      → paused, the request left open
+//
+// Only a running, awaiting or paused session moves; a failed, completed or
+// abandoned one keeps its status.
 func (s *Service) statusAfter(ctx context.Context, tx store.Tx, sess *belay.Session, cp *belay.Checkpoint, a belay.Action) (belay.SessionStatus, error) {
+	switch sess.Status {
+	case belay.SessionAwaitingInput, belay.SessionPaused, belay.SessionRunning:
+	default:
+		// A failed, completed, abandoned or interrupted session keeps its
+		// status: a later decision (or timeout) on another request of it
+		// must not undo a rejection.
+		return sess.Status, nil
+	}
 	switch a {
 	case belay.ActionEscalate:
 		return belay.SessionAwaitingInput, nil

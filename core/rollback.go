@@ -43,6 +43,9 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, in belay.RestoreInput) 
 	if err := mayChange(ctx, sess, "roll it back"); err != nil {
 		return nil, err
 	}
+	if err := s.mayUseWorkspace(ctx, target.ProjectPath); err != nil {
+		return nil, err
+	}
 	switch {
 	case in.DryRun:
 		return s.previewRestore(ctx, sess, target)

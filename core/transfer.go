@@ -99,6 +99,9 @@ func (s *Service) ExportSession(ctx context.Context, sessionID string, w io.Writ
 	if err != nil {
 		return err
 	}
+	if err := mayChange(ctx, sess, "export it"); err != nil {
+		return err
+	}
 	cps, err := sessionCheckpoints(ctx, s.store, sess.ID)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -91,6 +92,9 @@ func (s *Service) createWithSnapshot(ctx context.Context, in belay.CreateCheckpo
 		if in.ProjectPath != "" && in.ProjectPath != root {
 			return belay.Invalid("projectPath", "session %s works on %s, not %s; a snapshot is of the session's workspace", sess.ID, root, in.ProjectPath)
 		}
+	}
+	if err := s.mayUseWorkspace(ctx, root); err != nil {
+		return err
 	}
 	unlock, err := ws.Lock(ctx, root)
 	if err != nil {
@@ -422,6 +426,9 @@ func (s *Service) DiffCheckpoint(ctx context.Context, in belay.DiffInput) (*bela
 	if err := hasSnapshot("checkpointId", from); err != nil {
 		return nil, err
 	}
+	if err := s.mayUseWorkspace(ctx, from.ProjectPath); err != nil {
+		return nil, err
+	}
 	res := &belay.DiffResult{From: from}
 	toRef := ""
 	if in.To != "" && in.To != belay.DiffCurrent {
@@ -496,6 +503,25 @@ func sessionCheckpoints(ctx context.Context, r store.Reader, sessionID string) (
 	}
 	slices.SortFunc(out, func(a, b *belay.Checkpoint) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out, nil
+}
+
+// mayUseWorkspace says whether the caller may snapshot, restore or diff the
+// workspace at root: an admin anywhere, another authenticated user only under
+// one of the server's workspace roots. Otherwise any token holder could read or roll
+// back any directory the server can reach.
+func (s *Service) mayUseWorkspace(ctx context.Context, root string) error {
+	// No identity at all means no authenticating transport: the process
+	// itself (an embedding program, a test) is calling.
+	if a, ok := belay.ActorFrom(ctx); !ok || a.Admin {
+		return nil
+	}
+	for _, r := range s.roots {
+		if rel, err := filepath.Rel(r, root); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return nil
+		}
+	}
+	return belay.Errorf(belay.CodeUnauthorized, "only an admin may snapshot or restore %s; start the server with --workspace-root to let other users work under a directory", root).
+		With("projectPath", root)
 }
 
 // mayChange says whether the actor may change sess: its owner or an admin.

@@ -41,7 +41,9 @@ func newWSEnv(tb testing.TB) *wsEnv {
 	if e.ws, err = workspace.New(workspace.Options{DataDir: e.data}); err != nil {
 		tb.Fatalf("workspace manager: %v", err)
 	}
-	e.svc = core.New(core.Options{Store: e.db, Workspaces: e.ws, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	// Alice is no admin: she works on projects under the test's directory.
+	e.svc = core.New(core.Options{Store: e.db, Workspaces: e.ws, WorkspaceRoots: []string{filepath.Dir(e.project)},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	return e
 }
 
@@ -194,7 +196,7 @@ func (h *hookStore) Update(ctx context.Context, fn func(store.Tx) error) error {
 // withStoreHook returns a service on e's store and workspaces whose writes
 // call hook first.
 func (e *wsEnv) withStoreHook(hook func(call int32) error) *core.Service {
-	return core.New(core.Options{Store: &hookStore{Store: e.db, hook: hook}, Workspaces: e.ws,
+	return core.New(core.Options{Store: &hookStore{Store: e.db, hook: hook}, Workspaces: e.ws, WorkspaceRoots: []string{filepath.Dir(e.project)},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 }
 

@@ -185,3 +185,27 @@ func TestRollbackNotRecordedIsUndone(t *testing.T) {
 		t.Error("the session moved to the target")
 	}
 }
+
+// TestWorkspaceOutsideRootsNeedsAdmin: a user who is not an admin may not
+// snapshot, diff or roll back a directory outside the server's workspace
+// roots, or any token holder could read or revert any directory.
+func TestWorkspaceOutsideRootsNeedsAdmin(t *testing.T) {
+	e := newWSEnv(t)
+	cp := e.save(t, "first")
+	outside := t.TempDir()
+	svc := core.New(core.Options{Store: e.db, Workspaces: e.ws, WorkspaceRoots: []string{outside}})
+	bob := wsAs("bob", false)
+	_, err := svc.CreateCheckpoint(bob, belay.CreateCheckpointInput{ProjectPath: e.project, Summary: "steal", Snapshot: true})
+	if !belay.IsCode(err, belay.CodeUnauthorized) {
+		t.Errorf("snapshot outside the roots: err = %v, want UNAUTHORIZED", err)
+	}
+	if _, err := svc.DiffCheckpoint(alice, belay.DiffInput{CheckpointID: cp.ID}); !belay.IsCode(err, belay.CodeUnauthorized) {
+		t.Errorf("diff outside the roots: err = %v, want UNAUTHORIZED", err)
+	}
+	if _, err := svc.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: cp.ID}); !belay.IsCode(err, belay.CodeUnauthorized) {
+		t.Errorf("rollback outside the roots: err = %v, want UNAUTHORIZED", err)
+	}
+	if _, err := svc.DiffCheckpoint(wsAs("root", true), belay.DiffInput{CheckpointID: cp.ID}); err != nil {
+		t.Errorf("an admin's diff: %v", err)
+	}
+}

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/store"
 )
 
@@ -19,14 +21,18 @@ import (
 // id it saw, so nothing is lost and the server never buffers without bound.
 const writeTimeout = 10 * time.Second
 
-// eventPoll bounds how long a stream sleeps between reads of the event log,
-// so it notices changes made by other processes on the same database.
-const eventPoll = 250 * time.Millisecond
-
 // streamQuery parses the filters shared by SSE and WebSocket streams.
 func (s *Server) streamQuery(r *http.Request) (store.EventQuery, error) {
 	q := newQuery(r)
 	eq := store.EventQuery{SessionID: q.str("session"), Types: q.list("type"), Limit: 500}
+	if len(eq.Types) > len(core.EventTypes) {
+		q.fail(belay.Invalid("type", "at most %d event types may be given", len(core.EventTypes)))
+	}
+	for _, t := range eq.Types {
+		if !slices.Contains(core.EventTypes, t) {
+			q.fail(belay.Invalid("type", "unknown event type %q; one of %v", t, core.EventTypes))
+		}
+	}
 	after := q.str("after")
 	if err := q.done(); err != nil {
 		return eq, err
@@ -55,42 +61,9 @@ func (s *Server) streamQuery(r *http.Request) (store.EventQuery, error) {
 	return eq, nil
 }
 
-// follow reads the event log from q.After on and hands every event to emit,
-// in order, until ctx ends or emit fails. ping is called when nothing
-// happened for a heartbeat interval.
+// follow streams the event log from q.After on to emit (see core.Service.Follow).
 func (s *Server) follow(ctx context.Context, q store.EventQuery, emit func([]belay.Event) error, ping func() error) error {
-	wake, cancel := s.svc.Wake()
-	defer cancel()
-	beat := time.NewTicker(s.beat)
-	defer beat.Stop()
-	poll := time.NewTicker(eventPoll)
-	defer poll.Stop()
-	for {
-		evs, err := s.svc.ListEvents(ctx, q)
-		if err != nil {
-			return err
-		}
-		if len(evs) > 0 {
-			if err := emit(evs); err != nil {
-				return err
-			}
-			q.After = evs[len(evs)-1].Seq
-			beat.Reset(s.beat)
-			if len(evs) == q.Limit {
-				continue
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-wake:
-		case <-poll.C:
-		case <-beat.C:
-			if err := ping(); err != nil {
-				return err
-			}
-		}
-	}
+	return s.svc.Follow(ctx, q, s.beat, emit, ping)
 }
 
 // sse serves the event log as Server-Sent Events; each event's id is its

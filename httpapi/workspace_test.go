@@ -43,7 +43,8 @@ func newWSServer(t *testing.T, withGit bool) *wsServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	opts := core.Options{Store: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	// Users who are not admins work on projects under the system's temp dir.
+	opts := core.Options{Store: db, WorkspaceRoots: []string{os.TempDir()}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if withGit {
 		if opts.Workspaces, err = workspace.New(workspace.Options{DataDir: data}); err != nil {
 			t.Fatal(err)

@@ -90,13 +90,13 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		return nil, fmt.Errorf("sqlite: writer connection: %w", err)
 	}
 	db.wstmts = map[string]*sql.Stmt{}
-	db.writes, db.closed, db.writerDone = make(chan *pendingWrite), make(chan struct{}), make(chan struct{})
 	for _, q := range []querier{db.wconn, read} {
 		if err := checkPragmas(ctx, q); err != nil {
 			db.Close()
 			return nil, err
 		}
 	}
+	db.writes, db.closed, db.writerDone = make(chan *pendingWrite), make(chan struct{}), make(chan struct{})
 	go db.writer()
 	return db, nil
 }
@@ -277,19 +277,33 @@ func (db *DB) runBatch(batch []*pendingWrite) {
 	// A batch of one needs no savepoint: on failure the transaction rolls back.
 	alone := len(batch) == 1
 	var succeeded []*pendingWrite
+	var broken error
 	for _, w := range batch {
-		if db.runOne(t, w, alone) {
+		if broken != nil {
+			w.turn <- nil
+			w.committed <- broken
+			continue
+		}
+		ok, err := db.runOne(t, w, alone)
+		if ok {
 			succeeded = append(succeeded, w)
 		}
+		// The transaction itself failed (SQLite rolled it back, e.g. on an
+		// I/O error): nothing of the batch can commit.
+		broken = err
 	}
-	if alone && len(succeeded) == 0 {
+	if alone && len(succeeded) == 0 && broken == nil {
 		db.wconn.ExecContext(bg, "ROLLBACK")
 		return
 	}
-	var err error
-	if _, err = db.wconn.ExecContext(bg, "COMMIT"); err != nil {
+	err := broken
+	if err == nil {
+		if _, err = db.wconn.ExecContext(bg, "COMMIT"); err != nil {
+			err = fmt.Errorf("sqlite: commit: %w", err)
+		}
+	}
+	if err != nil {
 		db.wconn.ExecContext(bg, "ROLLBACK")
-		err = fmt.Errorf("sqlite: commit: %w", err)
 	}
 	for _, w := range succeeded {
 		w.committed <- err
@@ -298,35 +312,44 @@ func (db *DB) runBatch(batch []*pendingWrite) {
 
 // runOne lets one caller run its fn inside a savepoint (none when it is alone
 // in its batch) and reports whether it succeeded; on failure its writes are
-// rolled back to the savepoint.
-func (db *DB) runOne(t *tx, w *pendingWrite, alone bool) bool {
+// rolled back to the savepoint. A non-nil error means the whole transaction
+// is lost.
+func (db *DB) runOne(t *tx, w *pendingWrite, alone bool) (bool, error) {
 	if err := w.ctx.Err(); err != nil {
 		w.turn <- nil
 		w.committed <- err
-		return false
+		return false, nil
 	}
 	bg := context.Background()
 	if !alone {
 		if _, err := db.wconn.ExecContext(bg, "SAVEPOINT w"); err != nil {
+			err = fmt.Errorf("sqlite: savepoint: %w", err)
 			w.turn <- nil
-			w.committed <- fmt.Errorf("sqlite: savepoint: %w", err)
-			return false
+			w.committed <- err
+			return false, err
 		}
 	}
 	w.turn <- t
 	out := <-w.ran
 	if alone {
-		return !out.failed
+		return !out.failed, nil
 	}
 	if out.failed {
-		db.wconn.ExecContext(bg, "ROLLBACK TO w")
+		if _, err := db.wconn.ExecContext(bg, "ROLLBACK TO w"); err != nil {
+			return false, fmt.Errorf("sqlite: rollback to savepoint: %w", err)
+		}
 	}
-	db.wconn.ExecContext(bg, "RELEASE w")
-	return !out.failed
+	if _, err := db.wconn.ExecContext(bg, "RELEASE w"); err != nil {
+		return false, fmt.Errorf("sqlite: release savepoint: %w", err)
+	}
+	return !out.failed, nil
 }
 
 // writerQuerier runs statements on the writer connection, prepared once per
-// query text. Only the writer goroutine uses it.
+// query text. Only the writer goroutine uses it. Its statements ignore the
+// caller's cancellation: interrupting one would roll back the whole shared
+// transaction, other callers' writes too; a caller's context is checked
+// before its turn instead.
 type writerQuerier struct{ db *DB }
 
 // stmt returns the cached statement for query, or nil when the cache is full.
@@ -346,6 +369,7 @@ func (w writerQuerier) stmt(ctx context.Context, query string) (*sql.Stmt, error
 }
 
 func (w writerQuerier) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	ctx = context.WithoutCancel(ctx)
 	st, err := w.stmt(ctx, query)
 	if err != nil || st == nil {
 		return w.db.wconn.ExecContext(ctx, query, args...)
@@ -354,6 +378,7 @@ func (w writerQuerier) ExecContext(ctx context.Context, query string, args ...an
 }
 
 func (w writerQuerier) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	ctx = context.WithoutCancel(ctx)
 	st, err := w.stmt(ctx, query)
 	if err != nil || st == nil {
 		return w.db.wconn.QueryContext(ctx, query, args...)
@@ -362,6 +387,7 @@ func (w writerQuerier) QueryContext(ctx context.Context, query string, args ...a
 }
 
 func (w writerQuerier) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	ctx = context.WithoutCancel(ctx)
 	st, err := w.stmt(ctx, query)
 	if err != nil || st == nil {
 		return w.db.wconn.QueryRowContext(ctx, query, args...)
