@@ -185,48 +185,34 @@ func (s *Service) snapshotParent(ctx context.Context, id string) (string, error)
 	return "", nil
 }
 
-// maxSnapshotPasses bounds the snapshots taken for one checkpoint.
-const maxSnapshotPasses = 3
-
 // snapshotRecord snapshots root to cp's ref with a commit message that lists
-// the changed files and carries cp's record. Those are only known once the
-// snapshot is taken, so when there are any a second, cheap pass (only the
-// changed paths are looked at again) commits the final message on the same
-// ref. It sets cp.WorkspaceRef, cp.Files and the "skippedFiles" metadata.
+// the changed files and carries cp's record (built once the tree is known,
+// before the commit). It sets cp.WorkspaceRef, cp.Files and the
+// "skippedFiles" metadata.
 func snapshotRecord(ctx context.Context, ws *workspace.Manager, root, parent string, cp *belay.Checkpoint, paths []string) error {
 	base := cp.Metadata
-	var files *belay.FileChanges
-	var skipped []workspace.Skipped
-	for pass := 1; ; pass++ {
-		meta, err := withSkipped(base, skipped)
-		if err != nil {
-			return err
-		}
-		cp.Metadata = meta
-		msg, err := commitMessage(cp, parent, files)
-		if err != nil {
-			return err
-		}
-		req := workspace.SnapshotRequest{Root: root, Ref: checkpointRef(cp.SessionID, cp.Seq), Parent: parent, Message: msg, Paths: paths}
+	for {
+		req := workspace.SnapshotRequest{Root: root, Ref: checkpointRef(cp.SessionID, cp.Seq), Parent: parent, Paths: paths,
+			MessageFunc: func(snap *workspace.Snapshot) (string, error) {
+				meta, err := withSkipped(base, snap.Skipped)
+				if err != nil {
+					return "", err
+				}
+				cp.Metadata = meta
+				return commitMessage(cp, parent, snapshotChanges(snap))
+			}}
 		snap, err := ws.SnapshotLocked(ctx, req)
 		var we *workspace.Error
 		if parent != "" && errors.As(err, &we) && we.Code == workspace.NotFound {
 			// The parent snapshot is gone (see validate): start afresh.
-			parent, files, skipped = "", nil, nil
+			parent = ""
 			continue
 		}
 		if err != nil {
 			return workspaceError(err)
 		}
-		got := snapshotChanges(snap)
-		if sameChanges(files, got) && slices.Equal(skipped, snap.Skipped) || pass == maxSnapshotPasses {
-			cp.WorkspaceRef, cp.Files = snap.Commit, got
-			return nil
-		}
-		files, skipped = got, snap.Skipped
-		// The private index now matches the work tree: looking again at the
-		// changed and skipped paths is enough.
-		paths = changedPaths(got, skipped)
+		cp.WorkspaceRef, cp.Files = snap.Commit, snapshotChanges(snap)
+		return nil
 	}
 }
 
@@ -237,21 +223,6 @@ func snapshotChanges(snap *workspace.Snapshot) *belay.FileChanges {
 		Modified: append([]string{}, snap.Modified...),
 		Deleted:  append([]string{}, snap.Deleted...),
 	}
-}
-
-func sameChanges(a, b *belay.FileChanges) bool {
-	if a == nil {
-		return len(b.Created)+len(b.Modified)+len(b.Deleted) == 0
-	}
-	return slices.Equal(a.Created, b.Created) && slices.Equal(a.Modified, b.Modified) && slices.Equal(a.Deleted, b.Deleted)
-}
-
-func changedPaths(f *belay.FileChanges, skipped []workspace.Skipped) []string {
-	out := slices.Concat(f.Created, f.Modified, f.Deleted)
-	for _, sk := range skipped {
-		out = append(out, sk.Path)
-	}
-	return out
 }
 
 // maxSkippedListed bounds the skipped files listed in a checkpoint's metadata.

@@ -26,6 +26,11 @@ type SnapshotRequest struct {
 	Parent string
 	// Message is the full commit message, trailers included.
 	Message string
+	// MessageFunc, when set, builds the commit message instead of Message,
+	// from the snapshot about to be committed: its Tree, change lists and
+	// Skipped are filled in, its Commit is not yet. So a message can list
+	// the changed files without a second snapshot.
+	MessageFunc func(*Snapshot) (string, error)
 	// Paths, when not empty, lists the paths (relative to Root, slash or OS
 	// separated) the caller touched since the previous snapshot: only these
 	// are re-hashed, created or removed, and the rest of the tree is taken
@@ -125,27 +130,15 @@ func (m *Manager) snapshot(ctx context.Context, s *shadow, req SnapshotRequest) 
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
 	}
-	args := []string{"commit-tree", tree}
-	if parent != "" {
-		args = append(args, "-p", parent)
-	}
-	out, err := m.run(ctx, s, runOpts{stdin: []byte(req.Message)}, append(args, "-F", "-")...)
-	if err != nil {
-		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
-	}
-	commit := strings.TrimSpace(string(out))
-	if _, err := m.run(ctx, s, runOpts{}, "update-ref", "--no-deref", req.Ref, commit); err != nil {
-		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
-	}
-	snap := &Snapshot{Commit: commit, Tree: tree, Skipped: skipped}
+	snap := &Snapshot{Tree: tree, Skipped: skipped}
 	if parent == "" {
-		out, err := m.run(ctx, s, runOpts{}, "ls-tree", "-r", "-z", "--name-only", commit)
+		out, err := m.run(ctx, s, runOpts{}, "ls-tree", "-r", "-z", "--name-only", tree)
 		if err != nil {
 			return nil, fmt.Errorf("snapshot %s: list files: %w", s.root, err)
 		}
 		snap.Created = splitNUL(out)
 	} else {
-		changes, err := m.treeChanges(ctx, s, parent, commit)
+		changes, err := m.treeChanges(ctx, s, parent, tree)
 		if err != nil {
 			return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
 		}
@@ -163,6 +156,24 @@ func (m *Manager) snapshot(ctx context.Context, s *shadow, req SnapshotRequest) 
 	slices.Sort(snap.Created)
 	slices.Sort(snap.Modified)
 	slices.Sort(snap.Deleted)
+	msg := req.Message
+	if req.MessageFunc != nil {
+		if msg, err = req.MessageFunc(snap); err != nil {
+			return nil, fmt.Errorf("snapshot %s: message: %w", s.root, err)
+		}
+	}
+	args := []string{"commit-tree", tree}
+	if parent != "" {
+		args = append(args, "-p", parent)
+	}
+	out, err := m.run(ctx, s, runOpts{stdin: []byte(msg)}, append(args, "-F", "-")...)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
+	}
+	snap.Commit = strings.TrimSpace(string(out))
+	if _, err := m.run(ctx, s, runOpts{}, "update-ref", "--no-deref", req.Ref, snap.Commit); err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
+	}
 	return snap, nil
 }
 
