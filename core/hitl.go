@@ -78,6 +78,7 @@ func (s *Service) Decide(ctx context.Context, in belay.DecideInput) (*belay.Deci
 	}
 	who := actor(ctx)
 	var res belay.DecideResult
+	timedOut := false
 	err := s.update(ctx, func(tx store.Tx) error {
 		cp, err := tx.GetCheckpoint(ctx, in.CheckpointID)
 		if err != nil {
@@ -93,6 +94,13 @@ func (s *Service) Decide(ctx context.Context, in belay.DecideInput) (*belay.Deci
 		if !cp.HITLRequired {
 			return belay.Errorf(belay.CodeHITLNotRequired, "checkpoint %s does not ask for a decision", cp.ID).With("checkpointId", cp.ID)
 		}
+		now := s.clock.Now()
+		if due(cp, now) {
+			// The deadline passed since settleDue looked: the timeout comes
+			// first. Apply (and keep) it, then decide again below.
+			timedOut = true
+			return s.applyTimeout(ctx, tx, cp)
+		}
 		if d := cp.Decision; d != nil {
 			if in.IdempotencyKey != "" && d.IdempotencyKey == in.IdempotencyKey && d.UserID == who.UserID {
 				res = belay.DecideResult{Checkpoint: cp, Session: sess, Decision: d}
@@ -101,7 +109,6 @@ func (s *Service) Decide(ctx context.Context, in belay.DecideInput) (*belay.Deci
 			return belay.Errorf(belay.CodeHITLAlreadyDecided, "checkpoint %s was already decided: %s by %s", cp.ID, d.Action, d.UserID).
 				With("checkpointId", cp.ID).With("decision", d)
 		}
-		now := s.clock.Now()
 		if cp.ExpiresAt != nil && !now.Before(*cp.ExpiresAt) {
 			return belay.Errorf(belay.CodeCheckpointExpired, "checkpoint %s expired at %s", cp.ID, cp.ExpiresAt.Format(time.RFC3339)).
 				With("checkpointId", cp.ID).With("expiresAt", cp.ExpiresAt)
@@ -135,6 +142,11 @@ func (s *Service) Decide(ctx context.Context, in belay.DecideInput) (*belay.Deci
 	})
 	if err != nil {
 		return nil, err
+	}
+	if timedOut {
+		// Now the request is decided by the timeout (HITL_ALREADY_DECIDED) or
+		// paused and still open for this decision.
+		return s.Decide(ctx, in)
 	}
 	return &res, nil
 }
