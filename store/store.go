@@ -65,7 +65,8 @@ type Reader interface {
 type Tx interface {
 	Reader
 	InsertSession(ctx context.Context, s *belay.Session) error
-	// UpdateSession overwrites the mutable fields of an existing session.
+	// UpdateSession overwrites the mutable fields of an existing session:
+	// all but its ID, ProjectPath, Owner and CreatedAt.
 	UpdateSession(ctx context.Context, s *belay.Session) error
 	DeleteSession(ctx context.Context, id string) error
 

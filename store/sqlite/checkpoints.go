@@ -121,7 +121,14 @@ func (r reader) ListCheckpoints(ctx context.Context, q store.CheckpointQuery) ([
 		add("project_path = ?", q.ProjectPath)
 	}
 	if q.Type != "" {
-		add("type = ?", string(q.Type))
+		if q.SessionID != "" || q.ProjectPath != "" {
+			// "+type" keeps SQLite off the type index: within one session or
+			// project, walking its own index and checking the type is far
+			// cheaper than walking every checkpoint of that type.
+			add("+type = ?", string(q.Type))
+		} else {
+			add("type = ?", string(q.Type))
+		}
 	}
 	if q.HITLRequired != nil {
 		// A literal, not a parameter, so the partial index on HITL checkpoints applies.

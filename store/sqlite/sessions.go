@@ -125,10 +125,12 @@ func (t *tx) InsertSession(ctx context.Context, s *belay.Session) error {
 }
 
 func (t *tx) UpdateSession(ctx context.Context, s *belay.Session) error {
-	res, err := t.q.ExecContext(ctx, `UPDATE sessions SET project_path = ?, title = ?, owner = ?, status = ?,
+	// project_path and owner never change: leaving them out spares the write
+	// of the sessions_project index entry on every checkpoint.
+	res, err := t.q.ExecContext(ctx, `UPDATE sessions SET title = ?, status = ?,
 		phase = ?, current_step = ?, state = ?, head_checkpoint_id = ?, last_seq = ?, checkpoint_count = ?,
 		cost = ?, metadata = ?, updated_at = ? WHERE id = ?`,
-		s.ProjectPath, s.Title, s.Owner, string(s.Status), s.Phase, s.CurrentStep, raw(s.State),
+		s.Title, string(s.Status), s.Phase, s.CurrentStep, raw(s.State),
 		s.HeadCheckpointID, s.LastSeq, s.CheckpointCount, s.Cost, raw(s.Metadata), ts(s.UpdatedAt), s.ID)
 	if err != nil {
 		return fmt.Errorf("sqlite: update session: %w", err)

@@ -96,7 +96,8 @@ func testSessionUpdate(t *testing.T, st store.Store) {
 	changed.CreatedAt = at(99) // immutable: the update must not move it
 	mustUpdate(t, st, func(tx store.Tx) error { return tx.UpdateSession(t.Context(), changed) })
 	want := *changed
-	want.CreatedAt = s.CreatedAt
+	// Immutable: the update must not change them.
+	want.CreatedAt, want.ProjectPath, want.Owner = s.CreatedAt, s.ProjectPath, s.Owner
 	wantEqual(t, "session after UpdateSession", &want, mustGetSession(t, st, s.ID))
 
 	// Clearing the JSON documents stores NULL again, not an empty document.
