@@ -3,11 +3,8 @@ package cli_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -18,6 +15,7 @@ import (
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/cli"
+	"github.com/belayhq/belay/internal/testtree"
 	"github.com/belayhq/belay/store"
 	"github.com/belayhq/belay/store/sqlite"
 )
@@ -72,93 +70,6 @@ func wsJSON[T any](t *testing.T, c *wsCLI, args ...string) T {
 	return v
 }
 
-// wsWriteTree creates or replaces files under root.
-func wsWriteTree(t *testing.T, root string, files map[string]string) {
-	t.Helper()
-	for name, content := range files {
-		p := filepath.Join(root, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// wsReadTree maps each file under root, .git excluded, to its content (big
-// files to their size).
-func wsReadTree(t *testing.T, root string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			if d != nil && d.IsDir() && d.Name() == ".git" {
-				return filepath.SkipDir
-			}
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if fi.Size() > 1<<20 {
-			out[filepath.ToSlash(rel)] = fmt.Sprintf("%d bytes", fi.Size())
-			return nil
-		}
-		data, err := os.ReadFile(p)
-		out[filepath.ToSlash(rel)] = string(data)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// wsDigest hashes everything under dir, to prove it unchanged.
-func wsDigest(t *testing.T, dir string) string {
-	t.Helper()
-	h := sha256.New()
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		fmt.Fprintf(h, "%s\x00%s\x00", rel, d.Type())
-		if d.Type().IsRegular() {
-			data, err := os.ReadFile(p)
-			h.Write(data)
-			return err
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-func wsUserGit(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GIT_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-		"GIT_AUTHOR_NAME=user", "GIT_AUTHOR_EMAIL=user@example.com",
-		"GIT_COMMITTER_NAME=user", "GIT_COMMITTER_EMAIL=user@example.com")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
 func wsSparseFile(t *testing.T, path string, size int64) {
 	t.Helper()
 	f, err := os.Create(path)
@@ -182,29 +93,29 @@ func TestWorkspaceEndToEnd(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			project := t.TempDir()
-			wsWriteTree(t, project, map[string]string{"a.txt": "alpha\n", "b.txt": "bravo\n", "sub/c.txt": "charlie\n",
+			testtree.Write(t, project, map[string]string{"a.txt": "alpha\n", "b.txt": "bravo\n", "sub/c.txt": "charlie\n",
 				".gitignore": "*.log\n", "-dash ünïcødé.txt": "dash\n", "new\nline.txt": "newline\n"})
 			var gitBefore string
 			if withGit {
-				wsUserGit(t, project, "init", "-q", "-b", "main")
-				wsUserGit(t, project, "add", "-A")
-				wsUserGit(t, project, "commit", "-q", "-m", "initial")
-				gitBefore = wsDigest(t, filepath.Join(project, ".git"))
+				testtree.Git(t, project, "init", "-q", "-b", "main")
+				testtree.Git(t, project, "add", "-A")
+				testtree.Git(t, project, "commit", "-q", "-m", "initial")
+				gitBefore = testtree.Digest(t, filepath.Join(project, ".git"))
 			}
 			c := newWSCLI(t, project)
 			out := c.ok(t, "save", "-m", "first", "--name", "init")
 			if !strings.HasPrefix(out, "Saved checkpoint #1 ") || !strings.Contains(out, "Snapshot ") || !strings.Contains(out, "6 created") {
 				t.Errorf("save printed %q", out)
 			}
-			atFirst := wsReadTree(t, project)
+			atFirst := testtree.Read(t, project)
 
 			// Break things: modify, delete, create; an ignored file and a
 			// file too big to snapshot appear too.
-			wsWriteTree(t, project, map[string]string{"a.txt": "broken\n", "created.txt": "new\n", "debug.log": "ignored\n"})
+			testtree.Write(t, project, map[string]string{"a.txt": "broken\n", "created.txt": "new\n", "debug.log": "ignored\n"})
 			os.Remove(filepath.Join(project, "b.txt"))
 			os.Remove(filepath.Join(project, "-dash ünïcødé.txt"))
 			wsSparseFile(t, filepath.Join(project, "big.bin"), 60<<20)
-			broken := wsReadTree(t, project)
+			broken := testtree.Read(t, project)
 
 			out = c.ok(t, "diff", "1")
 			for _, want := range []string{"Changes from checkpoint #1 to the working tree:", "modified", "deleted", "added",
@@ -222,7 +133,7 @@ func TestWorkspaceEndToEnd(t *testing.T) {
 			}
 
 			out = c.ok(t, "rollback", "1", "--dry-run")
-			if !strings.Contains(out, "dry run") || !strings.Contains(out, "remove   created.txt") || !maps.Equal(wsReadTree(t, project), broken) {
+			if !strings.Contains(out, "dry run") || !strings.Contains(out, "remove   created.txt") || !maps.Equal(testtree.Read(t, project), broken) {
 				t.Errorf("dry run printed %q or changed files", out)
 			}
 			code, out, errOut := c.run("rollback", "1", "--reason", "broke it")
@@ -234,13 +145,13 @@ func TestWorkspaceEndToEnd(t *testing.T) {
 			}
 			want := maps.Clone(atFirst)
 			want["debug.log"], want["big.bin"] = broken["debug.log"], broken["big.bin"]
-			if got := wsReadTree(t, project); !maps.Equal(got, want) {
+			if got := testtree.Read(t, project); !maps.Equal(got, want) {
 				t.Errorf("after rollback:\n got %q\nwant %q", got, want)
 			}
 
 			// Undo the rollback.
 			c.ok(t, "rollback", "2")
-			if got := wsReadTree(t, project); !maps.Equal(got, broken) {
+			if got := testtree.Read(t, project); !maps.Equal(got, broken) {
 				t.Errorf("after undo:\n got %q\nwant %q", got, broken)
 			}
 			list := wsJSON[belay.CheckpointList](t, c, "checkpoints")
@@ -260,12 +171,12 @@ func TestWorkspaceEndToEnd(t *testing.T) {
 				t.Errorf("import printed %q", out)
 			}
 			other.ok(t, "rollback", "1")
-			if got := wsReadTree(t, project); !maps.Equal(got, want) {
+			if got := testtree.Read(t, project); !maps.Equal(got, want) {
 				t.Errorf("rollback after import:\n got %q\nwant %q", got, want)
 			}
 			other.ok(t, "validate")
 			if withGit {
-				if got := wsDigest(t, filepath.Join(project, ".git")); got != gitBefore {
+				if got := testtree.Digest(t, filepath.Join(project, ".git")); got != gitBefore {
 					t.Error("the user's .git changed")
 				}
 			}
@@ -304,13 +215,13 @@ func wsTamper(t *testing.T, dataDir string, seq int64, change func(*belay.Checkp
 
 func TestWorkspaceValidateRepairStorageAndBranch(t *testing.T) {
 	project := t.TempDir()
-	wsWriteTree(t, project, map[string]string{"a.txt": "a\n"})
-	wsUserGit(t, project, "init", "-q", "-b", "main")
-	wsUserGit(t, project, "add", "-A")
-	wsUserGit(t, project, "commit", "-q", "-m", "initial")
+	testtree.Write(t, project, map[string]string{"a.txt": "a\n"})
+	testtree.Git(t, project, "init", "-q", "-b", "main")
+	testtree.Git(t, project, "add", "-A")
+	testtree.Git(t, project, "commit", "-q", "-m", "initial")
 	c := newWSCLI(t, project)
 	c.ok(t, "save", "-m", "one")
-	wsWriteTree(t, project, map[string]string{"a.txt": "a2\n"})
+	testtree.Write(t, project, map[string]string{"a.txt": "a2\n"})
 	second := wsJSON[belay.Checkpoint](t, c, "save", "-m", "two")
 
 	wsTamper(t, c.data, 2, func(cp *belay.Checkpoint) { cp.Summary = "tampered" })
@@ -343,14 +254,14 @@ func TestWorkspaceValidateRepairStorageAndBranch(t *testing.T) {
 		t.Errorf("du printed:\n%s", out)
 	}
 
-	head := wsUserGit(t, project, "rev-parse", "HEAD")
+	head := testtree.Git(t, project, "rev-parse", "HEAD")
 	if out := c.ok(t, "export", "--git-branch"); !strings.Contains(out, "belay/"+second.SessionID) || !strings.Contains(out, "2 commits") {
 		t.Errorf("export --git-branch printed %q", out)
 	}
-	if log := wsUserGit(t, project, "log", "--format=%s", "belay/"+second.SessionID); !strings.HasPrefix(log, "checkpoint: step-2 - two\ncheckpoint: step-1 - one\ninitial") {
+	if log := testtree.Git(t, project, "log", "--format=%s", "belay/"+second.SessionID); !strings.HasPrefix(log, "checkpoint: step-2 - two\ncheckpoint: step-1 - one\ninitial") {
 		t.Errorf("branch log:\n%s", log)
 	}
-	if wsUserGit(t, project, "rev-parse", "HEAD") != head {
+	if testtree.Git(t, project, "rev-parse", "HEAD") != head {
 		t.Error("HEAD moved")
 	}
 
@@ -368,14 +279,14 @@ func TestWorkspaceValidateRepairStorageAndBranch(t *testing.T) {
 
 func TestWorkspaceSaveFlagsAndErrors(t *testing.T) {
 	project := t.TempDir()
-	wsWriteTree(t, project, map[string]string{"a.txt": "a", "b.txt": "b"})
+	testtree.Write(t, project, map[string]string{"a.txt": "a", "b.txt": "b"})
 	c := newWSCLI(t, project)
 	cp := wsJSON[belay.Checkpoint](t, c, "save", "-m", "plain", "--no-snapshot")
 	if cp.WorkspaceRef != "" || cp.Files != nil {
 		t.Errorf("--no-snapshot snapshotted: %+v", cp)
 	}
 	c.ok(t, "save", "-m", "full")
-	wsWriteTree(t, project, map[string]string{"a.txt": "a2", "b.txt": "b2"})
+	testtree.Write(t, project, map[string]string{"a.txt": "a2", "b.txt": "b2"})
 	cp = wsJSON[belay.Checkpoint](t, c, "save", "-m", "only a", "--paths", "a.txt")
 	if cp.Files == nil || len(cp.Files.Modified) != 1 || cp.Files.Modified[0] != "a.txt" {
 		t.Errorf("--paths a.txt: files = %+v", cp.Files)
@@ -412,7 +323,7 @@ func TestWorkspaceSaveFlagsAndErrors(t *testing.T) {
 
 func TestWorkspaceWithoutGit(t *testing.T) {
 	project := t.TempDir()
-	wsWriteTree(t, project, map[string]string{"a.txt": "a"})
+	testtree.Write(t, project, map[string]string{"a.txt": "a"})
 	c := newWSCLI(t, project)
 	c.ok(t, "save", "-m", "with git")
 	t.Setenv("PATH", t.TempDir())
@@ -449,14 +360,14 @@ func TestWorkspaceKilledMidRestore(t *testing.T) {
 	for i := range n {
 		files[fmt.Sprintf("d%02d/f%04d.txt", i%30, i)] = strings.Repeat("original ", 100)
 	}
-	wsWriteTree(t, project, files)
+	testtree.Write(t, project, files)
 	c := newWSCLI(t, project)
 	c.ok(t, "save", "-m", "original")
-	atFirst := wsReadTree(t, project)
+	atFirst := testtree.Read(t, project)
 	for name := range files {
 		files[name] = strings.Repeat("changed ", 100)
 	}
-	wsWriteTree(t, project, files)
+	testtree.Write(t, project, files)
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestWorkspaceRollbackChild$")
 	cmd.Env = append(os.Environ(), "BELAY_WS_CHILD_PROJECT="+project, "BELAY_WS_CHILD_DATA="+c.data)
@@ -492,7 +403,7 @@ func TestWorkspaceKilledMidRestore(t *testing.T) {
 	// and the snapshots are consistent throughout.
 	c.ok(t, "validate")
 	c.ok(t, "save", "-m", "after the crash")
-	if got := wsReadTree(t, project); !maps.Equal(got, atFirst) {
+	if got := testtree.Read(t, project); !maps.Equal(got, atFirst) {
 		t.Errorf("the interrupted restore was not finished: %d files differ", len(wsDiffKeys(got, atFirst)))
 	}
 	c.ok(t, "validate")

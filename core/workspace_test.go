@@ -15,11 +15,12 @@ import (
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/core"
+	"github.com/belayhq/belay/internal/testtree"
 )
 
 func TestSnapshotCheckpointRecordsChangesSinceParentSnapshot(t *testing.T) {
 	e := newWSEnv(t)
-	wsWrite(t, e.project, map[string]string{"a.txt": "a", "b.txt": "b", ".gitignore": "*.log\n", "x.log": "ignored"})
+	testtree.Write(t, e.project, map[string]string{"a.txt": "a", "b.txt": "b", ".gitignore": "*.log\n", "x.log": "ignored"})
 	first := e.save(t, "first", func(in *belay.CreateCheckpointInput) { in.Name = "init" })
 	if first.WorkspaceRef == "" || first.Files == nil {
 		t.Fatalf("first checkpoint has no snapshot: %+v", first)
@@ -33,7 +34,7 @@ func TestSnapshotCheckpointRecordsChangesSinceParentSnapshot(t *testing.T) {
 	if _, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{SessionID: first.SessionID, Summary: "no snapshot"}); err != nil {
 		t.Fatal(err)
 	}
-	wsWrite(t, e.project, map[string]string{"a.txt": "a2", "c.txt": "c"})
+	testtree.Write(t, e.project, map[string]string{"a.txt": "a2", "c.txt": "c"})
 	wsRemove(t, e.project, "b.txt")
 	third := e.save(t, "third", func(in *belay.CreateCheckpointInput) { in.Name = "step\nwith newline" })
 	got := *third.Files
@@ -90,7 +91,7 @@ func TestSnapshotCheckpointRecordsChangesSinceParentSnapshot(t *testing.T) {
 
 func TestSnapshotReportsSkippedFilesAndHonoursPaths(t *testing.T) {
 	e := newWSEnv(t)
-	wsWrite(t, e.project, map[string]string{"a.txt": "a", "b.txt": "b"})
+	testtree.Write(t, e.project, map[string]string{"a.txt": "a", "b.txt": "b"})
 	// A sparse file above the size cap costs no disk.
 	big, err := os.Create(filepath.Join(e.project, "big.bin"))
 	if err != nil {
@@ -114,7 +115,7 @@ func TestSnapshotReportsSkippedFilesAndHonoursPaths(t *testing.T) {
 	}
 
 	// With paths, only those are looked at.
-	wsWrite(t, e.project, map[string]string{"a.txt": "a2", "b.txt": "b2"})
+	testtree.Write(t, e.project, map[string]string{"a.txt": "a2", "b.txt": "b2"})
 	cp = e.save(t, "touched a", func(in *belay.CreateCheckpointInput) { in.Paths = []string{"a.txt"} })
 	if !slices.Equal(cp.Files.Modified, []string{"a.txt"}) {
 		t.Errorf("modified = %v, want only a.txt", cp.Files.Modified)
@@ -132,7 +133,7 @@ func TestSnapshotRejectsBadWorkspacesAndInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(e.project, "file")
-	wsWrite(t, e.project, map[string]string{"file": "x"})
+	testtree.Write(t, e.project, map[string]string{"file": "x"})
 	bare, err := e.svc.CreateSession(alice, belay.CreateSessionInput{Title: "no project"})
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +180,7 @@ func TestSnapshotRejectsBadWorkspacesAndInput(t *testing.T) {
 
 func TestConcurrentSnapshotSavesAreSerialised(t *testing.T) {
 	e := newWSEnv(t)
-	wsWrite(t, e.project, map[string]string{"a.txt": "a"})
+	testtree.Write(t, e.project, map[string]string{"a.txt": "a"})
 	first := e.save(t, "first")
 	const n = 6
 	var wg sync.WaitGroup
@@ -189,7 +190,7 @@ func TestConcurrentSnapshotSavesAreSerialised(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			wsWrite(t, e.project, map[string]string{fmt.Sprintf("f%d.txt", i): "x"})
+			testtree.Write(t, e.project, map[string]string{fmt.Sprintf("f%d.txt", i): "x"})
 			cps[i], errs[i] = e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{SessionID: first.SessionID, Summary: "concurrent", Snapshot: true})
 		}()
 	}
@@ -223,7 +224,7 @@ func TestConcurrentSnapshotSavesAreSerialised(t *testing.T) {
 
 func TestSnapshotSaveConflictsWhenSessionMovesMeanwhile(t *testing.T) {
 	e := newWSEnv(t)
-	wsWrite(t, e.project, map[string]string{"a.txt": "a"})
+	testtree.Write(t, e.project, map[string]string{"a.txt": "a"})
 	first := e.save(t, "first")
 	// A save without snapshot (which takes no workspace lock) lands while
 	// the snapshot is taken.
@@ -234,7 +235,7 @@ func TestSnapshotSaveConflictsWhenSessionMovesMeanwhile(t *testing.T) {
 		}
 		return nil
 	})
-	wsWrite(t, e.project, map[string]string{"a.txt": "a2"})
+	testtree.Write(t, e.project, map[string]string{"a.txt": "a2"})
 	_, err := racy.CreateCheckpoint(alice, belay.CreateCheckpointInput{SessionID: first.SessionID, Summary: "racing", Snapshot: true})
 	wantError(t, err, belay.CodeConflict, "")
 	// The snapshot the lost save left behind is no checkpoint.
@@ -249,13 +250,13 @@ func TestSnapshotSaveConflictsWhenSessionMovesMeanwhile(t *testing.T) {
 
 func TestDiffCheckpoint(t *testing.T) {
 	e := newWSEnv(t)
-	wsWrite(t, e.project, map[string]string{"a.txt": "one\n", "b.txt": "b\n"})
+	testtree.Write(t, e.project, map[string]string{"a.txt": "one\n", "b.txt": "b\n"})
 	first := e.save(t, "first")
 	plain, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{SessionID: first.SessionID, Summary: "no snapshot"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wsWrite(t, e.project, map[string]string{"a.txt": "one\ntwo\n", "c.txt": "c\n"})
+	testtree.Write(t, e.project, map[string]string{"a.txt": "one\ntwo\n", "c.txt": "c\n"})
 	wsRemove(t, e.project, "b.txt")
 
 	d, err := e.svc.DiffCheckpoint(alice, belay.DiffInput{CheckpointID: first.ID})
@@ -290,7 +291,7 @@ func TestDiffCheckpoint(t *testing.T) {
 
 func TestDiskUsageAndDeleteSession(t *testing.T) {
 	e := newWSEnv(t)
-	wsWrite(t, e.project, map[string]string{"a.txt": "a"})
+	testtree.Write(t, e.project, map[string]string{"a.txt": "a"})
 	cp := e.save(t, "first", func(in *belay.CreateCheckpointInput) { in.AgentState = json.RawMessage(`{"k":"v"}`) })
 	e.save(t, "second")
 

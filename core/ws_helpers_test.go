@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -79,20 +76,6 @@ func (e *wsEnv) rollback(tb testing.TB, cp *belay.Checkpoint) *belay.RestoreResu
 	return res
 }
 
-// wsWrite creates or replaces files under root.
-func wsWrite(tb testing.TB, root string, files map[string]string) {
-	tb.Helper()
-	for name, content := range files {
-		p := filepath.Join(root, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			tb.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			tb.Fatal(err)
-		}
-	}
-}
-
 func wsRemove(tb testing.TB, root string, names ...string) {
 	tb.Helper()
 	for _, name := range names {
@@ -100,54 +83,6 @@ func wsRemove(tb testing.TB, root string, names ...string) {
 			tb.Fatal(err)
 		}
 	}
-}
-
-// wsTree maps every file under root, .git excluded, to its content.
-func wsTree(tb testing.TB, root string) map[string]string {
-	tb.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && d.Name() == ".git" {
-			return filepath.SkipDir
-		}
-		if d.IsDir() {
-			return nil
-		}
-		rel, _ := filepath.Rel(root, p)
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		out[filepath.ToSlash(rel)] = string(data)
-		return nil
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return out
-}
-
-// wsGit runs git in dir as a user would, isolated from the machine's configuration.
-func wsGit(tb testing.TB, dir string, args ...string) string {
-	tb.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GIT_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-		"GIT_AUTHOR_NAME=user", "GIT_AUTHOR_EMAIL=user@example.com",
-		"GIT_COMMITTER_NAME=user", "GIT_COMMITTER_EMAIL=user@example.com")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		tb.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
 }
 
 // wsTamper rewrites a stored checkpoint behind the service's back.

@@ -11,24 +11,25 @@ import (
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/core"
+	"github.com/belayhq/belay/internal/testtree"
 )
 
 func TestRollbackRestoresFilesAndStateAndCanBeUndone(t *testing.T) {
 	e := newWSEnv(t)
-	wsWrite(t, e.project, map[string]string{"a.txt": "a", "b.txt": "b", "dir/c.txt": "c", ".gitignore": "*.log\n", "-dash ünï.txt": "d"})
+	testtree.Write(t, e.project, map[string]string{"a.txt": "a", "b.txt": "b", "dir/c.txt": "c", ".gitignore": "*.log\n", "-dash ünï.txt": "d"})
 	first := e.save(t, "first", func(in *belay.CreateCheckpointInput) {
 		in.AgentState, in.Phase, in.Step = json.RawMessage(`{"step":1}`), "plan", 1
 	})
-	atFirst := wsTree(t, e.project)
+	atFirst := testtree.Read(t, e.project)
 
 	// Break things: modify, delete, create, and add an ignored file.
-	wsWrite(t, e.project, map[string]string{"a.txt": "broken", "new/deep/n.txt": "n", "debug.log": "ignored"})
+	testtree.Write(t, e.project, map[string]string{"a.txt": "broken", "new/deep/n.txt": "n", "debug.log": "ignored"})
 	wsRemove(t, e.project, "b.txt", "-dash ünï.txt")
 	second := e.save(t, "second", func(in *belay.CreateCheckpointInput) {
 		in.AgentState, in.Phase, in.Step = json.RawMessage(`{"step":2}`), "build", 2
 	})
-	wsWrite(t, e.project, map[string]string{"after.txt": "unsaved work"})
-	broken := wsTree(t, e.project)
+	testtree.Write(t, e.project, map[string]string{"after.txt": "unsaved work"})
+	broken := testtree.Read(t, e.project)
 
 	dry, err := e.svc.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: first.ID, DryRun: true})
 	if err != nil {
@@ -38,7 +39,7 @@ func TestRollbackRestoresFilesAndStateAndCanBeUndone(t *testing.T) {
 		!slices.Equal(dry.RemovedFiles, []string{"after.txt", "new/deep/n.txt"}) || dry.SafetyCheckpoint != nil {
 		t.Errorf("dry run = restore %v remove %v", dry.RestoredFiles, dry.RemovedFiles)
 	}
-	if !maps.Equal(wsTree(t, e.project), broken) || mustSession(t, e.svc, first.SessionID).LastSeq != 2 {
+	if !maps.Equal(testtree.Read(t, e.project), broken) || mustSession(t, e.svc, first.SessionID).LastSeq != 2 {
 		t.Fatal("a dry run changed something")
 	}
 
@@ -48,7 +49,7 @@ func TestRollbackRestoresFilesAndStateAndCanBeUndone(t *testing.T) {
 	}
 	want := maps.Clone(atFirst)
 	want["debug.log"] = "ignored" // ignored: never touched
-	if got := wsTree(t, e.project); !maps.Equal(got, want) {
+	if got := testtree.Read(t, e.project); !maps.Equal(got, want) {
 		t.Errorf("after rollback:\n got %v\nwant %v", got, want)
 	}
 	if _, err := os.Stat(filepath.Join(e.project, "new")); !os.IsNotExist(err) {
@@ -81,7 +82,7 @@ func TestRollbackRestoresFilesAndStateAndCanBeUndone(t *testing.T) {
 	}
 
 	// The timeline branches: the next checkpoint descends from the target.
-	wsWrite(t, e.project, map[string]string{"a.txt": "another way"})
+	testtree.Write(t, e.project, map[string]string{"a.txt": "another way"})
 	branch := e.save(t, "another way")
 	if branch.ParentID != first.ID || !slices.Equal(branch.Files.Modified, []string{"a.txt"}) || branch.Seq != 4 {
 		t.Errorf("checkpoint after rollback = parent %s files %+v", branch.ParentID, branch.Files)
@@ -91,7 +92,7 @@ func TestRollbackRestoresFilesAndStateAndCanBeUndone(t *testing.T) {
 	e.rollback(t, safety)
 	want = maps.Clone(broken)
 	want["debug.log"] = "ignored"
-	if got := wsTree(t, e.project); !maps.Equal(got, want) {
+	if got := testtree.Read(t, e.project); !maps.Equal(got, want) {
 		t.Errorf("after undo:\n got %v\nwant %v", got, want)
 	}
 	if s := mustSession(t, e.svc, sess.ID); string(s.State) != `{"step":2}` || s.Phase != "build" || s.HeadCheckpointID != safety.ID {
@@ -105,7 +106,7 @@ func TestRollbackRestoresFilesAndStateAndCanBeUndone(t *testing.T) {
 
 func TestRollbackWithoutSnapshotRestoresStateOnlyAndReopensSession(t *testing.T) {
 	e := newWSEnv(t)
-	wsWrite(t, e.project, map[string]string{"a.txt": "a"})
+	testtree.Write(t, e.project, map[string]string{"a.txt": "a"})
 	plain, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{ProjectPath: e.project, Summary: "plan",
 		AgentState: json.RawMessage(`{"plan":true}`), Phase: "plan", Step: 1})
 	if err != nil {
@@ -123,12 +124,12 @@ func TestRollbackWithoutSnapshotRestoresStateOnlyAndReopensSession(t *testing.T)
 	if s := mustSession(t, e.svc, plain.SessionID); s.Status != belay.SessionFailed {
 		t.Fatalf("status = %s, want failed", s.Status)
 	}
-	wsWrite(t, e.project, map[string]string{"a.txt": "changed"})
+	testtree.Write(t, e.project, map[string]string{"a.txt": "changed"})
 
 	_, err = e.svc.RestoreCheckpoint(wsAs("mallory", false), belay.RestoreInput{CheckpointID: plain.ID})
 	wsWantCode(t, err, belay.CodeUnauthorized)
 	res := e.rollback(t, plain)
-	if got := wsTree(t, e.project)["a.txt"]; got != "changed" {
+	if got := testtree.Read(t, e.project)["a.txt"]; got != "changed" {
 		t.Errorf("a state-only rollback touched files: a.txt = %q", got)
 	}
 	if res.Session.Status != belay.SessionRunning || string(res.Session.State) != `{"plan":true}` || res.Session.Phase != "plan" ||
@@ -143,20 +144,20 @@ func TestRollbackWithoutSnapshotRestoresStateOnlyAndReopensSession(t *testing.T)
 
 func TestRollbackFailureLeavesWorkspaceAsItWas(t *testing.T) {
 	e := newWSEnv(t)
-	wsWrite(t, e.project, map[string]string{".gitignore": "*.log\n", "d": "was a file", "keep.txt": "k"})
+	testtree.Write(t, e.project, map[string]string{".gitignore": "*.log\n", "d": "was a file", "keep.txt": "k"})
 	first := e.save(t, "first")
 	// d becomes a directory holding an ignored file: the rollback cannot put
 	// the file d back without deleting what it must never touch.
 	wsRemove(t, e.project, "d")
-	wsWrite(t, e.project, map[string]string{"d/f.txt": "f", "d/x.log": "ignored", "keep.txt": "changed"})
-	before := wsTree(t, e.project)
+	testtree.Write(t, e.project, map[string]string{"d/f.txt": "f", "d/x.log": "ignored", "keep.txt": "changed"})
+	before := testtree.Read(t, e.project)
 
 	_, err := e.svc.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: first.ID})
 	be := wsWantCode(t, err, belay.CodeRestoreFailed)
 	if !strings.Contains(be.Message, "d") {
 		t.Errorf("message = %q", be.Message)
 	}
-	if got := wsTree(t, e.project); !maps.Equal(got, before) {
+	if got := testtree.Read(t, e.project); !maps.Equal(got, before) {
 		t.Errorf("after a failed rollback:\n got %v\nwant %v", got, before)
 	}
 	sess := mustSession(t, e.svc, first.SessionID)
@@ -170,15 +171,15 @@ func TestRollbackFailureLeavesWorkspaceAsItWas(t *testing.T) {
 
 func TestRollbackNotRecordedIsUndone(t *testing.T) {
 	e := newWSEnv(t)
-	wsWrite(t, e.project, map[string]string{"a.txt": "a"})
+	testtree.Write(t, e.project, map[string]string{"a.txt": "a"})
 	first := e.save(t, "first")
-	wsWrite(t, e.project, map[string]string{"a.txt": "changed", "new.txt": "n"})
-	before := wsTree(t, e.project)
+	testtree.Write(t, e.project, map[string]string{"a.txt": "changed", "new.txt": "n"})
+	before := testtree.Read(t, e.project)
 	// Write 1 saves the pre-rollback checkpoint, write 2 records the rollback.
 	flaky := e.withFlakyStore(2)
 	_, err := flaky.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: first.ID})
 	wsWantCode(t, err, belay.CodeRestoreFailed)
-	if got := wsTree(t, e.project); !maps.Equal(got, before) {
+	if got := testtree.Read(t, e.project); !maps.Equal(got, before) {
 		t.Errorf("workspace after an unrecorded rollback:\n got %v\nwant %v", got, before)
 	}
 	if s := mustSession(t, e.svc, first.SessionID); s.HeadCheckpointID == first.ID {

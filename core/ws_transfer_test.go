@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/internal/testtree"
 	"github.com/belayhq/belay/store"
 )
 
@@ -85,12 +86,12 @@ func (e *wsEnv) export(tb testing.TB, sessionID string) []byte {
 
 func TestExportImportReproducesSessionElsewhere(t *testing.T) {
 	src := newWSEnv(t)
-	wsWrite(t, src.project, map[string]string{"a.txt": "a", "sub/b.txt": "b"})
+	testtree.Write(t, src.project, map[string]string{"a.txt": "a", "sub/b.txt": "b"})
 	one := src.save(t, "one", func(in *belay.CreateCheckpointInput) { in.Name = "Init Step!" })
-	wsWrite(t, src.project, map[string]string{"a.txt": "a2", "c.txt": "c"})
+	testtree.Write(t, src.project, map[string]string{"a.txt": "a2", "c.txt": "c"})
 	src.save(t, "two")
 	src.rollback(t, one)
-	wsWrite(t, src.project, map[string]string{"d.txt": "d"})
+	testtree.Write(t, src.project, map[string]string{"d.txt": "d"})
 	last := src.save(t, "after the rollback")
 	archive := src.export(t, one.SessionID)
 
@@ -105,7 +106,7 @@ func TestExportImportReproducesSessionElsewhere(t *testing.T) {
 
 	// Another machine: another data dir, and the project at another path.
 	dst := newWSEnv(t)
-	wsWrite(t, dst.project, map[string]string{"a.txt": "local edit"})
+	testtree.Write(t, dst.project, map[string]string{"a.txt": "local edit"})
 	res, err := dst.svc.ImportSession(admin, belay.ImportInput{ProjectPath: dst.project}, bytes.NewReader(archive))
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +130,7 @@ func TestExportImportReproducesSessionElsewhere(t *testing.T) {
 	if _, err := dst.svc.RestoreCheckpoint(admin, belay.RestoreInput{CheckpointID: last.ID}); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := wsTree(t, dst.project), wsTree(t, src.project); !maps.Equal(got, want) {
+	if got, want := testtree.Read(t, dst.project), testtree.Read(t, src.project); !maps.Equal(got, want) {
 		t.Errorf("imported rollback gives %v, want %v", got, want)
 	}
 
@@ -141,7 +142,7 @@ func TestExportImportReproducesSessionElsewhere(t *testing.T) {
 
 func TestImportRejectsHostileArchives(t *testing.T) {
 	src := newWSEnv(t)
-	wsWrite(t, src.project, map[string]string{"a.txt": "a"})
+	testtree.Write(t, src.project, map[string]string{"a.txt": "a"})
 	one := src.save(t, "one")
 	good := wsUntar(t, src.export(t, one.SessionID))
 	// A second session on the same workspace, to smuggle its ref in.
@@ -238,7 +239,7 @@ func TestImportRejectsHostileArchives(t *testing.T) {
 
 func TestImportIsAllOrNothing(t *testing.T) {
 	src := newWSEnv(t)
-	wsWrite(t, src.project, map[string]string{"a.txt": "a"})
+	testtree.Write(t, src.project, map[string]string{"a.txt": "a"})
 	one := src.save(t, "one")
 	src.save(t, "two")
 	archive := src.export(t, one.SessionID)
@@ -287,16 +288,16 @@ func TestImportIsAllOrNothing(t *testing.T) {
 
 func TestExportBranchWritesUserRepositoryBranchOnly(t *testing.T) {
 	e := newWSEnv(t)
-	wsWrite(t, e.project, map[string]string{"a.txt": "a"})
-	wsGit(t, e.project, "init", "-q", "-b", "main")
-	wsGit(t, e.project, "add", "-A")
-	wsGit(t, e.project, "commit", "-q", "-m", "initial")
+	testtree.Write(t, e.project, map[string]string{"a.txt": "a"})
+	testtree.Git(t, e.project, "init", "-q", "-b", "main")
+	testtree.Git(t, e.project, "add", "-A")
+	testtree.Git(t, e.project, "commit", "-q", "-m", "initial")
 	one := e.save(t, "one")
-	wsWrite(t, e.project, map[string]string{"a.txt": "a2", "b.txt": "b"})
+	testtree.Write(t, e.project, map[string]string{"a.txt": "a2", "b.txt": "b"})
 	e.save(t, "two")
-	head := wsGit(t, e.project, "rev-parse", "HEAD")
+	head := testtree.Git(t, e.project, "rev-parse", "HEAD")
 	index, _ := os.ReadFile(filepath.Join(e.project, ".git", "index"))
-	status := wsGit(t, e.project, "status", "--porcelain")
+	status := testtree.Git(t, e.project, "status", "--porcelain")
 
 	_, err := e.svc.ExportBranch(wsAs("mallory", false), belay.ExportBranchInput{SessionID: one.SessionID})
 	wsWantCode(t, err, belay.CodeUnauthorized)
@@ -307,12 +308,12 @@ func TestExportBranchWritesUserRepositoryBranchOnly(t *testing.T) {
 	if res.Branch != "belay/"+one.SessionID || res.Commits != 2 {
 		t.Errorf("export = %+v", res)
 	}
-	log := wsGit(t, e.project, "log", "--format=%s", res.Branch)
+	log := testtree.Git(t, e.project, "log", "--format=%s", res.Branch)
 	if want := "checkpoint: step-2 - two\ncheckpoint: step-1 - one\ninitial\n"; log != want {
 		t.Errorf("branch log:\n%s\nwant:\n%s", log, want)
 	}
 	index2, _ := os.ReadFile(filepath.Join(e.project, ".git", "index"))
-	if wsGit(t, e.project, "rev-parse", "HEAD") != head || !bytes.Equal(index, index2) || wsGit(t, e.project, "status", "--porcelain") != status {
+	if testtree.Git(t, e.project, "rev-parse", "HEAD") != head || !bytes.Equal(index, index2) || testtree.Git(t, e.project, "status", "--porcelain") != status {
 		t.Error("exporting a branch moved HEAD, the index or the work tree")
 	}
 	_, err = e.svc.ExportBranch(alice, belay.ExportBranchInput{SessionID: one.SessionID, Branch: "main"})
@@ -321,7 +322,7 @@ func TestExportBranchWritesUserRepositoryBranchOnly(t *testing.T) {
 	wantError(t, err, belay.CodeValidation, "branch")
 
 	plain := newWSEnv(t)
-	wsWrite(t, plain.project, map[string]string{"a.txt": "a"})
+	testtree.Write(t, plain.project, map[string]string{"a.txt": "a"})
 	cp := plain.save(t, "one")
 	_, err = plain.svc.ExportBranch(alice, belay.ExportBranchInput{SessionID: cp.SessionID})
 	if be := wsWantCode(t, err, belay.CodeValidation); !strings.Contains(be.Message, "git repository") {

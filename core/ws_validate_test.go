@@ -10,18 +10,19 @@ import (
 	"testing"
 
 	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/internal/testtree"
 	"github.com/belayhq/belay/store"
 )
 
 func TestValidateFindsAndRepairsCheckpointsFromGit(t *testing.T) {
 	e := newWSEnv(t)
 	ctx := context.Background()
-	wsWrite(t, e.project, map[string]string{"a.txt": "a"})
+	testtree.Write(t, e.project, map[string]string{"a.txt": "a"})
 	one := e.save(t, "one", func(in *belay.CreateCheckpointInput) {
 		in.Name, in.Tags, in.AgentState = "init", []string{"x"}, json.RawMessage(`{"n":1}`)
 		in.Context = map[string]string{"k": "v"}
 	})
-	wsWrite(t, e.project, map[string]string{"a.txt": "a2", "b.txt": "b"})
+	testtree.Write(t, e.project, map[string]string{"a.txt": "a2", "b.txt": "b"})
 	big, err := os.Create(filepath.Join(e.project, "big.bin"))
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +34,7 @@ func TestValidateFindsAndRepairsCheckpointsFromGit(t *testing.T) {
 		t.Fatal(err)
 	}
 	two, _ = e.svc.GetCheckpoint(alice, two.ID)
-	wsWrite(t, e.project, map[string]string{"c.txt": "c"})
+	testtree.Write(t, e.project, map[string]string{"c.txt": "c"})
 	three := e.save(t, "three")
 	deleted := e.save(t, "deleted on purpose")
 	if err := e.svc.DeleteCheckpoint(alice, deleted.ID); err != nil {
@@ -108,9 +109,9 @@ func TestValidateFindsAndRepairsCheckpointsFromGit(t *testing.T) {
 
 func TestValidateReportsDamagedSnapshotRepository(t *testing.T) {
 	e := newWSEnv(t)
-	wsWrite(t, e.project, map[string]string{"a.txt": "precious content"})
+	testtree.Write(t, e.project, map[string]string{"a.txt": "precious content"})
 	cp := e.save(t, "one")
-	blob := strings.TrimSpace(wsGit(t, e.project, "hash-object", "a.txt"))
+	blob := strings.TrimSpace(testtree.Git(t, e.project, "hash-object", "a.txt"))
 	objects, _ := filepath.Glob(filepath.Join(e.data, "workspaces", "*", "repo.git", "objects", blob[:2], blob[2:]))
 	if len(objects) != 1 {
 		t.Fatalf("object %s not found loose in the shadow repository", blob)
@@ -125,10 +126,10 @@ func TestValidateReportsDamagedSnapshotRepository(t *testing.T) {
 	if rep.OK || len(rep.Problems) != 1 || rep.Problems[0].Kind != belay.ProblemWorkspace || rep.Problems[0].ProjectPath != e.project {
 		t.Errorf("report = %+v", rep)
 	}
-	wsWrite(t, e.project, map[string]string{"a.txt": "changed"})
+	testtree.Write(t, e.project, map[string]string{"a.txt": "changed"})
 	_, err = e.svc.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: cp.ID})
 	wsWantCode(t, err, belay.CodeRestoreFailed)
-	if got := wsTree(t, e.project)["a.txt"]; got != "changed" {
+	if got := testtree.Read(t, e.project)["a.txt"]; got != "changed" {
 		t.Errorf("a.txt = %q after a failed rollback", got)
 	}
 }

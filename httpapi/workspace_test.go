@@ -3,13 +3,9 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -25,6 +21,7 @@ import (
 	"github.com/belayhq/belay/client"
 	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/httpapi"
+	"github.com/belayhq/belay/internal/testtree"
 	"github.com/belayhq/belay/store/sqlite"
 	"github.com/belayhq/belay/workspace"
 )
@@ -84,19 +81,6 @@ func (s *wsServer) raw(t *testing.T, method, path, body string) (int, []byte) {
 	return resp.StatusCode, b
 }
 
-func wsWriteFiles(t *testing.T, root string, files map[string]string) {
-	t.Helper()
-	for name, content := range files {
-		p := filepath.Join(root, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 func wsFiles(t *testing.T, root string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -134,7 +118,7 @@ func apiEndToEnd(t *testing.T, withGit bool) {
 	srv := newWSServer(t, true)
 	alice := srv.as(t, "alice")
 	project := t.TempDir()
-	wsWriteFiles(t, project, map[string]string{"a.txt": "alpha", "b.txt": "bravo", ".gitignore": "*.log\n"})
+	testtree.Write(t, project, map[string]string{"a.txt": "alpha", "b.txt": "bravo", ".gitignore": "*.log\n"})
 	gitDigest := func() string { return "" }
 	if withGit {
 		for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"-c", "user.name=u", "-c", "user.email=u@example.com", "commit", "-q", "-m", "initial"}} {
@@ -145,7 +129,7 @@ func apiEndToEnd(t *testing.T, withGit bool) {
 				t.Fatalf("git %v: %v\n%s", args, err, out)
 			}
 		}
-		gitDigest = func() string { return wsDigest(t, filepath.Join(project, ".git")) }
+		gitDigest = func() string { return testtree.Digest(t, filepath.Join(project, ".git")) }
 	}
 	gitBefore := gitDigest()
 	first, err := alice.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: project, Summary: "first", Name: "init", Snapshot: true})
@@ -156,7 +140,7 @@ func apiEndToEnd(t *testing.T, withGit bool) {
 		t.Fatalf("first = %+v", first)
 	}
 	atFirst := wsFiles(t, project)
-	wsWriteFiles(t, project, map[string]string{"a.txt": "broken", "new.txt": "new", "x.log": "ignored"})
+	testtree.Write(t, project, map[string]string{"a.txt": "broken", "new.txt": "new", "x.log": "ignored"})
 	os.Remove(filepath.Join(project, "b.txt"))
 	broken := wsFiles(t, project)
 
@@ -239,7 +223,7 @@ func TestWorkspaceAPIErrors(t *testing.T) {
 	srv := newWSServer(t, true)
 	alice := srv.as(t, "alice")
 	project := t.TempDir()
-	wsWriteFiles(t, project, map[string]string{"a.txt": "a"})
+	testtree.Write(t, project, map[string]string{"a.txt": "a"})
 
 	status, body := srv.raw(t, "POST", "/v1/checkpoints",
 		`{"projectPath":"`+project+`","summary":"raw","snapshot":true,"paths":["a.txt"]}`)
@@ -293,27 +277,4 @@ func TestWorkspaceAPIErrors(t *testing.T) {
 	noGit := newWSServer(t, false).as(t, "alice")
 	_, err = noGit.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: project, Summary: "x", Snapshot: true})
 	wsWantCode(t, err, belay.CodeInternal)
-}
-
-// wsDigest hashes everything under dir, to prove it unchanged.
-func wsDigest(t *testing.T, dir string) string {
-	t.Helper()
-	h := sha256.New()
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		fmt.Fprintf(h, "%s\x00%s\x00", rel, d.Type())
-		if d.Type().IsRegular() {
-			data, err := os.ReadFile(p)
-			h.Write(data)
-			return err
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
