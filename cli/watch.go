@@ -59,7 +59,8 @@ func (a *app) watchCommand() *cobra.Command {
 	return cmd
 }
 
-// followLocal tails the local event log.
+// followLocal tails the local event log (core.Service.Follow polls it for
+// the changes other processes make).
 func (a *app) followLocal(ctx context.Context, f client.EventFilter, fn func(belay.Event) error) error {
 	svc, err := a.openLocal(ctx)
 	if err != nil {
@@ -71,26 +72,19 @@ func (a *app) followLocal(ctx context.Context, f client.EventFilter, fn func(bel
 			return err
 		}
 	}
-	for {
-		evs, err := svc.ListEvents(ctx, q)
-		if err != nil {
-			return err
-		}
+	emit := func(evs []belay.Event) error {
 		for _, e := range evs {
 			if err := fn(e); err != nil {
 				return err
 			}
-			q.After = e.Seq
 		}
-		if len(evs) > 0 {
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+		return nil
 	}
+	// No proxy sits between a terminal and a local database: no heartbeat.
+	if err := svc.Follow(ctx, q, time.Hour, emit, func() error { return nil }); err != nil {
+		return err
+	}
+	return ctx.Err()
 }
 
 // describe summarises an event's payload on one line.
