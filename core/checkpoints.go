@@ -61,9 +61,8 @@ func (s *Service) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpoin
 		if err != nil {
 			return err
 		}
-		if !sess.Status.Open() {
-			return belay.Errorf(belay.CodeConflict, "session %s is %s and takes no more checkpoints", sess.ID, sess.Status).
-				With("sessionId", sess.ID).With("status", sess.Status)
+		if err := checkOpen(sess); err != nil {
+			return err
 		}
 		return s.insertCheckpoint(ctx, tx, sess, cp)
 	})
