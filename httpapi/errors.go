@@ -42,12 +42,14 @@ type errorBody struct {
 	Error *belay.Error `json:"error"`
 }
 
-// publicError turns any error into the *belay.Error a client may see. An
-// error without a code is internal: it is logged and never shown.
+// publicError turns any error into the *belay.Error a client may see. A
+// *belay.Error is written for people (even an INTERNAL_ERROR such as "git is
+// not available") and passes through; any other error is internal: it is
+// logged and never shown.
 func (s *Server) publicError(r *http.Request, err error) *belay.Error {
 	var be *belay.Error
 	switch {
-	case errors.As(err, &be) && be.Code != belay.CodeInternal:
+	case errors.As(err, &be):
 		return be
 	case errors.Is(err, context.DeadlineExceeded):
 		return belay.Errorf(belay.CodeTimeout, "operation exceeded timeout").With("timeout", s.timeout.String())

@@ -273,8 +273,11 @@ func TestWorkspaceAPIErrors(t *testing.T) {
 	_, err = srv.as(t, "root").ImportSession(ctx, belay.ImportInput{}, strings.NewReader("not an archive"))
 	wsWantCode(t, err, belay.CodeValidation)
 
-	// A server without git refuses snapshots, and says it is internal.
+	// A server without git refuses snapshots: an internal error, said plainly.
 	noGit := newWSServer(t, false).as(t, "alice")
 	_, err = noGit.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: project, Summary: "x", Snapshot: true})
 	wsWantCode(t, err, belay.CodeInternal)
+	if !strings.Contains(err.Error(), "needs git") {
+		t.Errorf("error without git = %v; want it to say belay needs git", err)
+	}
 }
