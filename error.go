@@ -27,6 +27,7 @@ const (
 	CodeCheckpointCorrupt  Code = "CHECKPOINT_CORRUPTED"
 	CodeConflict           Code = "CONFLICT"
 	CodeTooLarge           Code = "PAYLOAD_TOO_LARGE"
+	CodeMethodNotAllowed   Code = "METHOD_NOT_ALLOWED"
 	CodeInternal           Code = "INTERNAL_ERROR"
 )
 

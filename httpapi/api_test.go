@@ -348,7 +348,7 @@ func TestUnknownRoutes(t *testing.T) {
 		{name: "root", method: "GET", path: "/", wantStatus: 404, wantCode: belay.CodeNotFound},
 		{name: "no version", method: "GET", path: "/checkpoints", wantStatus: 404, wantCode: belay.CodeNotFound},
 		{name: "deeper than any route", method: "GET", path: "/v1/checkpoints/{cp1}/more", wantStatus: 404, wantCode: belay.CodeNotFound},
-		{name: "method without a route", method: "PUT", path: "/v1/checkpoints/{cp1}", body: `{}`, wantStatus: 404, wantCode: belay.CodeNotFound},
+		{name: "method without a route", method: "PUT", path: "/v1/checkpoints/{cp1}", body: `{}`, wantStatus: 405, wantCode: belay.CodeMethodNotAllowed},
 	})
 }
 

@@ -27,6 +27,7 @@ var statusByCode = map[belay.Code]int{
 	belay.CodeCheckpointCorrupt:  http.StatusUnprocessableEntity,
 	belay.CodeConflict:           http.StatusConflict,
 	belay.CodeTooLarge:           http.StatusRequestEntityTooLarge,
+	belay.CodeMethodNotAllowed:   http.StatusMethodNotAllowed,
 	belay.CodeInternal:           http.StatusInternalServerError,
 }
 

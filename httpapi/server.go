@@ -109,9 +109,6 @@ func (s *Server) routes() {
 	s.stream("GET /v1/usage", s.diskUsage)
 	s.stream("GET /v1/events", s.sse)
 	s.stream("GET /v1/ws", s.websocket)
-	s.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, belay.Errorf(belay.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
-	}))
 }
 
 // apiHandler handles one API call; a returned error becomes the error body.
@@ -172,11 +169,38 @@ func (s *Server) Handler() http.Handler {
 				}
 			}
 			_, route := s.mux.Handler(r)
+			if route == "" {
+				route = "/" // no route: one label for all of them
+			}
 			s.reqs.WithLabelValues(r.Method, route, strconv.Itoa(rec.status)).Inc()
 			s.latency.WithLabelValues(r.Method, route).Observe(time.Since(start).Seconds())
 		}()
+		if _, pattern := s.mux.Handler(r); pattern == "" {
+			s.noRoute(rec, r)
+			return
+		}
 		s.mux.ServeHTTP(rec, r)
 	})
+}
+
+// noRoute answers a request no route takes: 405 with Allow when the path
+// exists for other methods, else 404, both with the JSON error body.
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		other := r.Clone(r.Context())
+		other.Method = m
+		if _, pattern := s.mux.Handler(other); pattern != "" {
+			allowed = append(allowed, m)
+		}
+	}
+	if len(allowed) == 0 {
+		s.writeError(w, r, belay.Errorf(belay.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
+		return
+	}
+	w.Header().Set("Allow", strings.Join(allowed, ", "))
+	s.writeError(w, r, belay.Errorf(belay.CodeMethodNotAllowed, "%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allowed, ", ")).
+		With("allow", allowed))
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
