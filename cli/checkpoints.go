@@ -132,14 +132,15 @@ func parsePairs(pairs []string) (map[string]string, error) {
 
 func (a *app) checkpointsCommand() *cobra.Command {
 	var in belay.ListCheckpointsInput
-	var all, asc, pending bool
+	var all, asc, pending, tree bool
 	var typ string
 	cmd := &cobra.Command{
 		Use:     "checkpoints",
 		Aliases: []string{"list", "ls"},
 		Short:   "List checkpoints, newest first",
 		Long: `List checkpoints. By default those of the working directory's active session
-(or, when it has none, of every session of the project). --all lists every project.`,
+(or, when it has none, of every session of the project). --all lists every project.
+--tree draws one session's timeline: a rollback starts a new branch.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, svc, err := a.open(cmd)
@@ -167,6 +168,12 @@ func (a *app) checkpointsCommand() *cobra.Command {
 					return err
 				}
 			}
+			if tree {
+				if in.SessionID == "" {
+					return usagef("--tree draws one session: pass --session ID, or run it in a project with a session")
+				}
+				return a.printTree(ctx, svc, in.SessionID)
+			}
 			list, err := svc.ListCheckpoints(ctx, in)
 			if err != nil {
 				return err
@@ -189,7 +196,77 @@ func (a *app) checkpointsCommand() *cobra.Command {
 	f.StringVar(&in.Cursor, "cursor", "", "cursor of the next page, printed after a full page")
 	f.StringVar(&in.OrderBy, "order-by", "", "createdAt or type")
 	f.BoolVar(&asc, "asc", false, "oldest first")
+	f.BoolVar(&tree, "tree", false, "draw the session's checkpoints as a tree of branches")
 	return cmd
+}
+
+// treeNode is a checkpoint with the checkpoints that descend from it.
+type treeNode struct {
+	*belay.Checkpoint
+	Children []*treeNode `json:"children"`
+	Head     bool        `json:"head,omitempty"`
+}
+
+// printTree draws a session's timeline: each checkpoint under its parent, so
+// the branches rollbacks started show, with the session's head marked.
+func (a *app) printTree(ctx context.Context, svc belay.Service, sessionID string) error {
+	sess, err := svc.GetSession(ctx, sessionID)
+	if err != nil {
+		return err
+	}
+	var all []*belay.Checkpoint
+	in := belay.ListCheckpointsInput{SessionID: sessionID, Limit: belay.MaxListLimit, OrderDir: belay.OrderAsc}
+	for {
+		list, err := svc.ListCheckpoints(ctx, in)
+		if err != nil {
+			return err
+		}
+		all = append(all, list.Items...)
+		if !list.HasMore {
+			break
+		}
+		in.Cursor = list.NextCursor
+	}
+	nodes := make(map[string]*treeNode, len(all))
+	for _, c := range all {
+		nodes[c.ID] = &treeNode{Checkpoint: c, Children: []*treeNode{}, Head: c.ID == sess.HeadCheckpointID}
+	}
+	roots := []*treeNode{}
+	for _, c := range all {
+		// A deleted parent makes its children roots of their own.
+		if p, ok := nodes[c.ParentID]; ok {
+			p.Children = append(p.Children, nodes[c.ID])
+		} else {
+			roots = append(roots, nodes[c.ID])
+		}
+	}
+	if a.json {
+		return a.printJSON(roots)
+	}
+	if len(roots) == 0 {
+		fmt.Fprintln(a.env.Stdout, "No checkpoints. Save one with: belay save -m SUMMARY")
+		return nil
+	}
+	fmt.Fprintf(a.env.Stdout, "Session %s (%s)\n", sess.ID, sess.Status)
+	var walk func(n *treeNode, prefix string, last bool)
+	walk = func(n *treeNode, prefix string, last bool) {
+		branch, next := "├─ ", "│  "
+		if last {
+			branch, next = "└─ ", "   "
+		}
+		mark := ""
+		if n.Head {
+			mark = "  ← head"
+		}
+		fmt.Fprintf(a.env.Stdout, "%s%s#%d %s %s  %s%s\n", prefix, branch, n.Seq, n.Type, dash(n.Name), clip(n.Summary, 60), mark)
+		for i, c := range n.Children {
+			walk(c, prefix+next, i == len(n.Children)-1)
+		}
+	}
+	for i, r := range roots {
+		walk(r, "", i == len(roots)-1)
+	}
+	return nil
 }
 
 func (a *app) printCheckpoints(list *belay.CheckpointList) {
