@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -425,21 +426,33 @@ func (s *Service) pendingFor(ctx context.Context, who belay.Actor, now time.Time
 	return p, true, nil
 }
 
-// pollInterval bounds how long a waiter sleeps between reads: it notices
-// decisions made by other processes on the same database.
+// pollInterval bounds how long a waiter on a request with a pending timeout
+// goes without reading it.
 const pollInterval = 250 * time.Millisecond
 
+// decisionEvents are the events after which a waiter looks at its request
+// again.
+var decisionEvents = []string{belay.EventHITLDecided, belay.EventHITLTimedOut, belay.EventCheckpointDeleted}
+
 // WaitDecision returns as soon as checkpoint id is decided (at once when it
-// already is), or after wait with Decided false.
+// already is), or after wait with Decided false. Waiters listen to the shared
+// event tailer for their own session's decisions, so a thousand of them cost
+// nothing while other sessions change; decisions made by other processes on
+// the same database arrive with the tailer's poll.
 func (s *Service) WaitDecision(ctx context.Context, id string, wait time.Duration) (*belay.WaitResult, error) {
 	if err := belay.ValidateID("id", id); err != nil {
 		return nil, err
 	}
-	wake, cancel := s.Wake()
-	defer cancel()
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
+	var sub *subscriber
+	defer func() {
+		if sub != nil {
+			s.hub.remove(sub)
+		}
+	}()
 	for {
+		// Read after subscribing: a decision made in between is seen here.
 		cp, err := s.GetCheckpoint(ctx, id)
 		if err != nil {
 			return nil, err
@@ -454,21 +467,60 @@ func (s *Service) WaitDecision(ctx context.Context, id string, wait time.Duratio
 			}
 			return &belay.WaitResult{Decided: true, Decision: cp.Decision, Checkpoint: cp, Session: sess}, nil
 		}
-		sleep := pollInterval
-		if t := cp.HITL.Timeout; t != nil && !cp.TimeoutFired {
-			sleep = min(sleep, max(t.ExpiresAt.Sub(s.clock.Now()), time.Millisecond))
+		if sub == nil {
+			if sub, err = s.hub.add(ctx, store.EventQuery{SessionID: cp.SessionID, Types: decisionEvents}); err != nil {
+				return nil, err
+			}
+			continue
 		}
-		tick := time.NewTimer(sleep)
+		// A pending timeout is settled by the read when it falls due, also
+		// where no sweeper runs (the CLI on a local database): read again by
+		// then, and at least every pollInterval, since the clock that decides
+		// may not be this process's timer.
+		var expiry <-chan time.Time
+		var timer *time.Timer
+		if t := cp.HITL.Timeout; t != nil && !cp.TimeoutFired {
+			timer = time.NewTimer(min(pollInterval, max(t.ExpiresAt.Sub(s.clock.Now()), time.Millisecond)))
+			expiry = timer.C
+		}
+		err = s.awaitEvent(ctx, &sub, id, deadline.C, expiry)
+		if timer != nil {
+			timer.Stop()
+		}
+		if err != nil {
+			if err == errWaitOver {
+				return &belay.WaitResult{Checkpoint: cp}, nil
+			}
+			return nil, err
+		}
+	}
+}
+
+var errWaitOver = errors.New("wait over")
+
+// awaitEvent blocks until an event about checkpoint id arrives on *sub, the
+// request's timeout falls due, or the wait ends (errWaitOver). A
+// subscription dropped for falling behind is renewed; the caller reads again.
+func (s *Service) awaitEvent(ctx context.Context, sub **subscriber, id string, deadline, expiry <-chan time.Time) error {
+	for {
 		select {
 		case <-ctx.Done():
-			tick.Stop()
-			return nil, ctx.Err()
-		case <-deadline.C:
-			tick.Stop()
-			return &belay.WaitResult{Checkpoint: cp}, nil
-		case <-wake:
-		case <-tick.C:
+			return ctx.Err()
+		case <-deadline:
+			return errWaitOver
+		case <-expiry:
+			return nil
+		case e, ok := <-(*sub).ch:
+			if !ok {
+				q := (*sub).q
+				s.hub.remove(*sub)
+				var err error
+				*sub, err = s.hub.add(ctx, q)
+				return err
+			}
+			if e.CheckpointID == id {
+				return nil
+			}
 		}
-		tick.Stop()
 	}
 }
