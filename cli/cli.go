@@ -113,6 +113,9 @@ func (a *app) printError(err error) {
 	var be *belay.Error
 	if !errors.As(err, &be) {
 		be = &belay.Error{Code: belay.CodeInternal, Message: err.Error()}
+		if u := a.env.Getenv("BELAY_URL"); u != "" && client.IsConnectionError(err) {
+			be.Message = fmt.Sprintf("cannot reach the belay server at %s (BELAY_URL): %v", u, err)
+		}
 	}
 	if a.json {
 		b, _ := json.Marshal(map[string]any{"error": be})

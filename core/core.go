@@ -67,9 +67,6 @@ func New(opts Options) *Service {
 // Store returns the store the service writes to.
 func (s *Service) Store() store.Store { return s.store }
 
-// Clock returns the service's clock.
-func (s *Service) Clock() belay.Clock { return s.clock }
-
 // newID returns a time-ordered UUID (v7).
 func newID() string {
 	return uuid.Must(uuid.NewV7()).String()
