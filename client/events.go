@@ -29,9 +29,15 @@ type EventFilter struct {
 // repeated.
 func (c *Client) Events(ctx context.Context, f EventFilter, fn func(belay.Event) error) error {
 	last := f.After
-	backoff := 100 * time.Millisecond
+	const firstBackoff = 100 * time.Millisecond
+	backoff := firstBackoff
 	for {
+		before := last
 		err := c.streamOnce(ctx, f, &last, fn)
+		if last != before {
+			// The stream made progress: the next drop is a fresh one.
+			backoff = firstBackoff
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -82,6 +88,10 @@ func (c *Client) streamOnce(ctx context.Context, f EventFilter, last *int64, fn 
 		return err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode >= http.StatusInternalServerError {
+		// A server restarting or a proxy in between: worth another try.
+		return fmt.Errorf("event stream: %v", decodeError(resp))
+	}
 	if resp.StatusCode != http.StatusOK {
 		return decodeError(resp)
 	}
