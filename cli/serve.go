@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -66,10 +67,15 @@ func (a *app) serve(ctx context.Context, addr string) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	fmt.Fprintf(a.env.Stdout, "belay %s serving on http://%s (database %s)\n", Version, ln.Addr(), a.db.Path())
-	sweepCtx, stopSweeper := context.WithCancel(context.Background())
-	defer stopSweeper()
-	go svc.RunSweeper(sweepCtx)
-	go svc.RunWebhooks(sweepCtx)
+	// The sweeper and the webhook dispatcher stop before the database closes.
+	bgCtx, stopBackground := context.WithCancel(context.Background())
+	var background sync.WaitGroup
+	defer func() {
+		stopBackground()
+		background.Wait()
+	}()
+	background.Go(func() { svc.RunSweeper(bgCtx) })
+	background.Go(func() { svc.RunWebhooks(bgCtx) })
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
