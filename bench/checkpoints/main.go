@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 	"slices"
 	"sync"
 	"time"
@@ -26,7 +28,7 @@ import (
 func main() {
 	n := flag.Int("n", 20000, "checkpoints to create for the throughput run")
 	stateSize := flag.Int("state", 2048, "bytes of agent state per checkpoint")
-	workers := flag.Int("workers", 1, "concurrent creators")
+	workers := flag.String("workers", "1,16", "concurrent creators: one create run per comma-separated count")
 	rows := flag.Int("rows", 100000, "checkpoints in the database for the list run")
 	queries := flag.Int("queries", 500, "list queries per filter")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the create run here")
@@ -38,16 +40,7 @@ func main() {
 	}
 	defer os.RemoveAll(dir)
 
-	db, err := sqlite.Open(ctx, filepath.Join(dir, "belay.db"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	svc := core.New(core.Options{Store: db})
 	state := makeState(*stateSize)
-	sess, err := svc.CreateSession(ctx, belay.CreateSessionInput{ProjectPath: dir, Title: "bench"})
-	if err != nil {
-		log.Fatal(err)
-	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -57,19 +50,35 @@ func main() {
 			log.Fatal(err)
 		}
 	}
-	rate := create(ctx, svc, sess.ID, state, *n, *workers)
+	for _, field := range strings.Split(*workers, ",") {
+		w, err := strconv.Atoi(strings.TrimSpace(field))
+		if err != nil || w < 1 {
+			log.Fatalf("-workers: %q is not a positive count", field)
+		}
+		// Each run on a fresh database, so runs do not see each other's rows.
+		db, err := sqlite.Open(ctx, filepath.Join(dir, fmt.Sprintf("create-%d.db", w)))
+		if err != nil {
+			log.Fatal(err)
+		}
+		svc := core.New(core.Options{Store: db})
+		sess, err := svc.CreateSession(ctx, belay.CreateSessionInput{ProjectPath: dir, Title: "bench"})
+		if err != nil {
+			log.Fatal(err)
+		}
+		rate := create(ctx, svc, sess.ID, state, *n, w)
+		fmt.Printf("create: %d checkpoints with %d B agent state, %2d writer(s): %6.0f checkpoints/s (target >= 10000/s)\n",
+			*n, *stateSize, w, rate)
+		db.Close()
+	}
 	pprof.StopCPUProfile()
-	fmt.Printf("create: %d checkpoints with %d B agent state, %d worker(s): %.0f checkpoints/s (target >= 10000/s)\n",
-		*n, *stateSize, *workers, rate)
-	db.Close()
 
 	// A fresh database with rows checkpoints over 100 sessions, then timed lists.
-	db, err = sqlite.Open(ctx, filepath.Join(dir, "list.db"))
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "list.db"))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	svc = core.New(core.Options{Store: db})
+	svc := core.New(core.Options{Store: db})
 	var sessions []string
 	for i := 0; i < 100; i++ {
 		s, err := svc.CreateSession(ctx, belay.CreateSessionInput{ProjectPath: dir, Title: fmt.Sprint("s", i)})
