@@ -340,7 +340,9 @@ func (db *DB) runOne(t *tx, w *pendingWrite, alone bool) (bool, error) {
 		}
 	}
 	if _, err := db.wconn.ExecContext(bg, "RELEASE w"); err != nil {
-		return false, fmt.Errorf("sqlite: release savepoint: %w", err)
+		// The transaction is gone: a fn that succeeded still waits for the
+		// batch's (failed) outcome, so it counts as succeeded here.
+		return !out.failed, fmt.Errorf("sqlite: release savepoint: %w", err)
 	}
 	return !out.failed, nil
 }
