@@ -19,29 +19,13 @@ import (
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/core"
+	"github.com/belayhq/belay/internal/testclock"
 	"github.com/belayhq/belay/store"
 	"github.com/belayhq/belay/store/sqlite"
 )
 
-// fakeClock is a belay.Clock for tests: it reads now, then moves forward by
-// step, so a non-zero step gives every reading a distinct, predictable time.
-type fakeClock struct {
-	mu   sync.Mutex
-	now  time.Time
-	step time.Duration
-}
-
-func newClock(step time.Duration) *fakeClock {
-	return &fakeClock{now: time.Date(2025, 1, 15, 12, 0, 0, 0, time.UTC), step: step}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := c.now
-	c.now = c.now.Add(c.step)
-	return t
-}
+// start is when the tests' clocks begin.
+var start = time.Date(2025, 1, 15, 12, 0, 0, 0, time.UTC)
 
 // newService returns a service over a fresh SQLite file.
 func newService(tb testing.TB, clock belay.Clock) *core.Service {
@@ -107,7 +91,7 @@ func wantError(tb testing.TB, err error, code belay.Code, field string) {
 
 func TestCheckpointWithoutSessionGoesToActiveSessionCreatedOnDemand(t *testing.T) {
 	ctx := context.Background()
-	svc := newService(t, newClock(time.Second))
+	svc := newService(t, testclock.New(start, time.Second))
 	project := t.TempDir()
 
 	if _, err := svc.ActiveSession(ctx, project); !belay.IsCode(err, belay.CodeSessionNotFound) {
@@ -156,7 +140,7 @@ func TestCheckpointWithoutSessionGoesToActiveSessionCreatedOnDemand(t *testing.T
 
 func TestSeqParentHeadAndEvents(t *testing.T) {
 	ctx := context.Background()
-	svc := newService(t, newClock(time.Second))
+	svc := newService(t, testclock.New(start, time.Second))
 	ctx = belay.WithActor(ctx, belay.Actor{UserID: "ada"})
 	sess, err := svc.CreateSession(ctx, belay.CreateSessionInput{ProjectPath: t.TempDir(), Title: "run"})
 	if err != nil {
@@ -237,7 +221,7 @@ func TestSeqParentHeadAndEvents(t *testing.T) {
 
 func TestDeleteMovesHeadToParent(t *testing.T) {
 	ctx := belay.WithActor(context.Background(), belay.Actor{UserID: "ada"})
-	svc := newService(t, newClock(time.Second))
+	svc := newService(t, testclock.New(start, time.Second))
 	project := t.TempDir()
 	var cps []*belay.Checkpoint
 	for i := 1; i <= 3; i++ {
@@ -300,7 +284,7 @@ func TestDeleteMovesHeadToParent(t *testing.T) {
 
 func TestHITLCheckpointAwaitsInputAndDeleteResumes(t *testing.T) {
 	ctx := context.Background()
-	svc := newService(t, newClock(time.Second))
+	svc := newService(t, testclock.New(start, time.Second))
 	project := t.TempDir()
 	mustCreate(t, svc, belay.CreateCheckpointInput{ProjectPath: project, Summary: "plain"})
 	cp := mustCreate(t, svc, belay.CreateCheckpointInput{ProjectPath: project, Summary: "approve the plan",
@@ -340,7 +324,7 @@ func TestHITLCheckpointAwaitsInputAndDeleteResumes(t *testing.T) {
 
 func TestInvalidInputWritesNothing(t *testing.T) {
 	ctx := context.Background()
-	svc := newService(t, newClock(time.Second))
+	svc := newService(t, testclock.New(start, time.Second))
 	project := t.TempDir()
 	seed := mustCreate(t, svc, belay.CreateCheckpointInput{ProjectPath: project, Summary: "seed"})
 	missing := "01890000-0000-7000-8000-000000000000"
@@ -398,14 +382,12 @@ func TestInvalidInputWritesNothing(t *testing.T) {
 
 func TestListFilters(t *testing.T) {
 	ctx := context.Background()
-	clock := newClock(0)
+	clock := testclock.New(start, 0)
 	svc := newService(t, clock)
 	projA, projB := t.TempDir(), t.TempDir()
 	at := func(sec int) time.Time { return time.Date(2025, 1, 15, 12, 0, sec, 0, time.UTC) }
 	create := func(sec int, in belay.CreateCheckpointInput) *belay.Checkpoint {
-		clock.mu.Lock()
-		clock.now = at(sec)
-		clock.mu.Unlock()
+		clock.Set(at(sec))
 		return mustCreate(t, svc, in)
 	}
 	a1 := create(1, belay.CreateCheckpointInput{ProjectPath: projA, Summary: "a1", Type: belay.TypePhase, Tags: []string{"x"}})
@@ -458,7 +440,7 @@ func TestListFilters(t *testing.T) {
 
 func TestListRejectsBadInput(t *testing.T) {
 	ctx := context.Background()
-	svc := newService(t, newClock(time.Second))
+	svc := newService(t, testclock.New(start, time.Second))
 	project := t.TempDir()
 	for i := 0; i < 3; i++ {
 		mustCreate(t, svc, belay.CreateCheckpointInput{ProjectPath: project, Summary: "x"})
@@ -609,7 +591,7 @@ var types = []belay.CheckpointType{belay.TypeAuto, belay.TypePhase, belay.TypeHI
 func TestPagingWalksEveryOrder(t *testing.T) {
 	// A frozen clock makes every createdAt equal, so the id alone breaks ties.
 	for _, step := range []time.Duration{0, time.Millisecond} {
-		svc := newService(t, newClock(step))
+		svc := newService(t, testclock.New(start, step))
 		project := t.TempDir()
 		for i := range 23 {
 			mustCreate(t, svc, belay.CreateCheckpointInput{ProjectPath: project, Summary: fmt.Sprint(i), Type: types[i%len(types)]})
@@ -632,7 +614,7 @@ func TestPagingWalksEveryOrder(t *testing.T) {
 func TestPagingUnderInsertsBetweenPages(t *testing.T) {
 	for _, order := range orders {
 		t.Run(orderName(order), func(t *testing.T) {
-			svc := newService(t, newClock(time.Millisecond))
+			svc := newService(t, testclock.New(start, time.Millisecond))
 			project := t.TempDir()
 			initial := map[string]bool{}
 			for i := range 12 {
@@ -675,7 +657,7 @@ func TestPagingUnderInsertsBetweenPages(t *testing.T) {
 func TestPagingUnderConcurrentInserts(t *testing.T) {
 	for _, order := range orders {
 		t.Run(orderName(order), func(t *testing.T) {
-			svc := newService(t, newClock(time.Millisecond))
+			svc := newService(t, testclock.New(start, time.Millisecond))
 			project := t.TempDir()
 			initial := map[string]bool{}
 			for i := range 40 {
@@ -719,7 +701,7 @@ func TestPagingUnderConcurrentInserts(t *testing.T) {
 
 func TestSessionPaging(t *testing.T) {
 	ctx := context.Background()
-	svc := newService(t, newClock(0))
+	svc := newService(t, testclock.New(start, 0))
 	want := map[string]bool{}
 	for range 7 {
 		s, err := svc.CreateSession(ctx, belay.CreateSessionInput{Title: "s"})
@@ -777,7 +759,7 @@ func corrupt(tb testing.TB, svc *core.Service, id string) {
 
 func TestChecksumVerifiedOnRead(t *testing.T) {
 	ctx := context.Background()
-	svc := newService(t, newClock(time.Second))
+	svc := newService(t, testclock.New(start, time.Second))
 	project := t.TempDir()
 	good := mustCreate(t, svc, belay.CreateCheckpointInput{ProjectPath: project, Summary: "good",
 		Context: map[string]string{"b": "2", "a": "1"}, Tags: []string{"t", "t", "u"}, Metadata: json.RawMessage(`{"k": [1, 2]}`)})
@@ -808,7 +790,7 @@ func TestChecksumVerifiedOnRead(t *testing.T) {
 
 func TestSessionInputRules(t *testing.T) {
 	ctx := context.Background()
-	svc := newService(t, newClock(time.Second))
+	svc := newService(t, testclock.New(start, time.Second))
 	tests := []struct {
 		name  string
 		call  func() error

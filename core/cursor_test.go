@@ -10,13 +10,14 @@ import (
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/core"
+	"github.com/belayhq/belay/internal/testclock"
 )
 
 // realCursors lists checkpoints in every order and returns each order's first
 // nextCursor with the item it points after.
 func realCursors(tb testing.TB) (map[string]string, map[string]*belay.Checkpoint) {
 	tb.Helper()
-	svc := newService(tb, newClock(time.Millisecond))
+	svc := newService(tb, testclock.New(start, time.Millisecond))
 	project := tb.TempDir()
 	for i := range 6 {
 		mustCreate(tb, svc, belay.CreateCheckpointInput{ProjectPath: project, Summary: fmt.Sprint(i), Type: types[i%len(types)]})

@@ -17,50 +17,23 @@ import (
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/core"
+	"github.com/belayhq/belay/internal/testclock"
 	"github.com/belayhq/belay/store"
 	"github.com/belayhq/belay/store/sqlite"
 )
-
-// hitlClock is a belay.Clock whose time moves only when a test sets it.
-type hitlClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newHITLClock() *hitlClock {
-	return &hitlClock{now: time.Date(2025, 1, 15, 11, 0, 0, 0, time.UTC)}
-}
-
-func (c *hitlClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *hitlClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
-
-func (c *hitlClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // hitlEnv is a core service over a SQLite file that a test can close and
 // reopen, as a restarted server would.
 type hitlEnv struct {
 	path  string
-	clock *hitlClock
+	clock *testclock.Clock
 	db    *sqlite.DB
 	svc   *core.Service
 }
 
 func newHITLEnv(tb testing.TB) *hitlEnv {
 	tb.Helper()
-	e := &hitlEnv{path: filepath.Join(tb.TempDir(), "belay.db"), clock: newHITLClock()}
+	e := &hitlEnv{path: filepath.Join(tb.TempDir(), "belay.db"), clock: testclock.New(time.Date(2025, 1, 15, 11, 0, 0, 0, time.UTC), 0)}
 	e.open(tb)
 	tb.Cleanup(func() { e.db.Close() })
 	return e

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,27 +21,10 @@ import (
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/httpapi"
+	"github.com/belayhq/belay/internal/testclock"
 	"github.com/belayhq/belay/store"
 	"github.com/belayhq/belay/store/sqlite"
 )
-
-// fakeClock is a belay.Clock that only moves when the test sets it.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
 
 // at is second sec of the seeded minute.
 func at(sec int) time.Time { return time.Date(2025, 1, 15, 12, 0, sec, 0, time.UTC) }
@@ -60,7 +42,7 @@ type apiEnv struct {
 	svc   *core.Service
 	db    *sqlite.DB
 	srv   *httptest.Server
-	clock *fakeClock
+	clock *testclock.Clock
 	vars  map[string]string
 }
 
@@ -72,7 +54,7 @@ func newAPI(t *testing.T) *apiEnv {
 		t.Fatalf("open store: %v", err)
 	}
 	t.Cleanup(func() { db.Close() })
-	clock := &fakeClock{}
+	clock := testclock.New(time.Time{}, 0)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc := core.New(core.Options{Store: db, Clock: clock, Logger: log})
 	srv := httptest.NewServer(httpapi.New(httpapi.Options{Service: svc, Logger: log, Version: "test"}).Handler())
@@ -86,7 +68,7 @@ func newAPI(t *testing.T) *apiEnv {
 		{Tags: []string{"b"}, HITL: &belay.HITLInput{Required: true}},
 	}
 	for i, in := range seed {
-		clock.set(at(i + 1))
+		clock.Set(at(i + 1))
 		in.ProjectPath, in.Summary = e.vars["project"], fmt.Sprintf("seed %d", i+1)
 		cp, err := svc.CreateCheckpoint(ctx, in)
 		if err != nil {

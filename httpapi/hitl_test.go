@@ -19,27 +19,10 @@ import (
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/httpapi"
+	"github.com/belayhq/belay/internal/testclock"
 	"github.com/belayhq/belay/store"
 	"github.com/belayhq/belay/store/sqlite"
 )
-
-// hitlClock is a belay.Clock that moves only when a test advances it.
-type hitlClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *hitlClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *hitlClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // hitlServer is a real server on loopback that authenticates with tokens of
 // the core service, plus a token for each of the test's people: admin,
@@ -49,7 +32,7 @@ type hitlServer struct {
 	url    string
 	srv    *httptest.Server
 	svc    *core.Service
-	clock  *hitlClock
+	clock  *testclock.Clock
 	tokens map[string]string
 
 	mu       sync.Mutex
@@ -84,7 +67,7 @@ func newHITLServer(t *testing.T, tweak func(*httpapi.Options)) *hitlServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := &hitlClock{now: time.Date(2025, 1, 15, 11, 0, 0, 0, time.UTC)}
+	clock := testclock.New(time.Date(2025, 1, 15, 11, 0, 0, 0, time.UTC), 0)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc := core.New(core.Options{Store: db, Clock: clock, Logger: logger})
 	opts := httpapi.Options{Service: svc, Logger: logger, Authenticate: svc.Authenticate}
