@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -96,6 +97,20 @@ func (s *Service) notify() {
 		default:
 		}
 	}
+}
+
+// pause waits for d, a wake-up or the end of ctx, and reports whether ctx is
+// still live: the idle step of the background loops.
+func pause(ctx context.Context, wake <-chan struct{}, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-wake:
+	case <-timer.C:
+	}
+	return true
 }
 
 // update runs fn in a write transaction and wakes event readers after it commits.

@@ -344,15 +344,9 @@ func (s *Service) RunSweeper(ctx context.Context) {
 		if next, ok, err := s.store.NextHITLDeadline(ctx); err == nil && ok {
 			sleep = min(sleep, max(next.Sub(s.clock.Now()), time.Millisecond))
 		}
-		timer := time.NewTimer(sleep)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		if !pause(ctx, wake, sleep) {
 			return
-		case <-wake:
-		case <-timer.C:
 		}
-		timer.Stop()
 	}
 }
 

@@ -62,13 +62,9 @@ func (s *Service) previewRestore(ctx context.Context, sess *belay.Session, targe
 	if target.WorkspaceRef == "" {
 		return res, nil
 	}
-	ws, err := s.workspaces()
+	ws, root, err := s.restoreTarget(ctx, sess, target)
 	if err != nil {
-		return nil, s.restoreFailed(ctx, err, target)
-	}
-	root, err := workspaceRoot(sess)
-	if err != nil {
-		return nil, s.restoreFailed(ctx, err, target)
+		return nil, err
 	}
 	d, err := ws.Diff(ctx, root, target.WorkspaceRef, "")
 	if err != nil {
@@ -105,18 +101,28 @@ func (s *Service) restoreState(ctx context.Context, sess *belay.Session, target 
 	return res, nil
 }
 
+// restoreTarget returns the workspace manager and root a rollback of sess to
+// target works on, or RESTORE_FAILED.
+func (s *Service) restoreTarget(ctx context.Context, sess *belay.Session, target *belay.Checkpoint) (*workspace.Manager, string, error) {
+	ws, err := s.workspaces()
+	if err != nil {
+		return nil, "", s.restoreFailed(ctx, err, target)
+	}
+	root, err := workspaceRoot(sess)
+	if err != nil {
+		return nil, "", s.restoreFailed(ctx, err, target)
+	}
+	return ws, root, nil
+}
+
 // restoreWorkspace rolls back files and state under the workspace lock:
 // snapshot the current state as the safety checkpoint, move the work tree to
 // the target's snapshot, then record the rollback. When recording fails the
 // work tree is moved back.
 func (s *Service) restoreWorkspace(ctx context.Context, sess *belay.Session, target *belay.Checkpoint, reason string) (*belay.RestoreResult, error) {
-	ws, err := s.workspaces()
+	ws, root, err := s.restoreTarget(ctx, sess, target)
 	if err != nil {
-		return nil, s.restoreFailed(ctx, err, target)
-	}
-	root, err := workspaceRoot(sess)
-	if err != nil {
-		return nil, s.restoreFailed(ctx, err, target)
+		return nil, err
 	}
 	unlock, err := ws.Lock(ctx, root)
 	if err != nil {

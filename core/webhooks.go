@@ -369,15 +369,9 @@ func (s *Service) RunWebhooksWith(ctx context.Context, opts WebhookOptions) {
 				}
 			}
 		}
-		timer := time.NewTimer(d.opts.PollInterval)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		if !pause(ctx, wake, d.opts.PollInterval) {
 			return
-		case <-wake:
-		case <-timer.C:
 		}
-		timer.Stop()
 	}
 }
 
