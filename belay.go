@@ -5,6 +5,7 @@ package belay
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -22,15 +23,12 @@ const (
 	SessionAbandoned     SessionStatus = "abandoned"
 )
 
+// SessionStatuses lists every session status.
+var SessionStatuses = []SessionStatus{SessionRunning, SessionAwaitingInput, SessionPaused, SessionCompleted,
+	SessionFailed, SessionInterrupted, SessionAbandoned}
+
 // Valid reports whether s is a known status.
-func (s SessionStatus) Valid() bool {
-	switch s {
-	case SessionRunning, SessionAwaitingInput, SessionPaused, SessionCompleted,
-		SessionFailed, SessionInterrupted, SessionAbandoned:
-		return true
-	}
-	return false
-}
+func (s SessionStatus) Valid() bool { return slices.Contains(SessionStatuses, s) }
 
 // Open reports whether a session in status s can still take checkpoints as a
 // project's active session.
@@ -251,7 +249,32 @@ const (
 	EventHITLDecided          = "hitl.decided"
 	EventHITLTimedOut         = "hitl.timed_out"
 	EventWorkspaceRestored    = "workspace.restored"
+	// EventSessionGranted and EventSessionRevoked: who may use a session changed.
+	EventSessionGranted = "session.granted"
+	EventSessionRevoked = "session.revoked"
 )
+
+// EventTypes lists every event type, for filters and webhooks.
+var EventTypes = []string{
+	EventSessionCreated, EventSessionStatusChanged, EventSessionGranted, EventSessionRevoked,
+	EventCheckpointCreated, EventCheckpointDeleted,
+	EventHITLRequired, EventHITLDecided, EventHITLTimedOut,
+	EventWorkspaceRestored, EventSessionDeleted, EventCheckpointRepaired,
+}
+
+// ValidateEventTypes refuses an unknown event type, or more types than exist,
+// as a VALIDATION_ERROR naming field.
+func ValidateEventTypes(field string, types []string) error {
+	if len(types) > len(EventTypes) {
+		return Invalid(field, "at most %d event types may be given", len(EventTypes))
+	}
+	for _, t := range types {
+		if !slices.Contains(EventTypes, t) {
+			return Invalid(field, "unknown event type %q; one of %v", t, EventTypes)
+		}
+	}
+	return nil
+}
 
 // Event records one state change. Seq is global and gap-free; events are
 // appended in the same transaction as the change they describe.
@@ -317,4 +340,30 @@ type Delivery struct {
 	Error      string    `json:"error,omitempty"`
 	DurationMs int64     `json:"durationMs"`
 	CreatedAt  time.Time `json:"createdAt"`
+}
+
+// SkippedFile is a file a snapshot left out, as listed in the checkpoint's
+// metadata under MetadataSkippedFiles.
+type SkippedFile struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+// MetadataSkippedFiles is the metadata key listing the files a snapshot left
+// out; MetadataSkippedCount counts them when the list is cut short.
+const (
+	MetadataSkippedFiles = "skippedFiles"
+	MetadataSkippedCount = "skippedCount"
+)
+
+// SkippedFiles returns the files the checkpoint's snapshot left out, as
+// listed in its metadata.
+func (c *Checkpoint) SkippedFiles() []SkippedFile {
+	var m struct {
+		Skipped []SkippedFile `json:"skippedFiles"`
+	}
+	if c.Metadata == nil || json.Unmarshal(c.Metadata, &m) != nil {
+		return nil
+	}
+	return m.Skipped
 }

@@ -7,44 +7,123 @@ import (
 	"time"
 )
 
-// Service is everything an agent or a person can ask of belay. core.Service is
-// the one implementation; client.Client speaks it over HTTP, so a caller sees
-// the same behaviour and the same errors locally and remotely.
+// Service is everything an agent or a person can ask of belay, as one
+// interface made of role interfaces. core.Service is the one implementation;
+// client.Client speaks it over HTTP, so a caller sees the same behaviour and the
+// same errors locally and remotely, and a transport works on either.
 type Service interface {
+	SessionService
+	CheckpointService
+	HITLService
+	WorkspaceService
+	EventService
+	AdminService
+}
+
+// SessionService starts, finds and lists sessions.
+type SessionService interface {
 	CreateSession(ctx context.Context, in CreateSessionInput) (*Session, error)
+	// GetSession returns a session the caller may read.
 	GetSession(ctx context.Context, id string) (*Session, error)
-	// ActiveSession returns the newest open session of a project path.
+	// ActiveSession returns the newest open session of a project path that the
+	// caller may read.
 	ActiveSession(ctx context.Context, projectPath string) (*Session, error)
+	// CurrentSession returns the project's active session, else its newest
+	// one: the session "checkpoint 3" of that project means.
+	CurrentSession(ctx context.Context, projectPath string) (*Session, error)
+	// ListSessions pages the sessions the caller may read; totals count only those.
 	ListSessions(ctx context.Context, in ListSessionsInput) (*SessionList, error)
 
+	// GrantSession gives a user a role in a session (its owner or an admin
+	// may); a second grant to the same user replaces the first.
+	GrantSession(ctx context.Context, in GrantInput) (*Grant, error)
+	// RevokeGrant takes a user's role in a session away.
+	RevokeGrant(ctx context.Context, sessionID, user string) error
+	// ListGrants lists who besides the owner may use a session.
+	ListGrants(ctx context.Context, sessionID string) ([]*Grant, error)
+}
+
+// GrantInput gives User the Role in session SessionID.
+type GrantInput struct {
+	SessionID string `json:"sessionId"`
+	User      string `json:"user"`
+	Role      Role   `json:"role"`
+}
+
+// CheckpointService saves, finds, lists and deletes checkpoints.
+type CheckpointService interface {
 	CreateCheckpoint(ctx context.Context, in CreateCheckpointInput) (*Checkpoint, error)
+	// GetCheckpoint returns a checkpoint the caller may read.
 	GetCheckpoint(ctx context.Context, id string) (*Checkpoint, error)
 	// GetCheckpointBySeq finds checkpoint number seq of a session.
 	GetCheckpointBySeq(ctx context.Context, sessionID string, seq int64) (*Checkpoint, error)
+	// ResolveCheckpoint finds the checkpoint a person names: a number in a
+	// session, an id, a unique id prefix or a checkpoint name (see CheckpointRef).
+	ResolveCheckpoint(ctx context.Context, in CheckpointRef) (*Checkpoint, error)
+	// ListCheckpoints pages the checkpoints the caller may read; totals count only those.
 	ListCheckpoints(ctx context.Context, in ListCheckpointsInput) (*CheckpointList, error)
 	DeleteCheckpoint(ctx context.Context, id string) error
-
-	HITLService
-	WorkspaceService
 }
 
-// Actor is who is calling: set by the transport after authentication.
-type Actor struct {
-	UserID string
-	Admin  bool
+// CheckpointRef names a checkpoint the way a person does. Ref is a checkpoint
+// number (in SessionID's session, else in ProjectPath's current session), a
+// checkpoint id or a unique prefix of one (at least 4 characters). Ambiguous
+// prefixes are a VALIDATION_ERROR that lists the candidates.
+type CheckpointRef struct {
+	Ref         string `json:"ref"`
+	SessionID   string `json:"sessionId,omitempty"`
+	ProjectPath string `json:"projectPath,omitempty"`
 }
 
-type actorKey struct{}
+// FromNow, as EventFilter.After, starts a stream at the newest event.
+const FromNow int64 = -1
 
-// WithActor returns a context that carries the calling identity.
-func WithActor(ctx context.Context, a Actor) context.Context {
-	return context.WithValue(ctx, actorKey{}, a)
+// EventFilter selects events of the log.
+type EventFilter struct {
+	SessionID string   `json:"sessionId,omitempty"`
+	Types     []string `json:"types,omitempty"`
+	// After is the sequence number to resume after: 0 replays the whole log,
+	// FromNow starts with the next event.
+	After int64 `json:"after"`
 }
 
-// ActorFrom returns the identity in ctx, if any.
-func ActorFrom(ctx context.Context) (Actor, bool) {
-	a, ok := ctx.Value(actorKey{}).(Actor)
-	return a, ok
+// EventService streams the event log.
+type EventService interface {
+	// Follow calls emit with every event matching f that the caller may read,
+	// from f.After on: each once, in order, in batches, until ctx ends (then it
+	// returns nil) or emit fails (that error). after is the position to resume
+	// from once the batch is handled. emit is called once at the start with no
+	// events (after is then the starting position, FromNow resolved) and, when
+	// heartbeat > 0, again with no events after that long without any, so a
+	// transport can keep an idle connection open. An After beyond the newest
+	// event is a VALIDATION_ERROR.
+	Follow(ctx context.Context, f EventFilter, heartbeat time.Duration, emit func(after int64, batch []Event) error) error
+}
+
+// MaxDeliveryPage bounds one read of the webhook delivery log.
+const MaxDeliveryPage = 1000
+
+// AdminService manages tokens and webhooks (admins only) and reports health.
+type AdminService interface {
+	// CreateToken creates user in.User when new and returns a new API token
+	// for it, shown once: only its hash is stored.
+	CreateToken(ctx context.Context, in CreateTokenInput) (*NewToken, error)
+	// ListTokens lists tokens (never their secrets), newest first.
+	ListTokens(ctx context.Context) ([]*Token, error)
+	// RevokeToken makes a token unusable at once.
+	RevokeToken(ctx context.Context, id string) error
+
+	// AddWebhook registers url to receive events (all when events is empty).
+	AddWebhook(ctx context.Context, url string, events []string) (*Webhook, error)
+	// ListWebhooks lists webhooks without their secrets.
+	ListWebhooks(ctx context.Context) ([]*Webhook, error)
+	RemoveWebhook(ctx context.Context, id string) error
+	// ListDeliveries returns the newest delivery attempts, of one webhook or all.
+	ListDeliveries(ctx context.Context, webhookID string, limit int) ([]*Delivery, error)
+
+	// Health returns nil when the service can read and write its data, else
+	// a coded error saying what is wrong. It needs no identity.
+	Health(ctx context.Context) error
 }
 
 // CreateSessionInput starts a session.
@@ -154,8 +233,9 @@ type CheckpointList struct {
 
 // DecideInput is a human decision on a HITL checkpoint (seed 000's HITLDecisionInput).
 type DecideInput struct {
-	CheckpointID   string          `json:"checkpointId"`
-	Action         Action          `json:"action"`
+	CheckpointID string `json:"checkpointId"`
+	// Action, when empty, is the chosen option's own action.
+	Action         Action          `json:"action,omitempty"`
 	SelectedOption string          `json:"selectedOption"`
 	Feedback       string          `json:"feedback,omitempty"`
 	Modifications  json.RawMessage `json:"modifications,omitempty"`
@@ -194,12 +274,15 @@ type WaitResult struct {
 	Session    *Session    `json:"session,omitempty"`
 }
 
+// MaxWait bounds one WaitDecision call: a long poll; a waiter asks again.
+const MaxWait = 5 * time.Minute
+
 // HITLService is the human-in-the-loop part of belay.
 type HITLService interface {
 	Decide(ctx context.Context, in DecideInput) (*DecideResult, error)
 	PendingHITL(ctx context.Context, sessionID string) ([]PendingHITL, error)
 	// WaitDecision returns as soon as checkpoint id is decided, or after wait
-	// with Decided false.
+	// (at most MaxWait) with Decided false.
 	WaitDecision(ctx context.Context, id string, wait time.Duration) (*WaitResult, error)
 }
 

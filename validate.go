@@ -464,7 +464,7 @@ func (in *DecideInput) Validate() error {
 	if err := ValidateID("checkpointId", in.CheckpointID); err != nil {
 		return err
 	}
-	if !in.Action.Valid() {
+	if in.Action != "" && !in.Action.Valid() {
 		return Invalid("action", "action must be one of approve, reject, modify, retry, skip, escalate; got %q", truncate(string(in.Action), 50))
 	}
 	if err := validText("selectedOption", in.SelectedOption, 1, MaxOptionIDLen); err != nil {
@@ -473,7 +473,7 @@ func (in *DecideInput) Validate() error {
 	if err := validText("feedback", in.Feedback, 0, MaxFeedback); err != nil {
 		return err
 	}
-	if len(in.Modifications) > 0 && in.Action != ActionModify {
+	if len(in.Modifications) > 0 && in.Action != "" && in.Action != ActionModify {
 		return Invalid("modifications", "modifications are only allowed with action modify")
 	}
 	if err := validObject("modifications", in.Modifications); err != nil {

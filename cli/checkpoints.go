@@ -200,13 +200,6 @@ func (a *app) checkpointsCommand() *cobra.Command {
 	return cmd
 }
 
-// treeNode is a checkpoint with the checkpoints that descend from it.
-type treeNode struct {
-	*belay.Checkpoint
-	Children []*treeNode `json:"children"`
-	Head     bool        `json:"head,omitempty"`
-}
-
 // printTree draws a session's timeline: each checkpoint under its parent, so
 // the branches rollbacks started show, with the session's head marked.
 func (a *app) printTree(ctx context.Context, svc belay.Service, sessionID string) error {
@@ -227,19 +220,7 @@ func (a *app) printTree(ctx context.Context, svc belay.Service, sessionID string
 		}
 		in.Cursor = list.NextCursor
 	}
-	nodes := make(map[string]*treeNode, len(all))
-	for _, c := range all {
-		nodes[c.ID] = &treeNode{Checkpoint: c, Children: []*treeNode{}, Head: c.ID == sess.HeadCheckpointID}
-	}
-	roots := []*treeNode{}
-	for _, c := range all {
-		// A deleted parent makes its children roots of their own.
-		if p, ok := nodes[c.ParentID]; ok {
-			p.Children = append(p.Children, nodes[c.ID])
-		} else {
-			roots = append(roots, nodes[c.ID])
-		}
-	}
+	roots := belay.Timeline(all, sess.HeadCheckpointID)
 	if a.json {
 		return a.printJSON(roots)
 	}
@@ -248,8 +229,8 @@ func (a *app) printTree(ctx context.Context, svc belay.Service, sessionID string
 		return nil
 	}
 	fmt.Fprintf(a.env.Stdout, "Session %s (%s)\n", sess.ID, sess.Status)
-	var walk func(n *treeNode, prefix string, last bool)
-	walk = func(n *treeNode, prefix string, last bool) {
+	var walk func(n *belay.TimelineNode, prefix string, last bool)
+	walk = func(n *belay.TimelineNode, prefix string, last bool) {
 		branch, next := "├─ ", "│  "
 		if last {
 			branch, next = "└─ ", "   "
@@ -300,24 +281,19 @@ func hitlState(c *belay.Checkpoint) string {
 	return string(c.Decision.Action)
 }
 
-// resolveCheckpoint finds a checkpoint by id, or by seq in --session or the
-// working directory's active session.
+// resolveCheckpoint finds the checkpoint a person names (a number, an id, a
+// unique id prefix or a name) in --session or the working directory's
+// current session.
 func (a *app) resolveCheckpoint(ctx context.Context, svc belay.Service, ref, sessionID string) (*belay.Checkpoint, error) {
-	if belay.IsUUID(ref) {
-		return svc.GetCheckpoint(ctx, ref)
-	}
-	seq, err := strconv.ParseInt(strings.TrimPrefix(ref, "#"), 10, 64)
-	if err != nil || seq < 1 {
-		return nil, usagef("%q is neither a checkpoint number nor a checkpoint id", ref)
-	}
+	in := belay.CheckpointRef{Ref: ref, SessionID: sessionID}
 	if sessionID == "" {
-		sess, err := a.activeSession(ctx, svc)
+		wd, err := a.cwd()
 		if err != nil {
 			return nil, err
 		}
-		sessionID = sess.ID
+		in.ProjectPath = wd
 	}
-	return svc.GetCheckpointBySeq(ctx, sessionID, seq)
+	return svc.ResolveCheckpoint(ctx, in)
 }
 
 // activeSession returns the working directory's active session, else its newest one.
@@ -326,21 +302,7 @@ func (a *app) activeSession(ctx context.Context, svc belay.Service) (*belay.Sess
 	if err != nil {
 		return nil, err
 	}
-	sess, err := svc.ActiveSession(ctx, wd)
-	if !belay.IsCode(err, belay.CodeSessionNotFound) {
-		return sess, err
-	}
-	// No open session: the project's newest one, so that `show 3` still
-	// works after a session completed or failed.
-	list, err := svc.ListSessions(ctx, belay.ListSessionsInput{ProjectPath: wd, Limit: 1})
-	if err != nil {
-		return nil, err
-	}
-	if len(list.Items) == 0 {
-		return nil, belay.Errorf(belay.CodeSessionNotFound,
-			"no session in %s; pass --session ID (see `belay sessions`) or save a checkpoint here first", wd)
-	}
-	return list.Items[0], nil
+	return svc.CurrentSession(ctx, wd)
 }
 
 func (a *app) showCommand() *cobra.Command {

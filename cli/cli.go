@@ -20,9 +20,6 @@ import (
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/client"
-	"github.com/belayhq/belay/core"
-	"github.com/belayhq/belay/store/sqlite"
-	"github.com/belayhq/belay/workspace"
 )
 
 // Exit codes of the belay command.
@@ -42,11 +39,48 @@ type Env struct {
 	Getenv         func(string) string
 	// Getwd returns the working directory, the default project path.
 	Getwd func() (string, error)
+	// Backend opens the local database and serves it.
+	Backend Backend
 }
 
-// OSEnv is the real process environment.
-func OSEnv() Env {
-	return Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, Getwd: os.Getwd}
+// Backend is what the commands run on when no server is named: the program
+// that builds the CLI (cmd/belay) wires the store, the workspaces and the
+// service, so this package depends on belay.Service alone.
+type Backend struct {
+	// Open opens the local database as a service.
+	Open func(ctx context.Context, cfg LocalConfig) (*Local, error)
+	// Serve serves the API on the local database until ctx ends.
+	Serve func(ctx context.Context, cfg ServeConfig) error
+}
+
+// LocalConfig says which local database to open and how.
+type LocalConfig struct {
+	DataDir string
+	// WorkspaceRoots are the directories under which users other than admins
+	// may snapshot, restore and diff workspaces (serve).
+	WorkspaceRoots []string
+}
+
+// Local is an open local database.
+type Local struct {
+	Service belay.Service
+	// Path is the database file, for messages.
+	Path  string
+	Close func() error
+}
+
+// ServeConfig configures `belay serve`.
+type ServeConfig struct {
+	Local   LocalConfig
+	Addr    string
+	Version string
+	// Stdout gets what a person reads (the URL, the first token); Stderr the log.
+	Stdout, Stderr io.Writer
+}
+
+// OSEnv is the real process environment running on backend.
+func OSEnv(backend Backend) Env {
+	return Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, Getwd: os.Getwd, Backend: backend}
 }
 
 // usageError marks a mistake in how the command was called (exit code 2).
@@ -66,12 +100,11 @@ type app struct {
 	json    bool
 
 	svc   belay.Service
-	local *core.Service
+	local *Local
 	// roots are the directories where users other than admins may snapshot (serve).
 	roots []string
 	// prompts is standard input as read by interactive prompts without a terminal.
 	prompts io.Reader
-	db      *sqlite.DB
 }
 
 // Run executes belay with args (without the program name) and returns the exit code.
@@ -101,10 +134,10 @@ func Run(ctx context.Context, args []string, env Env) int {
 	return ExitError
 }
 
-// Main runs belay as a process: signals cancel the context.
-func Main() {
+// Main runs belay as a process on backend: signals cancel the context.
+func Main(backend Backend) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := Run(ctx, os.Args[1:], OSEnv())
+	code := Run(ctx, os.Args[1:], OSEnv(backend))
 	stop()
 	os.Exit(code)
 }
@@ -208,32 +241,31 @@ func (a *app) resolveDataDir() (string, error) {
 	return filepath.Join(home, ".local", "share", "belay"), nil
 }
 
-// openLocal opens the local database and core service.
-func (a *app) openLocal(ctx context.Context) (*core.Service, error) {
-	if a.local != nil {
-		return a.local, nil
-	}
+// localConfig is the configuration of the local database.
+func (a *app) localConfig() (LocalConfig, error) {
 	dir, err := a.resolveDataDir()
 	if err != nil {
-		return nil, err
+		return LocalConfig{}, err
 	}
-	db, err := sqlite.Open(ctx, filepath.Join(dir, "belay.db"))
+	return LocalConfig{DataDir: dir, WorkspaceRoots: a.roots}, nil
+}
+
+// openLocal opens the local database once per invocation.
+func (a *app) openLocal(ctx context.Context) (belay.Service, error) {
+	if a.local != nil {
+		return a.local.Service, nil
+	}
+	if a.env.Backend.Open == nil {
+		return nil, errors.New("this build of belay has no local database: set BELAY_URL to use a server")
+	}
+	cfg, err := a.localConfig()
 	if err != nil {
 		return nil, err
 	}
-	a.db = db
-	ws, err := workspace.New(workspace.Options{DataDir: dir})
-	var we *workspace.Error
-	if errors.As(err, &we) && we.Code == workspace.GitMissing {
-		// Without git everything but workspace snapshots works; core says so
-		// when one is asked for.
-		ws, err = nil, nil
-	}
-	if err != nil {
+	if a.local, err = a.env.Backend.Open(ctx, cfg); err != nil {
 		return nil, err
 	}
-	a.local = core.New(core.Options{Store: db, Workspaces: ws, WorkspaceRoots: a.roots})
-	return a.local, nil
+	return a.local.Service, nil
 }
 
 // service returns the client when BELAY_URL is set, else the local service.
@@ -294,8 +326,8 @@ func (a *app) ctx(cmd *cobra.Command) context.Context {
 }
 
 func (a *app) close() {
-	if a.db != nil {
-		a.db.Close()
+	if a.local != nil {
+		a.local.Close()
 	}
 }
 

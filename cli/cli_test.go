@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/belayhq/belay/cmd/belay/wire"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,7 +39,7 @@ type result struct {
 func (h *harness) run(t *testing.T, stdin string, args ...string) result {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	env := cli.Env{
+	env := cli.Env{Backend: wire.Backend(),
 		Stdin:  strings.NewReader(stdin),
 		Stdout: &out,
 		Stderr: &errOut,
@@ -263,7 +264,7 @@ func TestExitCodes(t *testing.T) {
 		{"args to version", []string{"version", "1"}, cli.ExitUsage, ""},
 		{"too many args to session-info", []string{"session-info", "a", "b"}, cli.ExitUsage, ""},
 		{"delete without args", []string{"delete"}, cli.ExitUsage, ""},
-		{"show neither seq nor id", []string{"show", "abc"}, cli.ExitUsage, "neither a checkpoint number nor a checkpoint id"},
+		{"show neither seq, id nor name", []string{"show", "abc"}, cli.ExitError, "no checkpoint is numbered, named or has an id beginning"},
 		{"context without =", []string{"save", "-m", "x", "--context", "novalue"}, cli.ExitUsage, "KEY=VALUE"},
 		{"show unknown seq", []string{"show", "99"}, cli.ExitError, "CHECKPOINT_NOT_FOUND"},
 		{"show unknown id", []string{"show", "01890000-0000-7000-8000-00000000abcd"}, cli.ExitError, "CHECKPOINT_NOT_FOUND"},

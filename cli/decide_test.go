@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/belayhq/belay/cmd/belay/wire"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -89,7 +90,7 @@ func (c *hitlCLI) start(ctx context.Context, stdin io.Reader, args ...string) (h
 		stdin = strings.NewReader("")
 	}
 	r := hitlRun{stdout: &hitlOutput{}, stderr: &hitlOutput{}}
-	env := cli.Env{Stdin: stdin, Stdout: r.stdout, Stderr: r.stderr,
+	env := cli.Env{Backend: wire.Backend(), Stdin: stdin, Stdout: r.stdout, Stderr: r.stderr,
 		Getenv: func(k string) string { return c.env[k] },
 		Getwd:  func() (string, error) { return c.dir, nil }}
 	done := make(chan hitlRun, 1)

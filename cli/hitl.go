@@ -132,10 +132,6 @@ questions, for scripts; otherwise it shows the request and asks.`,
 				if err := a.askDecision(cp, &in); err != nil {
 					return err
 				}
-			} else if opt, ok := cp.HITL.Option(in.SelectedOption); !ok {
-				return belay.Errorf(belay.CodeInvalidOption, "option %q is not offered by checkpoint %s; `belay pending` lists the options", in.SelectedOption, short(cp.ID))
-			} else if in.Action == "" {
-				in.Action = opt.Action
 			}
 			res, err := svc.Decide(ctx, in)
 			if err != nil {

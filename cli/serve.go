@@ -4,17 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net"
-	"net/http"
 	"runtime/debug"
-	"sync"
-	"time"
 
 	"github.com/spf13/cobra"
-
-	"github.com/belayhq/belay/core"
-	"github.com/belayhq/belay/httpapi"
 )
 
 // DefaultAddr is where `belay serve` listens unless told otherwise.
@@ -38,62 +30,14 @@ Stops gracefully on SIGINT or SIGTERM, finishing requests in flight.`,
 }
 
 func (a *app) serve(ctx context.Context, addr string) error {
-	svc, err := a.openLocal(ctx)
+	if a.env.Backend.Serve == nil {
+		return errors.New("this build of belay cannot serve")
+	}
+	cfg, err := a.localConfig()
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(a.env.Stderr, nil))
-	token, err := svc.Bootstrap(ctx)
-	if err != nil {
-		return err
-	}
-	if token != "" {
-		fmt.Fprintf(a.env.Stdout, "Created user %q with this API token (shown once; use it as BELAY_TOKEN):\n  %s\n", core.BootstrapUser, token)
-	}
-	api := httpapi.New(httpapi.Options{Service: svc, Logger: log, Version: Version, Authenticate: svc.Authenticate})
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", addr, err)
-	}
-	// Streams and long polls end when the server shuts down: Shutdown does
-	// not cancel requests in flight by itself.
-	baseCtx, cancelRequests := context.WithCancel(context.Background())
-	defer cancelRequests()
-	srv := &http.Server{
-		BaseContext:       func(net.Listener) context.Context { return baseCtx },
-		Handler:           api.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	fmt.Fprintf(a.env.Stdout, "belay %s serving on http://%s (database %s)\n", Version, ln.Addr(), a.db.Path())
-	// The sweeper and the webhook dispatcher stop before the database closes.
-	bgCtx, stopBackground := context.WithCancel(context.Background())
-	var background sync.WaitGroup
-	defer func() {
-		stopBackground()
-		background.Wait()
-	}()
-	background.Go(func() { svc.RunSweeper(bgCtx) })
-	background.Go(func() { svc.RunWebhooks(bgCtx) })
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	log.Info("shutting down")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	srv.RegisterOnShutdown(cancelRequests)
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return a.env.Backend.Serve(ctx, ServeConfig{Local: cfg, Addr: addr, Version: Version, Stdout: a.env.Stdout, Stderr: a.env.Stderr})
 }
 
 func (a *app) versionCommand() *cobra.Command {

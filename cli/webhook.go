@@ -10,11 +10,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/belayhq/belay"
-	"github.com/belayhq/belay/core"
 )
 
-const webhookLong = `Webhooks receive belay's events as signed HTTP POSTs. They work on the local
-database: run these commands where the server's data directory is. ` + "`belay serve`" + `
+const webhookLong = `Webhooks receive belay's events as signed HTTP POSTs. Admins manage them, on
+the local database or through a server (BELAY_URL); ` + "`belay serve`" + `
 delivers the events.
 
 Each event is POSTed as JSON, in order, with the headers X-Belay-Event,
@@ -27,29 +26,15 @@ Delivery is at least once: drop duplicates by the event's seq.`
 func (a *app) webhookCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "webhook",
-		Short: "Send events to URLs as signed POSTs (on the local database)",
+		Short: "Send events to URLs as signed POSTs (admins)",
 		Long:  webhookLong,
 	}
 	cmd.AddCommand(a.webhookAddCommand(), a.webhookListCommand(), a.webhookRemoveCommand(), a.webhookDeliveriesCommand())
 	return cmd
 }
 
-// webhookService opens the local database as its administrator: webhooks
-// are managed where the server's data lives, like tokens.
-func (a *app) webhookService(cmd *cobra.Command) (context.Context, *core.Service, error) {
-	if a.env.Getenv("BELAY_URL") != "" {
-		return nil, nil, usagef("%s works on the local database: unset BELAY_URL and run it where the server's data directory is", cmd.CommandPath())
-	}
-	ctx := a.ctx(cmd)
-	svc, err := a.openLocal(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	return ctx, svc, nil
-}
-
 // resolveWebhook turns a webhook id or a unique prefix of one into the id.
-func resolveWebhook(ctx context.Context, svc *core.Service, ref string) (string, error) {
+func resolveWebhook(ctx context.Context, svc belay.Service, ref string) (string, error) {
 	if belay.IsUUID(ref) {
 		return ref, nil
 	}
@@ -57,19 +42,28 @@ func resolveWebhook(ctx context.Context, svc *core.Service, ref string) (string,
 	if err != nil {
 		return "", err
 	}
+	ids := make([]string, len(hooks))
+	for i, w := range hooks {
+		ids[i] = w.ID
+	}
+	return matchID("webhook", ref, ids)
+}
+
+// matchID turns an id or a unique prefix of one among ids into the id.
+func matchID(kind, ref string, ids []string) (string, error) {
 	var match []string
-	for _, w := range hooks {
-		if ref != "" && strings.HasPrefix(w.ID, strings.ToLower(ref)) {
-			match = append(match, w.ID)
+	for _, id := range ids {
+		if ref != "" && strings.HasPrefix(id, strings.ToLower(ref)) {
+			match = append(match, id)
 		}
 	}
 	switch len(match) {
 	case 0:
-		return "", belay.Errorf(belay.CodeNotFound, "webhook %s not found", ref).With("id", ref)
+		return "", belay.Errorf(belay.CodeNotFound, "%s %s not found", kind, ref).With("id", ref)
 	case 1:
 		return match[0], nil
 	}
-	return "", usagef("webhook %q is ambiguous: %s", ref, strings.Join(match, ", "))
+	return "", usagef("%s %q is ambiguous: %s", kind, ref, strings.Join(match, ", "))
 }
 
 func webhookEventsText(events []string) string {
@@ -87,12 +81,12 @@ func (a *app) webhookAddCommand() *cobra.Command {
 		Long: `Add a webhook: every event from now on (only the --event types, when given)
 is POSTed to URL. The signing secret is printed once: copy it to the receiver.
 
-Event types: ` + strings.Join(core.EventTypes, ", ") + `.`,
+Event types: ` + strings.Join(belay.EventTypes, ", ") + `.`,
 		Example: `  belay webhook add https://hooks.example.com/belay
   belay webhook add https://hooks.example.com/belay --event hitl.required --event hitl.decided`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			ctx, svc, err := a.webhookService(cmd)
+			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err
 			}
@@ -124,7 +118,7 @@ func (a *app) webhookListCommand() *cobra.Command {
 		Short: "List webhooks (without their secrets)",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, svc, err := a.webhookService(cmd)
+			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err
 			}
@@ -155,7 +149,7 @@ func (a *app) webhookRemoveCommand() *cobra.Command {
 		Short: "Remove a webhook and its delivery log (ID or a unique prefix)",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			ctx, svc, err := a.webhookService(cmd)
+			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err
 			}
@@ -185,7 +179,7 @@ func (a *app) webhookDeliveriesCommand() *cobra.Command {
 retried with backoff, and given up after the last attempt.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, svc, err := a.webhookService(cmd)
+			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err
 			}
@@ -219,6 +213,6 @@ retried with backoff, and given up after the last attempt.`,
 		},
 	}
 	cmd.Flags().StringVar(&webhook, "webhook", "", "only this webhook (ID or a unique prefix)")
-	cmd.Flags().IntVar(&limit, "limit", 20, fmt.Sprintf("how many attempts, 1-%d", core.MaxDeliveryPage))
+	cmd.Flags().IntVar(&limit, "limit", 20, fmt.Sprintf("how many attempts, 1-%d", belay.MaxDeliveryPage))
 	return cmd
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/belayhq/belay/cmd/belay/wire"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -31,7 +32,7 @@ func newWebhookEnv(t *testing.T) *webhookEnv {
 // run runs belay with --data-dir and returns the exit code, stdout and stderr.
 func (e *webhookEnv) run(ctx context.Context, args ...string) (int, string, string) {
 	var out, errOut bytes.Buffer
-	env := cli.Env{
+	env := cli.Env{Backend: wire.Backend(),
 		Stdin:  strings.NewReader(""),
 		Stdout: &out,
 		Stderr: &errOut,
@@ -197,10 +198,11 @@ func TestWebhookCommandErrors(t *testing.T) {
 		code   int
 		stderr string
 	}{
-		{"add with BELAY_URL", []string{"webhook", "add", "https://example.com/x"}, true, cli.ExitUsage, "local database"},
-		{"list with BELAY_URL", []string{"webhook", "list"}, true, cli.ExitUsage, "local database"},
-		{"remove with BELAY_URL", []string{"webhook", "remove", "x"}, true, cli.ExitUsage, "local database"},
-		{"deliveries with BELAY_URL", []string{"webhook", "deliveries"}, true, cli.ExitUsage, "local database"},
+		// With BELAY_URL webhooks are managed through the server.
+		{"add with BELAY_URL", []string{"webhook", "add", "https://example.com/x"}, true, cli.ExitError, "cannot reach the belay server"},
+		{"list with BELAY_URL", []string{"webhook", "list"}, true, cli.ExitError, "cannot reach the belay server"},
+		{"remove with BELAY_URL", []string{"webhook", "remove", "x"}, true, cli.ExitError, "cannot reach the belay server"},
+		{"deliveries with BELAY_URL", []string{"webhook", "deliveries"}, true, cli.ExitError, "cannot reach the belay server"},
 		{"add without url", []string{"webhook", "add"}, false, cli.ExitUsage, "accepts 1 arg"},
 		{"remove without id", []string{"webhook", "remove"}, false, cli.ExitUsage, "accepts 1 arg"},
 		{"bad url", []string{"webhook", "add", "ftp://example.com/x"}, false, cli.ExitError, "VALIDATION_ERROR"},

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/belayhq/belay"
-	"github.com/belayhq/belay/core"
 )
 
 // printSnapshot reports a saved checkpoint's snapshot and, as warnings, the
@@ -28,7 +27,7 @@ func (a *app) printSnapshot(cp *belay.Checkpoint) {
 
 // warnSkipped lists the files cp's snapshot left out.
 func (a *app) warnSkipped(cp *belay.Checkpoint, what string) {
-	skipped := core.SkippedFiles(cp)
+	skipped := cp.SkippedFiles()
 	if len(skipped) == 0 {
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/belayhq/belay/cmd/belay/wire"
 	"maps"
 	"os"
 	"os/exec"
@@ -33,7 +34,7 @@ func newWSCLI(t *testing.T, project string) *wsCLI {
 func (c *wsCLI) run(args ...string) (int, string, string) {
 	var out, errOut bytes.Buffer
 	env := map[string]string{"HOME": c.home, "BELAY_DATA_DIR": c.data}
-	code := cli.Run(context.Background(), args, cli.Env{
+	code := cli.Run(context.Background(), args, cli.Env{Backend: wire.Backend(),
 		Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut,
 		Getenv: func(k string) string { return env[k] },
 		Getwd:  func() (string, error) { return c.project, nil },
@@ -193,7 +194,7 @@ func wsTamper(t *testing.T, dataDir string, seq int64, change func(*belay.Checkp
 		t.Fatal(err)
 	}
 	defer db.Close()
-	sessions, _, err := db.ListSessions(ctx, store.SessionQuery{Limit: 1})
+	sessions, _, err := db.ListSessions(ctx, store.SessionQuery{Scope: store.Everything, Limit: 1})
 	if err != nil || len(sessions) != 1 {
 		t.Fatalf("sessions: %v %v", sessions, err)
 	}

@@ -50,9 +50,10 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, 
 }
 
 func (c *Client) doHeaders(ctx context.Context, method, path string, q url.Values, hdr http.Header, in, out any) error {
-	u := *c.base
-	u.Path += path
-	u.RawQuery = q.Encode()
+	h := http.Header{"Accept": {"application/json"}}
+	for k, v := range hdr {
+		h[k] = v
+	}
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -60,29 +61,13 @@ func (c *Client) doHeaders(ctx context.Context, method, path string, q url.Value
 			return fmt.Errorf("encode request: %w", err)
 		}
 		body = bytes.NewReader(b)
+		h.Set("Content-Type", "application/json")
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	resp, err := c.send(ctx, method, path, q, h, body)
 	if err != nil {
-		return fmt.Errorf("build request: %w", err)
-	}
-	for k, v := range hdr {
-		req.Header[k] = v
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
+		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode >= 400 {
-		return decodeError(resp)
-	}
 	if out == nil || resp.StatusCode == http.StatusNoContent {
 		return nil
 	}

@@ -40,7 +40,9 @@ func newEnv(t *testing.T, opts ...func(*httpapi.Options)) *env {
 	t.Cleanup(func() { db.Close() })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc := core.New(core.Options{Store: db, Logger: log})
-	o := httpapi.Options{Service: svc, Logger: log}
+	o := httpapi.Options{Service: svc, Logger: log, Authenticate: func(context.Context, string) (belay.Actor, error) {
+		return belay.Actor{UserID: "anonymous"}, nil
+	}}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -70,7 +72,7 @@ func sameJSON(t *testing.T, what string, got, want any) {
 }
 
 func TestRoundTrip(t *testing.T) {
-	ctx := context.Background()
+	ctx := anonCtx
 	e := newEnv(t)
 
 	sess, err := e.remote.CreateSession(ctx, belay.CreateSessionInput{ProjectPath: e.project, Title: "refactor", Phase: "plan",
@@ -242,7 +244,7 @@ func coded(t *testing.T, side string, err error) *belay.Error {
 }
 
 func TestErrorsMatchLocalService(t *testing.T) {
-	ctx := context.Background()
+	ctx := anonCtx
 	e := newEnv(t)
 	seed, err := e.local.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: e.project, Summary: "seed"})
 	if err != nil {
@@ -251,6 +253,14 @@ func TestErrorsMatchLocalService(t *testing.T) {
 	adas, err := e.local.CreateCheckpoint(belay.WithActor(ctx, belay.Actor{UserID: "ada"}),
 		belay.CreateCheckpointInput{ProjectPath: t.TempDir(), Summary: "ada's"})
 	if err != nil {
+		t.Fatal(err)
+	}
+	// The caller may read ada's session, not change it.
+	admin := belay.WithActor(context.Background(), belay.Actor{UserID: "root", Admin: true})
+	if _, err := e.local.CreateToken(admin, belay.CreateTokenInput{User: "anonymous"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.local.GrantSession(admin, belay.GrantInput{SessionID: adas.SessionID, User: "anonymous", Role: belay.RoleRead}); err != nil {
 		t.Fatal(err)
 	}
 	page, err := e.local.ListCheckpoints(ctx, belay.ListCheckpointsInput{Limit: 1})
@@ -393,7 +403,7 @@ func TestErrorsMatchLocalService(t *testing.T) {
 }
 
 func TestTokenIsSent(t *testing.T) {
-	ctx := context.Background()
+	ctx := anonCtx
 	var e *env
 	e = newEnv(t, func(o *httpapi.Options) {
 		o.Authenticate = func(ctx context.Context, token string) (belay.Actor, error) { return e.local.Authenticate(ctx, token) }
@@ -440,7 +450,7 @@ func TestConnectionErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.GetSession(context.Background(), "01890000-0000-7000-8000-00000000abcd")
+	_, err = c.GetSession(anonCtx, "01890000-0000-7000-8000-00000000abcd")
 	if err == nil || !client.IsConnectionError(err) {
 		t.Errorf("unreachable server: %v, want a connection error", err)
 	}
@@ -459,7 +469,7 @@ func TestNonJSONErrorIsInternal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.ListCheckpoints(context.Background(), belay.ListCheckpointsInput{})
+	_, err = c.ListCheckpoints(anonCtx, belay.ListCheckpointsInput{})
 	if !belay.IsCode(err, belay.CodeInternal) || !strings.Contains(err.Error(), "502") || !strings.Contains(err.Error(), "upstream is down") {
 		t.Errorf("plain-text 502: %v, want INTERNAL_ERROR naming the status and body", err)
 	}
@@ -467,3 +477,6 @@ func TestNonJSONErrorIsInternal(t *testing.T) {
 		t.Error("a server answer was taken for a connection error")
 	}
 }
+
+// anonCtx acts on the service directly as the user every remote call is.
+var anonCtx = belay.WithActor(context.Background(), belay.Actor{UserID: "anonymous"})

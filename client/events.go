@@ -15,57 +15,81 @@ import (
 	"github.com/belayhq/belay"
 )
 
-// EventFilter selects events of a stream.
-type EventFilter struct {
-	SessionID string
-	Types     []string
-	// After is the sequence number to resume after; -1 means "from now on".
-	After int64
-}
+// EventFilter selects events of a stream; After -1 (belay.FromNow) starts
+// with the next event.
+type EventFilter = belay.EventFilter
 
 // Events follows the server's event stream (SSE) and calls fn for every event
-// in order until ctx ends or fn returns an error. A dropped connection is
-// resumed from the last event seen (Last-Event-ID), so no event is missed or
-// repeated.
+// in order until ctx ends (ctx.Err()) or fn returns an error (that error). See
+// Follow.
 func (c *Client) Events(ctx context.Context, f EventFilter, fn func(belay.Event) error) error {
+	err := c.Follow(ctx, f, 0, func(_ int64, batch []belay.Event) error {
+		for _, e := range batch {
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// Follow follows the server's event stream (SSE) as belay.EventService
+// promises. A dropped connection is resumed from the last event seen
+// (Last-Event-ID), so no event is missed or repeated; a server that cannot be
+// reached at all on the first try is an error at once.
+func (c *Client) Follow(ctx context.Context, f belay.EventFilter, heartbeat time.Duration, emit func(int64, []belay.Event) error) error {
 	last := f.After
 	const firstBackoff = 100 * time.Millisecond
 	backoff := firstBackoff
+	connected := false
 	for {
 		before := last
-		err := c.streamOnce(ctx, f, &last, fn)
+		err := c.streamOnce(ctx, f, &last, heartbeat > 0, &connected, emit)
 		if last != before {
 			// The stream made progress: the next drop is a fresh one.
 			backoff = firstBackoff
 		}
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil
 		}
 		var cb errCallback
 		if errors.As(err, &cb) {
 			return cb.err
 		}
 		var be *belay.Error
-		if errors.As(err, &be) {
+		var busy errServerBusy
+		if errors.As(err, &be) || (!connected && !errors.As(err, &busy)) {
 			return err
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 
+// errServerBusy is a 5xx answer to the stream: the server is reached, and
+// worth another try.
+type errServerBusy struct{ err error }
+
+func (e errServerBusy) Error() string { return "event stream: " + e.err.Error() }
+
 // errCallback marks an error returned by the caller's fn: it ends Events.
 type errCallback struct{ err error }
 
 func (e errCallback) Error() string { return e.err.Error() }
 
-func (c *Client) streamOnce(ctx context.Context, f EventFilter, last *int64, fn func(belay.Event) error) error {
-	u := *c.base
-	u.Path += "/v1/events"
+// streamOnce reads one connection of the stream. The first frame of the
+// first connection is the stream's opening: emit hears of it once
+// (*connected then turns true).
+func (c *Client) streamOnce(ctx context.Context, f belay.EventFilter, last *int64, pings bool, connected *bool,
+	emit func(int64, []belay.Event) error) error {
 	q := url.Values{}
 	set(q, "session", f.SessionID)
 	for _, t := range f.Types {
@@ -74,23 +98,14 @@ func (c *Client) streamOnce(ctx context.Context, f EventFilter, last *int64, fn 
 	if *last >= 0 {
 		q.Set("after", strconv.FormatInt(*last, 10))
 	}
-	u.RawQuery = q.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http.Do(req)
+	resp, err := c.request(ctx, http.MethodGet, "/v1/events", q, http.Header{"Accept": {"text/event-stream"}}, nil)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= http.StatusInternalServerError {
 		// A server restarting or a proxy in between: worth another try.
-		return fmt.Errorf("event stream: %v", decodeError(resp))
+		return errServerBusy{decodeError(resp)}
 	}
 	if resp.StatusCode != http.StatusOK {
 		return decodeError(resp)
@@ -109,6 +124,12 @@ func (c *Client) streamOnce(ctx context.Context, f EventFilter, last *int64, fn 
 				// A frame with only an id (the opening one) moves the
 				// resume position without an event.
 				*last = max(*last, id)
+				if !*connected {
+					*connected = true
+					if err := emit(*last, nil); err != nil {
+						return errCallback{err}
+					}
+				}
 				continue
 			}
 			var e belay.Event
@@ -119,10 +140,14 @@ func (c *Client) streamOnce(ctx context.Context, f EventFilter, last *int64, fn 
 			if e.Seq <= *last {
 				continue
 			}
-			if err := fn(e); err != nil {
+			*last = e.Seq
+			if err := emit(e.Seq, []belay.Event{e}); err != nil {
 				return errCallback{err}
 			}
-			*last = e.Seq
+		case line == ": ping" && pings:
+			if err := emit(*last, nil); err != nil {
+				return errCallback{err}
+			}
 		case strings.HasPrefix(line, "data: "):
 			data.WriteString(strings.TrimPrefix(line, "data: "))
 		case strings.HasPrefix(line, "id: "):

@@ -30,6 +30,7 @@ import (
 // for alice whose TCP connections a test can cut.
 type hitlRemote struct {
 	svc    *core.Service
+	db     *sqlite.DB
 	srv    *httptest.Server
 	client *client.Client
 	alice  context.Context // alice acting on the service directly
@@ -58,11 +59,12 @@ func newHITLRemote(t *testing.T) *hitlRemote {
 	if _, err := svc.Bootstrap(ctx); err != nil {
 		t.Fatal(err)
 	}
-	token, err := svc.CreateToken(belay.WithActor(ctx, belay.Actor{UserID: core.BootstrapUser, Admin: true}), "alice", false)
+	tk, err := svc.CreateToken(belay.WithActor(ctx, belay.Actor{UserID: core.BootstrapUser, Admin: true}), belay.CreateTokenInput{User: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &hitlRemote{svc: svc, srv: srv, alice: belay.WithActor(ctx, belay.Actor{UserID: "alice"})}
+	token := tk.Secret
+	r := &hitlRemote{svc: svc, db: db, srv: srv, alice: belay.WithActor(ctx, belay.Actor{UserID: "alice"})}
 	var dialer net.Dialer
 	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dialer.DialContext(ctx, network, addr)
@@ -97,7 +99,7 @@ func (r *hitlRemote) sentinel(t *testing.T, title string) int64 {
 	if _, err := r.svc.CreateSession(r.alice, belay.CreateSessionInput{Title: title}); err != nil {
 		t.Fatal(err)
 	}
-	seq, err := r.svc.Store().LastEventSeq(context.Background())
+	seq, err := r.db.LastEventSeq(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,6 +348,12 @@ func TestHITLClientDecideAndWait(t *testing.T) {
 	defer cancel()
 	sess, err := r.svc.CreateSession(r.alice, belay.CreateSessionInput{Title: "work"})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.svc.CreateToken(belay.WithActor(ctx, belay.Actor{UserID: core.BootstrapUser, Admin: true}), belay.CreateTokenInput{User: "agent"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.svc.GrantSession(r.alice, belay.GrantInput{SessionID: sess.ID, User: "agent", Role: belay.RoleWrite}); err != nil {
 		t.Fatal(err)
 	}
 	cp, err := r.svc.CreateCheckpoint(belay.WithActor(ctx, belay.Actor{UserID: "agent"}), belay.CreateCheckpointInput{SessionID: sess.ID, Summary: "ask",

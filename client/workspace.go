@@ -47,7 +47,7 @@ func (c *Client) Validate(ctx context.Context, in belay.ValidateInput) (*belay.V
 
 // ExportSession writes a session's export archive to w.
 func (c *Client) ExportSession(ctx context.Context, sessionID string, w io.Writer) error {
-	resp, err := c.send(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(sessionID)+"/export", nil, nil, "")
+	resp, err := c.send(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(sessionID)+"/export", nil, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -62,7 +62,7 @@ func (c *Client) ExportSession(ctx context.Context, sessionID string, w io.Write
 func (c *Client) ImportSession(ctx context.Context, in belay.ImportInput, r io.Reader) (*belay.ImportResult, error) {
 	q := url.Values{}
 	set(q, "projectPath", in.ProjectPath)
-	resp, err := c.send(ctx, http.MethodPost, "/v1/sessions/import", q, r, "application/gzip")
+	resp, err := c.send(ctx, http.MethodPost, "/v1/sessions/import", q, http.Header{"Content-Type": {"application/gzip"}}, r)
 	if err != nil {
 		return nil, err
 	}
@@ -86,10 +86,9 @@ func (c *Client) DeleteSession(ctx context.Context, id string) (*belay.DeleteSes
 	return call[belay.DeleteSessionResult](ctx, c, http.MethodDelete, "/v1/sessions/"+url.PathEscape(id), nil, nil)
 }
 
-// send sends a request with a raw body and returns the response of a
-// successful call, whose body the caller closes; an error status becomes the
-// *belay.Error it carries.
-func (c *Client) send(ctx context.Context, method, path string, q url.Values, body io.Reader, contentType string) (*http.Response, error) {
+// request builds and sends one request: the one place where the URL, the
+// token and the headers are put together. Any status comes back as is.
+func (c *Client) request(ctx context.Context, method, path string, q url.Values, hdr http.Header, body io.Reader) (*http.Response, error) {
 	u := *c.base
 	u.Path += path
 	u.RawQuery = q.Encode()
@@ -97,8 +96,8 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, bo
 	if err != nil {
 		return nil, fmt.Errorf("build request: %w", err)
 	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
+	for k, v := range hdr {
+		req.Header[k] = v
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
@@ -106,6 +105,16 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, bo
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	return resp, nil
+}
+
+// send sends a request and returns the response of a successful call, whose
+// body the caller closes; an error status becomes the *belay.Error it carries.
+func (c *Client) send(ctx context.Context, method, path string, q url.Values, hdr http.Header, body io.Reader) (*http.Response, error) {
+	resp, err := c.request(ctx, method, path, q, hdr, body)
+	if err != nil {
+		return nil, err
 	}
 	if resp.StatusCode >= 400 {
 		defer resp.Body.Close()

@@ -6,7 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/store"
@@ -30,31 +33,121 @@ func newToken() string {
 	return tokenPrefix + base64.RawURLEncoding.EncodeToString(b)
 }
 
-// CreateToken creates user name (when new) and returns a new API token for
+// CreateToken creates user in.User (when new) and returns a new API token for
 // it. Only an admin may. The token is shown once: only its hash is stored.
-func (s *Service) CreateToken(ctx context.Context, name string, admin bool) (string, error) {
-	if a := actor(ctx); !a.Admin {
-		return "", belay.Errorf(belay.CodeUnauthorized, "only an admin may create tokens")
+func (s *Service) CreateToken(ctx context.Context, in belay.CreateTokenInput) (*belay.NewToken, error) {
+	if _, err := authorizeAdmin(ctx, "create tokens"); err != nil {
+		return nil, err
 	}
-	if err := validUserName(name); err != nil {
-		return "", err
+	if err := validUserName(in.User); err != nil {
+		return nil, err
 	}
-	token := newToken()
+	if err := validTokenInput(&in); err != nil {
+		return nil, err
+	}
+	var tk *belay.NewToken
 	err := s.update(ctx, func(tx store.Tx) error {
-		return s.putToken(ctx, tx, name, admin, token)
+		var err error
+		tk, err = s.putToken(ctx, tx, in)
+		return err
 	})
-	if err != nil {
-		return "", err
-	}
-	return token, nil
+	return tk, err
 }
 
-func (s *Service) putToken(ctx context.Context, tx store.Tx, name string, admin bool, token string) error {
+func validTokenInput(in *belay.CreateTokenInput) error {
+	if len(in.Name) > belay.MaxNameLen {
+		return belay.Invalid("name", "name must be at most %d characters", belay.MaxNameLen)
+	}
+	seen := map[belay.Scope]bool{}
+	var scopes []belay.Scope
+	for _, sc := range in.Scopes {
+		if !sc.Valid() {
+			return belay.Invalid("scopes", "unknown scope %q; one of %v", clipText(string(sc), 50), belay.AllScopes)
+		}
+		if !seen[sc] {
+			seen[sc] = true
+			scopes = append(scopes, sc)
+		}
+	}
+	in.Scopes = scopes
+	if len(in.Projects) > 100 {
+		return belay.Invalid("projects", "at most 100 projects may be given")
+	}
+	for i, p := range in.Projects {
+		if !filepath.IsAbs(p) {
+			return belay.Invalid("projects", "project %q must be an absolute path", clipText(p, 200))
+		}
+		in.Projects[i] = filepath.Clean(p)
+	}
+	return nil
+}
+
+// putToken creates or updates the user and stores a new token for it.
+func (s *Service) putToken(ctx context.Context, tx store.Tx, in belay.CreateTokenInput) (*belay.NewToken, error) {
 	now := s.clock.Now()
-	if err := tx.PutUser(ctx, &belay.User{Name: name, Admin: admin, CreatedAt: now}); err != nil {
+	u, err := tx.GetUser(ctx, in.User)
+	switch {
+	case belay.IsCode(err, belay.CodeNotFound):
+		u = &belay.User{Name: in.User, Admin: in.Admin, CreatedAt: now}
+	case err != nil:
+		return nil, err
+	default:
+		u.Admin = u.Admin || in.Admin
+	}
+	if err := tx.PutUser(ctx, u); err != nil {
+		return nil, err
+	}
+	secret := newToken()
+	tk := belay.Token{ID: newID(), User: in.User, Name: in.Name, Admin: u.Admin, Scopes: in.Scopes, Projects: in.Projects, CreatedAt: now}
+	if err := tx.InsertToken(ctx, &tk, hashToken(secret)); err != nil {
+		return nil, err
+	}
+	if len(tk.Scopes) == 0 {
+		tk.Scopes = defaultScopes(u.Admin)
+	}
+	return &belay.NewToken{Token: tk, Secret: secret}, nil
+}
+
+// defaultScopes are the scopes of a token created without any.
+func defaultScopes(admin bool) []belay.Scope {
+	if admin {
+		return belay.AllScopes
+	}
+	return belay.AllScopes[:3]
+}
+
+// ListTokens lists every token, newest first, without secrets. Only an admin may.
+func (s *Service) ListTokens(ctx context.Context) ([]*belay.Token, error) {
+	if _, err := authorizeAdmin(ctx, "list tokens"); err != nil {
+		return nil, err
+	}
+	list, err := s.store.ListTokens(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, tk := range list {
+		if len(tk.Scopes) == 0 {
+			tk.Scopes = defaultScopes(tk.Admin)
+		}
+	}
+	if list == nil {
+		list = []*belay.Token{}
+	}
+	return list, nil
+}
+
+// RevokeToken makes token id unusable from the next call on. Only an admin
+// may; revoking a revoked token changes nothing.
+func (s *Service) RevokeToken(ctx context.Context, id string) error {
+	if _, err := authorizeAdmin(ctx, "revoke tokens"); err != nil {
 		return err
 	}
-	return tx.InsertToken(ctx, hashToken(token), name, now)
+	if err := belay.ValidateID("id", id); err != nil {
+		return err
+	}
+	return s.update(ctx, func(tx store.Tx) error {
+		return tx.RevokeToken(ctx, id, s.clock.Now())
+	})
 }
 
 func validUserName(name string) error {
@@ -65,7 +158,8 @@ func validUserName(name string) error {
 }
 
 // Bootstrap creates the first admin and a token for it when the database has
-// no users yet, and returns that token (shown once); "" when users exist.
+// no users yet, and returns that token (shown once); "" when users exist. It
+// is the server's own start-up work and needs no identity.
 func (s *Service) Bootstrap(ctx context.Context) (string, error) {
 	token := ""
 	err := s.update(ctx, func(tx store.Tx) error {
@@ -73,24 +167,45 @@ func (s *Service) Bootstrap(ctx context.Context) (string, error) {
 		if err != nil || n > 0 {
 			return err
 		}
-		token = newToken()
-		return s.putToken(ctx, tx, BootstrapUser, true, token)
+		tk, err := s.putToken(ctx, tx, belay.CreateTokenInput{User: BootstrapUser, Admin: true, Name: "bootstrap"})
+		if err != nil {
+			return err
+		}
+		token = tk.Secret
+		return nil
 	})
 	return token, err
 }
 
+// touchEvery is how stale a token's last-used time may get: recording every
+// use would make every read a write.
+const touchEvery = time.Minute
+
 // Authenticate returns the identity a bearer token stands for, or
-// UNAUTHENTICATED.
+// UNAUTHENTICATED for an unknown or revoked token.
 func (s *Service) Authenticate(ctx context.Context, token string) (belay.Actor, error) {
 	if !strings.HasPrefix(token, tokenPrefix) {
 		return belay.Actor{}, belay.Errorf(belay.CodeUnauthenticated, "a valid API token is required: send Authorization: Bearer belay_…")
 	}
-	u, err := s.store.UserByToken(ctx, hashToken(token))
+	tk, u, err := s.store.TokenByHash(ctx, hashToken(token))
 	if belay.IsCode(err, belay.CodeNotFound) {
 		return belay.Actor{}, belay.Errorf(belay.CodeUnauthenticated, "the API token is not valid")
 	}
 	if err != nil {
 		return belay.Actor{}, err
 	}
-	return belay.Actor{UserID: u.Name, Admin: u.Admin}, nil
+	if tk.RevokedAt != nil {
+		return belay.Actor{}, belay.Errorf(belay.CodeUnauthenticated, "the API token was revoked")
+	}
+	now := s.clock.Now()
+	if tk.LastUsedAt == nil || now.Sub(*tk.LastUsedAt) >= touchEvery {
+		err := s.store.Update(ctx, func(tx store.Tx) error { return tx.TouchToken(ctx, tk.ID, now) })
+		if err != nil {
+			// A failed bookkeeping write must not refuse a valid token.
+			s.log.Warn("recording a token's use", "token", tk.ID, "error", err)
+		}
+	}
+	a := belay.Actor{UserID: u.Name, Scopes: tk.Scopes, Projects: tk.Projects, TokenID: tk.ID}
+	a.Admin = u.Admin && (len(tk.Scopes) == 0 || slices.Contains(tk.Scopes, belay.ScopeAdmin))
+	return a, nil
 }

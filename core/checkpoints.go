@@ -14,10 +14,19 @@ import (
 // With in.Snapshot it first snapshots the session's workspace (see
 // createWithSnapshot).
 func (s *Service) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpointInput) (*belay.Checkpoint, error) {
+	c, err := authorize(ctx, belay.ScopeWrite)
+	if err != nil {
+		return nil, err
+	}
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
 	in.ProjectPath = cleanPath(in.ProjectPath)
+	if in.HITL != nil {
+		if err := checkApprovers(ctx, s.store, in.HITL.Approvers); err != nil {
+			return nil, err
+		}
+	}
 	now := s.clock.Now()
 	if in.ExpiresAt != nil && !in.ExpiresAt.After(now) {
 		return nil, belay.Invalid("expiresAt", "expiresAt must be in the future")
@@ -28,7 +37,7 @@ func (s *Service) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpoin
 		WorkspaceRef: in.WorkspaceRef, AgentState: compactJSON(in.AgentState),
 		Outputs: compactJSON(in.Outputs), Metadata: compactJSON(in.Metadata),
 		Context: in.Context, Tags: normalizeTags(in.Tags), Phase: in.Phase, Step: in.Step,
-		CreatedBy: actor(ctx).UserID, CreatedAt: now,
+		CreatedBy: c.UserID, CreatedAt: now,
 	}
 	if cp.Type == "" {
 		cp.Type = belay.TypeManual
@@ -51,13 +60,13 @@ func (s *Service) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpoin
 		}
 	}
 	if in.Snapshot {
-		if err := s.createWithSnapshot(ctx, in, cp); err != nil {
+		if err := s.createWithSnapshot(ctx, c, in, cp); err != nil {
 			return nil, err
 		}
 		return cp, nil
 	}
-	err := s.update(ctx, func(tx store.Tx) error {
-		sess, err := s.sessionFor(ctx, tx, in.SessionID, in.ProjectPath)
+	err = s.update(ctx, func(tx store.Tx) error {
+		sess, err := s.sessionFor(ctx, tx, c, in.SessionID, in.ProjectPath)
 		if err != nil {
 			return err
 		}
@@ -116,17 +125,37 @@ func (s *Service) insertCheckpoint(ctx context.Context, tx store.Tx, sess *belay
 	return tx.UpdateSession(ctx, sess)
 }
 
-// sessionFor returns the named session, or the active session of projectPath,
-// created when there is none.
-func (s *Service) sessionFor(ctx context.Context, tx store.Tx, sessionID, projectPath string) (*belay.Session, error) {
+// sessionFor returns the named session when the caller may write to it, or
+// the caller's active session of projectPath, created when there is none.
+func (s *Service) sessionFor(ctx context.Context, tx store.Tx, c caller, sessionID, projectPath string) (*belay.Session, error) {
 	if sessionID != "" {
-		return tx.GetSession(ctx, sessionID)
+		return writeSession(ctx, tx, c, sessionID)
 	}
-	sess, err := tx.ActiveSession(ctx, projectPath)
+	sess, err := s.activeWritable(ctx, tx, c, projectPath)
 	if belay.IsCode(err, belay.CodeSessionNotFound) {
-		return s.newSession(ctx, tx, belay.CreateSessionInput{ProjectPath: projectPath})
+		if err := c.mayCreateIn(projectPath); err != nil {
+			return nil, err
+		}
+		return s.newSession(ctx, tx, c, belay.CreateSessionInput{ProjectPath: projectPath})
 	}
 	return sess, err
+}
+
+// activeWritable returns the newest open session of projectPath that the
+// caller may write to; one it may only read is not its to continue.
+func (s *Service) activeWritable(ctx context.Context, r store.Reader, c caller, projectPath string) (*belay.Session, error) {
+	sess, err := r.ActiveSession(ctx, projectPath, c.scope())
+	if err != nil {
+		return nil, err
+	}
+	rt, err := rightsIn(ctx, r, c, sess)
+	if err != nil {
+		return nil, err
+	}
+	if !rt.write {
+		return nil, belay.Errorf(belay.CodeSessionNotFound, "no active session of yours for %s", projectPath).With("projectPath", projectPath)
+	}
+	return sess, nil
 }
 
 func normalizeTags(tags []string) []string {
@@ -142,25 +171,44 @@ func normalizeTags(tags []string) []string {
 	return out
 }
 
-// GetCheckpoint returns a checkpoint after verifying its checksum.
+// GetCheckpoint returns a checkpoint the caller may read (its session's
+// readers and the request's approvers), after verifying its checksum.
 func (s *Service) GetCheckpoint(ctx context.Context, id string) (*belay.Checkpoint, error) {
+	c, err := authorize(ctx, belay.ScopeRead)
+	if err != nil {
+		return nil, err
+	}
+	return s.getCheckpoint(ctx, c, id)
+}
+
+func (s *Service) getCheckpoint(ctx context.Context, c caller, id string) (*belay.Checkpoint, error) {
 	if err := belay.ValidateID("id", id); err != nil {
 		return nil, err
 	}
-	cp, err := s.store.GetCheckpoint(ctx, id)
+	cp, _, _, err := readCheckpoint(ctx, s.store, c, id)
 	if err != nil {
 		return nil, err
 	}
 	return s.settle(ctx, cp)
 }
 
-// GetCheckpointBySeq returns checkpoint number seq of a session.
+// GetCheckpointBySeq returns checkpoint number seq of a session the caller may read.
 func (s *Service) GetCheckpointBySeq(ctx context.Context, sessionID string, seq int64) (*belay.Checkpoint, error) {
+	c, err := authorize(ctx, belay.ScopeRead)
+	if err != nil {
+		return nil, err
+	}
 	if err := belay.ValidateID("sessionId", sessionID); err != nil {
 		return nil, err
 	}
 	if seq < 1 {
 		return nil, belay.Invalid("seq", "seq must be 1 or more, got %d", seq)
+	}
+	if _, _, err := readSession(ctx, s.store, c, sessionID); belay.IsCode(err, belay.CodeSessionNotFound) {
+		return nil, belay.Errorf(belay.CodeCheckpointNotFound, "checkpoint #%d of session %s not found", seq, sessionID).
+			With("sessionId", sessionID).With("seq", seq)
+	} else if err != nil {
+		return nil, err
 	}
 	cp, err := s.store.GetCheckpointBySeq(ctx, sessionID, seq)
 	if err != nil {
@@ -184,8 +232,13 @@ func (s *Service) settle(ctx context.Context, cp *belay.Checkpoint) (*belay.Chec
 	return s.store.GetCheckpoint(ctx, cp.ID)
 }
 
-// ListCheckpoints returns one page of checkpoints (seed 000's list).
+// ListCheckpoints returns one page of the checkpoints the caller may read
+// (seed 000's list); the total counts only those.
 func (s *Service) ListCheckpoints(ctx context.Context, in belay.ListCheckpointsInput) (*belay.CheckpointList, error) {
+	c, err := authorize(ctx, belay.ScopeRead)
+	if err != nil {
+		return nil, err
+	}
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
@@ -199,7 +252,7 @@ func (s *Service) ListCheckpoints(ctx context.Context, in belay.ListCheckpointsI
 		limit = belay.DefaultListLimit
 	}
 	q := store.CheckpointQuery{
-		SessionID: in.SessionID, ProjectPath: in.ProjectPath, Type: in.Type,
+		Scope: c.scope(), SessionID: in.SessionID, ProjectPath: in.ProjectPath, Type: in.Type,
 		HITLRequired: in.HITLRequired, HITLDecided: in.HITLDecided,
 		CreatedAfter: in.CreatedAfter, CreatedBefore: in.CreatedBefore, Tags: in.Tags,
 		OrderByType: in.OrderBy == belay.OrderType, Desc: in.OrderDir != belay.OrderAsc,
@@ -233,21 +286,20 @@ func (s *Service) ListCheckpoints(ctx context.Context, in belay.ListCheckpointsI
 // DeleteCheckpoint removes a checkpoint. The session owner or an admin may.
 // When it was the session's head, the head moves to its parent.
 func (s *Service) DeleteCheckpoint(ctx context.Context, id string) error {
+	c, err := authorize(ctx, belay.ScopeWrite)
+	if err != nil {
+		return err
+	}
 	if err := belay.ValidateID("id", id); err != nil {
 		return err
 	}
 	return s.update(ctx, func(tx store.Tx) error {
-		cp, err := tx.GetCheckpoint(ctx, id)
+		cp, sess, rt, err := readCheckpoint(ctx, tx, c, id)
 		if err != nil {
 			return err
 		}
-		sess, err := tx.GetSession(ctx, cp.SessionID)
-		if err != nil {
+		if err := rt.mayOwn(c, sess, "delete its checkpoints"); err != nil {
 			return err
-		}
-		if a := actor(ctx); !a.Admin && a.UserID != sess.Owner {
-			return belay.Errorf(belay.CodeUnauthorized, "only the session owner or an admin may delete its checkpoints").
-				With("sessionId", sess.ID)
 		}
 		if err := tx.DeleteCheckpoint(ctx, id); err != nil {
 			return err
@@ -257,7 +309,7 @@ func (s *Service) DeleteCheckpoint(ctx context.Context, id string) error {
 			sess.HeadCheckpointID = cp.ParentID
 		}
 		if cp.Pending() && sess.Status == belay.SessionAwaitingInput {
-			left, err := tx.PendingHITL(ctx, store.PendingQuery{SessionID: sess.ID, Limit: 1})
+			left, err := tx.PendingHITL(ctx, store.PendingQuery{Scope: store.Everything, SessionID: sess.ID, Limit: 1})
 			if err != nil {
 				return err
 			}

@@ -52,7 +52,7 @@ var _ belay.Service = (*Service)(nil)
 // New returns a Service. The caller keeps ownership of the store.
 func New(opts Options) *Service {
 	s := &Service{store: opts.Store, clock: opts.Clock, log: opts.Logger, ws: opts.Workspaces, waiters: map[chan struct{}]struct{}{}}
-	s.hub = &eventHub{svc: s, subs: map[*subscriber]struct{}{}}
+	s.hub = &eventHub{svc: s, subs: map[*subscriber]struct{}{}, acls: map[string]*sessionACL{}}
 	for _, r := range opts.WorkspaceRoots {
 		s.roots = append(s.roots, filepath.Clean(r))
 	}
@@ -64,9 +64,6 @@ func New(opts Options) *Service {
 	}
 	return s
 }
-
-// Store returns the store the service writes to.
-func (s *Service) Store() store.Store { return s.store }
 
 // newID returns a time-ordered UUID (v7).
 func newID() string {
@@ -122,14 +119,6 @@ func (s *Service) update(ctx context.Context, fn func(tx store.Tx) error) error 
 	return nil
 }
 
-// actor returns the caller's identity; an anonymous caller is "anonymous".
-func actor(ctx context.Context) belay.Actor {
-	if a, ok := belay.ActorFrom(ctx); ok {
-		return a
-	}
-	return belay.Actor{UserID: "anonymous"}
-}
-
 // appendEvent appends an event with a JSON payload.
 func (s *Service) appendEvent(ctx context.Context, tx store.Tx, typ, sessionID, checkpointID string, data any) error {
 	e := belay.Event{Type: typ, SessionID: sessionID, CheckpointID: checkpointID, CreatedAt: s.clock.Now()}
@@ -152,4 +141,10 @@ func (s *Service) setStatus(ctx context.Context, tx store.Tx, sess *belay.Sessio
 	sess.Status = to
 	return s.appendEvent(ctx, tx, belay.EventSessionStatusChanged, sess.ID, "",
 		map[string]any{"from": from, "to": to, "reason": reason})
+}
+
+// Health returns nil when the database answers a read.
+func (s *Service) Health(ctx context.Context) error {
+	_, err := s.store.LastEventSeq(ctx)
+	return err
 }

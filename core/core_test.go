@@ -30,7 +30,7 @@ var start = time.Date(2025, 1, 15, 12, 0, 0, 0, time.UTC)
 // newService returns a service over a fresh SQLite file.
 func newService(tb testing.TB, clock belay.Clock) *core.Service {
 	tb.Helper()
-	db, err := sqlite.Open(context.Background(), filepath.Join(tb.TempDir(), "belay.db"))
+	db, err := sqlite.Open(localCtx, filepath.Join(tb.TempDir(), "belay.db"))
 	if err != nil {
 		tb.Fatalf("open store: %v", err)
 	}
@@ -40,7 +40,7 @@ func newService(tb testing.TB, clock belay.Clock) *core.Service {
 
 func mustCreate(tb testing.TB, svc *core.Service, in belay.CreateCheckpointInput) *belay.Checkpoint {
 	tb.Helper()
-	cp, err := svc.CreateCheckpoint(context.Background(), in)
+	cp, err := svc.CreateCheckpoint(localCtx, in)
 	if err != nil {
 		tb.Fatalf("CreateCheckpoint(%+v): %v", in, err)
 	}
@@ -49,7 +49,7 @@ func mustCreate(tb testing.TB, svc *core.Service, in belay.CreateCheckpointInput
 
 func mustSession(tb testing.TB, svc *core.Service, id string) *belay.Session {
 	tb.Helper()
-	sess, err := svc.GetSession(context.Background(), id)
+	sess, err := svc.GetSession(localCtx, id)
 	if err != nil {
 		tb.Fatalf("GetSession(%s): %v", id, err)
 	}
@@ -58,7 +58,7 @@ func mustSession(tb testing.TB, svc *core.Service, id string) *belay.Session {
 
 func events(tb testing.TB, svc *core.Service) []belay.Event {
 	tb.Helper()
-	evs, err := svc.Store().ListEvents(context.Background(), store.EventQuery{Limit: 10000})
+	evs, err := core.StoreOf(svc).ListEvents(localCtx, store.EventQuery{Scope: store.Everything, Limit: 10000})
 	if err != nil {
 		tb.Fatalf("ListEvents: %v", err)
 	}
@@ -90,7 +90,7 @@ func wantError(tb testing.TB, err error, code belay.Code, field string) {
 }
 
 func TestCheckpointWithoutSessionGoesToActiveSessionCreatedOnDemand(t *testing.T) {
-	ctx := context.Background()
+	ctx := localCtx
 	svc := newService(t, testclock.New(start, time.Second))
 	project := t.TempDir()
 
@@ -113,8 +113,8 @@ func TestCheckpointWithoutSessionGoesToActiveSessionCreatedOnDemand(t *testing.T
 	if active.ID != first.SessionID || active.Status != belay.SessionRunning || active.ProjectPath != project {
 		t.Errorf("active session = %+v, want running session %s of %s", active, first.SessionID, project)
 	}
-	if active.Owner != "anonymous" {
-		t.Errorf("owner = %q, want anonymous for a caller without an actor", active.Owner)
+	if active.Owner != "local" {
+		t.Errorf("owner = %q, want the caller, local", active.Owner)
 	}
 	list, err := svc.ListSessions(ctx, belay.ListSessionsInput{})
 	if err != nil {
@@ -139,7 +139,7 @@ func TestCheckpointWithoutSessionGoesToActiveSessionCreatedOnDemand(t *testing.T
 }
 
 func TestSeqParentHeadAndEvents(t *testing.T) {
-	ctx := context.Background()
+	ctx := localCtx
 	svc := newService(t, testclock.New(start, time.Second))
 	ctx = belay.WithActor(ctx, belay.Actor{UserID: "ada"})
 	sess, err := svc.CreateSession(ctx, belay.CreateSessionInput{ProjectPath: t.TempDir(), Title: "run"})
@@ -233,10 +233,10 @@ func TestDeleteMovesHeadToParent(t *testing.T) {
 	}
 	sessionID := cps[0].SessionID
 
-	// Someone else may not delete.
+	// Someone else may not delete: who may not read it is told it does not exist.
 	before := len(events(t, svc))
 	err := svc.DeleteCheckpoint(belay.WithActor(context.Background(), belay.Actor{UserID: "eve"}), cps[2].ID)
-	wantError(t, err, belay.CodeUnauthorized, "")
+	wantError(t, err, belay.CodeCheckpointNotFound, "")
 	if n := len(events(t, svc)); n != before {
 		t.Errorf("refused delete wrote %d events", n-before)
 	}
@@ -283,7 +283,7 @@ func TestDeleteMovesHeadToParent(t *testing.T) {
 }
 
 func TestHITLCheckpointAwaitsInputAndDeleteResumes(t *testing.T) {
-	ctx := context.Background()
+	ctx := localCtx
 	svc := newService(t, testclock.New(start, time.Second))
 	project := t.TempDir()
 	mustCreate(t, svc, belay.CreateCheckpointInput{ProjectPath: project, Summary: "plain"})
@@ -323,7 +323,7 @@ func TestHITLCheckpointAwaitsInputAndDeleteResumes(t *testing.T) {
 }
 
 func TestInvalidInputWritesNothing(t *testing.T) {
-	ctx := context.Background()
+	ctx := localCtx
 	svc := newService(t, testclock.New(start, time.Second))
 	project := t.TempDir()
 	seed := mustCreate(t, svc, belay.CreateCheckpointInput{ProjectPath: project, Summary: "seed"})
@@ -381,7 +381,7 @@ func TestInvalidInputWritesNothing(t *testing.T) {
 }
 
 func TestListFilters(t *testing.T) {
-	ctx := context.Background()
+	ctx := localCtx
 	clock := testclock.New(start, 0)
 	svc := newService(t, clock)
 	projA, projB := t.TempDir(), t.TempDir()
@@ -439,7 +439,7 @@ func TestListFilters(t *testing.T) {
 }
 
 func TestListRejectsBadInput(t *testing.T) {
-	ctx := context.Background()
+	ctx := localCtx
 	svc := newService(t, testclock.New(start, time.Second))
 	project := t.TempDir()
 	for i := 0; i < 3; i++ {
@@ -526,7 +526,7 @@ func walk(tb testing.TB, svc *core.Service, in belay.ListCheckpointsInput, betwe
 		if pages > 1000 {
 			tb.Fatal("paging does not end")
 		}
-		list, err := svc.ListCheckpoints(context.Background(), in)
+		list, err := svc.ListCheckpoints(localCtx, in)
 		if err != nil {
 			tb.Fatalf("page %d: %v", pages, err)
 		}
@@ -664,7 +664,7 @@ func TestPagingUnderConcurrentInserts(t *testing.T) {
 				cp := mustCreate(t, svc, belay.CreateCheckpointInput{ProjectPath: project, Summary: fmt.Sprint(i), Type: types[i%len(types)]})
 				initial[cp.ID] = true
 			}
-			ctx, cancel := context.WithCancel(context.Background())
+			ctx, cancel := context.WithCancel(localCtx)
 			var wg sync.WaitGroup
 			errc := make(chan error, 1)
 			wg.Go(func() {
@@ -700,7 +700,7 @@ func TestPagingUnderConcurrentInserts(t *testing.T) {
 }
 
 func TestSessionPaging(t *testing.T) {
-	ctx := context.Background()
+	ctx := localCtx
 	svc := newService(t, testclock.New(start, 0))
 	want := map[string]bool{}
 	for range 7 {
@@ -739,9 +739,9 @@ func TestSessionPaging(t *testing.T) {
 // corrupt changes a stored checkpoint behind the store's back.
 func corrupt(tb testing.TB, svc *core.Service, id string) {
 	tb.Helper()
-	db, ok := svc.Store().(*sqlite.DB)
+	db, ok := core.StoreOf(svc).(*sqlite.DB)
 	if !ok {
-		tb.Fatalf("store is %T, want *sqlite.DB", svc.Store())
+		tb.Fatalf("store is %T, want *sqlite.DB", core.StoreOf(svc))
 	}
 	raw, err := sql.Open("sqlite", db.Path()+"?_pragma=busy_timeout(10000)")
 	if err != nil {
@@ -758,7 +758,7 @@ func corrupt(tb testing.TB, svc *core.Service, id string) {
 }
 
 func TestChecksumVerifiedOnRead(t *testing.T) {
-	ctx := context.Background()
+	ctx := localCtx
 	svc := newService(t, testclock.New(start, time.Second))
 	project := t.TempDir()
 	good := mustCreate(t, svc, belay.CreateCheckpointInput{ProjectPath: project, Summary: "good",
@@ -789,7 +789,7 @@ func TestChecksumVerifiedOnRead(t *testing.T) {
 }
 
 func TestSessionInputRules(t *testing.T) {
-	ctx := context.Background()
+	ctx := localCtx
 	svc := newService(t, testclock.New(start, time.Second))
 	tests := []struct {
 		name  string

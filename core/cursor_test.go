@@ -1,7 +1,6 @@
 package core_test
 
 import (
-	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -26,7 +25,7 @@ func realCursors(tb testing.TB) (map[string]string, map[string]*belay.Checkpoint
 	for _, order := range orders {
 		in := order
 		in.Limit = 2
-		list, err := svc.ListCheckpoints(context.Background(), in)
+		list, err := svc.ListCheckpoints(localCtx, in)
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -37,7 +37,7 @@ func TestDecideWhenDeadlinePassesMidway(t *testing.T) {
 	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, def := range []belay.Action{belay.ActionApprove, belay.ActionPause} {
 		t.Run(string(def), func(t *testing.T) {
-			db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "belay.db"))
+			db, err := sqlite.Open(localCtx, filepath.Join(t.TempDir(), "belay.db"))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -32,6 +32,7 @@ type eventHub struct {
 	subs map[*subscriber]struct{}
 	head int64 // the newest sequence number the tailer has read
 	on   bool  // the tailer is running
+	acls map[string]*sessionACL
 }
 
 type subscriber struct {
@@ -40,10 +41,68 @@ type subscriber struct {
 	dropped bool // guarded by eventHub.mu; ch is closed
 }
 
-func (sub *subscriber) matches(e *belay.Event) bool {
+// matches applies the subscriber's filter and scope: acl describes the
+// event's session (nil for no session, or one never seen).
+func (sub *subscriber) matches(e *belay.Event, acl *sessionACL) bool {
 	return (sub.q.SessionID == "" || sub.q.SessionID == e.SessionID) &&
-		(len(sub.q.Types) == 0 || slices.Contains(sub.q.Types, e.Type))
+		(len(sub.q.Types) == 0 || slices.Contains(sub.q.Types, e.Type)) &&
+		acl.readable(sub.q.Scope)
 }
+
+// sessionACL is who may read a session's events: what the store's scope
+// filter checks, kept in memory for the live feed.
+type sessionACL struct {
+	owner, project string
+	users          []string // holders of a grant
+}
+
+func (a *sessionACL) readable(sc store.Scope) bool {
+	if sc.All && len(sc.Projects) == 0 {
+		return true
+	}
+	if a == nil {
+		return false
+	}
+	if len(sc.Projects) > 0 && !(belay.Actor{Projects: sc.Projects}).InProjects(a.project) {
+		return false
+	}
+	return sc.All || a.owner == sc.User || slices.Contains(a.users, sc.User)
+}
+
+// acl returns the access list of an event's session, read once and kept
+// until the session's grants change. Only the tailer calls it.
+func (h *eventHub) acl(ctx context.Context, e *belay.Event) *sessionACL {
+	if e.SessionID == "" {
+		return nil
+	}
+	if e.Type == belay.EventSessionGranted || e.Type == belay.EventSessionRevoked {
+		delete(h.acls, e.SessionID)
+	}
+	if a, ok := h.acls[e.SessionID]; ok {
+		return a
+	}
+	sess, err := h.svc.store.GetSession(ctx, e.SessionID)
+	if err != nil {
+		return nil // deleted: only those who see everything see its events
+	}
+	grants, err := h.svc.store.SessionGrants(ctx, e.SessionID)
+	if err != nil {
+		h.svc.log.Error("event tailer: session grants", "error", err)
+		return nil
+	}
+	a := &sessionACL{owner: sess.Owner, project: sess.ProjectPath}
+	for _, g := range grants {
+		a.users = append(a.users, g.User)
+	}
+	if len(h.acls) >= maxACLs {
+		clear(h.acls)
+	}
+	h.acls[e.SessionID] = a
+	return a
+}
+
+// maxACLs bounds the tailer's cache of session access lists.
+const maxACLs = 10000
 
 // add registers a live subscriber, starting the tailer when it is not running.
 func (h *eventHub) add(ctx context.Context, q store.EventQuery) (*subscriber, error) {
@@ -82,9 +141,13 @@ func (h *eventHub) tail() {
 		h.mu.Lock()
 		head := h.head
 		h.mu.Unlock()
-		evs, err := h.svc.store.ListEvents(ctx, store.EventQuery{After: head, Limit: MaxEventPage})
+		evs, err := h.svc.store.ListEvents(ctx, store.EventQuery{Scope: store.Everything, After: head, Limit: MaxEventPage})
 		if err != nil {
 			h.svc.log.Error("event tailer", "error", err)
+		}
+		acls := make([]*sessionACL, len(evs))
+		for i := range evs {
+			acls[i] = h.acl(ctx, &evs[i])
 		}
 		h.mu.Lock()
 		if len(h.subs) == 0 {
@@ -95,7 +158,7 @@ func (h *eventHub) tail() {
 		for i := range evs {
 			e := &evs[i]
 			for sub := range h.subs {
-				if !sub.matches(e) {
+				if !sub.matches(e, acls[i]) {
 					continue
 				}
 				select {
@@ -107,6 +170,9 @@ func (h *eventHub) tail() {
 				}
 			}
 			h.head = e.Seq
+			if e.Type == belay.EventSessionDeleted {
+				delete(h.acls, e.SessionID)
+			}
 		}
 		h.mu.Unlock()
 		if len(evs) == MaxEventPage {
@@ -119,19 +185,43 @@ func (h *eventHub) tail() {
 	}
 }
 
-// Follow streams the event log matching q from q.After on: every event once,
-// in order, in batches handed to emit, until ctx ends (nil) or emit or ping
-// fails (that error). ping is called after beat without events, to keep
-// proxies from closing an idle stream.
-func (s *Service) Follow(ctx context.Context, q store.EventQuery, beat time.Duration, emit func([]belay.Event) error, ping func() error) error {
-	if q.SessionID != "" {
-		if err := belay.ValidateID("session", q.SessionID); err != nil {
+// Follow streams the event log matching f that the caller may read (see
+// belay.EventService). The scope is applied in the store query for the
+// catch-up and by the tailer for the live feed.
+func (s *Service) Follow(ctx context.Context, f belay.EventFilter, heartbeat time.Duration, emit func(int64, []belay.Event) error) error {
+	c, err := authorize(ctx, belay.ScopeRead)
+	if err != nil {
+		return err
+	}
+	if err := belay.ValidateEventTypes("type", f.Types); err != nil {
+		return err
+	}
+	if f.SessionID != "" {
+		if err := belay.ValidateID("session", f.SessionID); err != nil {
+			return err
+		}
+		if _, _, err := readSession(ctx, s.store, c, f.SessionID); err != nil {
 			return err
 		}
 	}
-	q.Limit = MaxEventPage
-	heartbeat := time.NewTicker(beat)
-	defer heartbeat.Stop()
+	last, err := s.store.LastEventSeq(ctx)
+	if err != nil {
+		return err
+	}
+	switch {
+	case f.After == belay.FromNow:
+		f.After = last
+	case f.After < 0:
+		return belay.Invalid("after", "after must be an event sequence number (0 for the whole log), got %d", f.After)
+	case f.After > last:
+		return belay.Invalid("after", "event %d does not exist: the newest is %d", f.After, last).With("newest", last)
+	}
+	q := store.EventQuery{Scope: c.scope(), SessionID: f.SessionID, Types: f.Types, After: f.After, Limit: MaxEventPage}
+	if err := emit(q.After, nil); err != nil {
+		return err
+	}
+	beat := newBeat(heartbeat)
+	defer beat.stop()
 	for {
 		// Register first, then read the log: whatever the tailer has not read
 		// yet reaches the subscription, the rest comes from the log, and the
@@ -140,7 +230,7 @@ func (s *Service) Follow(ctx context.Context, q store.EventQuery, beat time.Dura
 		if err != nil {
 			return err
 		}
-		err = s.followLive(ctx, &q, sub, heartbeat, beat, emit, ping)
+		err = s.followLive(ctx, &q, sub, beat, emit)
 		s.hub.remove(sub)
 		if err != errLagged {
 			return err
@@ -148,22 +238,55 @@ func (s *Service) Follow(ctx context.Context, q store.EventQuery, beat time.Dura
 	}
 }
 
+// beat ticks after a stream has been idle for its interval; a zero interval
+// never ticks.
+type beat struct {
+	d time.Duration
+	t *time.Ticker
+}
+
+func newBeat(d time.Duration) *beat {
+	if d <= 0 {
+		return &beat{}
+	}
+	return &beat{d: d, t: time.NewTicker(d)}
+}
+
+func (b *beat) c() <-chan time.Time {
+	if b.t == nil {
+		return nil
+	}
+	return b.t.C
+}
+
+func (b *beat) reset() {
+	if b.t != nil {
+		b.t.Reset(b.d)
+	}
+}
+
+func (b *beat) stop() {
+	if b.t != nil {
+		b.t.Stop()
+	}
+}
+
 var errLagged = errors.New("subscriber fell behind")
 
 // followLive catches up from the log, then streams the subscription until it
 // is dropped for falling behind (errLagged) or the stream ends.
-func (s *Service) followLive(ctx context.Context, q *store.EventQuery, sub *subscriber, heartbeat *time.Ticker, beat time.Duration, emit func([]belay.Event) error, ping func() error) error {
+func (s *Service) followLive(ctx context.Context, q *store.EventQuery, sub *subscriber, beat *beat, emit func(int64, []belay.Event) error) error {
 	for {
 		evs, err := s.store.ListEvents(ctx, *q)
 		if err != nil {
 			return err
 		}
 		if len(evs) > 0 {
-			if err := emit(evs); err != nil {
+			q.After = evs[len(evs)-1].Seq
+			if err := emit(q.After, evs); err != nil {
 				return err
 			}
-			q.After = evs[len(evs)-1].Seq
-			heartbeat.Reset(beat)
+			beat.reset()
 		}
 		if len(evs) < q.Limit {
 			break
@@ -173,8 +296,8 @@ func (s *Service) followLive(ctx context.Context, q *store.EventQuery, sub *subs
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-heartbeat.C:
-			if err := ping(); err != nil {
+		case <-beat.c():
+			if err := emit(q.After, nil); err != nil {
 				return err
 			}
 		case e, ok := <-sub.ch:
@@ -202,11 +325,11 @@ func (s *Service) followLive(ctx context.Context, q *store.EventQuery, sub *subs
 			if len(batch) == 0 {
 				continue
 			}
-			if err := emit(batch); err != nil {
+			q.After = batch[len(batch)-1].Seq
+			if err := emit(q.After, batch); err != nil {
 				return err
 			}
-			q.After = batch[len(batch)-1].Seq
-			heartbeat.Reset(beat)
+			beat.reset()
 		}
 	}
 }

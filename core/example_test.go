@@ -1,7 +1,6 @@
 package core_test
 
 import (
-	"context"
 	"fmt"
 	"log"
 	"os"
@@ -21,7 +20,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	ctx := context.Background()
+	ctx := localCtx
 	db, err := sqlite.Open(ctx, filepath.Join(dir, "belay.db"))
 	if err != nil {
 		log.Fatal(err)

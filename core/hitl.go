@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/belayhq/belay"
@@ -51,59 +50,60 @@ func hitlEventData(cp *belay.Checkpoint) map[string]any {
 	return d
 }
 
-// mayDecide says whether the actor may decide cp: the session owner, an admin
-// or a listed approver, and never the requester when self-approval is forbidden.
-func mayDecide(a belay.Actor, sess *belay.Session, cp *belay.Checkpoint) error {
-	if cp.HITL.ForbidSelfApproval && a.UserID == cp.CreatedBy {
-		return belay.Errorf(belay.CodeUnauthorized, "%s requested this decision and may not decide it (self-approval is forbidden)", a.UserID).
-			With("checkpointId", cp.ID)
-	}
-	if a.Admin || a.UserID == sess.Owner || slices.Contains(cp.HITL.Approvers, a.UserID) {
-		return nil
-	}
-	return belay.Errorf(belay.CodeUnauthorized, "%s may not decide this request: only the session owner, an admin or a listed approver may", a.UserID).
-		With("checkpointId", cp.ID)
-}
-
 // Decide records a human decision. Exactly one decision ever wins: the rest get
 // HITL_ALREADY_DECIDED, except a retry with the same idempotency key, which gets
-// the decision it made.
+// the decision it made. Who may not decide learns nothing of the decision.
 func (s *Service) Decide(ctx context.Context, in belay.DecideInput) (*belay.DecideResult, error) {
+	c, err := authorize(ctx, belay.ScopeDecide)
+	if err != nil {
+		return nil, err
+	}
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
-	// A timeout that is due is applied first, in its own transaction, so it is
-	// kept even when this decision then fails.
-	if err := s.settleDue(ctx, in.CheckpointID); err != nil {
-		return nil, err
+	for {
+		// A timeout that is due is applied first, in its own transaction, so
+		// it is kept even when this decision then fails.
+		if err := s.settleDue(ctx, in.CheckpointID); err != nil {
+			return nil, err
+		}
+		res, timedOut, err := s.decideOnce(ctx, c, in)
+		if !timedOut {
+			return res, err
+		}
+		// The deadline passed since settleDue looked, and the timeout was
+		// applied: now the request is decided by it (HITL_ALREADY_DECIDED) or
+		// paused and still open for this decision.
 	}
-	who := actor(ctx)
+}
+
+// decideOnce is one attempt of Decide in one transaction. It reports
+// timedOut, having applied and kept the timeout, when the request's deadline
+// passed since settleDue looked.
+func (s *Service) decideOnce(ctx context.Context, c caller, in belay.DecideInput) (*belay.DecideResult, bool, error) {
 	var res belay.DecideResult
 	timedOut := false
 	err := s.update(ctx, func(tx store.Tx) error {
-		cp, err := tx.GetCheckpoint(ctx, in.CheckpointID)
+		cp, sess, rt, err := readCheckpoint(ctx, tx, c, in.CheckpointID)
 		if err != nil {
 			return err
 		}
 		if err := cp.VerifyChecksum(); err != nil {
 			return err
 		}
-		sess, err := tx.GetSession(ctx, cp.SessionID)
-		if err != nil {
-			return err
-		}
 		if !cp.HITLRequired {
 			return belay.Errorf(belay.CodeHITLNotRequired, "checkpoint %s does not ask for a decision", cp.ID).With("checkpointId", cp.ID)
 		}
+		if err := mayDecide(c, rt, cp); err != nil {
+			return err
+		}
 		now := s.clock.Now()
 		if due(cp, now) {
-			// The deadline passed since settleDue looked: the timeout comes
-			// first. Apply (and keep) it, then decide again below.
 			timedOut = true
 			return s.applyTimeout(ctx, tx, cp)
 		}
 		if d := cp.Decision; d != nil {
-			if in.IdempotencyKey != "" && d.IdempotencyKey == in.IdempotencyKey && d.UserID == who.UserID {
+			if in.IdempotencyKey != "" && d.IdempotencyKey == in.IdempotencyKey && d.UserID == c.UserID {
 				res = belay.DecideResult{Checkpoint: cp, Session: sess, Decision: d}
 				return nil
 			}
@@ -114,24 +114,15 @@ func (s *Service) Decide(ctx context.Context, in belay.DecideInput) (*belay.Deci
 			return belay.Errorf(belay.CodeCheckpointExpired, "checkpoint %s expired at %s", cp.ID, cp.ExpiresAt.Format(time.RFC3339)).
 				With("checkpointId", cp.ID).With("expiresAt", cp.ExpiresAt)
 		}
-		if err := mayDecide(who, sess, cp); err != nil {
+		opt, err := ChooseOption(cp.HITL, in.SelectedOption, in.Action)
+		if err != nil {
 			return err
 		}
-		opt, ok := cp.HITL.Option(in.SelectedOption)
-		if !ok {
-			ids := make([]string, len(cp.HITL.Options))
-			for i, o := range cp.HITL.Options {
-				ids[i] = o.ID
-			}
-			return belay.Errorf(belay.CodeInvalidOption, "option %q is not offered; choose one of %v", in.SelectedOption, ids).
-				With("selectedOption", in.SelectedOption).With("options", ids)
-		}
-		if opt.Action != in.Action {
-			return belay.Errorf(belay.CodeInvalidOption, "option %q means %s, not %s", opt.ID, opt.Action, in.Action).
-				With("selectedOption", opt.ID).With("action", in.Action).With("optionAction", opt.Action)
+		if len(in.Modifications) > 0 && opt.Action != belay.ActionModify {
+			return belay.Invalid("modifications", "modifications are only allowed with action modify")
 		}
 		d := &belay.Decision{
-			ID: newID(), UserID: who.UserID, Action: in.Action, SelectedOption: opt.ID, Feedback: in.Feedback,
+			ID: newID(), UserID: c.UserID, Action: opt.Action, SelectedOption: opt.ID, Feedback: in.Feedback,
 			Modifications: compactJSON(in.Modifications), DecidedAt: now,
 			ResponseTime: now.Sub(cp.CreatedAt).Milliseconds(), IdempotencyKey: in.IdempotencyKey,
 		}
@@ -141,15 +132,30 @@ func (s *Service) Decide(ctx context.Context, in belay.DecideInput) (*belay.Deci
 		res = belay.DecideResult{Checkpoint: cp, Session: sess, Decision: d}
 		return nil
 	})
-	if err != nil {
-		return nil, err
+	if err != nil || timedOut {
+		return nil, timedOut, err
 	}
-	if timedOut {
-		// Now the request is decided by the timeout (HITL_ALREADY_DECIDED) or
-		// paused and still open for this decision.
-		return s.Decide(ctx, in)
+	return &res, false, nil
+}
+
+// ChooseOption returns the option a decision picks: optionID among the
+// request's options (INVALID_OPTION naming the choices otherwise), whose
+// action must be action when action is set.
+func ChooseOption(h *belay.HITLRequest, optionID string, action belay.Action) (belay.HITLOption, error) {
+	opt, ok := h.Option(optionID)
+	if !ok {
+		ids := make([]string, len(h.Options))
+		for i, o := range h.Options {
+			ids[i] = o.ID
+		}
+		return belay.HITLOption{}, belay.Errorf(belay.CodeInvalidOption, "option %q is not offered; choose one of %v", optionID, ids).
+			With("selectedOption", optionID).With("options", ids)
 	}
-	return &res, nil
+	if action != "" && opt.Action != action {
+		return belay.HITLOption{}, belay.Errorf(belay.CodeInvalidOption, "option %q means %s, not %s", opt.ID, opt.Action, action).
+			With("selectedOption", opt.ID).With("action", action).With("optionAction", opt.Action)
+	}
+	return opt, nil
 }
 
 // recordDecision stores d if cp is still undecided and moves the session on.
@@ -205,7 +211,7 @@ func (s *Service) statusAfter(ctx context.Context, tx store.Tx, sess *belay.Sess
 			return belay.SessionFailed, nil
 		}
 	}
-	open, err := tx.PendingHITL(ctx, store.PendingQuery{SessionID: sess.ID, Limit: 1})
+	open, err := tx.PendingHITL(ctx, store.PendingQuery{Scope: store.Everything, SessionID: sess.ID, Limit: 1})
 	if err != nil {
 		return "", err
 	}
@@ -352,6 +358,10 @@ func (s *Service) RunSweeper(ctx context.Context) {
 
 // PendingHITL returns the open requests the caller may decide, oldest first.
 func (s *Service) PendingHITL(ctx context.Context, sessionID string) ([]belay.PendingHITL, error) {
+	c, err := authorize(ctx, belay.ScopeRead)
+	if err != nil {
+		return nil, err
+	}
 	if sessionID != "" {
 		if err := belay.ValidateID("session", sessionID); err != nil {
 			return nil, err
@@ -360,20 +370,20 @@ func (s *Service) PendingHITL(ctx context.Context, sessionID string) ([]belay.Pe
 	if _, err := s.Sweep(ctx); err != nil {
 		return nil, err
 	}
-	who := actor(ctx)
 	now := s.clock.Now()
-	sessions := map[string]*belay.Session{}
+	sessions := map[string]sessionRights{}
 	out := []belay.PendingHITL{}
-	// Page through every open request until maxPending the caller may decide
-	// are found: others' requests must not hide the caller's.
-	q := store.PendingQuery{SessionID: sessionID, Limit: maxPending}
+	// The query keeps to the sessions the caller may read and the requests
+	// naming it as approver; page on until maxPending it may decide are
+	// found, so requests it may only read do not hide the rest.
+	q := store.PendingQuery{Scope: c.scope(), SessionID: sessionID, Limit: maxPending}
 	for len(out) < maxPending {
 		list, err := s.store.PendingHITL(ctx, q)
 		if err != nil {
 			return nil, err
 		}
 		for _, cp := range list {
-			p, ok, err := s.pendingFor(ctx, who, now, sessions, cp)
+			p, ok, err := s.pendingFor(ctx, c, now, sessions, cp)
 			if err != nil {
 				return nil, err
 			}
@@ -393,20 +403,32 @@ func (s *Service) PendingHITL(ctx context.Context, sessionID string) ([]belay.Pe
 // maxPending bounds the pending list.
 const maxPending = 500
 
+// sessionRights is a session and the caller's rights in it.
+type sessionRights struct {
+	sess *belay.Session
+	rt   rights
+}
+
 // pendingFor describes one open request, when the caller may decide it.
-func (s *Service) pendingFor(ctx context.Context, who belay.Actor, now time.Time, sessions map[string]*belay.Session, cp *belay.Checkpoint) (belay.PendingHITL, bool, error) {
+func (s *Service) pendingFor(ctx context.Context, c caller, now time.Time, sessions map[string]sessionRights, cp *belay.Checkpoint) (belay.PendingHITL, bool, error) {
 	if err := cp.VerifyChecksum(); err != nil {
 		return belay.PendingHITL{}, false, err
 	}
-	sess, ok := sessions[cp.SessionID]
+	sr, ok := sessions[cp.SessionID]
 	if !ok {
-		var err error
-		if sess, err = s.store.GetSession(ctx, cp.SessionID); err != nil {
+		sess, err := s.store.GetSession(ctx, cp.SessionID)
+		if err != nil {
 			return belay.PendingHITL{}, false, err
 		}
-		sessions[cp.SessionID] = sess
+		rt, err := rightsIn(ctx, s.store, c, sess)
+		if err != nil {
+			return belay.PendingHITL{}, false, err
+		}
+		sr = sessionRights{sess, rt}
+		sessions[cp.SessionID] = sr
 	}
-	if mayDecide(who, sess, cp) != nil {
+	sess := sr.sess
+	if mayDecide(c, sr.rt, cp) != nil {
 		return belay.PendingHITL{}, false, nil
 	}
 	p := belay.PendingHITL{Checkpoint: cp, Session: belay.PendingSession{ID: sess.ID, Title: sess.Title, Status: sess.Status, Phase: sess.Phase}}
@@ -434,8 +456,15 @@ var decisionEvents = []string{belay.EventHITLDecided, belay.EventHITLTimedOut, b
 // nothing while other sessions change; decisions made by other processes on
 // the same database arrive with the tailer's poll.
 func (s *Service) WaitDecision(ctx context.Context, id string, wait time.Duration) (*belay.WaitResult, error) {
+	c, err := authorize(ctx, belay.ScopeRead)
+	if err != nil {
+		return nil, err
+	}
 	if err := belay.ValidateID("id", id); err != nil {
 		return nil, err
+	}
+	if wait < 0 || wait > belay.MaxWait {
+		return nil, belay.Invalid("wait", "wait must be a duration from 0s to %s, e.g. 30s; got %q", belay.MaxWait, wait)
 	}
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
@@ -447,7 +476,7 @@ func (s *Service) WaitDecision(ctx context.Context, id string, wait time.Duratio
 	}()
 	for {
 		// Read after subscribing: a decision made in between is seen here.
-		cp, err := s.GetCheckpoint(ctx, id)
+		cp, err := s.getCheckpoint(ctx, c, id)
 		if err != nil {
 			return nil, err
 		}
@@ -462,7 +491,9 @@ func (s *Service) WaitDecision(ctx context.Context, id string, wait time.Duratio
 			return &belay.WaitResult{Decided: true, Decision: cp.Decision, Checkpoint: cp, Session: sess}, nil
 		}
 		if sub == nil {
-			if sub, err = s.hub.add(ctx, store.EventQuery{SessionID: cp.SessionID, Types: decisionEvents}); err != nil {
+			// The caller may read cp: its session's decision events are
+			// watched for it without a scope of their own.
+			if sub, err = s.hub.add(ctx, store.EventQuery{Scope: store.Everything, SessionID: cp.SessionID, Types: decisionEvents}); err != nil {
 				return nil, err
 			}
 			continue

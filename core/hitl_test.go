@@ -41,7 +41,7 @@ func newHITLEnv(tb testing.TB) *hitlEnv {
 
 func (e *hitlEnv) open(tb testing.TB) {
 	tb.Helper()
-	db, err := sqlite.Open(context.Background(), e.path)
+	db, err := sqlite.Open(localCtx, e.path)
 	if err != nil {
 		tb.Fatalf("open store: %v", err)
 	}
@@ -102,6 +102,7 @@ func (e *hitlEnv) request(tb testing.TB, sessionID, creator string, h belay.HITL
 	if h.Options == nil {
 		h.Options = hitlOptions
 	}
+	e.member(tb, sessionID, creator, h.Approvers...)
 	cp, err := e.svc.CreateCheckpoint(hitlAs(creator), belay.CreateCheckpointInput{SessionID: sessionID, Summary: "may I go on?", HITL: &h})
 	if err != nil {
 		tb.Fatalf("CreateCheckpoint: %v", err)
@@ -109,9 +110,29 @@ func (e *hitlEnv) request(tb testing.TB, sessionID, creator string, h belay.HITL
 	return cp
 }
 
+// member makes writer a user who may write to sessionID (unless it owns it)
+// and each of users a user: a request may name only users as approvers.
+func (e *hitlEnv) member(tb testing.TB, sessionID, writer string, users ...string) {
+	tb.Helper()
+	for _, u := range append([]string{writer}, users...) {
+		if _, err := createToken(localCtx, e.svc, u, false); err != nil {
+			tb.Fatalf("create user %s: %v", u, err)
+		}
+	}
+	sess, err := e.svc.GetSession(localCtx, sessionID)
+	if err != nil {
+		tb.Fatalf("GetSession: %v", err)
+	}
+	if sess.Owner != writer {
+		if _, err := e.svc.GrantSession(localCtx, belay.GrantInput{SessionID: sessionID, User: writer, Role: belay.RoleWrite}); err != nil {
+			tb.Fatalf("grant %s write: %v", writer, err)
+		}
+	}
+}
+
 func (e *hitlEnv) status(tb testing.TB, sessionID string) belay.SessionStatus {
 	tb.Helper()
-	sess, err := e.svc.GetSession(context.Background(), sessionID)
+	sess, err := e.svc.GetSession(localCtx, sessionID)
 	if err != nil {
 		tb.Fatalf("GetSession: %v", err)
 	}
@@ -121,7 +142,7 @@ func (e *hitlEnv) status(tb testing.TB, sessionID string) belay.SessionStatus {
 // stored reads a checkpoint straight from the store, without settling a due timeout.
 func (e *hitlEnv) stored(tb testing.TB, id string) *belay.Checkpoint {
 	tb.Helper()
-	cp, err := e.svc.Store().GetCheckpoint(context.Background(), id)
+	cp, err := core.StoreOf(e.svc).GetCheckpoint(localCtx, id)
 	if err != nil {
 		tb.Fatalf("store GetCheckpoint: %v", err)
 	}
@@ -131,7 +152,7 @@ func (e *hitlEnv) stored(tb testing.TB, id string) *belay.Checkpoint {
 // hitlCount counts the events of type typ about checkpoint id.
 func hitlCount(tb testing.TB, st store.Reader, id, typ string) int {
 	tb.Helper()
-	evs, err := st.ListEvents(context.Background(), store.EventQuery{Types: []string{typ}, Limit: 100000})
+	evs, err := st.ListEvents(localCtx, store.EventQuery{Scope: store.Everything, Types: []string{typ}, Limit: 100000})
 	if err != nil {
 		tb.Fatalf("ListEvents: %v", err)
 	}
@@ -218,7 +239,12 @@ func TestHITLDecideErrorCodes(t *testing.T) {
 		}
 	})
 	t.Run("UNAUTHORIZED", func(t *testing.T) {
+		// mallory may read the session, not decide in it.
 		cp := e.request(t, sess.ID, "agent", belay.HITLInput{})
+		e.member(t, sess.ID, "agent", "mallory")
+		if _, err := e.svc.GrantSession(localCtx, belay.GrantInput{SessionID: sess.ID, User: "mallory", Role: belay.RoleRead}); err != nil {
+			t.Fatal(err)
+		}
 		hitlWantCode(t, decide(hitlAs("mallory"), cp.ID, belay.ActionApprove, "ok", ""), belay.CodeUnauthorized)
 	})
 	t.Run("VALIDATION_ERROR modifications without modify", func(t *testing.T) {
@@ -260,7 +286,7 @@ func TestHITLDecisionRecordsEverything(t *testing.T) {
 	if got == nil || got.ID != d.ID || string(got.Modifications) != `{"db":"postgres"}` || !got.DecidedAt.Equal(d.DecidedAt) {
 		t.Errorf("stored decision = %+v, want %+v", got, d)
 	}
-	if n := hitlCount(t, e.svc.Store(), cp.ID, belay.EventHITLDecided); n != 1 {
+	if n := hitlCount(t, core.StoreOf(e.svc), cp.ID, belay.EventHITLDecided); n != 1 {
 		t.Errorf("%d hitl.decided events, want 1", n)
 	}
 }
@@ -297,7 +323,7 @@ func TestHITLIdempotencyKey(t *testing.T) {
 			t.Errorf("%s: error = %v, want HITL_ALREADY_DECIDED", name, err)
 		}
 	}
-	if n := hitlCount(t, e.svc.Store(), cp.ID, belay.EventHITLDecided); n != 1 {
+	if n := hitlCount(t, core.StoreOf(e.svc), cp.ID, belay.EventHITLDecided); n != 1 {
 		t.Errorf("%d hitl.decided events, want 1", n)
 	}
 }
@@ -371,9 +397,9 @@ func TestHITLTimeoutDefaultAppliedOnce(t *testing.T) {
 	}
 	// Each way of noticing the expiry: the sweeper, or any read of the request.
 	settle := map[string]func(e *hitlEnv, cp *belay.Checkpoint) error{
-		"Sweep": func(e *hitlEnv, _ *belay.Checkpoint) error { _, err := e.svc.Sweep(context.Background()); return err },
+		"Sweep": func(e *hitlEnv, _ *belay.Checkpoint) error { _, err := e.svc.Sweep(localCtx); return err },
 		"GetCheckpoint": func(e *hitlEnv, cp *belay.Checkpoint) error {
-			got, err := e.svc.GetCheckpoint(context.Background(), cp.ID)
+			got, err := e.svc.GetCheckpoint(localCtx, cp.ID)
 			if err == nil && got.Decision == nil {
 				err = fmt.Errorf("GetCheckpoint after expiry shows no decision")
 			}
@@ -403,7 +429,7 @@ func TestHITLTimeoutDefaultAppliedOnce(t *testing.T) {
 				sess := e.session(t, "alice")
 				cp := e.request(t, sess.ID, "agent", belay.HITLInput{Timeout: &belay.TimeoutInput{Duration: 60, DefaultAction: tc.action}})
 				e.clock.Advance(59 * time.Second)
-				if n, err := e.svc.Sweep(context.Background()); err != nil || n != 0 {
+				if n, err := e.svc.Sweep(localCtx); err != nil || n != 0 {
 					t.Fatalf("Sweep before expiry = %d, %v; want 0", n, err)
 				}
 				e.clock.Advance(time.Second)
@@ -412,10 +438,10 @@ func TestHITLTimeoutDefaultAppliedOnce(t *testing.T) {
 				}
 				// Every later look must find the same single decision.
 				for range 3 {
-					if n, err := e.svc.Sweep(context.Background()); err != nil || n != 0 {
+					if n, err := e.svc.Sweep(localCtx); err != nil || n != 0 {
 						t.Fatalf("Sweep after the timeout fired = %d, %v; want 0", n, err)
 					}
-					if _, err := e.svc.GetCheckpoint(context.Background(), cp.ID); err != nil {
+					if _, err := e.svc.GetCheckpoint(localCtx, cp.ID); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -428,7 +454,7 @@ func TestHITLTimeoutDefaultAppliedOnce(t *testing.T) {
 					t.Errorf("session = %s, want %s", got, tc.wantStatus)
 				}
 				for _, typ := range []string{belay.EventHITLTimedOut, belay.EventHITLDecided} {
-					if n := hitlCount(t, e.svc.Store(), cp.ID, typ); n != 1 {
+					if n := hitlCount(t, core.StoreOf(e.svc), cp.ID, typ); n != 1 {
 						t.Errorf("%d %s events, want 1", n, typ)
 					}
 				}
@@ -442,7 +468,7 @@ func TestHITLTimeoutPauseLeavesRequestOpen(t *testing.T) {
 	sess := e.session(t, "alice")
 	cp := e.request(t, sess.ID, "agent", belay.HITLInput{Timeout: &belay.TimeoutInput{Duration: 120, DefaultAction: belay.ActionPause}})
 	e.clock.Advance(2 * time.Minute)
-	got, err := e.svc.GetCheckpoint(context.Background(), cp.ID)
+	got, err := e.svc.GetCheckpoint(localCtx, cp.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -452,7 +478,7 @@ func TestHITLTimeoutPauseLeavesRequestOpen(t *testing.T) {
 	if s := e.status(t, sess.ID); s != belay.SessionPaused {
 		t.Fatalf("session = %s, want paused", s)
 	}
-	if n, err := e.svc.Sweep(context.Background()); err != nil || n != 0 {
+	if n, err := e.svc.Sweep(localCtx); err != nil || n != 0 {
 		t.Fatalf("Sweep after the pause = %d, %v; want 0", n, err)
 	}
 	list, err := e.svc.PendingHITL(hitlAs("alice"), sess.ID)
@@ -470,7 +496,7 @@ func TestHITLTimeoutPauseLeavesRequestOpen(t *testing.T) {
 	if res.Session.Status != belay.SessionRunning || res.Decision.AutoTriggered || res.Decision.UserID != "alice" {
 		t.Errorf("after deciding a paused request: session %s, decision %+v", res.Session.Status, res.Decision)
 	}
-	if n := hitlCount(t, e.svc.Store(), cp.ID, belay.EventHITLTimedOut); n != 1 {
+	if n := hitlCount(t, core.StoreOf(e.svc), cp.ID, belay.EventHITLTimedOut); n != 1 {
 		t.Errorf("%d hitl.timed_out events, want 1", n)
 	}
 }
@@ -505,19 +531,19 @@ func TestHITLDecideRacesTimeout(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			e.clock.Set(expiry)
-			if _, err := e.svc.Sweep(context.Background()); err != nil {
+			if _, err := e.svc.Sweep(localCtx); err != nil {
 				t.Errorf("Sweep: %v", err)
 			}
 		})
 		wg.Go(func() {
 			<-start
-			if _, err := e.svc.GetCheckpoint(context.Background(), cp.ID); err != nil {
+			if _, err := e.svc.GetCheckpoint(localCtx, cp.ID); err != nil {
 				t.Errorf("GetCheckpoint: %v", err)
 			}
 		})
 		close(start)
 		wg.Wait()
-		if _, err := e.svc.Sweep(context.Background()); err != nil {
+		if _, err := e.svc.Sweep(localCtx); err != nil {
 			t.Fatal(err)
 		}
 
@@ -525,7 +551,7 @@ func TestHITLDecideRacesTimeout(t *testing.T) {
 		if stored == nil {
 			t.Fatalf("round %d: no decision after the race", i)
 		}
-		st := e.svc.Store()
+		st := core.StoreOf(e.svc)
 		if n := hitlCount(t, st, cp.ID, belay.EventHITLDecided); n != 1 {
 			t.Fatalf("round %d: %d hitl.decided events, want 1", i, n)
 		}
@@ -570,7 +596,7 @@ func TestHITLPauseTimeoutRacesDecide(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			e.clock.Set(expiry)
-			if _, err := e.svc.Sweep(context.Background()); err != nil {
+			if _, err := e.svc.Sweep(localCtx); err != nil {
 				t.Errorf("Sweep: %v", err)
 			}
 		})
@@ -582,7 +608,7 @@ func TestHITLPauseTimeoutRacesDecide(t *testing.T) {
 		if s := e.status(t, sess.ID); s != belay.SessionRunning {
 			t.Fatalf("round %d: session %s, want running", i, s)
 		}
-		if n := hitlCount(t, e.svc.Store(), cp.ID, belay.EventHITLTimedOut); n > 1 {
+		if n := hitlCount(t, core.StoreOf(e.svc), cp.ID, belay.EventHITLTimedOut); n > 1 {
 			t.Fatalf("round %d: %d hitl.timed_out events", i, n)
 		}
 	}
@@ -613,7 +639,7 @@ func TestHITLRestartKeepsPendingAndFiresExpiredOnce(t *testing.T) {
 	}
 	e.clock.Advance(2 * time.Minute)
 	e.open(t)
-	other, err := sqlite.Open(context.Background(), e.path)
+	other, err := sqlite.Open(localCtx, e.path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -623,7 +649,7 @@ func TestHITLRestartKeepsPendingAndFiresExpiredOnce(t *testing.T) {
 	fired := make([]int, 2)
 	for i, svc := range []*core.Service{e.svc, svc2} {
 		wg.Go(func() {
-			n, err := svc.Sweep(context.Background())
+			n, err := svc.Sweep(localCtx)
 			if err != nil {
 				t.Errorf("Sweep: %v", err)
 			}
@@ -642,7 +668,7 @@ func TestHITLRestartKeepsPendingAndFiresExpiredOnce(t *testing.T) {
 			t.Errorf("request %s should still be pending: %+v", cp.ID, got)
 		}
 	}
-	if n := hitlCount(t, e.svc.Store(), short.ID, belay.EventHITLTimedOut); n != 1 {
+	if n := hitlCount(t, core.StoreOf(e.svc), short.ID, belay.EventHITLTimedOut); n != 1 {
 		t.Errorf("%d hitl.timed_out events, want 1", n)
 	}
 	if s := e.status(t, sess.ID); s != belay.SessionAwaitingInput {
@@ -659,7 +685,7 @@ func TestHITLIdleSweepWakesNobody(t *testing.T) {
 	e.request(t, sess.ID, "agent", belay.HITLInput{Timeout: &belay.TimeoutInput{Duration: 60, DefaultAction: belay.ActionApprove}})
 	wake, cancel := e.svc.Wake()
 	defer cancel()
-	if n, err := e.svc.Sweep(context.Background()); err != nil || n != 0 {
+	if n, err := e.svc.Sweep(localCtx); err != nil || n != 0 {
 		t.Fatalf("Sweep = %d, %v; want 0", n, err)
 	}
 	select {
@@ -668,7 +694,7 @@ func TestHITLIdleSweepWakesNobody(t *testing.T) {
 	default:
 	}
 	e.clock.Advance(time.Minute)
-	if n, err := e.svc.Sweep(context.Background()); err != nil || n != 1 {
+	if n, err := e.svc.Sweep(localCtx); err != nil || n != 1 {
 		t.Fatalf("Sweep after expiry = %d, %v; want 1", n, err)
 	}
 	select {
@@ -686,13 +712,13 @@ func TestHITLRunSweeperFiresOnTime(t *testing.T) {
 		t.Skip("RunSweeper would spin, and a spinning bubble never lets its fake time advance")
 	}
 	synctest.Test(t, func(t *testing.T) {
-		db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "belay.db"))
+		db, err := sqlite.Open(localCtx, filepath.Join(t.TempDir(), "belay.db"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer db.Close()
 		svc := core.New(core.Options{Store: db, Clock: belay.SystemClock{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		ctx, stop := context.WithCancel(context.Background())
+		ctx, stop := context.WithCancel(localCtx)
 		done := make(chan struct{})
 		go func() {
 			svc.RunSweeper(ctx)
@@ -707,6 +733,12 @@ func TestHITLRunSweeperFiresOnTime(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if _, err := createToken(localCtx, svc, "agent", false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.GrantSession(localCtx, belay.GrantInput{SessionID: sess.ID, User: "agent", Role: belay.RoleWrite}); err != nil {
+			t.Fatal(err)
+		}
 		mk := func(seconds int, a belay.Action) *belay.Checkpoint {
 			cp, err := svc.CreateCheckpoint(hitlAs("agent"), belay.CreateCheckpointInput{SessionID: sess.ID, Summary: "wait",
 				HITL: &belay.HITLInput{Required: true, Timeout: &belay.TimeoutInput{Duration: seconds, DefaultAction: a}}})
@@ -716,7 +748,7 @@ func TestHITLRunSweeperFiresOnTime(t *testing.T) {
 			return cp
 		}
 		read := func(id string) *belay.Checkpoint {
-			cp, err := db.GetCheckpoint(context.Background(), id)
+			cp, err := db.GetCheckpoint(localCtx, id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -745,7 +777,7 @@ func TestHITLRunSweeperFiresOnTime(t *testing.T) {
 		if cp := read(pause.ID); !cp.TimeoutFired || cp.Decision != nil {
 			t.Fatalf("pause timeout: fired %v decision %+v", cp.TimeoutFired, cp.Decision)
 		}
-		if s, _ := svc.GetSession(context.Background(), sess.ID); s.Status != belay.SessionPaused {
+		if s, _ := svc.GetSession(localCtx, sess.ID); s.Status != belay.SessionPaused {
 			t.Errorf("session = %s, want paused", s.Status)
 		}
 
@@ -851,8 +883,9 @@ func TestHITLWhoMayDecide(t *testing.T) {
 		{"owner", hitlAs("alice"), "agent", belay.HITLInput{}, ""},
 		{"admin", hitlAdminCtx, "agent", belay.HITLInput{}, ""},
 		{"listed approver", hitlAs("bob"), "agent", belay.HITLInput{Approvers: []string{"bob"}}, ""},
-		{"stranger", hitlAs("mallory"), "agent", belay.HITLInput{Approvers: []string{"bob"}}, belay.CodeUnauthorized},
-		{"anonymous", context.Background(), "agent", belay.HITLInput{}, belay.CodeUnauthorized},
+		// Who may not read a request is told it does not exist.
+		{"stranger", hitlAs("mallory"), "agent", belay.HITLInput{Approvers: []string{"bob"}}, belay.CodeCheckpointNotFound},
+		{"anonymous", context.Background(), "agent", belay.HITLInput{}, belay.CodeUnauthenticated},
 		{"requester may decide by default", hitlAs("alice"), "alice", belay.HITLInput{}, ""},
 		{"requester with forbidSelfApproval", hitlAs("alice"), "alice", belay.HITLInput{ForbidSelfApproval: true}, belay.CodeUnauthorized},
 		{"requester admin with forbidSelfApproval", hitlAdminCtx, "root", belay.HITLInput{ForbidSelfApproval: true}, belay.CodeUnauthorized},
@@ -867,6 +900,10 @@ func TestHITLWhoMayDecide(t *testing.T) {
 				t.Fatalf("Decide: %v, want code %q", err, tc.want)
 			}
 			pending, err := e.svc.PendingHITL(tc.ctx, sess.ID)
+			if tc.want == belay.CodeUnauthenticated {
+				hitlWantCode(t, err, belay.CodeUnauthenticated)
+				return
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -893,18 +930,18 @@ func TestHITLTokens(t *testing.T) {
 	}
 	adminCtx := belay.WithActor(ctx, a)
 
-	alice, err := e.svc.CreateToken(adminCtx, "alice", false)
+	alice, err := createToken(adminCtx, e.svc, "alice", false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a, err := e.svc.Authenticate(ctx, alice); err != nil || a.UserID != "alice" || a.Admin {
 		t.Fatalf("Authenticate(alice) = %+v, %v", a, err)
 	}
-	_, err = e.svc.CreateToken(belay.WithActor(ctx, belay.Actor{UserID: "alice"}), "eve", true)
+	_, err = createToken(belay.WithActor(ctx, belay.Actor{UserID: "alice"}), e.svc, "eve", true)
 	hitlWantCode(t, err, belay.CodeUnauthorized)
-	_, err = e.svc.CreateToken(ctx, "eve", false)
-	hitlWantCode(t, err, belay.CodeUnauthorized)
-	_, err = e.svc.CreateToken(adminCtx, core.SystemUser, false)
+	_, err = createToken(ctx, e.svc, "eve", false)
+	hitlWantCode(t, err, belay.CodeUnauthenticated)
+	_, err = createToken(adminCtx, e.svc, core.SystemUser, false)
 	hitlWantCode(t, err, belay.CodeValidation)
 
 	for _, bad := range []string{"", "belay_", "belay_unknown", alice + "x", "Bearer " + alice} {
@@ -913,7 +950,7 @@ func TestHITLTokens(t *testing.T) {
 	}
 
 	// A second token for alice works alongside the first.
-	alice2, err := e.svc.CreateToken(adminCtx, "alice", false)
+	alice2, err := createToken(adminCtx, e.svc, "alice", false)
 	if err != nil || alice2 == alice {
 		t.Fatalf("second token = %q, %v", alice2, err)
 	}
@@ -924,11 +961,20 @@ func TestHITLTokens(t *testing.T) {
 	}
 }
 
+// createToken creates a token for user and returns its secret.
+func createToken(ctx context.Context, svc belay.Service, user string, admin bool) (string, error) {
+	tk, err := svc.CreateToken(ctx, belay.CreateTokenInput{User: user, Admin: admin})
+	if err != nil {
+		return "", err
+	}
+	return tk.Secret, nil
+}
+
 func TestHITLWaitDecision(t *testing.T) {
 	e := newHITLEnv(t)
 	sess := e.session(t, "alice")
 	cp := e.request(t, sess.ID, "agent", belay.HITLInput{})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(localCtx, 20*time.Second)
 	defer cancel()
 
 	got := make(chan *belay.WaitResult, 1)

@@ -29,21 +29,22 @@ const SafetyCheckpointName = "pre-rollback"
 // Any failure is RESTORE_FAILED with the workspace as it was. With DryRun
 // nothing changes and the files that would change are listed.
 func (s *Service) RestoreCheckpoint(ctx context.Context, in belay.RestoreInput) (*belay.RestoreResult, error) {
+	c, err := authorize(ctx, belay.ScopeWrite)
+	if err != nil {
+		return nil, err
+	}
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
-	target, err := s.GetCheckpoint(ctx, in.CheckpointID)
+	target, err := s.getSessionCheckpoint(ctx, c, in.CheckpointID)
 	if err != nil {
 		return nil, err
 	}
-	sess, err := s.store.GetSession(ctx, target.SessionID)
+	sess, err := writeSession(ctx, s.store, c, target.SessionID)
 	if err != nil {
 		return nil, err
 	}
-	if err := mayChange(ctx, sess, "roll it back"); err != nil {
-		return nil, err
-	}
-	if err := s.mayUseWorkspace(ctx, target.ProjectPath); err != nil {
+	if err := s.mayUseWorkspace(c, target.ProjectPath); err != nil {
 		return nil, err
 	}
 	switch {
@@ -274,10 +275,14 @@ func (s *Service) restoreFailed(ctx context.Context, err error, target *belay.Ch
 
 // ListRollbacks returns a session's rollbacks, oldest first.
 func (s *Service) ListRollbacks(ctx context.Context, sessionID string) ([]*belay.Rollback, error) {
+	c, err := authorize(ctx, belay.ScopeRead)
+	if err != nil {
+		return nil, err
+	}
 	if err := belay.ValidateID("sessionId", sessionID); err != nil {
 		return nil, err
 	}
-	if _, err := s.store.GetSession(ctx, sessionID); err != nil {
+	if _, _, err := readSession(ctx, s.store, c, sessionID); err != nil {
 		return nil, err
 	}
 	list, err := s.store.ListRollbacks(ctx, sessionID)

@@ -13,23 +13,30 @@ import (
 
 // CreateSession starts a running session owned by the caller.
 func (s *Service) CreateSession(ctx context.Context, in belay.CreateSessionInput) (*belay.Session, error) {
+	c, err := authorize(ctx, belay.ScopeWrite)
+	if err != nil {
+		return nil, err
+	}
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
 	in.ProjectPath = cleanPath(in.ProjectPath)
+	if err := c.mayCreateIn(in.ProjectPath); err != nil {
+		return nil, err
+	}
 	var sess *belay.Session
-	err := s.update(ctx, func(tx store.Tx) error {
+	err = s.update(ctx, func(tx store.Tx) error {
 		var err error
-		sess, err = s.newSession(ctx, tx, in)
+		sess, err = s.newSession(ctx, tx, c, in)
 		return err
 	})
 	return sess, err
 }
 
-func (s *Service) newSession(ctx context.Context, tx store.Tx, in belay.CreateSessionInput) (*belay.Session, error) {
+func (s *Service) newSession(ctx context.Context, tx store.Tx, c caller, in belay.CreateSessionInput) (*belay.Session, error) {
 	now := s.clock.Now()
 	sess := &belay.Session{
-		ID: newID(), ProjectPath: in.ProjectPath, Title: in.Title, Owner: actor(ctx).UserID,
+		ID: newID(), ProjectPath: in.ProjectPath, Title: in.Title, Owner: c.UserID,
 		Status: belay.SessionRunning, Phase: in.Phase, Metadata: compactJSON(in.Metadata),
 		CreatedAt: now, UpdatedAt: now,
 	}
@@ -41,20 +48,30 @@ func (s *Service) newSession(ctx context.Context, tx store.Tx, in belay.CreateSe
 	return sess, err
 }
 
-// GetSession returns a session by id.
+// GetSession returns a session the caller may read (SESSION_NOT_FOUND otherwise).
 func (s *Service) GetSession(ctx context.Context, id string) (*belay.Session, error) {
+	c, err := authorize(ctx, belay.ScopeRead)
+	if err != nil {
+		return nil, err
+	}
 	if err := belay.ValidateID("id", id); err != nil {
 		return nil, err
 	}
-	return s.store.GetSession(ctx, id)
+	sess, _, err := readSession(ctx, s.store, c, id)
+	return sess, err
 }
 
-// ActiveSession returns the newest open session of a project path.
+// ActiveSession returns the newest open session of a project path among those
+// the caller may read.
 func (s *Service) ActiveSession(ctx context.Context, projectPath string) (*belay.Session, error) {
+	c, err := authorize(ctx, belay.ScopeRead)
+	if err != nil {
+		return nil, err
+	}
 	if !filepath.IsAbs(projectPath) {
 		return nil, belay.Invalid("projectPath", "projectPath must be an absolute path, got %q", projectPath)
 	}
-	return s.store.ActiveSession(ctx, filepath.Clean(projectPath))
+	return s.store.ActiveSession(ctx, filepath.Clean(projectPath), c.scope())
 }
 
 // cleanPath normalises a project path so "/a/b/" and "/a/b" name one project.
@@ -65,8 +82,12 @@ func cleanPath(p string) string {
 	return filepath.Clean(p)
 }
 
-// ListSessions returns one page of sessions, newest first.
+// ListSessions returns one page of the sessions the caller may read, newest first.
 func (s *Service) ListSessions(ctx context.Context, in belay.ListSessionsInput) (*belay.SessionList, error) {
+	c, err := authorize(ctx, belay.ScopeRead)
+	if err != nil {
+		return nil, err
+	}
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
@@ -75,7 +96,7 @@ func (s *Service) ListSessions(ctx context.Context, in belay.ListSessionsInput) 
 	if limit == 0 {
 		limit = belay.DefaultListLimit
 	}
-	q := store.SessionQuery{ProjectPath: in.ProjectPath, Status: in.Status, Limit: limit + 1}
+	q := store.SessionQuery{Scope: c.scope(), ProjectPath: in.ProjectPath, Status: in.Status, Limit: limit + 1}
 	if in.Cursor != "" {
 		c, err := decodeCursor(in.Cursor, "s")
 		if err != nil {

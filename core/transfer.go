@@ -92,14 +92,18 @@ func exportName(cp *belay.Checkpoint) string {
 // checkpoint stops the export (run Validate first). Nothing is written to w
 // before the archive's contents are gathered.
 func (s *Service) ExportSession(ctx context.Context, sessionID string, w io.Writer) error {
-	if err := belay.ValidateID("sessionId", sessionID); err != nil {
-		return err
-	}
-	sess, err := s.store.GetSession(ctx, sessionID)
+	c, err := authorize(ctx, belay.ScopeRead)
 	if err != nil {
 		return err
 	}
-	if err := mayChange(ctx, sess, "export it"); err != nil {
+	if err := belay.ValidateID("sessionId", sessionID); err != nil {
+		return err
+	}
+	sess, rt, err := readSession(ctx, s.store, c, sessionID)
+	if err != nil {
+		return err
+	}
+	if err := rt.mayOwn(c, sess, "export it"); err != nil {
 		return err
 	}
 	cps, err := sessionCheckpoints(ctx, s.store, sess.ID)
@@ -222,6 +226,10 @@ func (s *Service) bundleSession(ctx context.Context, sess *belay.Session, cps []
 // checkpoint with a snapshot, in seq order, on top of the user's HEAD. The
 // session owner or an admin may.
 func (s *Service) ExportBranch(ctx context.Context, in belay.ExportBranchInput) (*belay.ExportBranchResult, error) {
+	c, err := authorize(ctx, belay.ScopeRead)
+	if err != nil {
+		return nil, err
+	}
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
@@ -229,11 +237,11 @@ func (s *Service) ExportBranch(ctx context.Context, in belay.ExportBranchInput) 
 	if err != nil {
 		return nil, err
 	}
-	sess, err := s.store.GetSession(ctx, in.SessionID)
+	sess, rt, err := readSession(ctx, s.store, c, in.SessionID)
 	if err != nil {
 		return nil, err
 	}
-	if err := mayChange(ctx, sess, "export it to a branch"); err != nil {
+	if err := rt.mayOwn(c, sess, "export it to a branch"); err != nil {
 		return nil, err
 	}
 	root, err := workspaceRoot(sess)
@@ -294,11 +302,15 @@ type importArchive struct {
 // imported: the rows are written in one transaction, and snapshots fetched
 // before a failed write are dropped again.
 func (s *Service) ImportSession(ctx context.Context, in belay.ImportInput, r io.Reader) (*belay.ImportResult, error) {
+	c, err := authorize(ctx, belay.ScopeWrite)
+	if err != nil {
+		return nil, err
+	}
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
-	if !actor(ctx).Admin {
-		return nil, belay.Errorf(belay.CodeUnauthorized, "only an admin may import a session")
+	if err := c.admin("import a session"); err != nil {
+		return nil, err
 	}
 	tmp, err := os.MkdirTemp("", "belay-import-")
 	if err != nil {
@@ -337,7 +349,7 @@ func (s *Service) ImportSession(ctx context.Context, in belay.ImportInput, r io.
 		}
 		res.Snapshots = len(refs)
 	}
-	sess.Owner = actor(ctx).UserID
+	sess.Owner = c.UserID
 	sess.CheckpointCount = int64(len(arc.cps))
 	err = s.update(ctx, func(tx store.Tx) error {
 		if err := tx.InsertSession(ctx, sess); err != nil {

@@ -25,33 +25,37 @@ import (
 // commit carries, each session in one transaction. A decision made on a
 // damaged checkpoint is kept; a missing checkpoint comes back undecided.
 func (s *Service) Validate(ctx context.Context, in belay.ValidateInput) (*belay.ValidationReport, error) {
+	c, err := authorize(ctx, belay.ScopeRead)
+	if err != nil {
+		return nil, err
+	}
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
 	var sessions []*belay.Session
 	if in.SessionID != "" {
-		sess, err := s.store.GetSession(ctx, in.SessionID)
+		sess, rt, err := readSession(ctx, s.store, c, in.SessionID)
 		if err != nil {
 			return nil, err
 		}
+		if in.Repair {
+			if err := rt.mayOwn(c, sess, "repair its checkpoints"); err != nil {
+				return nil, err
+			}
+		}
 		sessions = append(sessions, sess)
 	} else {
-		err := forEachSession(ctx, s.store, func(sess *belay.Session) error {
+		if in.Repair {
+			if err := c.admin("repair every session; name a session you own"); err != nil {
+				return nil, err
+			}
+		}
+		err := forEachSession(ctx, s.store, c.scope(), func(sess *belay.Session) error {
 			sessions = append(sessions, sess)
 			return nil
 		})
 		if err != nil {
 			return nil, err
-		}
-	}
-	if in.Repair {
-		if in.SessionID == "" && !actor(ctx).Admin {
-			return nil, belay.Errorf(belay.CodeUnauthorized, "only an admin may repair every session; name a session you own")
-		}
-		if len(sessions) == 1 {
-			if err := mayChange(ctx, sessions[0], "repair its checkpoints"); err != nil {
-				return nil, err
-			}
 		}
 	}
 	rep := &belay.ValidationReport{Problems: []belay.ValidationProblem{}}
@@ -236,7 +240,7 @@ func (s *Service) missingRows(ctx context.Context, sess *belay.Session, root str
 // from the event log.
 func (s *Service) deletedCheckpoints(ctx context.Context, sessionID string) (map[string]bool, error) {
 	out := map[string]bool{}
-	q := store.EventQuery{SessionID: sessionID, Types: []string{belay.EventCheckpointDeleted}, Limit: MaxEventPage}
+	q := store.EventQuery{Scope: store.Everything, SessionID: sessionID, Types: []string{belay.EventCheckpointDeleted}, Limit: MaxEventPage}
 	for {
 		evs, err := s.store.ListEvents(ctx, q)
 		if err != nil {
@@ -321,7 +325,7 @@ func (s *Service) repair(ctx context.Context, sess *belay.Session, root string, 
 			}
 		}
 		// The count may have gone wrong with the rows: count again.
-		if _, cur.CheckpointCount, err = tx.ListCheckpoints(ctx, store.CheckpointQuery{SessionID: cur.ID, Limit: 1}); err != nil {
+		if _, cur.CheckpointCount, err = tx.ListCheckpoints(ctx, store.CheckpointQuery{Scope: store.Everything, SessionID: cur.ID, Limit: 1}); err != nil {
 			return err
 		}
 		cur.UpdatedAt = s.clock.Now()

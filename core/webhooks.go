@@ -36,19 +36,14 @@ const (
 const (
 	MaxWebhookURL = 2048
 	// MaxDeliveryPage bounds one read of the delivery log.
-	MaxDeliveryPage = 1000
+	MaxDeliveryPage = belay.MaxDeliveryPage
 )
 
 // webhookSecretPrefix marks webhook signing secrets.
 const webhookSecretPrefix = "whsec_"
 
 // EventTypes lists every event type a webhook can subscribe to.
-var EventTypes = []string{
-	belay.EventSessionCreated, belay.EventSessionStatusChanged,
-	belay.EventCheckpointCreated, belay.EventCheckpointDeleted,
-	belay.EventHITLRequired, belay.EventHITLDecided, belay.EventHITLTimedOut,
-	belay.EventWorkspaceRestored, belay.EventSessionDeleted, belay.EventCheckpointRepaired,
-}
+var EventTypes = belay.EventTypes
 
 // SignWebhook returns the X-Belay-Signature value of body sent at timestamp
 // (unix seconds, as sent in X-Belay-Timestamp). The HMAC key is the whole
@@ -84,10 +79,8 @@ func newWebhookSecret() string {
 
 // webhookAdmin lets only an admin manage webhooks: they see every event.
 func webhookAdmin(ctx context.Context, what string) error {
-	if !actor(ctx).Admin {
-		return belay.Errorf(belay.CodeUnauthorized, "only an admin may %s", what)
-	}
-	return nil
+	_, err := authorizeAdmin(ctx, what)
+	return err
 }
 
 func validWebhookURL(raw string) error {
@@ -405,7 +398,7 @@ func (d *dispatcher) work(ctx context.Context, kick <-chan *belay.Webhook) {
 // early when ctx ends or the log cannot be written; the next kick resumes.
 func (d *dispatcher) drain(ctx context.Context, h *belay.Webhook, pos int64) int64 {
 	for {
-		evs, err := d.s.store.ListEvents(ctx, store.EventQuery{After: pos, Types: h.Events, Limit: webhookPage})
+		evs, err := d.s.store.ListEvents(ctx, store.EventQuery{Scope: store.Everything, After: pos, Types: h.Events, Limit: webhookPage})
 		if err != nil {
 			if ctx.Err() == nil {
 				d.s.log.Error("webhooks: read events", "webhook", h.ID, "error", err)

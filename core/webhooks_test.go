@@ -29,7 +29,7 @@ var fastWebhooks = core.WebhookOptions{BaseDelay: time.Millisecond, MaxDelay: 5 
 // newWebhookService returns a service over a fresh SQLite file.
 func newWebhookService(tb testing.TB) *core.Service {
 	tb.Helper()
-	db, err := sqlite.Open(context.Background(), filepath.Join(tb.TempDir(), "belay.db"))
+	db, err := sqlite.Open(localCtx, filepath.Join(tb.TempDir(), "belay.db"))
 	if err != nil {
 		tb.Fatalf("open store: %v", err)
 	}
@@ -40,7 +40,7 @@ func newWebhookService(tb testing.TB) *core.Service {
 // runHookDispatcher runs the dispatcher until the test ends.
 func runHookDispatcher(tb testing.TB, svc *core.Service, opts core.WebhookOptions) {
 	tb.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(localCtx)
 	done := make(chan struct{})
 	go func() {
 		svc.RunWebhooksWith(ctx, opts)
@@ -138,7 +138,7 @@ func hookDeliveries(tb testing.TB, svc *core.Service, webhookID string) []*belay
 
 func hookLastSeq(tb testing.TB, svc *core.Service, id string) int64 {
 	tb.Helper()
-	hooks, err := svc.Store().ListWebhooks(context.Background())
+	hooks, err := core.StoreOf(svc).ListWebhooks(localCtx)
 	if err != nil {
 		tb.Fatalf("ListWebhooks: %v", err)
 	}
@@ -153,7 +153,7 @@ func hookLastSeq(tb testing.TB, svc *core.Service, id string) int64 {
 
 func hookLogEnd(tb testing.TB, svc *core.Service) int64 {
 	tb.Helper()
-	seq, err := svc.Store().LastEventSeq(context.Background())
+	seq, err := core.StoreOf(svc).LastEventSeq(localCtx)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func hookLogEnd(tb testing.TB, svc *core.Service) int64 {
 
 func hookSave(tb testing.TB, svc *core.Service, project, summary string) *belay.Checkpoint {
 	tb.Helper()
-	cp, err := svc.CreateCheckpoint(context.Background(), belay.CreateCheckpointInput{ProjectPath: project, Summary: summary})
+	cp, err := svc.CreateCheckpoint(localCtx, belay.CreateCheckpointInput{ProjectPath: project, Summary: summary})
 	if err != nil {
 		tb.Fatalf("CreateCheckpoint: %v", err)
 	}
@@ -365,7 +365,7 @@ func TestHangingWebhookBlocksNeitherDecidingNorOtherWebhooks(t *testing.T) {
 	hookWait(t, "the hanging hookReceiver to hold a hookRequest", func() bool { return len(hanging.requests()) == 1 })
 
 	// The hookReceiver never answers: any wait on it would outlast this deadline.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(localCtx, 5*time.Second)
 	defer cancel()
 	cp, err := svc.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: project, Summary: "approve?",
 		HITL: &belay.HITLInput{Required: true}})
@@ -399,12 +399,12 @@ func TestWebhookEventFilter(t *testing.T) {
 	runHookDispatcher(t, svc, fastWebhooks)
 	project := t.TempDir()
 	hookSave(t, svc, project, "plain")
-	cp, err := svc.CreateCheckpoint(context.Background(), belay.CreateCheckpointInput{ProjectPath: project, Summary: "approve?",
+	cp, err := svc.CreateCheckpoint(localCtx, belay.CreateCheckpointInput{ProjectPath: project, Summary: "approve?",
 		HITL: &belay.HITLInput{Required: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Decide(context.Background(), belay.DecideInput{CheckpointID: cp.ID, Action: belay.ActionApprove, SelectedOption: "approve"}); err != nil {
+	if _, err := svc.Decide(localCtx, belay.DecideInput{CheckpointID: cp.ID, Action: belay.ActionApprove, SelectedOption: "approve"}); err != nil {
 		t.Fatal(err)
 	}
 	hookWait(t, "two events", func() bool { return len(rc.requests()) >= 2 })
@@ -423,18 +423,22 @@ func TestWebhookEventFilter(t *testing.T) {
 func TestWebhookManagementIsAdminOnly(t *testing.T) {
 	svc := newWebhookService(t)
 	hook := addWebhook(t, svc, "https://hooks.example.com/belay")
-	for name, ctx := range map[string]context.Context{
-		"anonymous": context.Background(),
-		"user":      belay.WithActor(context.Background(), belay.Actor{UserID: "ada"}),
+	for name, tc := range map[string]struct {
+		ctx  context.Context
+		want belay.Code
+	}{
+		"anonymous": {context.Background(), belay.CodeUnauthenticated},
+		"user":      {belay.WithActor(context.Background(), belay.Actor{UserID: "ada"}), belay.CodeUnauthorized},
 	} {
 		t.Run(name, func(t *testing.T) {
+			ctx := tc.ctx
 			_, err := svc.AddWebhook(ctx, "https://hooks.example.com/other", nil)
-			wantWebhookError(t, err, belay.CodeUnauthorized, "")
+			wantWebhookError(t, err, tc.want, "")
 			_, err = svc.ListWebhooks(ctx)
-			wantWebhookError(t, err, belay.CodeUnauthorized, "")
-			wantWebhookError(t, svc.RemoveWebhook(ctx, hook.ID), belay.CodeUnauthorized, "")
+			wantWebhookError(t, err, tc.want, "")
+			wantWebhookError(t, svc.RemoveWebhook(ctx, hook.ID), tc.want, "")
 			_, err = svc.ListDeliveries(ctx, "", 0)
-			wantWebhookError(t, err, belay.CodeUnauthorized, "")
+			wantWebhookError(t, err, tc.want, "")
 		})
 	}
 	hooks, err := svc.ListWebhooks(webhookAdmin)

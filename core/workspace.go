@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -75,14 +74,14 @@ func workspaceRoot(sess *belay.Session) (string, error) {
 // reading the session to inserting the checkpoint, so concurrent snapshot
 // saves of one workspace are serialised; a save that does not snapshot and
 // moves the session meanwhile makes this one fail with CONFLICT.
-func (s *Service) createWithSnapshot(ctx context.Context, in belay.CreateCheckpointInput, cp *belay.Checkpoint) error {
+func (s *Service) createWithSnapshot(ctx context.Context, c caller, in belay.CreateCheckpointInput, cp *belay.Checkpoint) error {
 	ws, err := s.workspaces()
 	if err != nil {
 		return err
 	}
 	root := in.ProjectPath
 	if in.SessionID != "" {
-		sess, err := s.store.GetSession(ctx, in.SessionID)
+		sess, err := writeSession(ctx, s.store, c, in.SessionID)
 		if err != nil {
 			return err
 		}
@@ -93,7 +92,7 @@ func (s *Service) createWithSnapshot(ctx context.Context, in belay.CreateCheckpo
 			return belay.Invalid("projectPath", "session %s works on %s, not %s; a snapshot is of the session's workspace", sess.ID, root, in.ProjectPath)
 		}
 	}
-	if err := s.mayUseWorkspace(ctx, root); err != nil {
+	if err := s.mayUseWorkspace(c, root); err != nil {
 		return err
 	}
 	unlock, err := ws.Lock(ctx, root)
@@ -104,11 +103,11 @@ func (s *Service) createWithSnapshot(ctx context.Context, in belay.CreateCheckpo
 	// Read again under the lock: this is the state the snapshot builds on.
 	var sess *belay.Session
 	if in.SessionID != "" {
-		sess, err = s.store.GetSession(ctx, in.SessionID)
-	} else if sess, err = s.store.ActiveSession(ctx, root); belay.IsCode(err, belay.CodeSessionNotFound) {
+		sess, err = writeSession(ctx, s.store, c, in.SessionID)
+	} else if sess, err = s.activeWritable(ctx, s.store, c, root); belay.IsCode(err, belay.CodeSessionNotFound) {
 		err = s.update(ctx, func(tx store.Tx) error {
 			var err error
-			sess, err = s.sessionFor(ctx, tx, "", root)
+			sess, err = s.sessionFor(ctx, tx, c, "", root)
 			return err
 		})
 	}
@@ -228,20 +227,6 @@ func snapshotChanges(snap *workspace.Snapshot) *belay.FileChanges {
 // maxSkippedListed bounds the skipped files listed in a checkpoint's metadata.
 const maxSkippedListed = 1000
 
-// SkippedFile is a file a snapshot left out, as listed in the checkpoint's
-// metadata under "skippedFiles".
-type SkippedFile struct {
-	Path   string `json:"path"`
-	Reason string `json:"reason"`
-}
-
-// MetadataSkippedFiles is the metadata key listing the files a snapshot left
-// out; MetadataSkippedCount counts them when the list is cut short.
-const (
-	MetadataSkippedFiles = "skippedFiles"
-	MetadataSkippedCount = "skippedCount"
-)
-
 // withSkipped returns metadata with the skipped files listed, or as it is
 // when there are none.
 func withSkipped(meta json.RawMessage, skipped []workspace.Skipped) (json.RawMessage, error) {
@@ -254,28 +239,16 @@ func withSkipped(meta json.RawMessage, skipped []workspace.Skipped) (json.RawMes
 			return nil, belay.Invalid("metadata", "metadata must be a JSON object")
 		}
 	}
-	list := make([]SkippedFile, 0, min(len(skipped), maxSkippedListed))
+	list := make([]belay.SkippedFile, 0, min(len(skipped), maxSkippedListed))
 	for _, sk := range skipped[:min(len(skipped), maxSkippedListed)] {
-		list = append(list, SkippedFile{Path: sk.Path, Reason: sk.Reason})
+		list = append(list, belay.SkippedFile{Path: sk.Path, Reason: sk.Reason})
 	}
 	var err error
-	if m[MetadataSkippedFiles], err = json.Marshal(list); err != nil {
+	if m[belay.MetadataSkippedFiles], err = json.Marshal(list); err != nil {
 		return nil, err
 	}
-	m[MetadataSkippedCount] = json.RawMessage(strconv.Itoa(len(skipped)))
+	m[belay.MetadataSkippedCount] = json.RawMessage(strconv.Itoa(len(skipped)))
 	return json.Marshal(m)
-}
-
-// SkippedFiles returns the files a checkpoint's snapshot left out, as listed
-// in its metadata.
-func SkippedFiles(cp *belay.Checkpoint) []SkippedFile {
-	var m struct {
-		Skipped []SkippedFile `json:"skippedFiles"`
-	}
-	if cp.Metadata == nil || json.Unmarshal(cp.Metadata, &m) != nil {
-		return nil
-	}
-	return m.Skipped
 }
 
 // commitRecord is the checkpoint as carried by its snapshot commit (trailer
@@ -383,6 +356,10 @@ func parseRecord(msg string) (*commitRecord, error) {
 // DiffCheckpoint compares checkpoint in.CheckpointID's snapshot with another
 // checkpoint's, or with the workspace as it is now.
 func (s *Service) DiffCheckpoint(ctx context.Context, in belay.DiffInput) (*belay.DiffResult, error) {
+	c, err := authorize(ctx, belay.ScopeRead)
+	if err != nil {
+		return nil, err
+	}
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
@@ -390,20 +367,20 @@ func (s *Service) DiffCheckpoint(ctx context.Context, in belay.DiffInput) (*bela
 	if err != nil {
 		return nil, err
 	}
-	from, err := s.GetCheckpoint(ctx, in.CheckpointID)
+	from, err := s.getSessionCheckpoint(ctx, c, in.CheckpointID)
 	if err != nil {
 		return nil, err
 	}
 	if err := hasSnapshot("checkpointId", from); err != nil {
 		return nil, err
 	}
-	if err := s.mayUseWorkspace(ctx, from.ProjectPath); err != nil {
+	if err := s.mayUseWorkspace(c, from.ProjectPath); err != nil {
 		return nil, err
 	}
 	res := &belay.DiffResult{From: from}
 	toRef := ""
 	if in.To != "" && in.To != belay.DiffCurrent {
-		if res.To, err = s.GetCheckpoint(ctx, in.To); err != nil {
+		if res.To, err = s.getSessionCheckpoint(ctx, c, in.To); err != nil {
 			return nil, err
 		}
 		if err := hasSnapshot("to", res.To); err != nil {
@@ -435,9 +412,9 @@ func hasSnapshot(field string, cp *belay.Checkpoint) error {
 	return nil
 }
 
-// forEachSession calls fn with every session, newest first.
-func forEachSession(ctx context.Context, r store.Reader, fn func(*belay.Session) error) error {
-	q := store.SessionQuery{Limit: 500}
+// forEachSession calls fn with every session within scope, newest first.
+func forEachSession(ctx context.Context, r store.Reader, scope store.Scope, fn func(*belay.Session) error) error {
+	q := store.SessionQuery{Scope: scope, Limit: 500}
 	for {
 		page, _, err := r.ListSessions(ctx, q)
 		if err != nil {
@@ -459,7 +436,7 @@ func forEachSession(ctx context.Context, r store.Reader, fn func(*belay.Session)
 // sessionCheckpoints returns every checkpoint of a session in seq order.
 func sessionCheckpoints(ctx context.Context, r store.Reader, sessionID string) ([]*belay.Checkpoint, error) {
 	var out []*belay.Checkpoint
-	q := store.CheckpointQuery{SessionID: sessionID, Limit: 500}
+	q := store.CheckpointQuery{Scope: store.Everything, SessionID: sessionID, Limit: 500}
 	for {
 		page, _, err := r.ListCheckpoints(ctx, q)
 		if err != nil {
@@ -476,39 +453,16 @@ func sessionCheckpoints(ctx context.Context, r store.Reader, sessionID string) (
 	return out, nil
 }
 
-// mayUseWorkspace says whether the caller may snapshot, restore or diff the
-// workspace at root: an admin anywhere, another authenticated user only under
-// one of the server's workspace roots. Otherwise any token holder could read or roll
-// back any directory the server can reach.
-func (s *Service) mayUseWorkspace(ctx context.Context, root string) error {
-	// No identity at all means no authenticating transport: the process
-	// itself (an embedding program, a test) is calling.
-	if a, ok := belay.ActorFrom(ctx); !ok || a.Admin {
-		return nil
-	}
-	for _, r := range s.roots {
-		if rel, err := filepath.Rel(r, root); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
-			return nil
-		}
-	}
-	return belay.Errorf(belay.CodeUnauthorized, "only an admin may snapshot or restore %s; start the server with --workspace-root to let other users work under a directory", root).
-		With("projectPath", root)
-}
-
-// mayChange says whether the actor may change sess: its owner or an admin.
-func mayChange(ctx context.Context, sess *belay.Session, what string) error {
-	if a := actor(ctx); !a.Admin && a.UserID != sess.Owner {
-		return belay.Errorf(belay.CodeUnauthorized, "only the session owner or an admin may %s", what).With("sessionId", sess.ID)
-	}
-	return nil
-}
-
 // DiskUsage reports the space each workspace's snapshots use and, per
 // session, its checkpoints and the bytes of their state in the database.
 func (s *Service) DiskUsage(ctx context.Context) (*belay.DiskUsageReport, error) {
+	c, err := authorize(ctx, belay.ScopeRead)
+	if err != nil {
+		return nil, err
+	}
 	rep := &belay.DiskUsageReport{Workspaces: []belay.WorkspaceUsage{}, Sessions: []belay.SessionUsage{}}
 	byRoot := map[string]int{}
-	err := forEachSession(ctx, s.store, func(sess *belay.Session) error {
+	err = forEachSession(ctx, s.store, c.scope(), func(sess *belay.Session) error {
 		cps, err := sessionCheckpoints(ctx, s.store, sess.ID)
 		if err != nil {
 			return err
@@ -557,16 +511,21 @@ func (s *Service) DiskUsage(ctx context.Context) (*belay.DiskUsageReport, error)
 // the space they held. A failure to prune is reported, not returned: the
 // session is gone either way.
 func (s *Service) DeleteSession(ctx context.Context, id string) (*belay.DeleteSessionResult, error) {
+	c, err := authorize(ctx, belay.ScopeWrite)
+	if err != nil {
+		return nil, err
+	}
 	if err := belay.ValidateID("id", id); err != nil {
 		return nil, err
 	}
 	var sess *belay.Session
-	err := s.update(ctx, func(tx store.Tx) error {
+	err = s.update(ctx, func(tx store.Tx) error {
 		var err error
-		if sess, err = tx.GetSession(ctx, id); err != nil {
+		var rt rights
+		if sess, rt, err = readSession(ctx, tx, c, id); err != nil {
 			return err
 		}
-		if err := mayChange(ctx, sess, "delete a session"); err != nil {
+		if err := rt.mayOwn(c, sess, "delete it"); err != nil {
 			return err
 		}
 		if err := tx.DeleteSession(ctx, id); err != nil {

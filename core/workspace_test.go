@@ -1,7 +1,6 @@
 package core_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -49,7 +48,7 @@ func TestSnapshotCheckpointRecordsChangesSinceParentSnapshot(t *testing.T) {
 		t.Errorf("checksum: %v", err)
 	}
 
-	refs, err := e.ws.Refs(context.Background(), e.project, "refs/belay/"+first.SessionID)
+	refs, err := e.ws.Refs(localCtx, e.project, "refs/belay/"+first.SessionID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +59,7 @@ func TestSnapshotCheckpointRecordsChangesSinceParentSnapshot(t *testing.T) {
 	if fmt.Sprint(refs) != fmt.Sprint(wantRefs) {
 		t.Errorf("refs = %v, want %v", refs, wantRefs)
 	}
-	msg, err := e.ws.CommitMessage(context.Background(), e.project, third.WorkspaceRef)
+	msg, err := e.ws.CommitMessage(localCtx, e.project, third.WorkspaceRef)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +101,7 @@ func TestSnapshotReportsSkippedFilesAndHonoursPaths(t *testing.T) {
 	}
 	big.Close()
 	cp := e.save(t, "with a big file", func(in *belay.CreateCheckpointInput) { in.Metadata = json.RawMessage(`{"mine": 1}`) })
-	skipped := core.SkippedFiles(cp)
+	skipped := cp.SkippedFiles()
 	if len(skipped) != 1 || skipped[0].Path != "big.bin" || !strings.Contains(skipped[0].Reason, "larger than") {
 		t.Fatalf("skipped = %+v", skipped)
 	}
@@ -306,8 +305,9 @@ func TestDiskUsageAndDeleteSession(t *testing.T) {
 		t.Errorf("sessions = %+v", rep.Sessions)
 	}
 
+	// Who may not read a session is told it does not exist.
 	_, err = e.svc.DeleteSession(wsAs("mallory", false), cp.SessionID)
-	wsWantCode(t, err, belay.CodeUnauthorized)
+	wsWantCode(t, err, belay.CodeSessionNotFound)
 	res, err := e.svc.DeleteSession(alice, cp.SessionID)
 	if err != nil || !res.SnapshotsPruned || res.Checkpoints != 2 {
 		t.Fatalf("delete = %+v, %v", res, err)
@@ -318,11 +318,11 @@ func TestDiskUsageAndDeleteSession(t *testing.T) {
 	if _, err := e.svc.GetCheckpoint(alice, cp.ID); !belay.IsCode(err, belay.CodeCheckpointNotFound) {
 		t.Errorf("checkpoint still there: %v", err)
 	}
-	refs, err := e.ws.Refs(context.Background(), e.project, "refs/belay/")
+	refs, err := e.ws.Refs(localCtx, e.project, "refs/belay/")
 	if err != nil || len(refs) != 0 {
 		t.Errorf("refs after delete = %v, %v", refs, err)
 	}
-	if ok, _ := e.ws.HasCommit(context.Background(), e.project, cp.WorkspaceRef); ok {
+	if ok, _ := e.ws.HasCommit(localCtx, e.project, cp.WorkspaceRef); ok {
 		t.Error("the deleted session's snapshot commit was not pruned")
 	}
 	evs := events(t, e.svc)

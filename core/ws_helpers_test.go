@@ -31,7 +31,7 @@ func newWSEnv(tb testing.TB) *wsEnv {
 	tb.Helper()
 	e := &wsEnv{data: tb.TempDir(), project: tb.TempDir()}
 	var err error
-	if e.db, err = sqlite.Open(context.Background(), filepath.Join(e.data, "belay.db")); err != nil {
+	if e.db, err = sqlite.Open(localCtx, filepath.Join(e.data, "belay.db")); err != nil {
 		tb.Fatalf("open store: %v", err)
 	}
 	tb.Cleanup(func() { e.db.Close() })
@@ -88,16 +88,16 @@ func wsRemove(tb testing.TB, root string, names ...string) {
 // wsTamper rewrites a stored checkpoint behind the service's back.
 func wsTamper(tb testing.TB, st store.Store, id string, change func(*belay.Checkpoint)) {
 	tb.Helper()
-	err := st.Update(context.Background(), func(tx store.Tx) error {
-		cp, err := tx.GetCheckpoint(context.Background(), id)
+	err := st.Update(localCtx, func(tx store.Tx) error {
+		cp, err := tx.GetCheckpoint(localCtx, id)
 		if err != nil {
 			return err
 		}
 		change(cp)
-		if err := tx.DeleteCheckpoint(context.Background(), id); err != nil {
+		if err := tx.DeleteCheckpoint(localCtx, id); err != nil {
 			return err
 		}
-		return tx.InsertCheckpoint(context.Background(), cp)
+		return tx.InsertCheckpoint(localCtx, cp)
 	})
 	if err != nil {
 		tb.Fatalf("tamper with %s: %v", id, err)

@@ -127,7 +127,7 @@ func TestRollbackWithoutSnapshotRestoresStateOnlyAndReopensSession(t *testing.T)
 	testtree.Write(t, e.project, map[string]string{"a.txt": "changed"})
 
 	_, err = e.svc.RestoreCheckpoint(wsAs("mallory", false), belay.RestoreInput{CheckpointID: plain.ID})
-	wsWantCode(t, err, belay.CodeUnauthorized)
+	wsWantCode(t, err, belay.CodeCheckpointNotFound)
 	res := e.rollback(t, plain)
 	if got := testtree.Read(t, e.project)["a.txt"]; got != "changed" {
 		t.Errorf("a state-only rollback touched files: a.txt = %q", got)

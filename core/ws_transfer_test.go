@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -152,7 +151,7 @@ func TestImportRejectsHostileArchives(t *testing.T) {
 	}
 	src.save(t, "other", func(in *belay.CreateCheckpointInput) { in.ProjectPath, in.SessionID = "", other.ID })
 	smuggled := filepath.Join(t.TempDir(), "two.bundle")
-	err = src.ws.WriteBundle(context.Background(), src.project, []string{"refs/belay/" + one.SessionID + "/1", "refs/belay/" + other.ID + "/1"}, smuggled)
+	err = src.ws.WriteBundle(localCtx, src.project, []string{"refs/belay/" + one.SessionID + "/1", "refs/belay/" + other.ID + "/1"}, smuggled)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +228,7 @@ func TestImportRejectsHostileArchives(t *testing.T) {
 	if list, _ := dst.svc.ListSessions(admin, belay.ListSessionsInput{}); list.TotalCount != 0 {
 		t.Errorf("sessions after hostile imports: %d", list.TotalCount)
 	}
-	if refs, err := dst.ws.Refs(context.Background(), dst.project, "refs/"); err != nil || len(refs) != 0 {
+	if refs, err := dst.ws.Refs(localCtx, dst.project, "refs/"); err != nil || len(refs) != 0 {
 		t.Errorf("refs after hostile imports: %v, %v", refs, err)
 	}
 	if _, err := dst.svc.ImportSession(admin, belay.ImportInput{ProjectPath: dst.project}, bytes.NewReader(wsRetar(t, good))); err != nil {
@@ -245,7 +244,7 @@ func TestImportIsAllOrNothing(t *testing.T) {
 	archive := src.export(t, one.SessionID)
 
 	dst := newWSEnv(t)
-	ctx := context.Background()
+	ctx := localCtx
 	// A checkpoint id that exists here already makes the import a conflict.
 	clash, err := dst.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{ProjectPath: dst.project, Summary: "local"})
 	if err != nil {
@@ -300,7 +299,7 @@ func TestExportBranchWritesUserRepositoryBranchOnly(t *testing.T) {
 	status := testtree.Git(t, e.project, "status", "--porcelain")
 
 	_, err := e.svc.ExportBranch(wsAs("mallory", false), belay.ExportBranchInput{SessionID: one.SessionID})
-	wsWantCode(t, err, belay.CodeUnauthorized)
+	wsWantCode(t, err, belay.CodeSessionNotFound)
 	res, err := e.svc.ExportBranch(alice, belay.ExportBranchInput{SessionID: one.SessionID})
 	if err != nil {
 		t.Fatal(err)

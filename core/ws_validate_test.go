@@ -1,7 +1,6 @@
 package core_test
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -16,7 +15,7 @@ import (
 
 func TestValidateFindsAndRepairsCheckpointsFromGit(t *testing.T) {
 	e := newWSEnv(t)
-	ctx := context.Background()
+	ctx := localCtx
 	testtree.Write(t, e.project, map[string]string{"a.txt": "a"})
 	one := e.save(t, "one", func(in *belay.CreateCheckpointInput) {
 		in.Name, in.Tags, in.AgentState = "init", []string{"x"}, json.RawMessage(`{"n":1}`)
@@ -82,7 +81,7 @@ func TestValidateFindsAndRepairsCheckpointsFromGit(t *testing.T) {
 	}
 
 	_, err = e.svc.Validate(wsAs("mallory", false), belay.ValidateInput{SessionID: one.SessionID, Repair: true})
-	wsWantCode(t, err, belay.CodeUnauthorized)
+	wsWantCode(t, err, belay.CodeSessionNotFound)
 	_, err = e.svc.Validate(alice, belay.ValidateInput{Repair: true})
 	wsWantCode(t, err, belay.CodeUnauthorized)
 

@@ -27,6 +27,12 @@ import (
 )
 
 // at is second sec of the seeded minute.
+// anyToken lets every request in as one user: these tests are about the
+// API's shapes, not about who may call it.
+func anyToken(context.Context, string) (belay.Actor, error) {
+	return belay.Actor{UserID: "anonymous"}, nil
+}
+
 func at(sec int) time.Time { return time.Date(2025, 1, 15, 12, 0, sec, 0, time.UTC) }
 
 // apiEnv is a real server on loopback over a fresh SQLite file, seeded with one
@@ -48,7 +54,7 @@ type apiEnv struct {
 
 func newAPI(t *testing.T) *apiEnv {
 	t.Helper()
-	ctx := context.Background()
+	ctx := localCtx
 	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "belay.db"))
 	if err != nil {
 		t.Fatalf("open store: %v", err)
@@ -57,7 +63,7 @@ func newAPI(t *testing.T) *apiEnv {
 	clock := testclock.New(time.Time{}, 0)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc := core.New(core.Options{Store: db, Clock: clock, Logger: log})
-	srv := httptest.NewServer(httpapi.New(httpapi.Options{Service: svc, Logger: log, Version: "test"}).Handler())
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{Service: svc, Logger: log, Version: "test", Authenticate: anyToken}).Handler())
 	t.Cleanup(srv.Close)
 	e := &apiEnv{svc: svc, db: db, srv: srv, clock: clock, vars: map[string]string{
 		"project": t.TempDir(), "other": t.TempDir(), "missing": "01890000-0000-7000-8000-00000000abcd",
@@ -125,17 +131,17 @@ type snapshot struct {
 
 func (e *apiEnv) snapshot(t *testing.T) snapshot {
 	t.Helper()
-	ctx := context.Background()
+	ctx := localCtx
 	var s snapshot
 	var err error
 	if s.lastEvent, err = e.db.LastEventSeq(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// The store, not the service: a corrupted row must still count.
-	if _, s.checkpoints, err = e.db.ListCheckpoints(ctx, store.CheckpointQuery{Limit: 1}); err != nil {
+	if _, s.checkpoints, err = e.db.ListCheckpoints(ctx, store.CheckpointQuery{Scope: store.Everything, Limit: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, s.sessions, err = e.db.ListSessions(ctx, store.SessionQuery{Limit: 1}); err != nil {
+	if _, s.sessions, err = e.db.ListSessions(ctx, store.SessionQuery{Scope: store.Everything, Limit: 1}); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -143,7 +149,7 @@ func (e *apiEnv) snapshot(t *testing.T) snapshot {
 
 func (e *apiEnv) events(t *testing.T, after int64) []belay.Event {
 	t.Helper()
-	evs, err := e.db.ListEvents(context.Background(), store.EventQuery{After: after, Limit: 1000})
+	evs, err := e.db.ListEvents(localCtx, store.EventQuery{Scope: store.Everything, After: after, Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +405,7 @@ func TestSessionsAPI(t *testing.T) {
 			}},
 		{name: "list pages", method: "GET", path: "/v1/sessions?limit=1", wantStatus: 200,
 			setup: func(t *testing.T, e *apiEnv) {
-				if _, err := e.svc.CreateSession(context.Background(), belay.CreateSessionInput{Title: "second"}); err != nil {
+				if _, err := e.svc.CreateSession(localCtx, belay.CreateSessionInput{Title: "second"}); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -681,7 +687,7 @@ func TestListCheckpointsAPI(t *testing.T) {
 					t.Fatalf("first page = %+v", first)
 				}
 				// Rows inserted between pages sort before the cursor and do not disturb it.
-				if _, err := e.svc.CreateCheckpoint(context.Background(), belay.CreateCheckpointInput{ProjectPath: e.vars["project"], Summary: "late"}); err != nil {
+				if _, err := e.svc.CreateCheckpoint(localCtx, belay.CreateCheckpointInput{ProjectPath: e.vars["project"], Summary: "late"}); err != nil {
 					t.Fatal(err)
 				}
 				_, b := e.do(t, "GET", "/v1/checkpoints?limit=2&cursor="+first.NextCursor, "", "")
@@ -773,6 +779,13 @@ func TestCheckpointAPI(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				// The caller may read ada's session, not delete from it.
+				if _, err := e.svc.CreateToken(localCtx, belay.CreateTokenInput{User: "anonymous"}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := e.svc.GrantSession(localCtx, belay.GrantInput{SessionID: cp.SessionID, User: "anonymous", Role: belay.RoleRead}); err != nil {
+					t.Fatal(err)
+				}
 				e.vars["cp9"] = cp.ID
 			}},
 
@@ -791,3 +804,6 @@ func TestCheckpointAPI(t *testing.T) {
 			setup: func(t *testing.T, e *apiEnv) { e.corrupt(t, e.vars["cp2"]) }},
 	})
 }
+
+// localCtx acts on the service directly as its administrator, as the local CLI does.
+var localCtx = belay.WithActor(context.Background(), belay.Actor{UserID: "anonymous", Admin: true})

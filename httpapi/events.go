@@ -3,17 +3,15 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/belayhq/belay"
-	"github.com/belayhq/belay/core"
-	"github.com/belayhq/belay/store"
 )
 
 // writeTimeout is how long a stream waits for a slow client to take one
@@ -21,64 +19,53 @@ import (
 // id it saw, so nothing is lost and the server never buffers without bound.
 const writeTimeout = 10 * time.Second
 
-// streamQuery parses the filters shared by SSE and WebSocket streams.
-func (s *Server) streamQuery(r *http.Request) (store.EventQuery, error) {
+// streamFilter parses the filters shared by SSE and WebSocket streams;
+// without after (or Last-Event-ID) a stream starts at the newest event.
+func streamFilter(r *http.Request) (belay.EventFilter, error) {
 	q := newQuery(r)
-	eq := store.EventQuery{SessionID: q.str("session"), Types: q.list("type"), Limit: 500}
-	if len(eq.Types) > len(core.EventTypes) {
-		q.fail(belay.Invalid("type", "at most %d event types may be given", len(core.EventTypes)))
-	}
-	for _, t := range eq.Types {
-		if !slices.Contains(core.EventTypes, t) {
-			q.fail(belay.Invalid("type", "unknown event type %q; one of %v", t, core.EventTypes))
-		}
-	}
+	f := belay.EventFilter{SessionID: q.str("session"), Types: q.list("type"), After: belay.FromNow}
 	after := q.str("after")
 	if err := q.done(); err != nil {
-		return eq, err
-	}
-	if eq.SessionID != "" {
-		if err := belay.ValidateID("session", eq.SessionID); err != nil {
-			return eq, err
-		}
+		return f, err
 	}
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
 		after = id
 	}
 	if after == "" {
-		last, err := s.svc.Store().LastEventSeq(r.Context())
-		if err != nil {
-			return eq, err
-		}
-		eq.After = last
-		return eq, nil
+		return f, nil
 	}
 	n, err := strconv.ParseInt(after, 10, 64)
 	if err != nil || n < 0 {
-		return eq, belay.Invalid("after", "after (or Last-Event-ID) must be an event sequence number, got %q", after)
+		return f, belay.Invalid("after", "after (or Last-Event-ID) must be an event sequence number, got %q", after)
 	}
-	eq.After = n
-	return eq, nil
+	f.After = n
+	return f, nil
 }
 
-// follow streams the event log from q.After on to emit (see core.Service.Follow).
-func (s *Server) follow(ctx context.Context, q store.EventQuery, emit func([]belay.Event) error, ping func() error) error {
-	return s.svc.Follow(ctx, q, s.beat, emit, ping)
+// startStream runs Follow until its opening call, so that a refused stream
+// (bad filter, unknown session, no permission) is answered as an error
+// before anything is written, then hands the rest of the stream to the
+// transport's emit on the same goroutine.
+func (s *Server) startStream(ctx context.Context, f belay.EventFilter, open func(after int64) error,
+	emit func(after int64, batch []belay.Event) error) error {
+	opened := false
+	return s.svc.Follow(ctx, f, s.beat, func(after int64, batch []belay.Event) error {
+		if !opened {
+			opened = true
+			return open(after)
+		}
+		return emit(after, batch)
+	})
 }
 
 // sse serves the event log as Server-Sent Events; each event's id is its
 // sequence number, so a reconnect with Last-Event-ID resumes with no gap.
 func (s *Server) sse(w http.ResponseWriter, r *http.Request) error {
-	q, err := s.streamQuery(r)
+	f, err := streamFilter(r)
 	if err != nil {
 		return err
 	}
 	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
 	write := func(f func() error) error {
 		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
 		if err := f(); err != nil {
@@ -86,15 +73,25 @@ func (s *Server) sse(w http.ResponseWriter, r *http.Request) error {
 		}
 		return rc.Flush()
 	}
+	started := false
 	// The opening frame carries the starting position as its id, so a client
 	// that drops before the first event resumes from here, not from "now".
-	if err := write(func() error {
-		_, err := fmt.Fprintf(w, "retry: 1000\nid: %d\n: connected\n\n", q.After)
-		return err
-	}); err != nil {
-		return nil
+	open := func(after int64) error {
+		started = true
+		h := w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+		w.WriteHeader(http.StatusOK)
+		return write(func() error {
+			_, err := fmt.Fprintf(w, "retry: 1000\nid: %d\n: connected\n\n", after)
+			return err
+		})
 	}
-	emit := func(evs []belay.Event) error {
+	emit := func(_ int64, evs []belay.Event) error {
+		if len(evs) == 0 {
+			return write(func() error { _, err := fmt.Fprint(w, ": ping\n\n"); return err })
+		}
 		return write(func() error {
 			for _, e := range evs {
 				b, err := json.Marshal(e)
@@ -108,11 +105,12 @@ func (s *Server) sse(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		})
 	}
-	ping := func() error {
-		return write(func() error { _, err := fmt.Fprint(w, ": ping\n\n"); return err })
+	err = s.startStream(r.Context(), f, open, emit)
+	if !started {
+		return err
 	}
 	// Once the stream has started, errors can only end it: the client reconnects.
-	if err := s.follow(r.Context(), q, emit, ping); err != nil && r.Context().Err() == nil {
+	if err != nil && r.Context().Err() == nil {
 		s.log.Debug("event stream ended", "error", err)
 	}
 	return nil
@@ -121,17 +119,35 @@ func (s *Server) sse(w http.ResponseWriter, r *http.Request) error {
 // websocket serves the same stream as JSON messages over a WebSocket; resume
 // with ?after=SEQ.
 func (s *Server) websocket(w http.ResponseWriter, r *http.Request) error {
-	q, err := s.streamQuery(r)
+	f, err := streamFilter(r)
 	if err != nil {
 		return err
 	}
-	conn, err := websocket.Accept(w, r, nil)
-	if err != nil {
-		return nil // Accept has answered the client already.
+	var conn *websocket.Conn
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	open := func(int64) error {
+		var err error
+		if conn, err = websocket.Accept(w, r, nil); err != nil {
+			return errAccepted // Accept has answered the client already.
+		}
+		// The stream ends when the client closes the connection.
+		closed := conn.CloseRead(ctx)
+		go func() {
+			<-closed.Done()
+			cancel()
+		}()
+		return nil
 	}
-	defer conn.CloseNow()
-	ctx := conn.CloseRead(r.Context())
-	emit := func(evs []belay.Event) error {
+	ping := func() error {
+		pctx, cancel := context.WithTimeout(ctx, writeTimeout)
+		defer cancel()
+		return conn.Ping(pctx)
+	}
+	emit := func(_ int64, evs []belay.Event) error {
+		if len(evs) == 0 {
+			return ping()
+		}
 		for _, e := range evs {
 			b, err := json.Marshal(e)
 			if err != nil {
@@ -146,15 +162,19 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) error {
 		}
 		return nil
 	}
-	ping := func() error {
-		pctx, cancel := context.WithTimeout(ctx, writeTimeout)
-		defer cancel()
-		return conn.Ping(pctx)
-	}
-	if err := s.follow(ctx, q, emit, ping); err != nil {
-		conn.Close(websocket.StatusInternalError, "stream failed; reconnect with ?after=<last seq>")
+	err = s.startStream(ctx, f, open, emit)
+	switch {
+	case conn == nil && err == errAccepted:
 		return nil
+	case conn == nil:
+		return err
+	case err != nil:
+		conn.Close(websocket.StatusInternalError, "stream failed; reconnect with ?after=<last seq>")
+	default:
+		conn.Close(websocket.StatusNormalClosure, "")
 	}
-	conn.Close(websocket.StatusNormalClosure, "")
+	conn.CloseNow()
 	return nil
 }
+
+var errAccepted = errors.New("websocket accept answered")

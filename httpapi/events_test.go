@@ -171,7 +171,7 @@ func hitlSeqs(evs []belay.Event) []int64 {
 func (s *hitlServer) hitlLog(t *testing.T, q store.EventQuery) []belay.Event {
 	t.Helper()
 	q.Limit = 100000
-	evs, err := s.svc.Store().ListEvents(context.Background(), q)
+	evs, err := s.db.ListEvents(context.Background(), q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,10 +199,10 @@ func TestHITLSSEReplaysFiltersAndResumes(t *testing.T) {
 	s := newHITLServer(t, nil)
 	a := s.activity(t)
 	b := s.activity(t)
-	all := s.hitlLog(t, store.EventQuery{})
+	all := s.hitlLog(t, store.EventQuery{Scope: store.Everything})
 
 	t.Run("every event type, ids are seqs", func(t *testing.T) {
-		got := s.openSSE(t, "?after=0", "", "mallory").events(t, len(all))
+		got := s.openSSE(t, "?after=0", "", "admin").events(t, len(all))
 		if !slices.Equal(hitlSeqs(got), hitlSeqs(all)) {
 			t.Fatalf("seqs %v, want %v", hitlSeqs(got), hitlSeqs(all))
 		}
@@ -228,11 +228,11 @@ func TestHITLSSEReplaysFiltersAndResumes(t *testing.T) {
 		query string
 		q     store.EventQuery
 	}{
-		{"?after=0&session=" + b.ID, store.EventQuery{SessionID: b.ID}},
-		{"?after=0&type=hitl.decided", store.EventQuery{Types: []string{belay.EventHITLDecided}}},
-		{"?after=0&type=hitl.required,hitl.timed_out", store.EventQuery{Types: []string{belay.EventHITLRequired, belay.EventHITLTimedOut}}},
+		{"?after=0&session=" + b.ID, store.EventQuery{Scope: store.Everything, SessionID: b.ID}},
+		{"?after=0&type=hitl.decided", store.EventQuery{Scope: store.Everything, Types: []string{belay.EventHITLDecided}}},
+		{"?after=0&type=hitl.required,hitl.timed_out", store.EventQuery{Scope: store.Everything, Types: []string{belay.EventHITLRequired, belay.EventHITLTimedOut}}},
 		{"?after=0&type=hitl.required&type=hitl.timed_out&session=" + a.ID,
-			store.EventQuery{SessionID: a.ID, Types: []string{belay.EventHITLRequired, belay.EventHITLTimedOut}}},
+			store.EventQuery{Scope: store.Everything, SessionID: a.ID, Types: []string{belay.EventHITLRequired, belay.EventHITLTimedOut}}},
 	}
 	for _, f := range filters {
 		t.Run(f.query, func(t *testing.T) {
@@ -248,7 +248,7 @@ func TestHITLSSEReplaysFiltersAndResumes(t *testing.T) {
 			// A matching event made now arrives next; non-matching ones made before it do not.
 			s.activity(t)
 			s.activity(t)
-			tail := s.hitlLog(t, store.EventQuery{SessionID: f.q.SessionID, Types: f.q.Types, After: want[len(want)-1].Seq})
+			tail := s.hitlLog(t, store.EventQuery{Scope: store.Everything, SessionID: f.q.SessionID, Types: f.q.Types, After: want[len(want)-1].Seq})
 			if len(tail) > 0 {
 				if e := st.event(t); e.Seq != tail[0].Seq {
 					t.Errorf("live event %d, want %d", e.Seq, tail[0].Seq)
@@ -258,7 +258,7 @@ func TestHITLSSEReplaysFiltersAndResumes(t *testing.T) {
 	}
 
 	t.Run("resume with after or Last-Event-ID", func(t *testing.T) {
-		all := s.hitlLog(t, store.EventQuery{})
+		all := s.hitlLog(t, store.EventQuery{Scope: store.Everything})
 		k := all[len(all)/2].Seq
 		rest := hitlSeqs(all[len(all)/2+1:])
 		for name, st := range map[string]*hitlStream{
@@ -269,7 +269,7 @@ func TestHITLSSEReplaysFiltersAndResumes(t *testing.T) {
 		} {
 			want := rest
 			if name == "Last-Event-ID + filter" {
-				want = hitlSeqs(s.hitlLog(t, store.EventQuery{After: k, Types: []string{belay.EventCheckpointCreated}}))
+				want = hitlSeqs(s.hitlLog(t, store.EventQuery{Scope: store.Everything, After: k, Types: []string{belay.EventCheckpointCreated}}))
 			}
 			if got := hitlSeqs(st.events(t, len(want))); !slices.Equal(got, want) {
 				t.Errorf("%s: seqs %v, want %v", name, got, want)
@@ -282,7 +282,7 @@ func TestHITLSSEReplaysFiltersAndResumes(t *testing.T) {
 		if f, err := st.next(); err != nil || !slices.Contains(f.Comments, "connected") {
 			t.Fatalf("first frame = %+v, %v; want the connected comment", f, err)
 		}
-		before := s.hitlLog(t, store.EventQuery{})
+		before := s.hitlLog(t, store.EventQuery{Scope: store.Everything})
 		s.session(t)
 		if e := st.event(t); e.Seq != before[len(before)-1].Seq+1 || e.Type != belay.EventSessionCreated {
 			t.Errorf("first event = %d %s, want %d session.created", e.Seq, e.Type, before[len(before)-1].Seq+1)
@@ -344,7 +344,7 @@ func TestHITLSSEResumeAfterDroppedConnections(t *testing.T) {
 				return false
 			}
 			var err error
-			if final, err = s.svc.Store().LastEventSeq(context.Background()); err != nil {
+			if final, err = s.db.LastEventSeq(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -457,8 +457,8 @@ func TestHITLWebSocketStream(t *testing.T) {
 	}
 
 	t.Run("same stream as SSE", func(t *testing.T) {
-		want := s.hitlLog(t, store.EventQuery{})
-		got := read(t, dial(t, "?after=0", "bob"), len(want))
+		want := s.hitlLog(t, store.EventQuery{Scope: store.Everything})
+		got := read(t, dial(t, "?after=0", "admin"), len(want))
 		for i := range want {
 			if got[i].Seq != want[i].Seq || got[i].Type != want[i].Type || string(got[i].Data) != string(want[i].Data) {
 				t.Fatalf("event %d = %+v, want %+v", i, got[i], want[i])
@@ -466,7 +466,7 @@ func TestHITLWebSocketStream(t *testing.T) {
 		}
 	})
 	t.Run("filters, resume and live events", func(t *testing.T) {
-		q := store.EventQuery{SessionID: sess.ID, Types: []string{belay.EventHITLDecided, belay.EventHITLTimedOut}}
+		q := store.EventQuery{Scope: store.Everything, SessionID: sess.ID, Types: []string{belay.EventHITLDecided, belay.EventHITLTimedOut}}
 		want := s.hitlLog(t, q)
 		c := dial(t, "?after=0&session="+sess.ID+"&type=hitl.decided,hitl.timed_out", "alice")
 		got := read(t, c, len(want))
@@ -526,7 +526,7 @@ func TestHITLSSESlowClientIsDisconnected(t *testing.T) {
 	if err := req.Write(slow); err != nil {
 		t.Fatal(err)
 	}
-	fast := s.openSSE(t, "?after=0", "", "bob")
+	fast := s.openSSE(t, "?after=0", "", "admin")
 
 	// About 10 MB of events, far more than the socket buffers hold.
 	sess := s.session(t)
@@ -541,7 +541,7 @@ func TestHITLSSESlowClientIsDisconnected(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	final, err := s.svc.Store().LastEventSeq(context.Background())
+	final, err := s.db.LastEventSeq(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

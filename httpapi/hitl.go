@@ -7,8 +7,6 @@ import (
 	"github.com/belayhq/belay"
 )
 
-// MaxWait bounds one long poll for a decision.
-const MaxWait = 5 * time.Minute
 
 func (s *Server) decide(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r, "id")
@@ -40,8 +38,8 @@ func (s *Server) waitDecision(w http.ResponseWriter, r *http.Request) error {
 	q := newQuery(r)
 	wait := time.Duration(0)
 	if v := q.str("wait"); v != "" {
-		if wait, err = time.ParseDuration(v); err != nil || wait < 0 || wait > MaxWait {
-			return belay.Invalid("wait", "wait must be a duration from 0s to %s, e.g. 30s; got %q", MaxWait, v)
+		if wait, err = time.ParseDuration(v); err != nil {
+			return belay.Invalid("wait", "wait must be a duration from 0s to %s, e.g. 30s; got %q", belay.MaxWait, v)
 		}
 	}
 	if err := q.done(); err != nil {

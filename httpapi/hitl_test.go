@@ -32,6 +32,7 @@ type hitlServer struct {
 	url    string
 	srv    *httptest.Server
 	svc    *core.Service
+	db     *sqlite.DB
 	clock  *testclock.Clock
 	tokens map[string]string
 
@@ -74,7 +75,7 @@ func newHITLServer(t *testing.T, tweak func(*httpapi.Options)) *hitlServer {
 	if tweak != nil {
 		tweak(&opts)
 	}
-	s := &hitlServer{svc: svc, clock: clock, tokens: map[string]string{},
+	s := &hitlServer{svc: svc, db: db, clock: clock, tokens: map[string]string{},
 		arrivals: map[string]chan struct{}{}, closings: map[string]chan struct{}{}}
 	h := httpapi.New(opts).Handler()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -111,10 +112,12 @@ func newHITLServer(t *testing.T, tweak func(*httpapi.Options)) *hitlServer {
 	}
 	s.tokens["admin"] = admin
 	adminCtx := belay.WithActor(ctx, belay.Actor{UserID: core.BootstrapUser, Admin: true})
-	for _, name := range []string{"alice", "bob", "agent", "mallory"} {
-		if s.tokens[name], err = svc.CreateToken(adminCtx, name, false); err != nil {
+	for _, name := range []string{"alice", "bob", "carol", "agent", "mallory"} {
+		tk, err := svc.CreateToken(adminCtx, belay.CreateTokenInput{User: name})
+		if err != nil {
 			t.Fatal(err)
 		}
+		s.tokens[name] = tk.Secret
 	}
 	return s
 }
@@ -133,11 +136,14 @@ var hitlHTTPOptions = []belay.HITLOption{
 	{ID: "up", Label: "Escalate", Action: belay.ActionEscalate},
 }
 
-// session creates a session owned by alice.
+// session creates a session owned by alice, in which her agent may write.
 func (s *hitlServer) session(t *testing.T) *belay.Session {
 	t.Helper()
 	sess, err := s.svc.CreateSession(s.as("alice"), belay.CreateSessionInput{Title: "alice's run"})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.svc.GrantSession(s.as("alice"), belay.GrantInput{SessionID: sess.ID, User: "agent", Role: belay.RoleWrite}); err != nil {
 		t.Fatal(err)
 	}
 	return sess
@@ -271,7 +277,7 @@ func TestHITLHTTPDecideErrors(t *testing.T) {
 		{"action is not the option's", func(t *testing.T) string { return s.request(t, sess.ID, belay.HITLInput{}).ID }, "alice",
 			belay.DecideInput{Action: belay.ActionReject, SelectedOption: "ok"}, http.StatusBadRequest, belay.CodeInvalidOption},
 		{"stranger", func(t *testing.T) string { return s.request(t, sess.ID, belay.HITLInput{}).ID }, "mallory", approve,
-			http.StatusForbidden, belay.CodeUnauthorized},
+			http.StatusNotFound, belay.CodeCheckpointNotFound},
 		{"modifications on approve", func(t *testing.T) string { return s.request(t, sess.ID, belay.HITLInput{}).ID }, "alice",
 			belay.DecideInput{Action: belay.ActionApprove, SelectedOption: "ok", Modifications: json.RawMessage(`{"a":1}`)},
 			http.StatusBadRequest, belay.CodeValidation},
@@ -283,12 +289,12 @@ func TestHITLHTTPDecideErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			id := tc.id(t)
-			before, _ := s.svc.Store().GetCheckpoint(context.Background(), id)
+			before, _ := s.db.GetCheckpoint(context.Background(), id)
 			st, b := s.decide(t, tc.user, id, tc.in, nil)
 			if st != tc.wantStatus || hitlErrorCode(t, b) != tc.wantCode {
 				t.Fatalf("got %d %s, want %d %s", st, b, tc.wantStatus, tc.wantCode)
 			}
-			if after, err := s.svc.Store().GetCheckpoint(context.Background(), id); err == nil && before != nil &&
+			if after, err := s.db.GetCheckpoint(context.Background(), id); err == nil && before != nil &&
 				(before.Decision == nil) != (after.Decision == nil) {
 				t.Errorf("a failed decide changed the decision: %+v", after.Decision)
 			}
@@ -346,7 +352,7 @@ func TestHITLHTTPDecideResponse(t *testing.T) {
 		t.Errorf("session %s, checkpoint decision %+v", res.Session.Status, res.Checkpoint.Decision)
 	}
 	// The checkpoint as read afterwards carries the same decision.
-	st, b = s.call(t, http.MethodGet, "/v1/checkpoints/"+cp.ID, "mallory", nil, nil)
+	st, b = s.call(t, http.MethodGet, "/v1/checkpoints/"+cp.ID, "alice", nil, nil)
 	if got := hitlJSON[belay.Checkpoint](t, b); st != http.StatusOK || got.Decision == nil || got.Decision.ID != res.Decision.ID {
 		t.Errorf("GET checkpoint: %d %s", st, b)
 	}
@@ -431,7 +437,7 @@ func TestHITLHTTPEveryRouteButHealthNeedsToken(t *testing.T) {
 			}
 		}
 	}
-	if got, err := s.svc.Store().GetCheckpoint(context.Background(), cp.ID); err != nil || got.Decision != nil {
+	if got, err := s.db.GetCheckpoint(context.Background(), cp.ID); err != nil || got.Decision != nil {
 		t.Errorf("unauthenticated calls changed the request: %+v, %v", got, err)
 	}
 	if st, b := s.call(t, "GET", "/healthz", "", nil, nil); st != http.StatusOK {
@@ -455,8 +461,9 @@ func TestHITLHTTPWhoMayDecide(t *testing.T) {
 		{"session owner", "alice", "agent", belay.HITLInput{}, http.StatusOK},
 		{"admin", "admin", "agent", belay.HITLInput{}, http.StatusOK},
 		{"listed approver", "bob", "agent", belay.HITLInput{Approvers: []string{"bob"}}, http.StatusOK},
-		{"approver of another request", "bob", "agent", belay.HITLInput{Approvers: []string{"carol"}}, http.StatusForbidden},
-		{"stranger", "mallory", "agent", belay.HITLInput{}, http.StatusForbidden},
+		// Who may not read a request is told it does not exist.
+		{"approver of another request", "bob", "agent", belay.HITLInput{Approvers: []string{"carol"}}, http.StatusNotFound},
+		{"stranger", "mallory", "agent", belay.HITLInput{}, http.StatusNotFound},
 		{"the requester itself", "agent", "agent", belay.HITLInput{}, http.StatusForbidden},
 		{"requester listed as approver, self-approval forbidden", "agent", "agent",
 			belay.HITLInput{Approvers: []string{"agent"}, ForbidSelfApproval: true}, http.StatusForbidden},
@@ -592,14 +599,14 @@ func TestHITLHTTPConcurrentDecides(t *testing.T) {
 			t.Fatalf("round %d: winner %d, %d conflicts; want one 200 and 49 × 409", round, winner, conflicts)
 		}
 		won := hitlJSON[belay.DecideResult](t, bodies[winner]).Decision
-		stored, err := s.svc.Store().GetCheckpoint(context.Background(), cp.ID)
+		stored, err := s.db.GetCheckpoint(context.Background(), cp.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if stored.Decision.ID != won.ID || stored.Decision.Feedback != fmt.Sprint("decider ", winner) {
 			t.Errorf("round %d: stored %+v, winner's %+v", round, stored.Decision, won)
 		}
-		evs, err := s.svc.Store().ListEvents(context.Background(), store.EventQuery{Types: []string{belay.EventHITLDecided}, SessionID: cp.SessionID, Limit: 100})
+		evs, err := s.db.ListEvents(context.Background(), store.EventQuery{Scope: store.Everything, Types: []string{belay.EventHITLDecided}, SessionID: cp.SessionID, Limit: 100})
 		if err != nil || len(evs) != 1 {
 			t.Errorf("round %d: %d hitl.decided events, %v; want 1", round, len(evs), err)
 		}

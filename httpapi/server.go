@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/belayhq/belay"
-	"github.com/belayhq/belay/core"
 )
 
 // DefaultTimeout bounds one request's handling (seed 003's 30 s).
@@ -23,14 +22,14 @@ const DefaultTimeout = 30 * time.Second
 
 // Options configure a Server.
 type Options struct {
-	Service *core.Service
+	Service belay.Service
 	Logger  *slog.Logger
 	// Timeout bounds one request; DefaultTimeout when zero.
 	Timeout time.Duration
 	// Version is reported by /healthz.
 	Version string
-	// Authenticate maps a bearer token to an identity. When nil, the server
-	// does not authenticate (embedded use and tests); `belay serve` always sets it.
+	// Authenticate maps a bearer token to an identity; every route but
+	// /healthz needs one. Without it every such request is refused.
 	Authenticate func(ctx context.Context, token string) (belay.Actor, error)
 	// Heartbeat is the interval of keep-alive pings on event streams; 15 s when zero.
 	Heartbeat time.Duration
@@ -39,7 +38,7 @@ type Options struct {
 // Server is belay's HTTP API. Further handlers (MCP, tRPC, the dashboard)
 // mount on the same mux through Handle.
 type Server struct {
-	svc     *core.Service
+	svc     belay.Service
 	auth    func(ctx context.Context, token string) (belay.Actor, error)
 	beat    time.Duration
 	log     *slog.Logger
@@ -109,6 +108,18 @@ func (s *Server) routes() {
 	s.stream("GET /v1/usage", s.diskUsage)
 	s.stream("GET /v1/events", s.sse)
 	s.stream("GET /v1/ws", s.websocket)
+	s.api("GET /v1/checkpoints/resolve", s.resolveCheckpoint)
+	s.api("GET /v1/sessions/current", s.currentSession)
+	s.api("GET /v1/sessions/{id}/grants", s.listGrants)
+	s.api("POST /v1/sessions/{id}/grants", s.grantSession)
+	s.api("DELETE /v1/sessions/{id}/grants/{user}", s.revokeGrant)
+	s.api("POST /v1/tokens", s.createToken)
+	s.api("GET /v1/tokens", s.listTokens)
+	s.api("DELETE /v1/tokens/{id}", s.revokeToken)
+	s.api("POST /v1/webhooks", s.addWebhook)
+	s.api("GET /v1/webhooks", s.listWebhooks)
+	s.api("DELETE /v1/webhooks/{id}", s.removeWebhook)
+	s.api("GET /v1/webhooks/deliveries", s.listDeliveries)
 }
 
 // apiHandler handles one API call; a returned error becomes the error body.
@@ -128,30 +139,46 @@ func (s *Server) api(pattern string, h apiHandler) {
 // deadline: long polls and event streams bound their own time.
 func (s *Server) stream(pattern string, h apiHandler) {
 	s.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.auth != nil {
-			a, err := s.authenticate(r)
-			if err != nil {
-				s.writeError(w, r, err)
-				return
-			}
-			r = r.WithContext(belay.WithActor(r.Context(), a))
+		a, err := s.authenticate(r)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
 		}
+		r = r.WithContext(belay.WithActor(r.Context(), a))
 		if err := h(w, r); err != nil {
 			s.writeError(w, r, err)
 		}
 	}))
 }
 
+// authenticate hands the request's bearer token ("" when none) to the
+// server's Authenticate, which decides.
 func (s *Server) authenticate(r *http.Request) (belay.Actor, error) {
-	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
-		return belay.Actor{}, belay.Errorf(belay.CodeUnauthenticated, "a valid API token is required: send Authorization: Bearer belay_…")
+	if s.auth == nil {
+		return belay.Actor{}, belay.Errorf(belay.CodeUnauthenticated, "this server accepts no tokens")
 	}
-	return s.auth(r.Context(), strings.TrimSpace(token))
+	token := ""
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, t, _ := strings.Cut(h, " ")
+		if !strings.EqualFold(scheme, "Bearer") {
+			return belay.Actor{}, belay.Errorf(belay.CodeUnauthenticated, "a valid API token is required: send Authorization: Bearer belay_…")
+		}
+		token = strings.TrimSpace(t)
+	}
+	return s.auth(r.Context(), token)
 }
 
-// Handle mounts another handler on the server's mux.
-func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+// Handle mounts another handler on the server's mux behind the same
+// authentication as the API: h finds the caller with belay.ActorFrom.
+func (s *Server) Handle(pattern string, h http.Handler) {
+	s.stream(pattern, func(w http.ResponseWriter, r *http.Request) error {
+		h.ServeHTTP(w, r)
+		return nil
+	})
+}
+
+// HandlePublic mounts a handler that needs no token (e.g. static assets).
+func (s *Server) HandlePublic(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
 // Handler returns the root handler: panic recovery, metrics, then routes.
 func (s *Server) Handler() http.Handler {
@@ -206,7 +233,7 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	if _, err := s.svc.Store().LastEventSeq(ctx); err != nil {
+	if err := s.svc.Health(ctx); err != nil {
 		s.log.Error("health check failed", "error", err)
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable"})
 		return

@@ -25,7 +25,7 @@ func TestHandlerTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	api := httpapi.New(httpapi.Options{Service: core.New(core.Options{Store: db}), Timeout: time.Nanosecond})
+	api := httpapi.New(httpapi.Options{Service: core.New(core.Options{Store: db}), Timeout: time.Nanosecond, Authenticate: anyToken})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 	for _, tc := range []struct{ method, path, body string }{
@@ -48,7 +48,7 @@ func TestHandlerTimeout(t *testing.T) {
 			t.Errorf("%s %s: status %d, body %+v, decode error %v; want 504 TIMEOUT_ERROR with timeout 1ns", tc.method, tc.path, resp.StatusCode, body.Error, err)
 		}
 	}
-	list, _, err := db.ListSessions(context.Background(), store.SessionQuery{Limit: 10})
+	list, _, err := db.ListSessions(context.Background(), store.SessionQuery{Scope: store.Everything, Limit: 10})
 	if err != nil || len(list) != 0 {
 		t.Errorf("sessions after timed-out requests: %d, %v; want none written", len(list), err)
 	}

@@ -209,7 +209,7 @@ func apiEndToEnd(t *testing.T, withGit bool) {
 	}
 
 	_, err = srv.as(t, "bob").DeleteSession(ctx, first.SessionID)
-	wsWantCode(t, err, belay.CodeUnauthorized)
+	wsWantCode(t, err, belay.CodeSessionNotFound)
 	del, err := alice.DeleteSession(ctx, first.SessionID)
 	if err != nil || !del.SnapshotsPruned || del.Checkpoints != 3 {
 		t.Fatalf("delete = %+v, %v", del, err)

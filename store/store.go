@@ -26,8 +26,8 @@ type Store interface {
 type Reader interface {
 	GetSession(ctx context.Context, id string) (*belay.Session, error)
 	// ActiveSession returns the newest open session (see SessionStatus.Open) of
-	// a project path.
-	ActiveSession(ctx context.Context, projectPath string) (*belay.Session, error)
+	// a project path within scope.
+	ActiveSession(ctx context.Context, projectPath string, scope Scope) (*belay.Session, error)
 	// ListSessions returns one page of sessions, newest first, and how many match in all.
 	ListSessions(ctx context.Context, q SessionQuery) ([]*belay.Session, int64, error)
 
@@ -45,6 +45,12 @@ type Reader interface {
 	// NextHITLDeadline returns the earliest timeout that has not fired, if any.
 	NextHITLDeadline(ctx context.Context) (time.Time, bool, error)
 
+	// FindCheckpointIDs returns up to limit ids of checkpoints within scope
+	// that begin with prefix, in id order.
+	FindCheckpointIDs(ctx context.Context, prefix string, scope Scope, limit int) ([]string, error)
+	// SessionGrants returns the grants of a session, oldest first.
+	SessionGrants(ctx context.Context, sessionID string) ([]*belay.Grant, error)
+
 	// ListEvents returns events with Seq > q.After in Seq order.
 	ListEvents(ctx context.Context, q EventQuery) ([]belay.Event, error)
 	// LastEventSeq returns the newest event's Seq, 0 when there are none.
@@ -53,8 +59,11 @@ type Reader interface {
 	ListRollbacks(ctx context.Context, sessionID string) ([]*belay.Rollback, error)
 
 	GetUser(ctx context.Context, name string) (*belay.User, error)
-	// UserByToken returns the user owning a token with the given hash.
-	UserByToken(ctx context.Context, tokenHash string) (*belay.User, error)
+	// TokenByHash returns the token with the given hash and its user; a
+	// revoked token is returned too (RevokedAt set).
+	TokenByHash(ctx context.Context, tokenHash string) (*belay.Token, *belay.User, error)
+	// ListTokens returns every token, newest first.
+	ListTokens(ctx context.Context) ([]*belay.Token, error)
 	CountUsers(ctx context.Context) (int64, error)
 
 	ListWebhooks(ctx context.Context) ([]*belay.Webhook, error)
@@ -86,7 +95,17 @@ type Tx interface {
 	InsertRollback(ctx context.Context, r *belay.Rollback) error
 
 	PutUser(ctx context.Context, u *belay.User) error
-	InsertToken(ctx context.Context, tokenHash, userName string, createdAt time.Time) error
+	// InsertToken stores a token under the hash of its secret.
+	InsertToken(ctx context.Context, t *belay.Token, tokenHash string) error
+	// RevokeToken marks a token revoked at the given time, once.
+	RevokeToken(ctx context.Context, id string, at time.Time) error
+	// TouchToken records that a token was used at the given time.
+	TouchToken(ctx context.Context, id string, at time.Time) error
+
+	// PutGrant stores a grant, replacing the user's previous one in the session.
+	PutGrant(ctx context.Context, g *belay.Grant) error
+	// DeleteGrant removes a user's grant in a session.
+	DeleteGrant(ctx context.Context, sessionID, user string) error
 
 	InsertWebhook(ctx context.Context, w *belay.Webhook) error
 	DeleteWebhook(ctx context.Context, id string) error
@@ -101,8 +120,23 @@ type SessionKey struct {
 	ID        string
 }
 
+// Scope limits a query to what one caller may read: with All, everything;
+// else the sessions User owns or holds a grant in, and (with Projects) only
+// those whose project path is one of Projects or below one. Records of those
+// sessions (checkpoints, events) follow their session; events that belong to
+// no session are only for All.
+type Scope struct {
+	All      bool
+	User     string
+	Projects []string
+}
+
+// Everything is the scope of belay's own background work and of admins.
+var Everything = Scope{All: true}
+
 // SessionQuery filters sessions; the order is newest first.
 type SessionQuery struct {
+	Scope       Scope
 	ProjectPath string
 	Status      belay.SessionStatus
 	After       *SessionKey
@@ -120,7 +154,9 @@ type CheckpointKey struct {
 // CheckpointQuery filters checkpoints. Order is by (CreatedAt, ID) or by
 // (Type, CreatedAt, ID), ascending or descending.
 type CheckpointQuery struct {
+	Scope         Scope
 	SessionID     string
+	Name          string
 	ProjectPath   string
 	Type          belay.CheckpointType
 	HITLRequired  *bool
@@ -136,6 +172,9 @@ type CheckpointQuery struct {
 
 // PendingQuery filters pending HITL requests.
 type PendingQuery struct {
+	// Scope: requests in sessions within it, and requests that name
+	// Scope.User among their approvers.
+	Scope     Scope
 	SessionID string
 	// After pages on: only requests after this (CreatedAt, ID) position.
 	After *CheckpointKey
@@ -144,6 +183,7 @@ type PendingQuery struct {
 
 // EventQuery filters the event log.
 type EventQuery struct {
+	Scope     Scope
 	After     int64
 	SessionID string
 	Types     []string

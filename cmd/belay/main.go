@@ -2,6 +2,9 @@
 // See `belay --help`.
 package main
 
-import "github.com/belayhq/belay/cli"
+import (
+	"github.com/belayhq/belay/cli"
+	"github.com/belayhq/belay/cmd/belay/wire"
+)
 
-func main() { cli.Main() }
+func main() { cli.Main(wire.Backend()) }

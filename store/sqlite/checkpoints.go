@@ -114,11 +114,17 @@ func (r reader) ListCheckpoints(ctx context.Context, q store.CheckpointQuery) ([
 			add("EXISTS (SELECT 1 FROM checkpoint_tags t WHERE t.tag = ? AND t.checkpoint_id = checkpoints.id)", tag)
 		}
 	}
+	if cond, a := scopeFilter(q.Scope, "session_id", "project_path", ""); cond != "" {
+		add(cond, a...)
+	}
 	if q.SessionID != "" {
 		add("session_id = ?", q.SessionID)
 	}
 	if q.ProjectPath != "" {
 		add("project_path = ?", q.ProjectPath)
+	}
+	if q.Name != "" {
+		add("name = ?", q.Name)
 	}
 	if q.Type != "" {
 		if q.SessionID != "" || q.ProjectPath != "" {
@@ -203,6 +209,11 @@ func (r reader) rarestFirst(ctx context.Context, tags []string) ([]string, error
 
 func (r reader) PendingHITL(ctx context.Context, q store.PendingQuery) ([]*belay.Checkpoint, error) {
 	where, args := "hitl_required = 1 AND decided_at IS NULL", []any{}
+	// Approvers see the requests that name them, in any session.
+	if cond, a := scopeFilter(q.Scope, "session_id", "project_path", "hitl"); cond != "" {
+		where += " AND " + cond
+		args = append(args, a...)
+	}
 	if q.SessionID != "" {
 		where += " AND session_id = ?"
 		args = append(args, q.SessionID)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/store"
@@ -14,6 +13,11 @@ import (
 
 func (r reader) ListEvents(ctx context.Context, q store.EventQuery) ([]belay.Event, error) {
 	where, args := []string{"seq > ?"}, []any{q.After}
+	if !q.Scope.All || len(q.Scope.Projects) > 0 {
+		// Events of no session are belay's own (webhooks, tokens): for All only.
+		cond, a := scopeFilter(q.Scope, "session_id", "(SELECT project_path FROM sessions WHERE id = events.session_id)", "")
+		where, args = append(where, cond), append(args, a...)
+	}
 	if q.SessionID != "" {
 		where, args = append(where, "session_id = ?"), append(args, q.SessionID)
 	}
@@ -122,11 +126,6 @@ func (r reader) GetUser(ctx context.Context, name string) (*belay.User, error) {
 	return scanUser(r.q.QueryRowContext(ctx, `SELECT name, admin, created_at FROM users WHERE name = ?`, name), name)
 }
 
-func (r reader) UserByToken(ctx context.Context, tokenHash string) (*belay.User, error) {
-	return scanUser(r.q.QueryRowContext(ctx, `SELECT u.name, u.admin, u.created_at FROM tokens t
-		JOIN users u ON u.name = t.user_name WHERE t.hash = ?`, tokenHash), "for token")
-}
-
 func (r reader) CountUsers(ctx context.Context) (int64, error) {
 	var n int64
 	if err := r.q.QueryRowContext(ctx, `SELECT COUNT(*) FROM users`).Scan(&n); err != nil {
@@ -140,14 +139,6 @@ func (t *tx) PutUser(ctx context.Context, u *belay.User) error {
 		ON CONFLICT (name) DO UPDATE SET admin = excluded.admin`, u.Name, boolInt(u.Admin), ts(u.CreatedAt))
 	if err != nil {
 		return fmt.Errorf("sqlite: put user: %w", err)
-	}
-	return nil
-}
-
-func (t *tx) InsertToken(ctx context.Context, tokenHash, userName string, createdAt time.Time) error {
-	_, err := t.q.ExecContext(ctx, `INSERT INTO tokens (hash, user_name, created_at) VALUES (?, ?, ?)`, tokenHash, userName, ts(createdAt))
-	if err != nil {
-		return fmt.Errorf("sqlite: insert token: %w", err)
 	}
 	return nil
 }

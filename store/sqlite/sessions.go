@@ -59,10 +59,24 @@ func (r reader) GetSession(ctx context.Context, id string) (*belay.Session, erro
 	return s, nil
 }
 
-func (r reader) ActiveSession(ctx context.Context, projectPath string) (*belay.Session, error) {
+// closedStatuses is the SQL list of the statuses that are not SessionStatus.Open.
+var closedStatuses = func() string {
+	var out []string
+	for _, st := range belay.SessionStatuses {
+		if !st.Open() {
+			out = append(out, "'"+string(st)+"'")
+		}
+	}
+	return "(" + strings.Join(out, ", ") + ")"
+}()
+
+func (r reader) ActiveSession(ctx context.Context, projectPath string, scope store.Scope) (*belay.Session, error) {
+	where, args := "project_path = ? AND status NOT IN "+closedStatuses, []any{projectPath}
+	if cond, a := scopeFilter(scope, "id", "project_path", ""); cond != "" {
+		where, args = where+" AND "+cond, append(args, a...)
+	}
 	s, err := scanSession(r.q.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions
-		WHERE project_path = ? AND status NOT IN ('completed', 'failed', 'abandoned')
-		ORDER BY created_at DESC, id DESC LIMIT 1`, projectPath))
+		WHERE `+where+` ORDER BY created_at DESC, id DESC LIMIT 1`, args...))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, belay.Errorf(belay.CodeSessionNotFound, "no active session for %s", projectPath).With("projectPath", projectPath)
 	}
@@ -75,6 +89,9 @@ func (r reader) ActiveSession(ctx context.Context, projectPath string) (*belay.S
 func (r reader) ListSessions(ctx context.Context, q store.SessionQuery) ([]*belay.Session, int64, error) {
 	var where []string
 	var args []any
+	if cond, a := scopeFilter(q.Scope, "id", "project_path", ""); cond != "" {
+		where, args = append(where, cond), append(args, a...)
+	}
 	if q.ProjectPath != "" {
 		where, args = append(where, "project_path = ?"), append(args, q.ProjectPath)
 	}

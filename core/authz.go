@@ -1,0 +1,254 @@
+package core
+
+import (
+	"context"
+	"slices"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/store"
+)
+
+// Every permission core grants or refuses is decided in this file.
+//
+// A session belongs to its owner. The owner and admins read, write and
+// decide in it; the owner (or an admin) may grant other users read, write or
+// decide. A HITL request's approvers may decide it and read that request,
+// nothing more. A token's scopes and projects narrow all of this further. A
+// caller who may not read a thing is told it does not exist.
+
+// caller is the identity of one call.
+type caller struct{ belay.Actor }
+
+// authorize returns the caller of ctx, refusing a context without identity
+// (UNAUTHENTICATED) and a token without scope need (UNAUTHORIZED). Every
+// exported method of Service calls it first.
+func authorize(ctx context.Context, need belay.Scope) (caller, error) {
+	a, ok := belay.ActorFrom(ctx)
+	if !ok || a.UserID == "" {
+		return caller{}, belay.Errorf(belay.CodeUnauthenticated, "a valid API token is required")
+	}
+	c := caller{a}
+	if !c.Has(need) {
+		return caller{}, belay.Errorf(belay.CodeUnauthorized, "this token may not %s (its scopes: %v)", scopeVerb[need], c.Scopes).
+			With("scope", need)
+	}
+	return c, nil
+}
+
+var scopeVerb = map[belay.Scope]string{
+	belay.ScopeRead:   "read",
+	belay.ScopeWrite:  "write",
+	belay.ScopeDecide: "decide",
+	belay.ScopeAdmin:  "administer belay",
+}
+
+// admin refuses a caller who is not an admin (with an admin token).
+func (c caller) admin(what string) error {
+	if !c.Admin {
+		return belay.Errorf(belay.CodeUnauthorized, "only an admin may %s", what)
+	}
+	return nil
+}
+
+// scope is what the caller may read, for store queries and event filters.
+func (c caller) scope() store.Scope {
+	return store.Scope{All: c.Admin, User: c.UserID, Projects: c.Projects}
+}
+
+// rights is what a caller may do in one session.
+type rights struct {
+	read, write, decide, own bool
+}
+
+// rightsIn works out the caller's rights in sess from its role there (owner,
+// admin, grantee) and its token's scopes.
+func rightsIn(ctx context.Context, r store.Reader, c caller, sess *belay.Session) (rights, error) {
+	if !c.InProjects(sess.ProjectPath) {
+		return rights{}, nil
+	}
+	var role rights
+	switch {
+	case c.Admin || c.UserID == sess.Owner:
+		role = rights{read: true, write: true, decide: true, own: true}
+	default:
+		grants, err := r.SessionGrants(ctx, sess.ID)
+		if err != nil {
+			return rights{}, err
+		}
+		for _, g := range grants {
+			if g.User == c.UserID {
+				role = rights{read: true, write: g.Role == belay.RoleWrite, decide: g.Role == belay.RoleDecide}
+			}
+		}
+	}
+	return rights{
+		read:   role.read && c.Has(belay.ScopeRead),
+		write:  role.write && c.Has(belay.ScopeWrite),
+		decide: role.decide && c.Has(belay.ScopeDecide),
+		own:    role.own && c.Has(belay.ScopeWrite),
+	}, nil
+}
+
+// notFound is the answer for a session the caller may not read: the same as
+// for one that does not exist.
+func sessionNotFound(id string) error {
+	return belay.Errorf(belay.CodeSessionNotFound, "session %s not found", id).With("id", id)
+}
+
+func checkpointNotFound(id string) error {
+	return belay.Errorf(belay.CodeCheckpointNotFound, "checkpoint %s not found", id).With("id", id)
+}
+
+// readSession returns session id when the caller may read it.
+func readSession(ctx context.Context, r store.Reader, c caller, id string) (*belay.Session, rights, error) {
+	sess, err := r.GetSession(ctx, id)
+	if err != nil {
+		return nil, rights{}, err
+	}
+	rt, err := rightsIn(ctx, r, c, sess)
+	if err != nil {
+		return nil, rights{}, err
+	}
+	if !rt.read {
+		return nil, rights{}, sessionNotFound(id)
+	}
+	return sess, rt, nil
+}
+
+// writeSession returns session id when the caller may write to it.
+func writeSession(ctx context.Context, r store.Reader, c caller, id string) (*belay.Session, error) {
+	sess, rt, err := readSession(ctx, r, c, id)
+	if err != nil {
+		return nil, err
+	}
+	return sess, rt.mayWrite(c, sess)
+}
+
+func (rt rights) mayWrite(c caller, sess *belay.Session) error {
+	if !rt.write {
+		return belay.Errorf(belay.CodeUnauthorized, "%s may not write to session %s: only its owner, an admin or a user it was granted to with role write may",
+			c.UserID, sess.ID).With("sessionId", sess.ID)
+	}
+	return nil
+}
+
+// mayOwn refuses what only the session's owner or an admin may do.
+func (rt rights) mayOwn(c caller, sess *belay.Session, what string) error {
+	if !rt.own {
+		return belay.Errorf(belay.CodeUnauthorized, "only the session's owner or an admin may %s", what).
+			With("sessionId", sess.ID).With("user", c.UserID)
+	}
+	return nil
+}
+
+// readCheckpoint returns checkpoint id and its session when the caller may
+// read it: in a session it may read, or as an approver of its request.
+func readCheckpoint(ctx context.Context, r store.Reader, c caller, id string) (*belay.Checkpoint, *belay.Session, rights, error) {
+	cp, err := r.GetCheckpoint(ctx, id)
+	if err != nil {
+		return nil, nil, rights{}, err
+	}
+	sess, err := r.GetSession(ctx, cp.SessionID)
+	if err != nil {
+		return nil, nil, rights{}, err
+	}
+	rt, err := rightsIn(ctx, r, c, sess)
+	if err != nil {
+		return nil, nil, rights{}, err
+	}
+	if !rt.read && !isApprover(c, cp) {
+		return nil, nil, rights{}, checkpointNotFound(id)
+	}
+	return cp, sess, rt, nil
+}
+
+// isApprover reports whether the caller is named among cp's approvers and its
+// token may decide.
+func isApprover(c caller, cp *belay.Checkpoint) bool {
+	return cp.HITL != nil && slices.Contains(cp.HITL.Approvers, c.UserID) && c.Has(belay.ScopeDecide) &&
+		c.InProjects(cp.ProjectPath)
+}
+
+// mayDecide says whether the caller may decide cp: one who may decide in the
+// session or a listed approver, and never the requester when self-approval is
+// forbidden.
+func mayDecide(c caller, rt rights, cp *belay.Checkpoint) error {
+	if cp.HITL.ForbidSelfApproval && c.UserID == cp.CreatedBy {
+		return belay.Errorf(belay.CodeUnauthorized, "%s requested this decision and may not decide it (self-approval is forbidden)", c.UserID).
+			With("checkpointId", cp.ID)
+	}
+	if rt.decide || isApprover(c, cp) {
+		return nil
+	}
+	return belay.Errorf(belay.CodeUnauthorized, "%s may not decide this request: only the session owner, an admin, a user granted decide or a listed approver may", c.UserID).
+		With("checkpointId", cp.ID)
+}
+
+// checkApprovers refuses approvers that are not users of this belay: a
+// request may name only people who exist, and naming one grants nothing else.
+func checkApprovers(ctx context.Context, r store.Reader, approvers []string) error {
+	for _, name := range approvers {
+		if _, err := r.GetUser(ctx, name); belay.IsCode(err, belay.CodeNotFound) {
+			return belay.Invalid("hitl.approvers", "approver %q is not a user", name)
+		} else if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mayUseWorkspace says whether the caller may snapshot, restore or diff the
+// workspace at root: admins anywhere, others only under the configured roots.
+func (s *Service) mayUseWorkspace(c caller, root string) error {
+	if c.Admin {
+		return nil
+	}
+	for _, r := range s.roots {
+		if belay.PathWithin(r, root) {
+			return nil
+		}
+	}
+	return belay.Errorf(belay.CodeUnauthorized, "%s is outside the workspace roots this server allows; only an admin may use it", root).
+		With("projectPath", root)
+}
+
+// mayCreateIn refuses a new session outside the token's projects.
+func (c caller) mayCreateIn(projectPath string) error {
+	if !c.InProjects(projectPath) {
+		return belay.Errorf(belay.CodeUnauthorized, "this token is limited to %v and may not work on %q", c.Projects, projectPath).
+			With("projectPath", projectPath)
+	}
+	return nil
+}
+
+// getSessionCheckpoint returns checkpoint id when the caller may read its
+// session: an approver's right to see one request does not reach its
+// workspace.
+func (s *Service) getSessionCheckpoint(ctx context.Context, c caller, id string) (*belay.Checkpoint, error) {
+	if err := belay.ValidateID("id", id); err != nil {
+		return nil, err
+	}
+	cp, _, rt, err := readCheckpoint(ctx, s.store, c, id)
+	if err != nil {
+		return nil, err
+	}
+	if !rt.read {
+		return nil, checkpointNotFound(id)
+	}
+	return s.settle(ctx, cp)
+}
+
+// actor is the identity of a call that authorize has already let in.
+func actor(ctx context.Context) belay.Actor {
+	a, _ := belay.ActorFrom(ctx)
+	return a
+}
+
+// authorizeAdmin lets in only an admin, for what only admins may do.
+func authorizeAdmin(ctx context.Context, what string) (caller, error) {
+	c, err := authorize(ctx, belay.ScopeRead)
+	if err != nil {
+		return caller{}, err
+	}
+	return c, c.admin(what)
+}

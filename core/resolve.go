@@ -1,0 +1,136 @@
+package core
+
+import (
+	"context"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/store"
+)
+
+// MinIDPrefix is the shortest id prefix ResolveCheckpoint accepts.
+const MinIDPrefix = 4
+
+// maxCandidates bounds the candidates an ambiguous reference lists.
+const maxCandidates = 10
+
+// ResolveCheckpoint finds the checkpoint a person names (see
+// belay.CheckpointRef): a number ("3" or "#3") in the given session or the
+// project's current one, a full id, a unique id prefix of at least
+// MinIDPrefix characters, or a checkpoint name (the newest of that name).
+// Only checkpoints the caller may read are found.
+func (s *Service) ResolveCheckpoint(ctx context.Context, in belay.CheckpointRef) (*belay.Checkpoint, error) {
+	c, err := authorize(ctx, belay.ScopeRead)
+	if err != nil {
+		return nil, err
+	}
+	ref := strings.TrimSpace(in.Ref)
+	if ref == "" || len(ref) > belay.MaxNameLen {
+		return nil, belay.Invalid("ref", "name a checkpoint by number, id, id prefix or name (1-%d characters)", belay.MaxNameLen)
+	}
+	if in.SessionID != "" {
+		if err := belay.ValidateID("sessionId", in.SessionID); err != nil {
+			return nil, err
+		}
+	}
+	if belay.IsUUID(ref) {
+		return s.getCheckpoint(ctx, c, strings.ToLower(ref))
+	}
+	if seq, err := strconv.ParseInt(strings.TrimPrefix(ref, "#"), 10, 64); err == nil {
+		if seq < 1 {
+			return nil, belay.Invalid("ref", "checkpoint numbers start at 1, got %d", seq)
+		}
+		sess, err := s.refSession(ctx, c, in)
+		if err != nil {
+			return nil, err
+		}
+		cp, err := s.store.GetCheckpointBySeq(ctx, sess.ID, seq)
+		if err != nil {
+			return nil, err
+		}
+		return s.settle(ctx, cp)
+	}
+	if isIDPrefix(ref) {
+		ids, err := s.store.FindCheckpointIDs(ctx, strings.ToLower(ref), c.scope(), maxCandidates)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case len(ids) == 1:
+			return s.getCheckpoint(ctx, c, ids[0])
+		case len(ids) > 1:
+			return nil, belay.Invalid("ref", "%q is ambiguous: it begins %s; give more characters", ref, strings.Join(ids, ", ")).
+				With("candidates", ids)
+		}
+	}
+	sess, err := s.refSession(ctx, c, in)
+	if err != nil {
+		return nil, err
+	}
+	list, _, err := s.store.ListCheckpoints(ctx, store.CheckpointQuery{Scope: c.scope(), SessionID: sess.ID, Name: ref, Desc: true, Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	if len(list) == 0 {
+		return nil, belay.Errorf(belay.CodeCheckpointNotFound, "no checkpoint is numbered, named or has an id beginning %q in session %s", ref, sess.ID).
+			With("ref", ref).With("sessionId", sess.ID)
+	}
+	return s.settle(ctx, list[0])
+}
+
+// isIDPrefix reports whether ref could begin a checkpoint id.
+func isIDPrefix(ref string) bool {
+	if len(ref) < MinIDPrefix || len(ref) > 36 {
+		return false
+	}
+	for _, r := range strings.ToLower(ref) {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// refSession is the session a checkpoint number or name refers to.
+func (s *Service) refSession(ctx context.Context, c caller, in belay.CheckpointRef) (*belay.Session, error) {
+	if in.SessionID != "" {
+		sess, _, err := readSession(ctx, s.store, c, in.SessionID)
+		return sess, err
+	}
+	if in.ProjectPath == "" {
+		return nil, belay.Invalid("sessionId", "a checkpoint number or name needs its session: give sessionId or projectPath")
+	}
+	return s.currentSession(ctx, c, in.ProjectPath)
+}
+
+// CurrentSession returns the project's open session among those the caller
+// may read, else its newest one, so that "checkpoint 3" still means something
+// after the session ended.
+func (s *Service) CurrentSession(ctx context.Context, projectPath string) (*belay.Session, error) {
+	c, err := authorize(ctx, belay.ScopeRead)
+	if err != nil {
+		return nil, err
+	}
+	return s.currentSession(ctx, c, projectPath)
+}
+
+func (s *Service) currentSession(ctx context.Context, c caller, projectPath string) (*belay.Session, error) {
+	if !filepath.IsAbs(projectPath) {
+		return nil, belay.Invalid("projectPath", "projectPath must be an absolute path, got %q", projectPath)
+	}
+	projectPath = filepath.Clean(projectPath)
+	sess, err := s.store.ActiveSession(ctx, projectPath, c.scope())
+	if !belay.IsCode(err, belay.CodeSessionNotFound) {
+		return sess, err
+	}
+	list, _, err := s.store.ListSessions(ctx, store.SessionQuery{Scope: c.scope(), ProjectPath: projectPath, Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	if len(list) == 0 {
+		return nil, belay.Errorf(belay.CodeSessionNotFound, "no session in %s", projectPath).With("projectPath", projectPath)
+	}
+	return list[0], nil
+}
