@@ -7,7 +7,6 @@ import (
 	"github.com/belayhq/belay"
 )
 
-
 func (s *Server) decide(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r, "id")
 	if err != nil {
