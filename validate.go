@@ -69,34 +69,22 @@ func IsUUID(s string) bool {
 // ValidateID returns a VALIDATION_ERROR naming field unless id is a UUID.
 func ValidateID(field, id string) error {
 	if !IsUUID(id) {
-		return Invalid(field, "%s must be a UUID, got %q", field, truncate(id, 64))
+		return Invalid(field, "%s must be a UUID, got %q", field, Clip(id, 64))
 	}
 	return nil
-}
-
-// truncate shortens s to at most n bytes for an error message, never
-// splitting a character.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // ValidateProjectPath checks that p is an absolute path of an existing directory.
 func ValidateProjectPath(field, p string) error {
 	if !filepath.IsAbs(p) {
-		return Invalid(field, "%s must be an absolute path, got %q", field, truncate(p, 200))
+		return Invalid(field, "%s must be an absolute path, got %q", field, Clip(p, 200))
 	}
 	fi, err := os.Stat(p)
 	if err != nil {
-		return Invalid(field, "%s %q does not exist", field, truncate(p, 200))
+		return Invalid(field, "%s %q does not exist", field, Clip(p, 200))
 	}
 	if !fi.IsDir() {
-		return Invalid(field, "%s %q is not a directory", field, truncate(p, 200))
+		return Invalid(field, "%s %q is not a directory", field, Clip(p, 200))
 	}
 	return nil
 }
@@ -194,10 +182,10 @@ func (in *CreateCheckpointInput) Validate() error {
 		return err
 	}
 	if in.Type != "" && !in.Type.Valid() {
-		return Invalid("type", "type must be one of auto, phase, hitl, error, manual; got %q", truncate(string(in.Type), 50))
+		return Invalid("type", "type must be one of auto, phase, hitl, error, manual; got %q", Clip(string(in.Type), 50))
 	}
 	if in.Trigger != "" && !in.Trigger.Valid() {
-		return Invalid("trigger", "trigger must be one of periodic, phase_change, subtask_complete, validation_fail, cost_threshold, user_request; got %q", truncate(string(in.Trigger), 50))
+		return Invalid("trigger", "trigger must be one of periodic, phase_change, subtask_complete, validation_fail, cost_threshold, user_request; got %q", Clip(string(in.Trigger), 50))
 	}
 	if in.Step < 0 {
 		return Invalid("step", "step must not be negative")
@@ -216,7 +204,7 @@ func (in *CreateCheckpointInput) Validate() error {
 	}
 	for k, v := range in.Context {
 		if err := validText("context", k, 1, MaxContextKey); err != nil {
-			return Invalid("context", "context key %q must be 1-%d characters", truncate(k, 60), MaxContextKey)
+			return Invalid("context", "context key %q must be 1-%d characters", Clip(k, 60), MaxContextKey)
 		}
 		if err := validText("context."+k, v, 0, MaxContextValue); err != nil {
 			return err
@@ -268,11 +256,11 @@ func ValidateRelativePath(field, p string) error {
 	case !utf8.ValidString(p) || strings.ContainsRune(p, 0):
 		return Invalid(field, "%s must be UTF-8 without NUL bytes", field)
 	case filepath.IsAbs(p) || strings.HasPrefix(p, "/"):
-		return Invalid(field, "%s must be relative to the workspace, got %q", field, truncate(p, 200))
+		return Invalid(field, "%s must be relative to the workspace, got %q", field, Clip(p, 200))
 	}
 	c := path.Clean(filepath.ToSlash(p))
 	if c == ".." || strings.HasPrefix(c, "../") {
-		return Invalid(field, "%s must stay inside the workspace, got %q", field, truncate(p, 200))
+		return Invalid(field, "%s must stay inside the workspace, got %q", field, Clip(p, 200))
 	}
 	return nil
 }
@@ -322,7 +310,7 @@ func (in *ExportBranchInput) Validate() error {
 		return err
 	}
 	if strings.HasPrefix(in.Branch, "-") || strings.ContainsAny(in.Branch, " \t\r\n~^:?*[\\") {
-		return Invalid("branch", "branch %q is not a valid git branch name", truncate(in.Branch, 60))
+		return Invalid("branch", "branch %q is not a valid git branch name", Clip(in.Branch, 60))
 	}
 	return nil
 }
@@ -359,7 +347,7 @@ func (h *HITLInput) Validate() error {
 			return err
 		}
 		if !o.Action.Valid() {
-			return Invalid(f+".action", "action must be one of approve, reject, modify, retry, skip, escalate; got %q", truncate(string(o.Action), 50))
+			return Invalid(f+".action", "action must be one of approve, reject, modify, retry, skip, escalate; got %q", Clip(string(o.Action), 50))
 		}
 		if o.IsDefault {
 			defaults++
@@ -378,7 +366,7 @@ func (h *HITLInput) Validate() error {
 		switch t.DefaultAction {
 		case ActionApprove, ActionReject, ActionPause:
 		default:
-			return Invalid("hitl.timeout.defaultAction", "defaultAction must be approve, reject or pause; got %q", truncate(string(t.DefaultAction), 50))
+			return Invalid("hitl.timeout.defaultAction", "defaultAction must be approve, reject or pause; got %q", Clip(string(t.DefaultAction), 50))
 		}
 	}
 	if len(h.Approvers) > MaxApprovers {
@@ -392,7 +380,7 @@ func (h *HITLInput) Validate() error {
 	switch h.OnReject {
 	case "", OnRejectFail, OnRejectContinue:
 	default:
-		return Invalid("hitl.onReject", "onReject must be fail or continue; got %q", truncate(h.OnReject, 50))
+		return Invalid("hitl.onReject", "onReject must be fail or continue; got %q", Clip(h.OnReject, 50))
 	}
 	return nil
 }
@@ -405,7 +393,7 @@ func (in *ListCheckpointsInput) Validate() error {
 		}
 	}
 	if in.Type != "" && !in.Type.Valid() {
-		return Invalid("type", "type must be one of auto, phase, hitl, error, manual; got %q", truncate(string(in.Type), 50))
+		return Invalid("type", "type must be one of auto, phase, hitl, error, manual; got %q", Clip(string(in.Type), 50))
 	}
 	if in.Limit < 0 || in.Limit > MaxListLimit {
 		return Invalid("limit", "limit must be 1-%d, got %d", MaxListLimit, in.Limit)
@@ -413,18 +401,18 @@ func (in *ListCheckpointsInput) Validate() error {
 	switch in.OrderBy {
 	case "", OrderCreatedAt, OrderType:
 	default:
-		return Invalid("orderBy", "orderBy must be createdAt or type; got %q", truncate(in.OrderBy, 50))
+		return Invalid("orderBy", "orderBy must be createdAt or type; got %q", Clip(in.OrderBy, 50))
 	}
 	switch in.OrderDir {
 	case "", OrderAsc, OrderDesc:
 	default:
-		return Invalid("orderDir", "orderDir must be asc or desc; got %q", truncate(in.OrderDir, 50))
+		return Invalid("orderDir", "orderDir must be asc or desc; got %q", Clip(in.OrderDir, 50))
 	}
 	if in.CreatedAfter != nil && in.CreatedBefore != nil && !in.CreatedAfter.Before(*in.CreatedBefore) {
 		return Invalid("createdAfter", "createdAfter must be before createdBefore")
 	}
 	if in.ProjectPath != "" && !filepath.IsAbs(in.ProjectPath) {
-		return Invalid("projectPath", "projectPath must be an absolute path, got %q", truncate(in.ProjectPath, 200))
+		return Invalid("projectPath", "projectPath must be an absolute path, got %q", Clip(in.ProjectPath, 200))
 	}
 	return ValidateTags("tags", in.Tags)
 }
@@ -448,13 +436,13 @@ func (in *CreateSessionInput) Validate() error {
 // Validate checks a session list request.
 func (in *ListSessionsInput) Validate() error {
 	if in.Status != "" && !in.Status.Valid() {
-		return Invalid("status", "status %q is not a session status", truncate(string(in.Status), 50))
+		return Invalid("status", "status %q is not a session status", Clip(string(in.Status), 50))
 	}
 	if in.Limit < 0 || in.Limit > MaxListLimit {
 		return Invalid("limit", "limit must be 1-%d, got %d", MaxListLimit, in.Limit)
 	}
 	if in.ProjectPath != "" && !filepath.IsAbs(in.ProjectPath) {
-		return Invalid("projectPath", "projectPath must be an absolute path, got %q", truncate(in.ProjectPath, 200))
+		return Invalid("projectPath", "projectPath must be an absolute path, got %q", Clip(in.ProjectPath, 200))
 	}
 	return nil
 }
@@ -465,7 +453,7 @@ func (in *DecideInput) Validate() error {
 		return err
 	}
 	if in.Action != "" && !in.Action.Valid() {
-		return Invalid("action", "action must be one of approve, reject, modify, retry, skip, escalate; got %q", truncate(string(in.Action), 50))
+		return Invalid("action", "action must be one of approve, reject, modify, retry, skip, escalate; got %q", Clip(string(in.Action), 50))
 	}
 	if err := validText("selectedOption", in.SelectedOption, 1, MaxOptionIDLen); err != nil {
 		return err

@@ -239,7 +239,7 @@ func (a *app) printTree(ctx context.Context, svc belay.Service, sessionID string
 		if n.Head {
 			mark = "  ← head"
 		}
-		fmt.Fprintf(a.env.Stdout, "%s%s#%d %s %s  %s%s\n", prefix, branch, n.Seq, n.Type, dash(n.Name), clip(n.Summary, 60), mark)
+		fmt.Fprintf(a.env.Stdout, "%s%s#%d %s %s  %s%s\n", prefix, branch, n.Seq, n.Type, dash(n.Name), belay.OneLine(n.Summary, 60), mark)
 		for i, c := range n.Children {
 			walk(c, prefix+next, i == len(n.Children)-1)
 		}
@@ -259,7 +259,7 @@ func (a *app) printCheckpoints(list *belay.CheckpointList) {
 	fmt.Fprintln(tw, "SEQ\tID\tSESSION\tTYPE\tNAME\tSUMMARY\tHITL\tCREATED")
 	for _, c := range list.Items {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Seq, short(c.ID), short(c.SessionID), c.Type,
-			dash(c.Name), clip(c.Summary, 50), hitlState(c), ago(c.CreatedAt))
+			dash(c.Name), belay.OneLine(c.Summary, 50), hitlState(c), ago(c.CreatedAt))
 	}
 	tw.Flush()
 	fmt.Fprintf(a.env.Stdout, "%d of %d", len(list.Items), list.TotalCount)
@@ -423,16 +423,6 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// clip shortens s to n runes on one line.
-func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }
 
 func ago(t time.Time) string {

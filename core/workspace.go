@@ -285,7 +285,7 @@ func commitMessage(cp *belay.Checkpoint, parentCommit string, files *belay.FileC
 	if name == "" {
 		name = cp.Summary
 	}
-	fmt.Fprintf(&b, "checkpoint: step-%d - %s\n\n", cp.Seq, oneLine(name, 72))
+	fmt.Fprintf(&b, "checkpoint: step-%d - %s\n\n", cp.Seq, belay.OneLine(name, 72))
 	fmt.Fprintf(&b, "Session: %s\nCheckpoint: %s\n", cp.SessionID, cp.ID)
 	if files != nil {
 		all := slices.Concat(files.Created, files.Modified, files.Deleted)
@@ -302,15 +302,6 @@ func commitMessage(cp *belay.Checkpoint, parentCommit string, files *belay.FileC
 	}
 	fmt.Fprintf(&b, "\nBelay-Session: %s\nBelay-Seq: %d\n%s%s\n", cp.SessionID, cp.Seq, recordTrailer, base64.StdEncoding.EncodeToString(data))
 	return b.String(), nil
-}
-
-// oneLine makes s fit on one line of at most n runes.
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
 }
 
 // quotePath quotes a path that would not read as one line as is.
