@@ -376,29 +376,27 @@ func (s *Service) PendingHITL(ctx context.Context, sessionID string) ([]belay.Pe
 	// The query keeps to the sessions the caller may read and the requests
 	// naming it as approver; page on until maxPending it may decide are
 	// found, so requests it may only read do not hide the rest.
-	q := store.PendingQuery{Scope: c.scope(), SessionID: sessionID, Limit: maxPending}
-	for len(out) < maxPending {
-		list, err := s.store.PendingHITL(ctx, q)
-		if err != nil {
-			return nil, err
+	err = walk(func(after *store.CheckpointKey) ([]*belay.Checkpoint, error) {
+		return s.store.PendingHITL(ctx, store.PendingQuery{Scope: c.scope(), SessionID: sessionID, After: after, Limit: storePage})
+	}, checkpointKey, func(cp *belay.Checkpoint) error {
+		p, ok, err := s.pendingFor(ctx, c, now, sessions, cp)
+		if err != nil || !ok {
+			return err
 		}
-		for _, cp := range list {
-			p, ok, err := s.pendingFor(ctx, c, now, sessions, cp)
-			if err != nil {
-				return nil, err
-			}
-			if ok && len(out) < maxPending {
-				out = append(out, p)
-			}
+		out = append(out, p)
+		if len(out) == maxPending {
+			return errEnough
 		}
-		if len(list) < q.Limit {
-			break
-		}
-		last := list[len(list)-1]
-		q.After = &store.CheckpointKey{CreatedAt: last.CreatedAt, ID: last.ID}
+		return nil
+	})
+	if err != nil && err != errEnough {
+		return nil, err
 	}
 	return out, nil
 }
+
+// errEnough ends a walk that found all it needs.
+var errEnough = errors.New("enough")
 
 // maxPending bounds the pending list.
 const maxPending = 500

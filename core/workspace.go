@@ -2,7 +2,6 @@ package core
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -401,47 +400,6 @@ func hasSnapshot(field string, cp *belay.Checkpoint) error {
 		return belay.Invalid(field, "checkpoint #%d (%s) has no workspace snapshot", cp.Seq, cp.ID).With("checkpointId", cp.ID)
 	}
 	return nil
-}
-
-// forEachSession calls fn with every session within scope, newest first.
-func forEachSession(ctx context.Context, r store.Reader, scope store.Scope, fn func(*belay.Session) error) error {
-	q := store.SessionQuery{Scope: scope, Limit: 500}
-	for {
-		page, _, err := r.ListSessions(ctx, q)
-		if err != nil {
-			return err
-		}
-		for _, sess := range page {
-			if err := fn(sess); err != nil {
-				return err
-			}
-		}
-		if len(page) < q.Limit {
-			return nil
-		}
-		last := page[len(page)-1]
-		q.After = &store.SessionKey{CreatedAt: last.CreatedAt, ID: last.ID}
-	}
-}
-
-// sessionCheckpoints returns every checkpoint of a session in seq order.
-func sessionCheckpoints(ctx context.Context, r store.Reader, sessionID string) ([]*belay.Checkpoint, error) {
-	var out []*belay.Checkpoint
-	q := store.CheckpointQuery{Scope: store.Everything, SessionID: sessionID, Limit: 500}
-	for {
-		page, _, err := r.ListCheckpoints(ctx, q)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, page...)
-		if len(page) < q.Limit {
-			break
-		}
-		last := page[len(page)-1]
-		q.After = &store.CheckpointKey{CreatedAt: last.CreatedAt, ID: last.ID}
-	}
-	slices.SortFunc(out, func(a, b *belay.Checkpoint) int { return cmp.Compare(a.Seq, b.Seq) })
-	return out, nil
 }
 
 // DiskUsage reports the space each workspace's snapshots use and, per

@@ -1,0 +1,64 @@
+package core
+
+import (
+	"cmp"
+	"context"
+	"slices"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/store"
+)
+
+// storePage is how many rows one read of a walk over a table fetches.
+const storePage = 500
+
+// walk reads a keyset-paged query to its end: read fetches the page after
+// key (nil for the first), fn sees each item, and next is the key of an item.
+// It stops at the first short page or error.
+func walk[T, K any](read func(after *K) ([]T, error), next func(T) *K, fn func(T) error) error {
+	var after *K
+	for {
+		page, err := read(after)
+		if err != nil {
+			return err
+		}
+		for _, item := range page {
+			if err := fn(item); err != nil {
+				return err
+			}
+		}
+		if len(page) < storePage {
+			return nil
+		}
+		after = next(page[len(page)-1])
+	}
+}
+
+// forEachSession calls fn with every session within scope, newest first.
+func forEachSession(ctx context.Context, r store.Reader, scope store.Scope, fn func(*belay.Session) error) error {
+	return walk(func(after *store.SessionKey) ([]*belay.Session, error) {
+		page, _, err := r.ListSessions(ctx, store.SessionQuery{Scope: scope, After: after, Limit: storePage})
+		return page, err
+	}, func(s *belay.Session) *store.SessionKey {
+		return &store.SessionKey{CreatedAt: s.CreatedAt, ID: s.ID}
+	}, fn)
+}
+
+// sessionCheckpoints returns every checkpoint of a session in seq order.
+func sessionCheckpoints(ctx context.Context, r store.Reader, sessionID string) ([]*belay.Checkpoint, error) {
+	var out []*belay.Checkpoint
+	err := walk(func(after *store.CheckpointKey) ([]*belay.Checkpoint, error) {
+		page, _, err := r.ListCheckpoints(ctx, store.CheckpointQuery{Scope: store.Everything, SessionID: sessionID, After: after, Limit: storePage})
+		return page, err
+	}, checkpointKey, func(cp *belay.Checkpoint) error {
+		out = append(out, cp)
+		return nil
+	})
+	slices.SortFunc(out, func(a, b *belay.Checkpoint) int { return cmp.Compare(a.Seq, b.Seq) })
+	return out, err
+}
+
+// checkpointKey is a checkpoint's position in (CreatedAt, ID) order.
+func checkpointKey(cp *belay.Checkpoint) *store.CheckpointKey {
+	return &store.CheckpointKey{CreatedAt: cp.CreatedAt, ID: cp.ID}
+}
