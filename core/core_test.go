@@ -20,6 +20,7 @@ import (
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/internal/testclock"
+	"github.com/belayhq/belay/internal/testutil"
 	"github.com/belayhq/belay/store"
 	"github.com/belayhq/belay/store/sqlite"
 )
@@ -71,22 +72,6 @@ func eventTypes(evs []belay.Event) []string {
 		out[i] = e.Type
 	}
 	return out
-}
-
-// wantError fails unless err is a *belay.Error with the code and, when field
-// is not empty, details.field.
-func wantError(tb testing.TB, err error, code belay.Code, field string) {
-	tb.Helper()
-	var be *belay.Error
-	if !errors.As(err, &be) {
-		tb.Fatalf("error = %v (%T), want *belay.Error %s", err, err, code)
-	}
-	if be.Code != code {
-		tb.Fatalf("code = %s (%v), want %s", be.Code, be, code)
-	}
-	if field != "" && be.Details["field"] != field {
-		tb.Fatalf("details.field = %v (%v), want %q", be.Details["field"], be, field)
-	}
 }
 
 func TestCheckpointWithoutSessionGoesToActiveSessionCreatedOnDemand(t *testing.T) {
@@ -236,7 +221,7 @@ func TestDeleteMovesHeadToParent(t *testing.T) {
 	// Someone else may not delete: who may not read it is told it does not exist.
 	before := len(events(t, svc))
 	err := svc.DeleteCheckpoint(belay.WithActor(context.Background(), belay.Actor{UserID: "eve"}), cps[2].ID)
-	wantError(t, err, belay.CodeCheckpointNotFound, "")
+	testutil.WantCode(t, err, belay.CodeCheckpointNotFound)
 	if n := len(events(t, svc)); n != before {
 		t.Errorf("refused delete wrote %d events", n-before)
 	}
@@ -251,7 +236,7 @@ func TestDeleteMovesHeadToParent(t *testing.T) {
 			s.HeadCheckpointID, s.CheckpointCount, s.LastSeq, cps[1].ID)
 	}
 	_, err = svc.GetCheckpoint(ctx, cps[2].ID)
-	wantError(t, err, belay.CodeCheckpointNotFound, "")
+	testutil.WantCode(t, err, belay.CodeCheckpointNotFound)
 
 	// A non-head checkpoint leaves the head alone.
 	if err := svc.DeleteCheckpoint(belay.WithActor(context.Background(), belay.Actor{UserID: "root", Admin: true}), cps[0].ID); err != nil {
@@ -267,8 +252,8 @@ func TestDeleteMovesHeadToParent(t *testing.T) {
 		t.Errorf("next checkpoint: seq %d parent %s, want 4 and %s", next.Seq, next.ParentID, cps[1].ID)
 	}
 
-	wantError(t, svc.DeleteCheckpoint(ctx, cps[2].ID), belay.CodeCheckpointNotFound, "")
-	wantError(t, svc.DeleteCheckpoint(ctx, "nope"), belay.CodeValidation, "id")
+	testutil.WantCode(t, svc.DeleteCheckpoint(ctx, cps[2].ID), belay.CodeCheckpointNotFound, "")
+	testutil.WantCode(t, svc.DeleteCheckpoint(ctx, "nope"), belay.CodeValidation, "id")
 
 	evs := events(t, svc)
 	var deleted []string
@@ -362,7 +347,7 @@ func TestInvalidInputWritesNothing(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			before := len(events(t, svc))
 			_, err := svc.CreateCheckpoint(ctx, tt.in)
-			wantError(t, err, tt.code, tt.field)
+			testutil.WantCode(t, err, tt.code, tt.field)
 			if n := len(events(t, svc)); n != before {
 				t.Errorf("refused request appended %d events", n-before)
 			}
@@ -471,12 +456,12 @@ func TestListRejectsBadInput(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := svc.ListCheckpoints(ctx, tt.in)
-			wantError(t, err, belay.CodeValidation, tt.field)
+			testutil.WantCode(t, err, belay.CodeValidation, tt.field)
 		})
 	}
 	// A checkpoint cursor is not a session cursor and the other way round.
 	_, err = svc.ListSessions(ctx, belay.ListSessionsInput{Cursor: page.NextCursor})
-	wantError(t, err, belay.CodeValidation, "cursor")
+	testutil.WantCode(t, err, belay.CodeValidation, "cursor")
 	if _, err := svc.CreateSession(ctx, belay.CreateSessionInput{}); err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +473,7 @@ func TestListRejectsBadInput(t *testing.T) {
 		t.Fatalf("sessions page = %+v, want more", sessPage)
 	}
 	_, err = svc.ListCheckpoints(ctx, belay.ListCheckpointsInput{Cursor: sessPage.NextCursor})
-	wantError(t, err, belay.CodeValidation, "cursor")
+	testutil.WantCode(t, err, belay.CodeValidation, "cursor")
 }
 
 func ids(cps []*belay.Checkpoint) []string {
@@ -773,16 +758,16 @@ func TestChecksumVerifiedOnRead(t *testing.T) {
 	corrupt(t, svc, bad.ID)
 
 	_, err := svc.GetCheckpoint(ctx, bad.ID)
-	wantError(t, err, belay.CodeCheckpointCorrupt, "")
+	testutil.WantCode(t, err, belay.CodeCheckpointCorrupt)
 	var be *belay.Error
 	errors.As(err, &be)
 	if be.Details["id"] != bad.ID {
 		t.Errorf("details = %v, want the corrupt checkpoint's id", be.Details)
 	}
 	_, err = svc.GetCheckpointBySeq(ctx, bad.SessionID, bad.Seq)
-	wantError(t, err, belay.CodeCheckpointCorrupt, "")
+	testutil.WantCode(t, err, belay.CodeCheckpointCorrupt)
 	_, err = svc.ListCheckpoints(ctx, belay.ListCheckpointsInput{})
-	wantError(t, err, belay.CodeCheckpointCorrupt, "")
+	testutil.WantCode(t, err, belay.CodeCheckpointCorrupt)
 	if _, err := svc.GetCheckpoint(ctx, good.ID); err != nil {
 		t.Errorf("intact checkpoint after another was corrupted: %v", err)
 	}
@@ -824,7 +809,7 @@ func TestSessionInputRules(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			wantError(t, tt.call(), tt.code, tt.field)
+			testutil.WantCode(t, tt.call(), tt.code, tt.field)
 			if n := len(events(t, svc)); n != 0 {
 				t.Errorf("%d events written", n)
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/internal/testclock"
+	"github.com/belayhq/belay/internal/testutil"
 )
 
 // realCursors lists checkpoints in every order and returns each order's first
@@ -63,7 +64,7 @@ func TestCursorFromRealListDecodesToItsPosition(t *testing.T) {
 			o := other
 			o.Cursor = cursors[name]
 			_, err := core.DecodeCheckpointCursor(&o)
-			wantError(t, err, belay.CodeValidation, "cursor")
+			testutil.WantCode(t, err, belay.CodeValidation, "cursor")
 		}
 	}
 	if key, err := core.DecodeCheckpointCursor(&belay.ListCheckpointsInput{}); key != nil || err != nil {
@@ -101,7 +102,7 @@ func TestCursorRejectsForgeries(t *testing.T) {
 			if key != nil {
 				t.Errorf("key = %+v, want none", key)
 			}
-			wantError(t, err, belay.CodeValidation, "cursor")
+			testutil.WantCode(t, err, belay.CodeValidation, "cursor")
 		})
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/internal/testclock"
+	"github.com/belayhq/belay/internal/testutil"
 	"github.com/belayhq/belay/store"
 	"github.com/belayhq/belay/store/sqlite"
 )
@@ -165,13 +166,6 @@ func hitlCount(tb testing.TB, st store.Reader, id, typ string) int {
 	return n
 }
 
-func hitlWantCode(tb testing.TB, err error, code belay.Code) {
-	tb.Helper()
-	if got := belay.ErrorCode(err); got != code {
-		tb.Fatalf("error = %v, want code %s", err, code)
-	}
-}
-
 func TestHITLDecideErrorCodes(t *testing.T) {
 	e := newHITLEnv(t)
 	sess := e.session(t, "alice")
@@ -186,14 +180,14 @@ func TestHITLDecideErrorCodes(t *testing.T) {
 	alice := hitlAs("alice")
 
 	t.Run("CHECKPOINT_NOT_FOUND", func(t *testing.T) {
-		hitlWantCode(t, decide(alice, "01940000-0000-7000-8000-000000000000", belay.ActionApprove, "ok", ""), belay.CodeCheckpointNotFound)
+		testutil.WantCode(t, decide(alice, "01940000-0000-7000-8000-000000000000", belay.ActionApprove, "ok", ""), belay.CodeCheckpointNotFound)
 	})
 	t.Run("CHECKPOINT_NOT_FOUND after delete", func(t *testing.T) {
 		cp := e.request(t, sess.ID, "agent", belay.HITLInput{})
 		if err := e.svc.DeleteCheckpoint(alice, cp.ID); err != nil {
 			t.Fatal(err)
 		}
-		hitlWantCode(t, decide(alice, cp.ID, belay.ActionApprove, "ok", ""), belay.CodeCheckpointNotFound)
+		testutil.WantCode(t, decide(alice, cp.ID, belay.ActionApprove, "ok", ""), belay.CodeCheckpointNotFound)
 	})
 	t.Run("CHECKPOINT_EXPIRED", func(t *testing.T) {
 		expires := e.clock.Now().Add(time.Hour)
@@ -203,7 +197,7 @@ func TestHITLDecideErrorCodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.clock.Advance(time.Hour)
-		hitlWantCode(t, decide(alice, cp.ID, belay.ActionApprove, "approve", ""), belay.CodeCheckpointExpired)
+		testutil.WantCode(t, decide(alice, cp.ID, belay.ActionApprove, "approve", ""), belay.CodeCheckpointExpired)
 		if got := e.stored(t, cp.ID); got.Decision != nil {
 			t.Errorf("expired checkpoint was decided: %+v", got.Decision)
 		}
@@ -214,7 +208,7 @@ func TestHITLDecideErrorCodes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hitlWantCode(t, decide(alice, cp.ID, belay.ActionApprove, "approve", ""), belay.CodeHITLNotRequired)
+		testutil.WantCode(t, decide(alice, cp.ID, belay.ActionApprove, "approve", ""), belay.CodeHITLNotRequired)
 	})
 	t.Run("HITL_ALREADY_DECIDED", func(t *testing.T) {
 		cp := e.request(t, sess.ID, "agent", belay.HITLInput{})
@@ -222,18 +216,18 @@ func TestHITLDecideErrorCodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		err := decide(alice, cp.ID, belay.ActionReject, "no", "")
-		hitlWantCode(t, err, belay.CodeHITLAlreadyDecided)
+		testutil.WantCode(t, err, belay.CodeHITLAlreadyDecided)
 		if got := e.stored(t, cp.ID).Decision; got.Action != belay.ActionApprove {
 			t.Errorf("second decide changed the decision to %s", got.Action)
 		}
 	})
 	t.Run("INVALID_OPTION unknown", func(t *testing.T) {
 		cp := e.request(t, sess.ID, "agent", belay.HITLInput{})
-		hitlWantCode(t, decide(alice, cp.ID, belay.ActionApprove, "nope", ""), belay.CodeInvalidOption)
+		testutil.WantCode(t, decide(alice, cp.ID, belay.ActionApprove, "nope", ""), belay.CodeInvalidOption)
 	})
 	t.Run("INVALID_OPTION action differs", func(t *testing.T) {
 		cp := e.request(t, sess.ID, "agent", belay.HITLInput{})
-		hitlWantCode(t, decide(alice, cp.ID, belay.ActionApprove, "no", ""), belay.CodeInvalidOption)
+		testutil.WantCode(t, decide(alice, cp.ID, belay.ActionApprove, "no", ""), belay.CodeInvalidOption)
 		if got := e.stored(t, cp.ID); got.Decision != nil {
 			t.Errorf("mismatched action was recorded: %+v", got.Decision)
 		}
@@ -245,12 +239,12 @@ func TestHITLDecideErrorCodes(t *testing.T) {
 		if _, err := e.svc.GrantSession(localCtx, belay.GrantInput{SessionID: sess.ID, User: "mallory", Role: belay.RoleRead}); err != nil {
 			t.Fatal(err)
 		}
-		hitlWantCode(t, decide(hitlAs("mallory"), cp.ID, belay.ActionApprove, "ok", ""), belay.CodeUnauthorized)
+		testutil.WantCode(t, decide(hitlAs("mallory"), cp.ID, belay.ActionApprove, "ok", ""), belay.CodeUnauthorized)
 	})
 	t.Run("VALIDATION_ERROR modifications without modify", func(t *testing.T) {
 		cp := e.request(t, sess.ID, "agent", belay.HITLInput{})
 		err := decide(alice, cp.ID, belay.ActionApprove, "ok", `{"x":1}`)
-		hitlWantCode(t, err, belay.CodeValidation)
+		testutil.WantCode(t, err, belay.CodeValidation)
 		var be *belay.Error
 		if errors.As(err, &be) && be.Details["field"] != "modifications" {
 			t.Errorf("details.field = %v, want modifications", be.Details["field"])
@@ -849,7 +843,7 @@ func TestHITLPendingListsWhatCallerMayDecide(t *testing.T) {
 		t.Errorf("a request without timeout has timeRemaining %d", *list[1].TimeRemaining)
 	}
 	_, err = e.svc.PendingHITL(hitlAs("alice"), "not-a-uuid")
-	hitlWantCode(t, err, belay.CodeValidation)
+	testutil.WantCode(t, err, belay.CodeValidation)
 }
 
 // TestHITLPendingFindsOwnRequestAmongMany: the requests a caller may decide
@@ -901,7 +895,7 @@ func TestHITLWhoMayDecide(t *testing.T) {
 			}
 			pending, err := e.svc.PendingHITL(tc.ctx, sess.ID)
 			if tc.want == belay.CodeUnauthenticated {
-				hitlWantCode(t, err, belay.CodeUnauthenticated)
+				testutil.WantCode(t, err, belay.CodeUnauthenticated)
 				return
 			}
 			if err != nil {
@@ -938,15 +932,15 @@ func TestHITLTokens(t *testing.T) {
 		t.Fatalf("Authenticate(alice) = %+v, %v", a, err)
 	}
 	_, err = createToken(belay.WithActor(ctx, belay.Actor{UserID: "alice"}), e.svc, "eve", true)
-	hitlWantCode(t, err, belay.CodeUnauthorized)
+	testutil.WantCode(t, err, belay.CodeUnauthorized)
 	_, err = createToken(ctx, e.svc, "eve", false)
-	hitlWantCode(t, err, belay.CodeUnauthenticated)
+	testutil.WantCode(t, err, belay.CodeUnauthenticated)
 	_, err = createToken(adminCtx, e.svc, core.SystemUser, false)
-	hitlWantCode(t, err, belay.CodeValidation)
+	testutil.WantCode(t, err, belay.CodeValidation)
 
 	for _, bad := range []string{"", "belay_", "belay_unknown", alice + "x", "Bearer " + alice} {
 		_, err := e.svc.Authenticate(ctx, bad)
-		hitlWantCode(t, err, belay.CodeUnauthenticated)
+		testutil.WantCode(t, err, belay.CodeUnauthenticated)
 	}
 
 	// A second token for alice works alongside the first.
@@ -1014,5 +1008,5 @@ func TestHITLWaitDecision(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = e.svc.WaitDecision(ctx, plain.ID, time.Second)
-	hitlWantCode(t, err, belay.CodeHITLNotRequired)
+	testutil.WantCode(t, err, belay.CodeHITLNotRequired)
 }

@@ -3,7 +3,6 @@ package core_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/core"
+	"github.com/belayhq/belay/internal/testutil"
 	"github.com/belayhq/belay/store/sqlite"
 )
 
@@ -433,12 +433,12 @@ func TestWebhookManagementIsAdminOnly(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := tc.ctx
 			_, err := svc.AddWebhook(ctx, "https://hooks.example.com/other", nil)
-			wantWebhookError(t, err, tc.want, "")
+			testutil.WantCode(t, err, tc.want)
 			_, err = svc.ListWebhooks(ctx)
-			wantWebhookError(t, err, tc.want, "")
-			wantWebhookError(t, svc.RemoveWebhook(ctx, hook.ID), tc.want, "")
+			testutil.WantCode(t, err, tc.want)
+			testutil.WantCode(t, svc.RemoveWebhook(ctx, hook.ID), tc.want, "")
 			_, err = svc.ListDeliveries(ctx, "", 0)
-			wantWebhookError(t, err, tc.want, "")
+			testutil.WantCode(t, err, tc.want)
 		})
 	}
 	hooks, err := svc.ListWebhooks(webhookAdmin)
@@ -470,9 +470,9 @@ func TestWebhookListAndRemove(t *testing.T) {
 	if err := svc.RemoveWebhook(webhookAdmin, a.ID); err != nil {
 		t.Fatal(err)
 	}
-	wantWebhookError(t, svc.RemoveWebhook(webhookAdmin, a.ID), belay.CodeNotFound, "")
+	testutil.WantCode(t, svc.RemoveWebhook(webhookAdmin, a.ID), belay.CodeNotFound, "")
 	_, err = svc.ListDeliveries(webhookAdmin, a.ID, 0)
-	wantWebhookError(t, err, belay.CodeNotFound, "")
+	testutil.WantCode(t, err, belay.CodeNotFound)
 	if list, err := svc.ListDeliveries(webhookAdmin, b.ID, 0); err != nil || len(list) != 0 {
 		t.Errorf("deliveries of a new webhook = %v, %v", list, err)
 	}
@@ -500,30 +500,17 @@ func TestWebhookValidation(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := svc.AddWebhook(webhookAdmin, tc.url, tc.events)
-			wantWebhookError(t, err, belay.CodeValidation, tc.field)
+			testutil.WantCode(t, err, belay.CodeValidation, tc.field)
 		})
 	}
-	wantWebhookError(t, svc.RemoveWebhook(webhookAdmin, "nope"), belay.CodeValidation, "id")
+	testutil.WantCode(t, svc.RemoveWebhook(webhookAdmin, "nope"), belay.CodeValidation, "id")
 	_, err := svc.ListDeliveries(webhookAdmin, "nope", 0)
-	wantWebhookError(t, err, belay.CodeValidation, "webhookId")
+	testutil.WantCode(t, err, belay.CodeValidation, "webhookId")
 	_, err = svc.ListDeliveries(webhookAdmin, "", -1)
-	wantWebhookError(t, err, belay.CodeValidation, "limit")
+	testutil.WantCode(t, err, belay.CodeValidation, "limit")
 	_, err = svc.ListDeliveries(webhookAdmin, "", core.MaxDeliveryPage+1)
-	wantWebhookError(t, err, belay.CodeValidation, "limit")
+	testutil.WantCode(t, err, belay.CodeValidation, "limit")
 	if hooks, _ := svc.ListWebhooks(webhookAdmin); len(hooks) != 0 {
 		t.Errorf("invalid input stored webhooks: %+v", hooks)
-	}
-}
-
-// wantWebhookError fails unless err is a *belay.Error with the code and,
-// when field is set, details.field.
-func wantWebhookError(tb testing.TB, err error, code belay.Code, field string) {
-	tb.Helper()
-	var be *belay.Error
-	if !errors.As(err, &be) {
-		tb.Fatalf("error = %v (%T), want %s", err, err, code)
-	}
-	if be.Code != code || field != "" && be.Details["field"] != field {
-		tb.Fatalf("error = %v (details %v), want %s on field %q", be, be.Details, code, field)
 	}
 }

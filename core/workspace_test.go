@@ -15,6 +15,7 @@ import (
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/internal/testtree"
+	"github.com/belayhq/belay/internal/testutil"
 )
 
 func TestSnapshotCheckpointRecordsChangesSinceParentSnapshot(t *testing.T) {
@@ -155,7 +156,7 @@ func TestSnapshotRejectsBadWorkspacesAndInput(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			c.in.Summary, c.in.Snapshot = "x", true
 			_, err := e.svc.CreateCheckpoint(alice, c.in)
-			wantError(t, err, c.code, c.field)
+			testutil.WantCode(t, err, c.code, c.field)
 		})
 	}
 	if _, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{ProjectPath: e.project, Summary: "x", Paths: []string{"a"}}); err == nil {
@@ -169,7 +170,7 @@ func TestSnapshotRejectsBadWorkspacesAndInput(t *testing.T) {
 	// Without a workspace manager (no git) a snapshot is a clear internal error.
 	noGit := core.New(core.Options{Store: e.db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	_, err = noGit.CreateCheckpoint(alice, belay.CreateCheckpointInput{ProjectPath: e.project, Summary: "x", Snapshot: true})
-	if be := wsWantCode(t, err, belay.CodeInternal); !strings.Contains(be.Message, "git") {
+	if be := testutil.WantCode(t, err, belay.CodeInternal); !strings.Contains(be.Message, "git") {
 		t.Errorf("message %q does not mention git", be.Message)
 	}
 	if _, err := noGit.CreateCheckpoint(alice, belay.CreateCheckpointInput{ProjectPath: e.project, Summary: "x"}); err != nil {
@@ -236,7 +237,7 @@ func TestSnapshotSaveConflictsWhenSessionMovesMeanwhile(t *testing.T) {
 	})
 	testtree.Write(t, e.project, map[string]string{"a.txt": "a2"})
 	_, err := racy.CreateCheckpoint(alice, belay.CreateCheckpointInput{SessionID: first.SessionID, Summary: "racing", Snapshot: true})
-	wantError(t, err, belay.CodeConflict, "")
+	testutil.WantCode(t, err, belay.CodeConflict)
 	// The snapshot the lost save left behind is no checkpoint.
 	if rep, err := e.svc.Validate(alice, belay.ValidateInput{}); err != nil || !rep.OK {
 		t.Errorf("validate = %+v, %v", rep, err)
@@ -283,9 +284,9 @@ func TestDiffCheckpoint(t *testing.T) {
 		t.Errorf("diff 3..current = %+v, %v", d, err)
 	}
 	_, err = e.svc.DiffCheckpoint(alice, belay.DiffInput{CheckpointID: plain.ID})
-	wantError(t, err, belay.CodeValidation, "checkpointId")
+	testutil.WantCode(t, err, belay.CodeValidation, "checkpointId")
 	_, err = e.svc.DiffCheckpoint(alice, belay.DiffInput{CheckpointID: first.ID, To: "yesterday"})
-	wantError(t, err, belay.CodeValidation, "to")
+	testutil.WantCode(t, err, belay.CodeValidation, "to")
 }
 
 func TestDiskUsageAndDeleteSession(t *testing.T) {
@@ -307,7 +308,7 @@ func TestDiskUsageAndDeleteSession(t *testing.T) {
 
 	// Who may not read a session is told it does not exist.
 	_, err = e.svc.DeleteSession(wsAs("mallory", false), cp.SessionID)
-	wsWantCode(t, err, belay.CodeSessionNotFound)
+	testutil.WantCode(t, err, belay.CodeSessionNotFound)
 	res, err := e.svc.DeleteSession(alice, cp.SessionID)
 	if err != nil || !res.SnapshotsPruned || res.Checkpoints != 2 {
 		t.Fatalf("delete = %+v, %v", res, err)

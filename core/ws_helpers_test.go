@@ -104,15 +104,6 @@ func wsTamper(tb testing.TB, st store.Store, id string, change func(*belay.Check
 	}
 }
 
-func wsWantCode(tb testing.TB, err error, code belay.Code) *belay.Error {
-	tb.Helper()
-	var be *belay.Error
-	if !errors.As(err, &be) || be.Code != code {
-		tb.Fatalf("error = %v, want code %s", err, code)
-	}
-	return be
-}
-
 // hookStore calls hook before each Update with the call's number (from 1);
 // an error from hook fails that Update.
 type hookStore struct {

@@ -12,6 +12,7 @@ import (
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/internal/testtree"
+	"github.com/belayhq/belay/internal/testutil"
 )
 
 func TestRollbackRestoresFilesAndStateAndCanBeUndone(t *testing.T) {
@@ -127,7 +128,7 @@ func TestRollbackWithoutSnapshotRestoresStateOnlyAndReopensSession(t *testing.T)
 	testtree.Write(t, e.project, map[string]string{"a.txt": "changed"})
 
 	_, err = e.svc.RestoreCheckpoint(wsAs("mallory", false), belay.RestoreInput{CheckpointID: plain.ID})
-	wsWantCode(t, err, belay.CodeCheckpointNotFound)
+	testutil.WantCode(t, err, belay.CodeCheckpointNotFound)
 	res := e.rollback(t, plain)
 	if got := testtree.Read(t, e.project)["a.txt"]; got != "changed" {
 		t.Errorf("a state-only rollback touched files: a.txt = %q", got)
@@ -137,9 +138,9 @@ func TestRollbackWithoutSnapshotRestoresStateOnlyAndReopensSession(t *testing.T)
 		t.Errorf("result = %+v", res)
 	}
 	_, err = e.svc.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: "01a1fdb8-0000-7000-8000-000000000000"})
-	wsWantCode(t, err, belay.CodeCheckpointNotFound)
+	testutil.WantCode(t, err, belay.CodeCheckpointNotFound)
 	_, err = e.svc.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: plain.ID, Reason: strings.Repeat("r", belay.MaxReason+1)})
-	wantError(t, err, belay.CodeValidation, "reason")
+	testutil.WantCode(t, err, belay.CodeValidation, "reason")
 }
 
 func TestRollbackFailureLeavesWorkspaceAsItWas(t *testing.T) {
@@ -153,7 +154,7 @@ func TestRollbackFailureLeavesWorkspaceAsItWas(t *testing.T) {
 	before := testtree.Read(t, e.project)
 
 	_, err := e.svc.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: first.ID})
-	be := wsWantCode(t, err, belay.CodeRestoreFailed)
+	be := testutil.WantCode(t, err, belay.CodeRestoreFailed)
 	if !strings.Contains(be.Message, "d") {
 		t.Errorf("message = %q", be.Message)
 	}
@@ -178,7 +179,7 @@ func TestRollbackNotRecordedIsUndone(t *testing.T) {
 	// Write 1 saves the pre-rollback checkpoint, write 2 records the rollback.
 	flaky := e.withFlakyStore(2)
 	_, err := flaky.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: first.ID})
-	wsWantCode(t, err, belay.CodeRestoreFailed)
+	testutil.WantCode(t, err, belay.CodeRestoreFailed)
 	if got := testtree.Read(t, e.project); !maps.Equal(got, before) {
 		t.Errorf("workspace after an unrecorded rollback:\n got %v\nwant %v", got, before)
 	}

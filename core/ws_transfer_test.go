@@ -17,6 +17,7 @@ import (
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/internal/testtree"
+	"github.com/belayhq/belay/internal/testutil"
 	"github.com/belayhq/belay/store"
 )
 
@@ -134,9 +135,9 @@ func TestExportImportReproducesSessionElsewhere(t *testing.T) {
 	}
 
 	_, err = dst.svc.ImportSession(admin, belay.ImportInput{ProjectPath: dst.project}, bytes.NewReader(archive))
-	wsWantCode(t, err, belay.CodeConflict)
+	testutil.WantCode(t, err, belay.CodeConflict)
 	_, err = newWSEnv(t).svc.ImportSession(alice, belay.ImportInput{}, bytes.NewReader(archive))
-	wsWantCode(t, err, belay.CodeUnauthorized)
+	testutil.WantCode(t, err, belay.CodeUnauthorized)
 }
 
 func TestImportRejectsHostileArchives(t *testing.T) {
@@ -221,7 +222,7 @@ func TestImportRejectsHostileArchives(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := dst.svc.ImportSession(admin, belay.ImportInput{ProjectPath: dst.project}, bytes.NewReader(c.archive))
-			wsWantCode(t, err, c.code)
+			testutil.WantCode(t, err, c.code)
 		})
 	}
 	// Nothing was half imported: no session, no snapshot refs.
@@ -252,7 +253,7 @@ func TestImportIsAllOrNothing(t *testing.T) {
 	}
 	wsTamper(t, dst.db, clash.ID, func(cp *belay.Checkpoint) { cp.ID = one.ID })
 	_, err = dst.svc.ImportSession(admin, belay.ImportInput{ProjectPath: dst.project}, bytes.NewReader(archive))
-	wsWantCode(t, err, belay.CodeConflict)
+	testutil.WantCode(t, err, belay.CodeConflict)
 	if _, err := dst.svc.GetSession(admin, one.SessionID); !belay.IsCode(err, belay.CodeSessionNotFound) {
 		t.Errorf("session half imported: %v", err)
 	}
@@ -299,7 +300,7 @@ func TestExportBranchWritesUserRepositoryBranchOnly(t *testing.T) {
 	status := testtree.Git(t, e.project, "status", "--porcelain")
 
 	_, err := e.svc.ExportBranch(wsAs("mallory", false), belay.ExportBranchInput{SessionID: one.SessionID})
-	wsWantCode(t, err, belay.CodeSessionNotFound)
+	testutil.WantCode(t, err, belay.CodeSessionNotFound)
 	res, err := e.svc.ExportBranch(alice, belay.ExportBranchInput{SessionID: one.SessionID})
 	if err != nil {
 		t.Fatal(err)
@@ -316,15 +317,15 @@ func TestExportBranchWritesUserRepositoryBranchOnly(t *testing.T) {
 		t.Error("exporting a branch moved HEAD, the index or the work tree")
 	}
 	_, err = e.svc.ExportBranch(alice, belay.ExportBranchInput{SessionID: one.SessionID, Branch: "main"})
-	wantError(t, err, belay.CodeValidation, "branch")
+	testutil.WantCode(t, err, belay.CodeValidation, "branch")
 	_, err = e.svc.ExportBranch(alice, belay.ExportBranchInput{SessionID: one.SessionID, Branch: "-x"})
-	wantError(t, err, belay.CodeValidation, "branch")
+	testutil.WantCode(t, err, belay.CodeValidation, "branch")
 
 	plain := newWSEnv(t)
 	testtree.Write(t, plain.project, map[string]string{"a.txt": "a"})
 	cp := plain.save(t, "one")
 	_, err = plain.svc.ExportBranch(alice, belay.ExportBranchInput{SessionID: cp.SessionID})
-	if be := wsWantCode(t, err, belay.CodeValidation); !strings.Contains(be.Message, "git repository") {
+	if be := testutil.WantCode(t, err, belay.CodeValidation); !strings.Contains(be.Message, "git repository") {
 		t.Errorf("message = %q", be.Message)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/internal/testtree"
+	"github.com/belayhq/belay/internal/testutil"
 	"github.com/belayhq/belay/store"
 )
 
@@ -81,9 +82,9 @@ func TestValidateFindsAndRepairsCheckpointsFromGit(t *testing.T) {
 	}
 
 	_, err = e.svc.Validate(wsAs("mallory", false), belay.ValidateInput{SessionID: one.SessionID, Repair: true})
-	wsWantCode(t, err, belay.CodeSessionNotFound)
+	testutil.WantCode(t, err, belay.CodeSessionNotFound)
 	_, err = e.svc.Validate(alice, belay.ValidateInput{Repair: true})
-	wsWantCode(t, err, belay.CodeUnauthorized)
+	testutil.WantCode(t, err, belay.CodeUnauthorized)
 
 	rep, err = e.svc.Validate(alice, belay.ValidateInput{SessionID: one.SessionID, Repair: true})
 	if err != nil || !rep.OK {
@@ -127,7 +128,7 @@ func TestValidateReportsDamagedSnapshotRepository(t *testing.T) {
 	}
 	testtree.Write(t, e.project, map[string]string{"a.txt": "changed"})
 	_, err = e.svc.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: cp.ID})
-	wsWantCode(t, err, belay.CodeRestoreFailed)
+	testutil.WantCode(t, err, belay.CodeRestoreFailed)
 	if got := testtree.Read(t, e.project)["a.txt"]; got != "changed" {
 		t.Errorf("a.txt = %q after a failed rollback", got)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"maps"
@@ -22,6 +21,7 @@ import (
 	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/httpapi"
 	"github.com/belayhq/belay/internal/testtree"
+	"github.com/belayhq/belay/internal/testutil"
 	"github.com/belayhq/belay/store/sqlite"
 	"github.com/belayhq/belay/workspace"
 )
@@ -95,14 +95,6 @@ func wsFiles(t *testing.T, root string) map[string]string {
 		}
 	}
 	return out
-}
-
-func wsWantCode(t *testing.T, err error, code belay.Code) {
-	t.Helper()
-	var be *belay.Error
-	if !errors.As(err, &be) || be.Code != code {
-		t.Fatalf("error = %v, want %s", err, code)
-	}
 }
 
 // TestWorkspaceAPIEndToEnd is the "done when" over HTTP with the Go
@@ -190,7 +182,7 @@ func apiEndToEnd(t *testing.T, withGit bool) {
 	}
 	other := newWSServer(t, true)
 	_, err = other.as(t, "alice").ImportSession(ctx, belay.ImportInput{}, bytes.NewReader(archive.Bytes()))
-	wsWantCode(t, err, belay.CodeUnauthorized)
+	testutil.WantCode(t, err, belay.CodeUnauthorized)
 	root := other.as(t, "root")
 	imp, err := root.ImportSession(ctx, belay.ImportInput{ProjectPath: project}, bytes.NewReader(archive.Bytes()))
 	if err != nil || imp.Checkpoints != 3 || imp.Rollbacks != 2 || imp.Snapshots != 3 {
@@ -203,19 +195,19 @@ func apiEndToEnd(t *testing.T, withGit bool) {
 		t.Errorf("rollback on the other server: %v, want %v", got, want)
 	}
 	_, err = root.ImportSession(ctx, belay.ImportInput{ProjectPath: project}, bytes.NewReader(archive.Bytes()))
-	wsWantCode(t, err, belay.CodeConflict)
+	testutil.WantCode(t, err, belay.CodeConflict)
 	if gitDigest() != gitBefore {
 		t.Error("the user's .git changed")
 	}
 
 	_, err = srv.as(t, "bob").DeleteSession(ctx, first.SessionID)
-	wsWantCode(t, err, belay.CodeSessionNotFound)
+	testutil.WantCode(t, err, belay.CodeSessionNotFound)
 	del, err := alice.DeleteSession(ctx, first.SessionID)
 	if err != nil || !del.SnapshotsPruned || del.Checkpoints != 3 {
 		t.Fatalf("delete = %+v, %v", del, err)
 	}
 	_, err = alice.GetSession(ctx, first.SessionID)
-	wsWantCode(t, err, belay.CodeSessionNotFound)
+	testutil.WantCode(t, err, belay.CodeSessionNotFound)
 }
 
 func TestWorkspaceAPIErrors(t *testing.T) {
@@ -271,12 +263,12 @@ func TestWorkspaceAPIErrors(t *testing.T) {
 		})
 	}
 	_, err = srv.as(t, "root").ImportSession(ctx, belay.ImportInput{}, strings.NewReader("not an archive"))
-	wsWantCode(t, err, belay.CodeValidation)
+	testutil.WantCode(t, err, belay.CodeValidation)
 
 	// A server without git refuses snapshots: an internal error, said plainly.
 	noGit := newWSServer(t, false).as(t, "alice")
 	_, err = noGit.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: project, Summary: "x", Snapshot: true})
-	wsWantCode(t, err, belay.CodeInternal)
+	testutil.WantCode(t, err, belay.CodeInternal)
 	if !strings.Contains(err.Error(), "needs git") {
 		t.Errorf("error without git = %v; want it to say belay needs git", err)
 	}

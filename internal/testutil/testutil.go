@@ -1,0 +1,26 @@
+// Package testutil holds the assertions the tests of several packages share.
+package testutil
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/belayhq/belay"
+)
+
+// WantCode fails the test unless err is a *belay.Error with code and, when
+// a non-empty field is given, details.field naming it; it returns the error.
+func WantCode(tb testing.TB, err error, code belay.Code, field ...string) *belay.Error {
+	tb.Helper()
+	var be *belay.Error
+	if !errors.As(err, &be) {
+		tb.Fatalf("error = %v (%T), want *belay.Error %s", err, err, code)
+	}
+	if be.Code != code {
+		tb.Fatalf("error = %v (details %v), want code %s", be, be.Details, code)
+	}
+	if len(field) > 0 && field[0] != "" && be.Details["field"] != field[0] {
+		tb.Fatalf("details.field = %v (%v), want %q", be.Details["field"], be, field[0])
+	}
+	return be
+}
