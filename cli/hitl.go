@@ -71,7 +71,7 @@ func (a *app) pendingCommand() *cobra.Command {
 				for i, o := range p.Checkpoint.HITL.Options {
 					opts[i] = o.ID
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Checkpoint.ID, short(p.Session.ID), clip(p.Checkpoint.HITL.Title, 40),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Checkpoint.ID, short(p.Session.ID), belay.OneLine(p.Checkpoint.HITL.Title, 40),
 					strings.Join(opts, ","), remaining(p), ago(p.Checkpoint.CreatedAt))
 			}
 			tw.Flush()

@@ -37,7 +37,7 @@ func (a *app) sessionsCommand() *cobra.Command {
 			fmt.Fprintln(tw, "ID\tSTATUS\tCHECKPOINTS\tPHASE\tPROJECT\tTITLE\tUPDATED")
 			for _, s := range list.Items {
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", s.ID, s.Status, s.CheckpointCount, dash(s.Phase),
-					dash(s.ProjectPath), dash(clip(s.Title, 40)), ago(s.UpdatedAt))
+					dash(s.ProjectPath), dash(belay.OneLine(s.Title, 40)), ago(s.UpdatedAt))
 			}
 			tw.Flush()
 			if list.HasMore {

@@ -207,7 +207,7 @@ retried with backoff, and given up after the last attempt.`,
 					status = fmt.Sprint(d.StatusCode)
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%d %s\t%d\t%s\t%s\t%dms\n", d.CreatedAt.Local().Format("2006-01-02 15:04:05"),
-					short(d.WebhookID), d.EventSeq, d.EventType, d.Attempt, status, dash(clip(d.Error, 60)), d.DurationMs)
+					short(d.WebhookID), d.EventSeq, d.EventType, d.Attempt, status, dash(belay.OneLine(d.Error, 60)), d.DurationMs)
 			}
 			return tw.Flush()
 		},

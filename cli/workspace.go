@@ -161,7 +161,7 @@ func (a *app) rollbacksCommand() *cobra.Command {
 			fmt.Fprintln(tw, "ID\tTARGET\tPRE-ROLLBACK\tUSER\tFILES\tWHEN\tREASON")
 			for _, rb := range list {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", short(rb.ID), short(rb.TargetID), dash(short(rb.FromCheckpointID)),
-					rb.UserID, len(rb.RestoredFiles), ago(rb.CreatedAt), dash(clip(rb.Reason, 40)))
+					rb.UserID, len(rb.RestoredFiles), ago(rb.CreatedAt), dash(belay.OneLine(rb.Reason, 40)))
 			}
 			return tw.Flush()
 		},
@@ -475,7 +475,7 @@ func (a *app) duCommand() *cobra.Command {
 			for _, w := range rep.Workspaces {
 				size := humanBytes(w.Bytes)
 				if w.Error != "" {
-					size = "? (" + clip(w.Error, 60) + ")"
+					size = "? (" + belay.OneLine(w.Error, 60) + ")"
 				}
 				fmt.Fprintf(tw, "%s\t%d\t%s\n", w.ProjectPath, w.Sessions, size)
 			}
