@@ -55,12 +55,22 @@ type Session struct {
 	// HeadCheckpointID is the checkpoint the next one descends from.
 	HeadCheckpointID string `json:"headCheckpointId,omitempty"`
 	// LastSeq is the highest checkpoint sequence number handed out.
-	LastSeq         int64           `json:"lastSeq"`
-	CheckpointCount int64           `json:"checkpointCount"`
-	Cost            float64         `json:"cost"`
-	Metadata        json.RawMessage `json:"metadata,omitempty"`
-	CreatedAt       time.Time       `json:"createdAt"`
-	UpdatedAt       time.Time       `json:"updatedAt"`
+	LastSeq         int64 `json:"lastSeq"`
+	CheckpointCount int64 `json:"checkpointCount"`
+	// Cost is CostMicros in dollars, for display; CostMicros is exact.
+	Cost       float64 `json:"cost"`
+	CostMicros int64   `json:"costMicros"`
+	// Holder is the process running the session, while its lease lasts
+	// (LeaseExpiresAt); a lease that lapses makes the session interrupted.
+	Holder         string     `json:"holder,omitempty"`
+	LeaseExpiresAt *time.Time `json:"leaseExpiresAt,omitempty"`
+	// EndReason says why a session failed, was abandoned or interrupted.
+	EndReason string `json:"endReason,omitempty"`
+	// Plan is the orchestrator's plan, when the session has one.
+	Plan      *Plan           `json:"plan,omitempty"`
+	Metadata  json.RawMessage `json:"metadata,omitempty"`
+	CreatedAt time.Time       `json:"createdAt"`
+	UpdatedAt time.Time       `json:"updatedAt"`
 }
 
 // CheckpointType classifies why a checkpoint exists.
@@ -252,6 +262,13 @@ const (
 	// EventSessionGranted and EventSessionRevoked: who may use a session changed.
 	EventSessionGranted = "session.granted"
 	EventSessionRevoked = "session.revoked"
+	// EventPlanUpdated: a session's plan was set or adjusted.
+	EventPlanUpdated = "plan.updated"
+	// EventPlanProgress: a task moved on or cost was added; the data carries
+	// the progress summary.
+	EventPlanProgress = "plan.progress"
+	// EventCostAdded: spending was recorded.
+	EventCostAdded = "cost.added"
 )
 
 // EventTypes lists every event type, for filters and webhooks.
@@ -260,6 +277,7 @@ var EventTypes = []string{
 	EventCheckpointCreated, EventCheckpointDeleted,
 	EventHITLRequired, EventHITLDecided, EventHITLTimedOut,
 	EventWorkspaceRestored, EventSessionDeleted, EventCheckpointRepaired,
+	EventPlanUpdated, EventPlanProgress, EventCostAdded,
 }
 
 // ValidateEventTypes refuses an unknown event type, or more types than exist,

@@ -26,6 +26,8 @@ const (
 	CodeTimeout            Code = "TIMEOUT_ERROR"
 	CodeCheckpointCorrupt  Code = "CHECKPOINT_CORRUPTED"
 	CodeConflict           Code = "CONFLICT"
+	CodeLeaseLost          Code = "LEASE_LOST"
+	CodeBudgetExceeded     Code = "BUDGET_EXCEEDED"
 	CodeTooLarge           Code = "PAYLOAD_TOO_LARGE"
 	CodeMethodNotAllowed   Code = "METHOD_NOT_ALLOWED"
 	CodeInternal           Code = "INTERNAL_ERROR"

@@ -18,6 +18,149 @@ type Service interface {
 	WorkspaceService
 	EventService
 	AdminService
+	LifeService
+	PlanService
+}
+
+// LifeService ends, holds and resumes sessions (seed 004's session life).
+type LifeService interface {
+	// EndSession completes, fails or abandons a session and releases its
+	// lease. An ended session takes no more checkpoints; an abandoned one is
+	// never resumed.
+	EndSession(ctx context.Context, in EndSessionInput) (*Session, error)
+	// Heartbeat takes a session's lease for in.Holder, or renews it. A holder
+	// whose lease was taken by another (or lapsed into interrupted) gets
+	// LEASE_LOST: never two holders.
+	Heartbeat(ctx context.Context, in LeaseInput) (*Session, error)
+	// ResumeSession takes the lease of an interrupted session (the newest of
+	// in.ProjectPath without SessionID) and returns what to continue from.
+	ResumeSession(ctx context.Context, in ResumeInput) (*ResumeResult, error)
+	// CleanupSessions deletes ended sessions matching in, with their
+	// snapshots, and reports what it freed.
+	CleanupSessions(ctx context.Context, in CleanupInput) (*CleanupResult, error)
+}
+
+// EndSessionInput ends a session: Status is completed, failed or abandoned.
+type EndSessionInput struct {
+	SessionID string        `json:"sessionId"`
+	Status    SessionStatus `json:"status"`
+	Reason    string        `json:"reason,omitempty"`
+}
+
+// LeaseInput takes or renews a session's lease for Holder (a process's
+// name, e.g. host:pid) for Lease (DefaultLease when 0, at most MaxLease).
+type LeaseInput struct {
+	SessionID string        `json:"sessionId"`
+	Holder    string        `json:"holder"`
+	Lease     time.Duration `json:"lease,omitempty"`
+}
+
+// ResumeInput names the session to resume and who holds it from now on.
+type ResumeInput struct {
+	SessionID   string        `json:"sessionId,omitempty"`
+	ProjectPath string        `json:"projectPath,omitempty"`
+	Holder      string        `json:"holder"`
+	Lease       time.Duration `json:"lease,omitempty"`
+}
+
+// ResumeResult is where a resumed session continues from.
+type ResumeResult struct {
+	Session *Session `json:"session"`
+	// Head is the checkpoint the session continues from; State its agent state.
+	Head  *Checkpoint     `json:"head,omitempty"`
+	State json.RawMessage `json:"state,omitempty"`
+	// NextTask is the plan's running or next pending task.
+	NextTask *Task `json:"nextTask,omitempty"`
+	// Pending are the session's open HITL requests.
+	Pending []*Checkpoint `json:"pending"`
+}
+
+// CleanupInput selects ended sessions to delete: ended before OlderThan
+// ago, with one of Statuses (default completed and abandoned), keeping the
+// KeepLast newest per project. DryRun reports without deleting.
+type CleanupInput struct {
+	OlderThan time.Duration   `json:"olderThan,omitempty"`
+	Statuses  []SessionStatus `json:"statuses,omitempty"`
+	KeepLast  int             `json:"keepLast,omitempty"`
+	DryRun    bool            `json:"dryRun,omitempty"`
+}
+
+// CleanupResult is what CleanupSessions deleted (or would).
+type CleanupResult struct {
+	Sessions    []string `json:"sessions"`
+	Checkpoints int64    `json:"checkpoints"`
+	Refs        int      `json:"refs"`
+	// BytesFreed is how much the snapshot repositories shrank.
+	BytesFreed int64 `json:"bytesFreed"`
+	DryRun     bool  `json:"dryRun,omitempty"`
+}
+
+// PlanService keeps a session's plan, its tasks and its cost (seed 002).
+type PlanService interface {
+	// SetPlan gives a session its tasks (all pending) and when to stop for a person.
+	SetPlan(ctx context.Context, in SetPlanInput) (*Session, error)
+	// UpdateTask starts, completes, fails or skips a task; when a task ends,
+	// the progress is computed and any trigger due makes a HITL checkpoint.
+	UpdateTask(ctx context.Context, in TaskUpdate) (*ProgressResult, error)
+	// AddCost records spending, exactly; at the budget's hard limit the
+	// session is paused and further cost refused (BUDGET_EXCEEDED) until a
+	// person decides.
+	AddCost(ctx context.Context, in CostInput) (*ProgressResult, error)
+	// AdjustPlan drops, skips and reorders pending tasks.
+	AdjustPlan(ctx context.Context, sessionID string, adj PlanAdjustment) (*Session, error)
+	// TaskContext returns the next task and the prior tasks' context.
+	TaskContext(ctx context.Context, sessionID string) (*TaskContext, error)
+}
+
+// SetPlanInput is a plan for a session.
+type SetPlanInput struct {
+	SessionID string         `json:"sessionId"`
+	Tasks     []Task         `json:"tasks"`
+	Mode      CheckpointMode `json:"mode,omitempty"`
+	Every     int            `json:"every,omitempty"`
+	Budget    Budget         `json:"budget"`
+}
+
+// TaskUpdate moves task TaskID to Status (running, completed, failed,
+// skipped) and records what it did. TestFailed forces a checkpoint.
+type TaskUpdate struct {
+	SessionID    string     `json:"sessionId"`
+	TaskID       string     `json:"taskId"`
+	Status       TaskStatus `json:"status"`
+	ChangedFiles []string   `json:"changedFiles,omitempty"`
+	CommitSHA    string     `json:"commitSha,omitempty"`
+	FixCycles    int        `json:"fixCycles,omitempty"`
+	Reason       string     `json:"reason,omitempty"`
+	TestFailed   bool       `json:"testFailed,omitempty"`
+}
+
+// CostInput records spending: Micros millionths of a dollar, for TaskID (or
+// the running task when empty).
+type CostInput struct {
+	SessionID string `json:"sessionId"`
+	TaskID    string `json:"taskId,omitempty"`
+	Micros    int64  `json:"micros"`
+	TokensIn  int64  `json:"tokensIn,omitempty"`
+	TokensOut int64  `json:"tokensOut,omitempty"`
+	Model     string `json:"model,omitempty"`
+}
+
+// ProgressResult is a session after a task or cost change, its progress, and
+// the checkpoint a trigger made (if one fired).
+type ProgressResult struct {
+	Session    *Session        `json:"session"`
+	Progress   ProgressSummary `json:"progress"`
+	Summary    string          `json:"summary"`
+	Triggers   []TriggerKind   `json:"triggers,omitempty"`
+	Checkpoint *Checkpoint     `json:"checkpoint,omitempty"`
+}
+
+// TaskContext is seed 002's prior-task context for the next task.
+type TaskContext struct {
+	Next  *Task       `json:"next,omitempty"`
+	Prior []PriorTask `json:"prior"`
+	// Prompt is the context ready to paste into a prompt.
+	Prompt string `json:"prompt"`
 }
 
 // SessionService starts, finds and lists sessions.

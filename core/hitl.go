@@ -126,6 +126,11 @@ func (s *Service) decideOnce(ctx context.Context, c caller, in belay.DecideInput
 			Modifications: compactJSON(in.Modifications), DecidedAt: now,
 			ResponseTime: now.Sub(cp.CreatedAt).Milliseconds(), IdempotencyKey: in.IdempotencyKey,
 		}
+		// An Adjust plan decision on a trigger checkpoint carries the
+		// adjustment: a bad one refuses the decision, nothing changes.
+		if err := s.adjustOnDecision(ctx, tx, sess, cp, d); err != nil {
+			return err
+		}
 		if err := s.recordDecision(ctx, tx, sess, cp, d); err != nil {
 			return err
 		}
@@ -345,6 +350,9 @@ func (s *Service) RunSweeper(ctx context.Context) {
 	for {
 		if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
 			s.log.Error("hitl sweeper", "error", err)
+		}
+		if _, err := s.sweepLeases(ctx); err != nil && ctx.Err() == nil {
+			s.log.Error("lease sweeper", "error", err)
 		}
 		sleep := SweepInterval
 		if next, ok, err := s.store.NextHITLDeadline(ctx); err == nil && ok {

@@ -57,6 +57,9 @@ func (s *Service) GetSession(ctx context.Context, id string) (*belay.Session, er
 	if err := belay.ValidateID("id", id); err != nil {
 		return nil, err
 	}
+	if err := s.settleLease(ctx, id); err != nil {
+		return nil, err
+	}
 	sess, _, err := readSession(ctx, s.store, c, id)
 	return sess, err
 }
@@ -92,6 +95,9 @@ func (s *Service) ListSessions(ctx context.Context, in belay.ListSessionsInput) 
 		return nil, err
 	}
 	in.ProjectPath = cleanPath(in.ProjectPath)
+	if _, err := s.sweepLeases(ctx); err != nil {
+		return nil, err
+	}
 	limit := in.Limit
 	if limit == 0 {
 		limit = belay.DefaultListLimit

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/belayhq/belay"
 )
@@ -171,5 +172,187 @@ func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"items": list})
+	return nil
+}
+
+func (s *Server) endSession(status belay.SessionStatus) apiHandler {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		id, err := pathID(r, "id")
+		if err != nil {
+			return err
+		}
+		var in struct {
+			Reason string `json:"reason,omitempty"`
+		}
+		if err := decodeOptionalJSON(w, r, &in); err != nil {
+			return err
+		}
+		sess, err := s.svc.EndSession(r.Context(), belay.EndSessionInput{SessionID: id, Status: status, Reason: in.Reason})
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, sess)
+		return nil
+	}
+}
+
+// leaseBody is the body of heartbeat and resume: the lease in seconds.
+type leaseBody struct {
+	Holder       string `json:"holder"`
+	LeaseSeconds int    `json:"leaseSeconds,omitempty"`
+	ProjectPath  string `json:"projectPath,omitempty"`
+}
+
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	var in leaseBody
+	if err := decodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	sess, err := s.svc.Heartbeat(r.Context(), belay.LeaseInput{SessionID: id, Holder: in.Holder, Lease: time.Duration(in.LeaseSeconds) * time.Second})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sess)
+	return nil
+}
+
+func (s *Server) resumeSession(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	var in leaseBody
+	if err := decodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	res, err := s.svc.ResumeSession(r.Context(), belay.ResumeInput{SessionID: id, Holder: in.Holder, Lease: time.Duration(in.LeaseSeconds) * time.Second})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (s *Server) resumeLatest(w http.ResponseWriter, r *http.Request) error {
+	var in leaseBody
+	if err := decodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	res, err := s.svc.ResumeSession(r.Context(), belay.ResumeInput{ProjectPath: in.ProjectPath, Holder: in.Holder,
+		Lease: time.Duration(in.LeaseSeconds) * time.Second})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// cleanupBody is the body of POST /v1/sessions/cleanup.
+type cleanupBody struct {
+	OlderThanSeconds int64                 `json:"olderThanSeconds,omitempty"`
+	Statuses         []belay.SessionStatus `json:"statuses,omitempty"`
+	KeepLast         int                   `json:"keepLast,omitempty"`
+	DryRun           bool                  `json:"dryRun,omitempty"`
+}
+
+func (s *Server) cleanupSessions(w http.ResponseWriter, r *http.Request) error {
+	var in cleanupBody
+	if err := decodeOptionalJSON(w, r, &in); err != nil {
+		return err
+	}
+	res, err := s.svc.CleanupSessions(r.Context(), belay.CleanupInput{OlderThan: time.Duration(in.OlderThanSeconds) * time.Second,
+		Statuses: in.Statuses, KeepLast: in.KeepLast, DryRun: in.DryRun})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (s *Server) setPlan(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	var in belay.SetPlanInput
+	if err := decodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	in.SessionID = id
+	sess, err := s.svc.SetPlan(r.Context(), in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sess)
+	return nil
+}
+
+func (s *Server) updateTask(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	var in belay.TaskUpdate
+	if err := decodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	in.SessionID, in.TaskID = id, r.PathValue("task")
+	res, err := s.svc.UpdateTask(r.Context(), in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (s *Server) addCost(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	var in belay.CostInput
+	if err := decodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	in.SessionID = id
+	res, err := s.svc.AddCost(r.Context(), in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (s *Server) adjustPlan(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	var in belay.PlanAdjustment
+	if err := decodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	sess, err := s.svc.AdjustPlan(r.Context(), id, in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sess)
+	return nil
+}
+
+func (s *Server) taskContext(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	out, err := s.svc.TaskContext(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }

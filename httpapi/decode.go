@@ -37,6 +37,14 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, dst any) error {
 	return nil
 }
 
+// decodeOptionalJSON is decodeJSON for a body that may be left out.
+func decodeOptionalJSON(w http.ResponseWriter, r *http.Request, dst any) error {
+	if r.ContentLength == 0 {
+		return nil
+	}
+	return decodeJSON(w, r, dst)
+}
+
 // decodeError turns a JSON decoding error into a VALIDATION_ERROR (or
 // PAYLOAD_TOO_LARGE) naming the field. encoding/json does not say which field
 // a time failed in, so timeField names it when the input has only one.

@@ -26,6 +26,8 @@ var statusByCode = map[belay.Code]int{
 	belay.CodeTimeout:            http.StatusGatewayTimeout,
 	belay.CodeCheckpointCorrupt:  http.StatusUnprocessableEntity,
 	belay.CodeConflict:           http.StatusConflict,
+	belay.CodeLeaseLost:          http.StatusConflict,
+	belay.CodeBudgetExceeded:     http.StatusConflict,
 	belay.CodeTooLarge:           http.StatusRequestEntityTooLarge,
 	belay.CodeMethodNotAllowed:   http.StatusMethodNotAllowed,
 	belay.CodeInternal:           http.StatusInternalServerError,

@@ -120,6 +120,18 @@ func (s *Server) routes() {
 	s.api("GET /v1/webhooks", s.listWebhooks)
 	s.api("DELETE /v1/webhooks/{id}", s.removeWebhook)
 	s.api("GET /v1/webhooks/deliveries", s.listDeliveries)
+	s.api("POST /v1/sessions/{id}/complete", s.endSession(belay.SessionCompleted))
+	s.api("POST /v1/sessions/{id}/fail", s.endSession(belay.SessionFailed))
+	s.api("POST /v1/sessions/{id}/abandon", s.endSession(belay.SessionAbandoned))
+	s.api("POST /v1/sessions/{id}/heartbeat", s.heartbeat)
+	s.api("POST /v1/sessions/{id}/resume", s.resumeSession)
+	s.api("POST /v1/sessions/resume", s.resumeLatest)
+	s.api("POST /v1/sessions/cleanup", s.cleanupSessions)
+	s.api("PUT /v1/sessions/{id}/plan", s.setPlan)
+	s.api("POST /v1/sessions/{id}/plan/adjust", s.adjustPlan)
+	s.api("POST /v1/sessions/{id}/tasks/{task}", s.updateTask)
+	s.api("POST /v1/sessions/{id}/cost", s.addCost)
+	s.api("GET /v1/sessions/{id}/context", s.taskContext)
 }
 
 // apiHandler handles one API call; a returned error becomes the error body.

@@ -42,6 +42,9 @@ type Reader interface {
 	// before now and has not fired yet, oldest first. Inside a transaction a
 	// driver locks them so concurrent callers do not get the same rows.
 	DueHITL(ctx context.Context, now time.Time, limit int) ([]*belay.Checkpoint, error)
+	// DueLeases returns open sessions whose lease expired at or before now,
+	// oldest first.
+	DueLeases(ctx context.Context, now time.Time, limit int) ([]*belay.Session, error)
 	// NextHITLDeadline returns the earliest timeout that has not fired, if any.
 	NextHITLDeadline(ctx context.Context) (time.Time, bool, error)
 

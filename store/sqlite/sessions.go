@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/store"
@@ -28,19 +29,25 @@ type tx struct {
 type scanner interface{ Scan(dest ...any) error }
 
 const sessionCols = `id, project_path, title, owner, status, phase, current_step, state,
-	head_checkpoint_id, last_seq, checkpoint_count, cost, metadata, created_at, updated_at`
+	head_checkpoint_id, last_seq, checkpoint_count, cost, metadata, created_at, updated_at,
+	holder, lease_expires_at, end_reason, plan, cost_micros`
 
 func scanSession(row scanner) (*belay.Session, error) {
 	var s belay.Session
-	var state, meta []byte
+	var state, meta, plan []byte
 	var created, updated int64
+	var lease sql.NullInt64
 	err := row.Scan(&s.ID, &s.ProjectPath, &s.Title, &s.Owner, &s.Status, &s.Phase, &s.CurrentStep,
-		&state, &s.HeadCheckpointID, &s.LastSeq, &s.CheckpointCount, &s.Cost, &meta, &created, &updated)
+		&state, &s.HeadCheckpointID, &s.LastSeq, &s.CheckpointCount, &s.Cost, &meta, &created, &updated,
+		&s.Holder, &lease, &s.EndReason, &plan, &s.CostMicros)
 	if err != nil {
 		return nil, err
 	}
 	s.State, s.Metadata = fromRaw(state), fromRaw(meta)
-	s.CreatedAt, s.UpdatedAt = fromTS(created), fromTS(updated)
+	s.CreatedAt, s.UpdatedAt, s.LeaseExpiresAt = fromTS(created), fromTS(updated), fromNullTS(lease)
+	if err := decode(plan, &s.Plan); err != nil {
+		return nil, err
+	}
 	return &s, nil
 }
 
@@ -132,9 +139,14 @@ func (r reader) ListSessions(ctx context.Context, q store.SessionQuery) ([]*bela
 }
 
 func (t *tx) InsertSession(ctx context.Context, s *belay.Session) error {
-	_, err := t.q.ExecContext(ctx, `INSERT INTO sessions (`+sessionCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+	plan, err := encode(s.Plan, s.Plan == nil)
+	if err != nil {
+		return err
+	}
+	_, err = t.q.ExecContext(ctx, `INSERT INTO sessions (`+sessionCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		s.ID, s.ProjectPath, s.Title, s.Owner, string(s.Status), s.Phase, s.CurrentStep, raw(s.State),
-		s.HeadCheckpointID, s.LastSeq, s.CheckpointCount, s.Cost, raw(s.Metadata), ts(s.CreatedAt), ts(s.UpdatedAt))
+		s.HeadCheckpointID, s.LastSeq, s.CheckpointCount, s.Cost, raw(s.Metadata), ts(s.CreatedAt), ts(s.UpdatedAt),
+		s.Holder, nullTS(s.LeaseExpiresAt), s.EndReason, plan, s.CostMicros)
 	if err != nil {
 		return fmt.Errorf("sqlite: insert session: %w", err)
 	}
@@ -144,11 +156,17 @@ func (t *tx) InsertSession(ctx context.Context, s *belay.Session) error {
 func (t *tx) UpdateSession(ctx context.Context, s *belay.Session) error {
 	// project_path and owner never change: leaving them out spares the write
 	// of the sessions_project index entry on every checkpoint.
+	plan, err := encode(s.Plan, s.Plan == nil)
+	if err != nil {
+		return err
+	}
 	res, err := t.q.ExecContext(ctx, `UPDATE sessions SET title = ?, status = ?,
 		phase = ?, current_step = ?, state = ?, head_checkpoint_id = ?, last_seq = ?, checkpoint_count = ?,
-		cost = ?, metadata = ?, updated_at = ? WHERE id = ?`,
+		cost = ?, metadata = ?, updated_at = ?, holder = ?, lease_expires_at = ?, end_reason = ?, plan = ?,
+		cost_micros = ? WHERE id = ?`,
 		s.Title, string(s.Status), s.Phase, s.CurrentStep, raw(s.State),
-		s.HeadCheckpointID, s.LastSeq, s.CheckpointCount, s.Cost, raw(s.Metadata), ts(s.UpdatedAt), s.ID)
+		s.HeadCheckpointID, s.LastSeq, s.CheckpointCount, s.Cost, raw(s.Metadata), ts(s.UpdatedAt),
+		s.Holder, nullTS(s.LeaseExpiresAt), s.EndReason, plan, s.CostMicros, s.ID)
 	if err != nil {
 		return fmt.Errorf("sqlite: update session: %w", err)
 	}
@@ -172,4 +190,23 @@ func oneRow(res sql.Result, notFound func() error) error {
 		return notFound()
 	}
 	return nil
+}
+
+func (r reader) DueLeases(ctx context.Context, now time.Time, limit int) ([]*belay.Session, error) {
+	rows, err := r.q.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions
+		WHERE lease_expires_at IS NOT NULL AND lease_expires_at <= ? AND status NOT IN `+closedStatuses+`
+		ORDER BY lease_expires_at, id LIMIT ?`, ts(now), limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: due leases: %w", err)
+	}
+	defer rows.Close()
+	var out []*belay.Session
+	for rows.Next() {
+		s, err := scanSession(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: scan session: %w", err)
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
 }

@@ -1,0 +1,115 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+
+	"github.com/belayhq/belay"
+)
+
+func sessionPath(id, rest string) (string, error) {
+	if err := belay.ValidateID("sessionId", id); err != nil {
+		return "", err
+	}
+	return "/v1/sessions/" + url.PathEscape(id) + rest, nil
+}
+
+// EndSession completes, fails or abandons a session.
+func (c *Client) EndSession(ctx context.Context, in belay.EndSessionInput) (*belay.Session, error) {
+	verb := map[belay.SessionStatus]string{belay.SessionCompleted: "/complete", belay.SessionFailed: "/fail",
+		belay.SessionAbandoned: "/abandon"}[in.Status]
+	if verb == "" {
+		return nil, belay.Invalid("status", "a session ends completed, failed or abandoned, not %q", belay.Clip(string(in.Status), 40))
+	}
+	p, err := sessionPath(in.SessionID, verb)
+	if err != nil {
+		return nil, err
+	}
+	return call[belay.Session](ctx, c, http.MethodPost, p, nil, map[string]string{"reason": in.Reason})
+}
+
+// leaseBody is the body of heartbeat and resume.
+type leaseBody struct {
+	Holder       string `json:"holder"`
+	LeaseSeconds int    `json:"leaseSeconds,omitempty"`
+	ProjectPath  string `json:"projectPath,omitempty"`
+}
+
+// Heartbeat takes or renews a session's lease.
+func (c *Client) Heartbeat(ctx context.Context, in belay.LeaseInput) (*belay.Session, error) {
+	p, err := sessionPath(in.SessionID, "/heartbeat")
+	if err != nil {
+		return nil, err
+	}
+	return call[belay.Session](ctx, c, http.MethodPost, p, nil, leaseBody{Holder: in.Holder, LeaseSeconds: int(in.Lease.Seconds())})
+}
+
+// ResumeSession takes the lease of an interrupted session.
+func (c *Client) ResumeSession(ctx context.Context, in belay.ResumeInput) (*belay.ResumeResult, error) {
+	body := leaseBody{Holder: in.Holder, LeaseSeconds: int(in.Lease.Seconds()), ProjectPath: in.ProjectPath}
+	if in.SessionID == "" {
+		return call[belay.ResumeResult](ctx, c, http.MethodPost, "/v1/sessions/resume", nil, body)
+	}
+	body.ProjectPath = ""
+	p, err := sessionPath(in.SessionID, "/resume")
+	if err != nil {
+		return nil, err
+	}
+	return call[belay.ResumeResult](ctx, c, http.MethodPost, p, nil, body)
+}
+
+// CleanupSessions deletes ended sessions and reports what it freed.
+func (c *Client) CleanupSessions(ctx context.Context, in belay.CleanupInput) (*belay.CleanupResult, error) {
+	body := map[string]any{"olderThanSeconds": int64(in.OlderThan.Seconds()), "statuses": in.Statuses,
+		"keepLast": in.KeepLast, "dryRun": in.DryRun}
+	return call[belay.CleanupResult](ctx, c, http.MethodPost, "/v1/sessions/cleanup", nil, body)
+}
+
+// SetPlan gives a session its plan.
+func (c *Client) SetPlan(ctx context.Context, in belay.SetPlanInput) (*belay.Session, error) {
+	p, err := sessionPath(in.SessionID, "/plan")
+	if err != nil {
+		return nil, err
+	}
+	return call[belay.Session](ctx, c, http.MethodPut, p, nil, in)
+}
+
+// UpdateTask moves a task on.
+func (c *Client) UpdateTask(ctx context.Context, in belay.TaskUpdate) (*belay.ProgressResult, error) {
+	if in.TaskID == "" {
+		return nil, belay.Invalid("taskId", "name the task")
+	}
+	p, err := sessionPath(in.SessionID, "/tasks/"+url.PathEscape(in.TaskID))
+	if err != nil {
+		return nil, err
+	}
+	return call[belay.ProgressResult](ctx, c, http.MethodPost, p, nil, in)
+}
+
+// AddCost records spending.
+func (c *Client) AddCost(ctx context.Context, in belay.CostInput) (*belay.ProgressResult, error) {
+	p, err := sessionPath(in.SessionID, "/cost")
+	if err != nil {
+		return nil, err
+	}
+	return call[belay.ProgressResult](ctx, c, http.MethodPost, p, nil, in)
+}
+
+// AdjustPlan drops, skips and reorders pending tasks.
+func (c *Client) AdjustPlan(ctx context.Context, sessionID string, adj belay.PlanAdjustment) (*belay.Session, error) {
+	p, err := sessionPath(sessionID, "/plan/adjust")
+	if err != nil {
+		return nil, err
+	}
+	return call[belay.Session](ctx, c, http.MethodPost, p, nil, adj)
+}
+
+// TaskContext returns the prior-task context for the next task.
+func (c *Client) TaskContext(ctx context.Context, sessionID string) (*belay.TaskContext, error) {
+	p, err := sessionPath(sessionID, "/context")
+	if err != nil {
+		return nil, err
+	}
+	return call[belay.TaskContext](ctx, c, http.MethodGet, p, nil, nil)
+}

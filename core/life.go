@@ -1,0 +1,344 @@
+package core
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/store"
+)
+
+// The session life (seed 004): a running session is held by one process
+// through a lease it renews with heartbeats; a lease that lapses without the
+// session ending makes it interrupted (once: by the sweeper, or by whoever
+// reads it first), and an interrupted session is resumed by taking a new
+// lease. Completed, failed and abandoned sessions have ended.
+
+// maxReason bounds an end reason.
+const maxReason = 1000
+
+// EndSession completes, fails or abandons a session (the caller must be able
+// to write to it) and releases its lease.
+func (s *Service) EndSession(ctx context.Context, in belay.EndSessionInput) (*belay.Session, error) {
+	c, err := authorize(ctx, belay.ScopeWrite)
+	if err != nil {
+		return nil, err
+	}
+	if err := belay.ValidateID("sessionId", in.SessionID); err != nil {
+		return nil, err
+	}
+	switch in.Status {
+	case belay.SessionCompleted, belay.SessionFailed, belay.SessionAbandoned:
+	default:
+		return nil, belay.Invalid("status", "a session ends completed, failed or abandoned, not %q", belay.Clip(string(in.Status), 40))
+	}
+	if len(in.Reason) > maxReason {
+		return nil, belay.Invalid("reason", "reason must be at most %d bytes", maxReason)
+	}
+	var sess *belay.Session
+	err = s.update(ctx, func(tx store.Tx) error {
+		if sess, err = writeSession(ctx, tx, c, in.SessionID); err != nil {
+			return err
+		}
+		if !sess.Status.Open() {
+			return belay.Errorf(belay.CodeConflict, "session %s has ended already (%s)", sess.ID, sess.Status).
+				With("sessionId", sess.ID).With("status", sess.Status)
+		}
+		sess.Holder, sess.LeaseExpiresAt, sess.EndReason = "", nil, in.Reason
+		sess.UpdatedAt = s.clock.Now()
+		if err := s.setStatus(ctx, tx, sess, in.Status, in.Reason); err != nil {
+			return err
+		}
+		return tx.UpdateSession(ctx, sess)
+	})
+	return sess, err
+}
+
+// leaseFor checks a lease request and returns its length.
+func leaseFor(holder string, d time.Duration) (time.Duration, error) {
+	if holder == "" || len(holder) > belay.MaxNameLen {
+		return 0, belay.Invalid("holder", "holder must be 1-%d characters naming the process (e.g. host:pid)", belay.MaxNameLen)
+	}
+	if d == 0 {
+		d = belay.DefaultLease
+	}
+	if d < time.Second || d > belay.MaxLease {
+		return 0, belay.Invalid("lease", "lease must be between 1s and %s, got %s", belay.MaxLease, d)
+	}
+	return d, nil
+}
+
+// Heartbeat takes or renews a session's lease for in.Holder. Another holder's
+// live lease, or a session that was interrupted or ended meanwhile, is
+// LEASE_LOST: the caller must resume it, not carry on.
+func (s *Service) Heartbeat(ctx context.Context, in belay.LeaseInput) (*belay.Session, error) {
+	c, err := authorize(ctx, belay.ScopeWrite)
+	if err != nil {
+		return nil, err
+	}
+	if err := belay.ValidateID("sessionId", in.SessionID); err != nil {
+		return nil, err
+	}
+	d, err := leaseFor(in.Holder, in.Lease)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.settleLease(ctx, in.SessionID); err != nil {
+		return nil, err
+	}
+	var sess *belay.Session
+	err = s.update(ctx, func(tx store.Tx) error {
+		if sess, err = writeSession(ctx, tx, c, in.SessionID); err != nil {
+			return err
+		}
+		now := s.clock.Now()
+		held := sess.Holder != "" && sess.LeaseExpiresAt != nil && now.Before(*sess.LeaseExpiresAt)
+		switch {
+		case !sess.Status.Open() || sess.Status == belay.SessionInterrupted:
+			return belay.Errorf(belay.CodeLeaseLost, "session %s is %s: resume it to hold it again", sess.ID, sess.Status).
+				With("sessionId", sess.ID).With("status", sess.Status)
+		case held && sess.Holder != in.Holder:
+			return belay.Errorf(belay.CodeLeaseLost, "session %s is held by %s until %s", sess.ID, sess.Holder,
+				sess.LeaseExpiresAt.Format(time.RFC3339)).With("sessionId", sess.ID).With("holder", sess.Holder)
+		}
+		until := now.Add(d)
+		sess.Holder, sess.LeaseExpiresAt, sess.UpdatedAt = in.Holder, &until, now
+		return tx.UpdateSession(ctx, sess)
+	})
+	return sess, err
+}
+
+// settleLease interrupts session id when its lease has lapsed, in its own
+// transaction, so every reader sees the same status the sweeper would set.
+func (s *Service) settleLease(ctx context.Context, id string) error {
+	sess, err := s.store.GetSession(ctx, id)
+	if err != nil || !leaseLapsed(sess, s.clock.Now()) {
+		return nil // a missing session is the caller's to report
+	}
+	return s.update(ctx, func(tx store.Tx) error {
+		sess, err := tx.GetSession(ctx, id)
+		if err != nil || !leaseLapsed(sess, s.clock.Now()) {
+			return err
+		}
+		return s.interrupt(ctx, tx, sess)
+	})
+}
+
+func leaseLapsed(sess *belay.Session, now time.Time) bool {
+	return sess.LeaseExpiresAt != nil && !now.Before(*sess.LeaseExpiresAt) && sess.Status.Open()
+}
+
+// interrupt marks a session whose holder went away without ending it.
+func (s *Service) interrupt(ctx context.Context, tx store.Tx, sess *belay.Session) error {
+	reason := "the lease of " + sess.Holder + " lapsed"
+	sess.Holder, sess.LeaseExpiresAt, sess.EndReason, sess.UpdatedAt = "", nil, reason, s.clock.Now()
+	if err := s.setStatus(ctx, tx, sess, belay.SessionInterrupted, reason); err != nil {
+		return err
+	}
+	return tx.UpdateSession(ctx, sess)
+}
+
+// sweepLeases interrupts every session whose lease lapsed and returns how
+// many. The query and the update share a transaction: each fires once.
+func (s *Service) sweepLeases(ctx context.Context) (int, error) {
+	if due, err := s.store.DueLeases(ctx, s.clock.Now(), 1); err != nil || len(due) == 0 {
+		return 0, err
+	}
+	n := 0
+	err := s.update(ctx, func(tx store.Tx) error {
+		due, err := tx.DueLeases(ctx, s.clock.Now(), sweepBatch)
+		if err != nil {
+			return err
+		}
+		for _, sess := range due {
+			if err := s.interrupt(ctx, tx, sess); err != nil {
+				return err
+			}
+		}
+		n = len(due)
+		return nil
+	})
+	return n, err
+}
+
+// ResumeSession takes the lease of an interrupted session — in.SessionID, or
+// the newest interrupted session of in.ProjectPath the caller may write to —
+// sets it running, and returns its head, state, next task and open requests.
+// An abandoned or ended session is refused; of two processes resuming one
+// session at once exactly one gets it (the other LEASE_LOST).
+func (s *Service) ResumeSession(ctx context.Context, in belay.ResumeInput) (*belay.ResumeResult, error) {
+	c, err := authorize(ctx, belay.ScopeWrite)
+	if err != nil {
+		return nil, err
+	}
+	d, err := leaseFor(in.Holder, in.Lease)
+	if err != nil {
+		return nil, err
+	}
+	if in.SessionID == "" {
+		if in.SessionID, err = s.latestInterrupted(ctx, c, in.ProjectPath); err != nil {
+			return nil, err
+		}
+	}
+	if err := belay.ValidateID("sessionId", in.SessionID); err != nil {
+		return nil, err
+	}
+	if err := s.settleLease(ctx, in.SessionID); err != nil {
+		return nil, err
+	}
+	var sess *belay.Session
+	err = s.update(ctx, func(tx store.Tx) error {
+		if sess, err = writeSession(ctx, tx, c, in.SessionID); err != nil {
+			return err
+		}
+		now := s.clock.Now()
+		switch {
+		case sess.Status == belay.SessionAbandoned:
+			return belay.Errorf(belay.CodeConflict, "session %s was abandoned and is never resumed", sess.ID).With("sessionId", sess.ID)
+		case !sess.Status.Open():
+			return belay.Errorf(belay.CodeConflict, "session %s has ended (%s) and cannot be resumed", sess.ID, sess.Status).
+				With("sessionId", sess.ID).With("status", sess.Status)
+		case sess.Holder != "" && sess.Holder != in.Holder && sess.LeaseExpiresAt != nil && now.Before(*sess.LeaseExpiresAt):
+			return belay.Errorf(belay.CodeLeaseLost, "session %s is held by %s", sess.ID, sess.Holder).
+				With("sessionId", sess.ID).With("holder", sess.Holder)
+		}
+		until := now.Add(d)
+		sess.Holder, sess.LeaseExpiresAt, sess.UpdatedAt = in.Holder, &until, now
+		if sess.Status == belay.SessionInterrupted {
+			sess.EndReason = ""
+			if err := s.setStatus(ctx, tx, sess, belay.SessionRunning, "resumed by "+in.Holder); err != nil {
+				return err
+			}
+		}
+		return tx.UpdateSession(ctx, sess)
+	})
+	if err != nil {
+		return nil, err
+	}
+	res := &belay.ResumeResult{Session: sess, State: sess.State, Pending: []*belay.Checkpoint{}}
+	if sess.HeadCheckpointID != "" {
+		if res.Head, err = s.store.GetCheckpoint(ctx, sess.HeadCheckpointID); err != nil && !belay.IsCode(err, belay.CodeCheckpointNotFound) {
+			return nil, err
+		}
+	}
+	if sess.Plan != nil {
+		res.NextTask = nextTask(sess.Plan)
+	}
+	pending, err := s.store.PendingHITL(ctx, store.PendingQuery{Scope: store.Everything, SessionID: sess.ID, Limit: maxPending})
+	if err != nil {
+		return nil, err
+	}
+	res.Pending = append(res.Pending, pending...)
+	return res, nil
+}
+
+// latestInterrupted is the newest interrupted session of projectPath that the
+// caller may write to.
+func (s *Service) latestInterrupted(ctx context.Context, c caller, projectPath string) (string, error) {
+	if projectPath == "" {
+		return "", belay.Invalid("sessionId", "name the session to resume, or the project whose latest interrupted session to resume")
+	}
+	if _, err := s.sweepLeases(ctx); err != nil {
+		return "", err
+	}
+	list, _, err := s.store.ListSessions(ctx, store.SessionQuery{Scope: c.scope(), ProjectPath: cleanPath(projectPath),
+		Status: belay.SessionInterrupted, Limit: 1})
+	if err != nil {
+		return "", err
+	}
+	if len(list) == 0 {
+		return "", belay.Errorf(belay.CodeSessionNotFound, "no interrupted session in %s", projectPath).With("projectPath", projectPath)
+	}
+	return list[0].ID, nil
+}
+
+// nextTask is the plan's running task, else its first pending one.
+func nextTask(p *belay.Plan) *belay.Task {
+	for _, want := range []belay.TaskStatus{belay.TaskRunning, belay.TaskPending} {
+		if i := slices.IndexFunc(p.Tasks, func(t belay.Task) bool { return t.Status == want }); i >= 0 {
+			t := p.Tasks[i]
+			return &t
+		}
+	}
+	return nil
+}
+
+// CleanupSessions deletes ended sessions (completed and abandoned unless
+// in.Statuses says otherwise) last changed before in.OlderThan ago, keeping
+// the in.KeepLast newest of each project, with their snapshots; it reports
+// what it freed. Only sessions the caller may delete (its own, or every one
+// for an admin) are considered.
+func (s *Service) CleanupSessions(ctx context.Context, in belay.CleanupInput) (*belay.CleanupResult, error) {
+	c, err := authorize(ctx, belay.ScopeWrite)
+	if err != nil {
+		return nil, err
+	}
+	statuses := in.Statuses
+	if len(statuses) == 0 {
+		statuses = []belay.SessionStatus{belay.SessionCompleted, belay.SessionAbandoned}
+	}
+	for _, st := range statuses {
+		if st.Open() {
+			return nil, belay.Invalid("statuses", "only ended sessions (completed, failed, abandoned) are cleaned up, not %q", belay.Clip(string(st), 40))
+		}
+	}
+	if in.OlderThan < 0 || in.KeepLast < 0 {
+		return nil, belay.Invalid("olderThan", "olderThan and keepLast must not be negative")
+	}
+	cutoff := s.clock.Now().Add(-in.OlderThan)
+	res := &belay.CleanupResult{Sessions: []string{}, DryRun: in.DryRun}
+	kept := map[string]int{}
+	var victims []*belay.Session
+	err = forEachSession(ctx, s.store, c.scope(), func(sess *belay.Session) error {
+		if !slices.Contains(statuses, sess.Status) {
+			return nil
+		}
+		// Newest first: the first KeepLast of each project stay.
+		if kept[sess.ProjectPath] < in.KeepLast {
+			kept[sess.ProjectPath]++
+			return nil
+		}
+		if sess.UpdatedAt.After(cutoff) || (sess.Owner != c.UserID && !c.Admin) {
+			return nil
+		}
+		victims = append(victims, sess)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sizes := map[string]int64{}
+	for _, sess := range victims {
+		res.Sessions = append(res.Sessions, sess.ID)
+		res.Checkpoints += sess.CheckpointCount
+		if sess.ProjectPath != "" && s.ws != nil {
+			if _, ok := sizes[sess.ProjectPath]; !ok {
+				sizes[sess.ProjectPath], _ = s.ws.DiskUsage(ctx, sess.ProjectPath)
+			}
+			cps, err := sessionCheckpoints(ctx, s.store, sess.ID)
+			if err != nil {
+				return nil, err
+			}
+			for _, cp := range cps {
+				if cp.WorkspaceRef != "" {
+					res.Refs++
+				}
+			}
+		}
+		if in.DryRun {
+			continue
+		}
+		if _, err := s.DeleteSession(ctx, sess.ID); err != nil && !belay.IsCode(err, belay.CodeSessionNotFound) {
+			return nil, err
+		}
+	}
+	if !in.DryRun {
+		for root, before := range sizes {
+			if after, err := s.ws.DiskUsage(ctx, root); err == nil && after < before {
+				res.BytesFreed += before - after
+			}
+		}
+	}
+	return res, nil
+}
