@@ -212,11 +212,10 @@ func (s *Service) progressed(ctx context.Context, tx store.Tx, c caller, sess *b
 			return nil, err
 		}
 		res.Checkpoint = cp
-		if slices.Contains(triggers, belay.TriggerBudgetExceeded) {
-			sess.Plan.BudgetHold = cp.ID
+		if !slices.Contains(triggers, belay.TriggerBudgetExceeded) {
+			return res, nil // insertCheckpoint stored the session
 		}
-		// insertCheckpoint stored the session.
-		return res, nil
+		sess.Plan.BudgetHold = cp.ID
 	}
 	return res, tx.UpdateSession(ctx, sess)
 }
