@@ -53,6 +53,9 @@ type LeaseInput struct {
 	SessionID string        `json:"sessionId"`
 	Holder    string        `json:"holder"`
 	Lease     time.Duration `json:"lease,omitempty"`
+	// Release gives the lease up at once: the holder stops without ending
+	// the session, which becomes interrupted, to be resumed.
+	Release bool `json:"release,omitempty"`
 }
 
 // ResumeInput names the session to resume and who holds it from now on.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/belayhq/belay/cmd/belay/wire"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/cli"
+	"github.com/belayhq/belay/cmd/belay/wire"
 )
 
 // harness runs belay in-process against a temp data directory, with a temp

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/belayhq/belay/cmd/belay/wire"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/cli"
+	"github.com/belayhq/belay/cmd/belay/wire"
 	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/httpapi"
 	"github.com/belayhq/belay/store/sqlite"

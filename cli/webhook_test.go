@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/belayhq/belay/cmd/belay/wire"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/cli"
+	"github.com/belayhq/belay/cmd/belay/wire"
 	"github.com/belayhq/belay/core"
 )
 

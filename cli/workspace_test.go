@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/belayhq/belay/cmd/belay/wire"
 	"maps"
 	"os"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/cli"
+	"github.com/belayhq/belay/cmd/belay/wire"
 	"github.com/belayhq/belay/internal/testtree"
 	"github.com/belayhq/belay/store"
 	"github.com/belayhq/belay/store/sqlite"

@@ -34,6 +34,7 @@ type leaseBody struct {
 	Holder       string `json:"holder"`
 	LeaseSeconds int    `json:"leaseSeconds,omitempty"`
 	ProjectPath  string `json:"projectPath,omitempty"`
+	Release      bool   `json:"release,omitempty"`
 }
 
 // Heartbeat takes or renews a session's lease.
@@ -42,7 +43,7 @@ func (c *Client) Heartbeat(ctx context.Context, in belay.LeaseInput) (*belay.Ses
 	if err != nil {
 		return nil, err
 	}
-	return call[belay.Session](ctx, c, http.MethodPost, p, nil, leaseBody{Holder: in.Holder, LeaseSeconds: int(in.Lease.Seconds())})
+	return call[belay.Session](ctx, c, http.MethodPost, p, nil, leaseBody{Holder: in.Holder, LeaseSeconds: int(in.Lease.Seconds()), Release: in.Release})
 }
 
 // ResumeSession takes the lease of an interrupted session.

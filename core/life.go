@@ -102,6 +102,10 @@ func (s *Service) Heartbeat(ctx context.Context, in belay.LeaseInput) (*belay.Se
 			return belay.Errorf(belay.CodeLeaseLost, "session %s is held by %s until %s", sess.ID, sess.Holder,
 				sess.LeaseExpiresAt.Format(time.RFC3339)).With("sessionId", sess.ID).With("holder", sess.Holder)
 		}
+		if in.Release {
+			sess.Holder = in.Holder
+			return s.interrupt(ctx, tx, sess, "released by "+in.Holder)
+		}
 		until := now.Add(d)
 		sess.Holder, sess.LeaseExpiresAt, sess.UpdatedAt = in.Holder, &until, now
 		return tx.UpdateSession(ctx, sess)
@@ -121,7 +125,7 @@ func (s *Service) settleLease(ctx context.Context, id string) error {
 		if err != nil || !leaseLapsed(sess, s.clock.Now()) {
 			return err
 		}
-		return s.interrupt(ctx, tx, sess)
+		return s.interrupt(ctx, tx, sess, "the lease of "+sess.Holder+" lapsed")
 	})
 }
 
@@ -130,8 +134,7 @@ func leaseLapsed(sess *belay.Session, now time.Time) bool {
 }
 
 // interrupt marks a session whose holder went away without ending it.
-func (s *Service) interrupt(ctx context.Context, tx store.Tx, sess *belay.Session) error {
-	reason := "the lease of " + sess.Holder + " lapsed"
+func (s *Service) interrupt(ctx context.Context, tx store.Tx, sess *belay.Session, reason string) error {
 	sess.Holder, sess.LeaseExpiresAt, sess.EndReason, sess.UpdatedAt = "", nil, reason, s.clock.Now()
 	if err := s.setStatus(ctx, tx, sess, belay.SessionInterrupted, reason); err != nil {
 		return err
@@ -152,7 +155,7 @@ func (s *Service) sweepLeases(ctx context.Context) (int, error) {
 			return err
 		}
 		for _, sess := range due {
-			if err := s.interrupt(ctx, tx, sess); err != nil {
+			if err := s.interrupt(ctx, tx, sess, "the lease of "+sess.Holder+" lapsed"); err != nil {
 				return err
 			}
 		}

@@ -201,6 +201,7 @@ type leaseBody struct {
 	Holder       string `json:"holder"`
 	LeaseSeconds int    `json:"leaseSeconds,omitempty"`
 	ProjectPath  string `json:"projectPath,omitempty"`
+	Release      bool   `json:"release,omitempty"`
 }
 
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
@@ -212,7 +213,8 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(w, r, &in); err != nil {
 		return err
 	}
-	sess, err := s.svc.Heartbeat(r.Context(), belay.LeaseInput{SessionID: id, Holder: in.Holder, Lease: time.Duration(in.LeaseSeconds) * time.Second})
+	sess, err := s.svc.Heartbeat(r.Context(), belay.LeaseInput{SessionID: id, Holder: in.Holder,
+		Lease: time.Duration(in.LeaseSeconds) * time.Second, Release: in.Release})
 	if err != nil {
 		return err
 	}

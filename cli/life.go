@@ -1,0 +1,375 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/belayhq/belay"
+)
+
+// sessionRef picks the session a command works on: --session, else
+// $BELAY_SESSION (set by `belay run`), else the working directory's current one.
+func (a *app) sessionRef(ctx context.Context, svc belay.Service, flag string) (*belay.Session, error) {
+	if flag == "" {
+		flag = a.env.Getenv("BELAY_SESSION")
+	}
+	if flag != "" {
+		return svc.GetSession(ctx, flag)
+	}
+	return a.activeSession(ctx, svc)
+}
+
+func (a *app) endCommand(status belay.SessionStatus, verb, short string) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   verb + " [SESSION]",
+		Short: short,
+		Args:  args(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			ctx, svc, err := a.open(cmd)
+			if err != nil {
+				return err
+			}
+			ref := ""
+			if len(argv) == 1 {
+				ref = argv[0]
+			}
+			sess, err := a.sessionRef(ctx, svc, ref)
+			if err != nil {
+				return err
+			}
+			if sess, err = svc.EndSession(ctx, belay.EndSessionInput{SessionID: sess.ID, Status: status, Reason: reason}); err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(sess)
+			}
+			fmt.Fprintf(a.env.Stdout, "Session %s is %s.\n", sess.ID, sess.Status)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why")
+	return cmd
+}
+
+// sessionCommand groups what is done to one session.
+func (a *app) sessionCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "session",
+		Short: "Complete, fail or abandon a session",
+	}
+	cmd.AddCommand(
+		a.endCommand(belay.SessionCompleted, "complete", "Mark a session completed (default: the current one)"),
+		a.endCommand(belay.SessionFailed, "fail", "Mark a session failed, with --reason"),
+		a.endCommand(belay.SessionAbandoned, "abandon", "Abandon a session: it is never resumed"),
+	)
+	return cmd
+}
+
+// holderName names this process as a lease holder.
+func holderName() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s:%d", host, os.Getpid())
+}
+
+func (a *app) resumeCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "resume [SESSION]",
+		Short: "Resume an interrupted session (default: the newest of this project)",
+		Long: `Take over an interrupted session and print where to continue from: its head
+checkpoint, agent state, next task and open decisions. --json gives the whole
+answer for an agent. An abandoned or ended session cannot be resumed.`,
+		Args: args(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			ctx, svc, err := a.open(cmd)
+			if err != nil {
+				return err
+			}
+			in := belay.ResumeInput{Holder: holderName()}
+			if len(argv) == 1 {
+				in.SessionID = argv[0]
+			} else if in.ProjectPath, err = a.cwd(); err != nil {
+				return err
+			}
+			res, err := svc.ResumeSession(ctx, in)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(res)
+			}
+			a.printResume(res)
+			return nil
+		},
+	}
+	return cmd
+}
+
+func (a *app) printResume(res *belay.ResumeResult) {
+	w := a.env.Stdout
+	fmt.Fprintf(w, "Resumed session %s (%s).\n", res.Session.ID, res.Session.Status)
+	if res.Head != nil {
+		fmt.Fprintf(w, "  Continue from #%d %s\n", res.Head.Seq, res.Head.Summary)
+	}
+	if res.NextTask != nil {
+		fmt.Fprintf(w, "  Next task:    %s (%s)\n", res.NextTask.Title, res.NextTask.ID)
+	}
+	if res.Session.Plan != nil {
+		fmt.Fprintf(w, "  %s\n", belay.FormatProgress(belay.ComputeProgress(res.Session.Plan, res.Session.CostMicros)))
+	}
+	for _, p := range res.Pending {
+		fmt.Fprintf(w, "  Waiting for a decision: #%d %s (belay decide %s)\n", p.Seq, p.HITL.Title, p.ID)
+	}
+}
+
+func (a *app) runCommand() *cobra.Command {
+	var restarts int
+	var sessionID string
+	cmd := &cobra.Command{
+		Use:   "run [--restart N] -- COMMAND [ARGS...]",
+		Short: "Run an agent command under a session, and bring it back after a crash",
+		Long: `Run COMMAND under a belay session: the session is held (heartbeats) while it
+runs, marked completed when it exits 0, failed on another exit code, and
+interrupted when it is killed. With --restart N a command that crashed is
+started again (after 1s, 2s, 4s…), resuming the session.
+
+The command finds the session in its environment: BELAY_SESSION (the session
+id), BELAY_PROJECT, and BELAY_URL/BELAY_TOKEN or BELAY_DATA_DIR as this belay
+uses; after a restart BELAY_RESUMED=1 and BELAY_HEAD (the checkpoint to
+continue from). Ctrl-C stops the command cleanly and leaves the session
+interrupted, to resume later.`,
+		Example: `  belay run -- python agent.py
+  belay run --restart 3 -- ./agent --task fix-tests`,
+		Args: args(cobra.MinimumNArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			ctx, svc, err := a.open(cmd)
+			if err != nil {
+				return err
+			}
+			return a.run(ctx, svc, sessionID, restarts, argv)
+		},
+	}
+	cmd.Flags().IntVar(&restarts, "restart", 0, "start the command again this many times after a crash")
+	cmd.Flags().StringVar(&sessionID, "session", "", "run under this session (default: a new session of the working directory)")
+	return cmd
+}
+
+// heartbeatEvery is how often `belay run` renews its lease; the lease lasts
+// three times as long, so a missed beat or two costs nothing.
+const heartbeatEvery = 5 * time.Second
+
+func (a *app) run(ctx context.Context, svc belay.Service, sessionID string, restarts int, argv []string) error {
+	if restarts < 0 {
+		return usagef("--restart must not be negative")
+	}
+	wd, err := a.cwd()
+	if err != nil {
+		return err
+	}
+	holder := holderName()
+	var sess *belay.Session
+	if sessionID != "" {
+		res, err := svc.ResumeSession(ctx, belay.ResumeInput{SessionID: sessionID, Holder: holder, Lease: 3 * heartbeatEvery})
+		if err != nil {
+			return err
+		}
+		sess = res.Session
+	} else if sess, err = svc.CreateSession(ctx, belay.CreateSessionInput{ProjectPath: wd, Title: strings.Join(argv, " ")}); err != nil {
+		return err
+	}
+	lease := belay.LeaseInput{SessionID: sess.ID, Holder: holder, Lease: 3 * heartbeatEvery}
+	if _, err := svc.Heartbeat(ctx, lease); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.env.Stderr, "belay: running %q under session %s\n", strings.Join(argv, " "), sess.ID)
+	backoff := time.Second
+	for attempt := 0; ; attempt++ {
+		code, sig, err := a.runOnce(ctx, svc, lease, sess, attempt > 0, argv)
+		if err != nil {
+			return err
+		}
+		switch {
+		case ctx.Err() != nil:
+			// Stopped by the person: the session stays to be resumed.
+			fmt.Fprintf(a.env.Stderr, "belay: stopped; resume with: belay resume %s\n", sess.ID)
+			return exitCode(130)
+		case code == 0 && sig == 0:
+			_, err := svc.EndSession(context.WithoutCancel(ctx), belay.EndSessionInput{SessionID: sess.ID, Status: belay.SessionCompleted})
+			return err
+		case sig == 0 && attempt >= restarts:
+			_, err := svc.EndSession(context.WithoutCancel(ctx), belay.EndSessionInput{SessionID: sess.ID, Status: belay.SessionFailed,
+				Reason: fmt.Sprintf("the command exited with %d", code)})
+			if err != nil {
+				return err
+			}
+			return exitCode(code)
+		case attempt >= restarts:
+			fmt.Fprintf(a.env.Stderr, "belay: the command was killed (%s); the session is interrupted: belay resume %s\n", sig, sess.ID)
+			return exitCode(128 + int(sig))
+		}
+		what := fmt.Sprintf("exited with %d", code)
+		if sig != 0 {
+			what = "was killed (" + sig.String() + ")"
+		}
+		fmt.Fprintf(a.env.Stderr, "belay: the command %s; restarting in %s (%d of %d)\n", what, backoff, attempt+1, restarts)
+		select {
+		case <-ctx.Done():
+			return exitCode(130)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+		res, err := svc.ResumeSession(ctx, belay.ResumeInput{SessionID: sess.ID, Holder: holder, Lease: lease.Lease})
+		if err != nil {
+			return err
+		}
+		sess = res.Session
+	}
+}
+
+// runOnce runs the command once while heartbeating, and reports its exit
+// code or the signal that killed it. A killed command leaves the session
+// interrupted: its lease is released so the next holder need not wait.
+func (a *app) runOnce(ctx context.Context, svc belay.Service, lease belay.LeaseInput, sess *belay.Session, resumed bool,
+	argv []string) (int, syscall.Signal, error) {
+	child := exec.Command(argv[0], argv[1:]...)
+	child.Stdin, child.Stdout, child.Stderr = os.Stdin, a.env.Stdout, a.env.Stderr
+	child.Env = append(os.Environ(), "BELAY_SESSION="+sess.ID, "BELAY_PROJECT="+sess.ProjectPath)
+	if dir, err := a.resolveDataDir(); err == nil && a.env.Getenv("BELAY_URL") == "" {
+		child.Env = append(child.Env, "BELAY_DATA_DIR="+dir)
+	}
+	if resumed {
+		child.Env = append(child.Env, "BELAY_RESUMED=1", "BELAY_HEAD="+sess.HeadCheckpointID)
+	}
+	// The child gets Ctrl-C from the terminal itself; belay forwards SIGTERM.
+	if err := child.Start(); err != nil {
+		return 0, 0, fmt.Errorf("start %s: %w", argv[0], err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- child.Wait() }()
+	beat := time.NewTicker(heartbeatEvery)
+	defer beat.Stop()
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	defer signal.Stop(term)
+	for {
+		select {
+		case err := <-done:
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+					return -1, ws.Signal(), a.interruptOnExit(ctx, svc, lease)
+				}
+				return exit.ExitCode(), 0, nil
+			}
+			return 0, 0, err
+		case <-ctx.Done():
+			_ = child.Process.Signal(syscall.SIGINT)
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				_ = child.Process.Kill()
+				<-done
+			}
+			return -1, syscall.SIGINT, a.interruptOnExit(ctx, svc, lease)
+		case sig := <-term:
+			_ = child.Process.Signal(sig)
+		case <-beat.C:
+			if _, err := svc.Heartbeat(ctx, lease); err != nil && ctx.Err() == nil {
+				fmt.Fprintf(a.env.Stderr, "belay: heartbeat: %v\n", err)
+			}
+		}
+	}
+}
+
+// interruptOnExit gives the lease up: the session is interrupted, to be resumed.
+func (a *app) interruptOnExit(ctx context.Context, svc belay.Service, lease belay.LeaseInput) error {
+	lease.Release = true
+	_, err := svc.Heartbeat(context.WithoutCancel(ctx), lease)
+	if belay.IsCode(err, belay.CodeLeaseLost) {
+		return nil
+	}
+	return err
+}
+
+func (a *app) cleanupCommand() *cobra.Command {
+	var olderThan string
+	var statuses []string
+	var in belay.CleanupInput
+	cmd := &cobra.Command{
+		Use:   "cleanup",
+		Short: "Delete old ended sessions and their snapshots, and say what it freed",
+		Long: `Delete ended sessions (completed and abandoned unless --status says otherwise)
+not changed for --older-than, keeping the --keep-last newest of each project,
+with their checkpoints and snapshots. --dry-run lists them and deletes nothing.`,
+		Example: `  belay cleanup --older-than 30d --dry-run
+  belay cleanup --status completed,failed,abandoned --keep-last 3`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := parseAge(olderThan)
+			if err != nil {
+				return err
+			}
+			in.OlderThan = d
+			for _, s := range statuses {
+				for _, one := range strings.Split(s, ",") {
+					in.Statuses = append(in.Statuses, belay.SessionStatus(strings.TrimSpace(one)))
+				}
+			}
+			ctx, svc, err := a.open(cmd)
+			if err != nil {
+				return err
+			}
+			res, err := svc.CleanupSessions(ctx, in)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(res)
+			}
+			verb := "Deleted"
+			if res.DryRun {
+				verb = "Would delete"
+			}
+			fmt.Fprintf(a.env.Stdout, "%s %d sessions, %d checkpoints, %d snapshot refs; freed %s.\n",
+				verb, len(res.Sessions), res.Checkpoints, res.Refs, humanBytes(res.BytesFreed))
+			for _, id := range res.Sessions {
+				fmt.Fprintf(a.env.Stdout, "  %s\n", id)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&olderThan, "older-than", "30d", "only sessions unchanged this long (e.g. 12h, 30d; 0 for any)")
+	f.StringArrayVar(&statuses, "status", nil, "only these statuses, comma-separated (default completed,abandoned)")
+	f.IntVar(&in.KeepLast, "keep-last", 0, "keep this many newest ended sessions per project")
+	f.BoolVar(&in.DryRun, "dry-run", false, "list what would go, delete nothing")
+	return cmd
+}
+
+// parseAge reads a duration that may be in days ("30d").
+func parseAge(s string) (time.Duration, error) {
+	if s == "0" {
+		return 0, nil
+	}
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		var n int
+		if _, err := fmt.Sscanf(days, "%d", &n); err != nil || n < 0 || fmt.Sprint(n) != days {
+			return 0, usagef("--older-than %q: give a duration like 12h or 30d", s)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, usagef("--older-than %q: give a duration like 12h or 30d", s)
+	}
+	return d, nil
+}
