@@ -560,9 +560,24 @@ const (
 
 // RecoveryOption is one way out of a problem (seed 004's recovery options).
 type RecoveryOption struct {
-	Command     string `json:"command"`
+	// Action is one of the Recover… actions; SessionID and Seq say on what.
+	Action      string `json:"action"`
+	SessionID   string `json:"sessionId,omitempty"`
+	Seq         int64  `json:"seq,omitempty"`
 	Description string `json:"description"`
 }
+
+// Recovery actions.
+const (
+	// RecoverRollback rolls the session back to checkpoint Seq.
+	RecoverRollback = "rollback"
+	// RecoverRepair rebuilds the session's damaged checkpoints from git.
+	RecoverRepair = "repair"
+	// RecoverContinue goes on without the damaged checkpoint.
+	RecoverContinue = "continue"
+	// RecoverDeleteSession deletes the session.
+	RecoverDeleteSession = "delete_session"
+)
 
 // ValidationProblem is one thing Validate found wrong.
 type ValidationProblem struct {

@@ -160,6 +160,25 @@ func (a *app) printError(err error) {
 		msg = string(be.Code)
 	}
 	fmt.Fprintf(a.env.Stderr, "belay: %s (%s)\n", msg, be.Code)
+	if h := hint(be); h != "" {
+		fmt.Fprintf(a.env.Stderr, "hint: %s\n", h)
+	}
+}
+
+// hint is what a person at a terminal can do about an error: core says what
+// happened, the CLI adds its own commands.
+func hint(be *belay.Error) string {
+	switch {
+	case be.Code == belay.CodeCheckpointCorrupt:
+		return "run `belay validate` to see how to recover"
+	case be.Code == belay.CodeUnauthorized && be.Details["projectPath"] != nil:
+		return "users other than admins work only under a directory given to `belay serve --workspace-root DIR`"
+	case be.Code == belay.CodeLeaseLost:
+		return "another process holds the session; `belay resume` takes it over once it is interrupted"
+	case be.Code == belay.CodeBudgetExceeded:
+		return "`belay pending` shows the decision the budget waits for"
+	}
+	return ""
 }
 
 const rootLong = `belay keeps checkpoints of an AI agent's work, pauses for human decisions,

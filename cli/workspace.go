@@ -304,7 +304,7 @@ func (a *app) printValidation(rep *belay.ValidationReport) {
 		if len(p.Recovery) > 0 {
 			fmt.Fprintln(w, "\n  Options:")
 			for _, o := range p.Recovery {
-				fmt.Fprintf(w, "  - %s\n      → %s\n", o.Command, o.Description)
+				fmt.Fprintf(w, "  - %s\n      → %s\n", recoveryCommand(o), o.Description)
 			}
 		}
 	}
@@ -532,4 +532,17 @@ func (a *app) withSessionDelete(sessions *cobra.Command) *cobra.Command {
 		},
 	})
 	return sessions
+}
+
+// recoveryCommand is the command that carries a recovery option out.
+func recoveryCommand(o belay.RecoveryOption) string {
+	switch o.Action {
+	case belay.RecoverRollback:
+		return fmt.Sprintf("belay rollback %d --session %s", o.Seq, o.SessionID)
+	case belay.RecoverRepair:
+		return "belay validate --repair --session " + o.SessionID
+	case belay.RecoverDeleteSession:
+		return "belay sessions delete " + o.SessionID
+	}
+	return o.Action
 }

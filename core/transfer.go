@@ -214,7 +214,7 @@ func (s *Service) bundleSession(ctx context.Context, sess *belay.Session, cps []
 	}
 	for _, cp := range cps {
 		if cp.WorkspaceRef != "" && have[checkpointRef(sess.ID, cp.Seq)] != cp.WorkspaceRef {
-			return belay.Errorf(belay.CodeCheckpointCorrupt, "the snapshot of checkpoint #%d is missing; run `belay validate` to see how to recover", cp.Seq).
+			return belay.Errorf(belay.CodeCheckpointCorrupt, "the snapshot of checkpoint #%d is missing", cp.Seq).
 				With("checkpointId", cp.ID)
 		}
 	}

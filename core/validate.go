@@ -123,7 +123,7 @@ func (s *Service) validateSession(ctx context.Context, sess *belay.Session, repa
 			} else {
 				rep.Problems = append(rep.Problems, belay.ValidationProblem{
 					Kind: belay.ProblemWorkspace, SessionID: sess.ID, ProjectPath: root, Message: workspaceError(err).Error(),
-					Recovery: []belay.RecoveryOption{{Command: "belay sessions delete " + sess.ID,
+					Recovery: []belay.RecoveryOption{{Action: belay.RecoverDeleteSession, SessionID: sess.ID,
 						Description: "the session's snapshots cannot be reached: delete the session, or bring its workspace back"}},
 				})
 				return nil
@@ -271,14 +271,14 @@ func lastValidBefore(valid map[int64]bool, seq int64) int64 {
 func recovery(sessionID string, seq, lastValid int64, rebuildable bool) []belay.RecoveryOption {
 	var out []belay.RecoveryOption
 	if lastValid > 0 {
-		out = append(out, belay.RecoveryOption{Command: fmt.Sprintf("belay rollback %d --session %s", lastValid, sessionID),
+		out = append(out, belay.RecoveryOption{Action: belay.RecoverRollback, SessionID: sessionID, Seq: lastValid,
 			Description: fmt.Sprintf("roll back to #%d, the last valid checkpoint before it", lastValid)})
 	}
 	if rebuildable {
-		out = append(out, belay.RecoveryOption{Command: "belay validate --repair --session " + sessionID,
+		out = append(out, belay.RecoveryOption{Action: belay.RecoverRepair, SessionID: sessionID,
 			Description: fmt.Sprintf("rebuild checkpoint #%d from its snapshot commit", seq)})
 	}
-	return append(out, belay.RecoveryOption{Command: "continue",
+	return append(out, belay.RecoveryOption{Action: belay.RecoverContinue, SessionID: sessionID, Seq: seq,
 		Description: fmt.Sprintf("go on without it: checkpoint #%d stays unavailable", seq)})
 }
 

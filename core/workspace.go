@@ -20,7 +20,7 @@ import (
 // errNoWorkspaces is returned for a workspace operation when the service has
 // no workspace manager (no usable git on this machine).
 var errNoWorkspaces = belay.Errorf(belay.CodeInternal,
-	"workspace snapshots are not available: belay needs git 2.30 or newer on PATH (or save without a snapshot)")
+	"workspace snapshots are not available: belay needs git 2.30 or newer on PATH")
 
 func (s *Service) workspaces() (*workspace.Manager, error) {
 	if s.ws == nil {
@@ -44,7 +44,7 @@ func workspaceError(err error) error {
 	case workspace.GitMissing:
 		return belay.Errorf(belay.CodeInternal, "git is not available: %s", we.Error())
 	case workspace.Corrupted, workspace.NotFound:
-		return belay.Errorf(belay.CodeCheckpointCorrupt, "%s; run `belay validate` to see how to recover", we.Error())
+		return belay.Errorf(belay.CodeCheckpointCorrupt, "%s", we.Error())
 	case workspace.RestoreFailed:
 		return belay.Errorf(belay.CodeRestoreFailed, "%s", we.Error())
 	}

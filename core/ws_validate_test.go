@@ -68,7 +68,7 @@ func TestValidateFindsAndRepairsCheckpointsFromGit(t *testing.T) {
 	kinds := map[int64]string{}
 	for _, p := range rep.Problems {
 		kinds[p.Seq] = p.Kind
-		if p.Repaired || len(p.Recovery) == 0 || p.Recovery[len(p.Recovery)-1].Command != "continue" {
+		if p.Repaired || len(p.Recovery) == 0 || p.Recovery[len(p.Recovery)-1].Action != belay.RecoverContinue {
 			t.Errorf("problem %+v", p)
 		}
 	}
@@ -76,7 +76,8 @@ func TestValidateFindsAndRepairsCheckpointsFromGit(t *testing.T) {
 		t.Errorf("kinds = %v", kinds)
 	}
 	for _, p := range rep.Problems {
-		if p.Seq == 2 && (p.Recovery[0].Command != "belay rollback 1 --session "+one.SessionID && p.Recovery[0].Command != "belay validate --repair --session "+one.SessionID) {
+		if first := p.Recovery[0]; p.Seq == 2 && first.SessionID != one.SessionID &&
+			(first.Action != belay.RecoverRollback || first.Seq != 1) && first.Action != belay.RecoverRepair {
 			t.Errorf("recovery of #2 = %+v", p.Recovery)
 		}
 	}
