@@ -94,7 +94,7 @@ func (s *Service) validateWorkspace(ctx context.Context, root string, rep *belay
 	if err != nil {
 		rep.Problems = append(rep.Problems, belay.ValidationProblem{
 			Kind: belay.ProblemWorkspace, ProjectPath: root, Message: workspaceError(err).Error(),
-			Recovery: []belay.RecoveryOption{{Command: "continue",
+			Recovery: []belay.RecoveryOption{{Action: belay.RecoverContinue,
 				Description: "go on: checkpoints whose snapshots need the missing objects cannot be restored"}},
 		})
 	}
