@@ -87,13 +87,29 @@ func (s *Service) Wake() (<-chan struct{}, func()) {
 
 func (s *Service) notify() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for ch := range s.waiters {
 		select {
 		case ch <- struct{}{}:
 		default:
 		}
 	}
+	s.mu.Unlock()
+	if n, ok := s.store.(store.Notifier); ok {
+		// Other processes learn of the commit at once; if the wake-up is
+		// lost, their poll finds it.
+		if err := n.Notify(context.Background()); err != nil {
+			s.log.Warn("notifying other processes", "error", err)
+		}
+	}
+}
+
+// remoteWake is the wake-up from other processes' commits when the store
+// offers one; nil (never ready) when it does not.
+func (s *Service) remoteWake() (<-chan struct{}, func()) {
+	if n, ok := s.store.(store.Notifier); ok {
+		return n.Listen()
+	}
+	return nil, func() {}
 }
 
 // pause waits for d, a wake-up or the end of ctx, and reports whether ctx is

@@ -134,6 +134,8 @@ func (h *eventHub) remove(sub *subscriber) {
 func (h *eventHub) tail() {
 	wake, cancel := h.svc.Wake()
 	defer cancel()
+	remote, stop := h.svc.remoteWake()
+	defer stop()
 	poll := time.NewTicker(eventPoll)
 	defer poll.Stop()
 	ctx := context.Background()
@@ -180,6 +182,7 @@ func (h *eventHub) tail() {
 		}
 		select {
 		case <-wake:
+		case <-remote:
 		case <-poll.C:
 		}
 	}

@@ -21,6 +21,18 @@ type Store interface {
 	Close() error
 }
 
+// Notifier is what a store offers when processes sharing its database can
+// hear of each other's commits at once (PostgreSQL's LISTEN/NOTIFY). It only
+// wakes: listeners then read the event log, which stays the source of truth,
+// and keep polling as a fallback. A store without it is polled.
+type Notifier interface {
+	// Notify tells every listener, in every process, that a commit happened.
+	Notify(ctx context.Context) error
+	// Listen returns a channel that receives after Notify anywhere, and a
+	// cancel that stops it.
+	Listen() (<-chan struct{}, func())
+}
+
 // Reader holds the queries. Not-found results are *belay.Error with
 // SESSION_NOT_FOUND or CHECKPOINT_NOT_FOUND (NOT_FOUND for other records).
 type Reader interface {
