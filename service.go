@@ -216,7 +216,9 @@ type CheckpointService interface {
 // checkpoint id or a unique prefix of one (at least 4 characters). Ambiguous
 // prefixes are a VALIDATION_ERROR that lists the candidates.
 type CheckpointRef struct {
-	Ref         string `json:"ref"`
+	Ref string `json:"ref,omitempty"`
+	// Step, instead of Ref, names the newest checkpoint of that step.
+	Step        int    `json:"step,omitempty"`
 	SessionID   string `json:"sessionId,omitempty"`
 	ProjectPath string `json:"projectPath,omitempty"`
 }

@@ -307,12 +307,13 @@ func (a *app) activeSession(ctx context.Context, svc belay.Service) (*belay.Sess
 
 func (a *app) showCommand() *cobra.Command {
 	var sessionID string
+	var step int
 	cmd := &cobra.Command{
-		Use:   "show N|ID",
-		Short: "Show one checkpoint: by number in the active session, or by id",
-		Args:  args(cobra.ExactArgs(1)),
+		Use:   "show N|ID|NAME",
+		Short: "Show one checkpoint: by number in the active session, id, id prefix or name",
+		Args:  oneCheckpoint(&step),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			_, _, cp, err := a.openCheckpoint(cmd, argv[0], sessionID)
+			_, _, cp, err := a.openCheckpoint(cmd, argv, step, sessionID)
 			if err != nil {
 				return err
 			}
@@ -324,6 +325,7 @@ func (a *app) showCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&sessionID, "session", "", "session of checkpoint number N (default: the active session)")
+	stepFlag(cmd, &step)
 	return cmd
 }
 
@@ -393,7 +395,7 @@ func (a *app) deleteCommand() *cobra.Command {
 		Short: "Delete a checkpoint",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			ctx, svc, cp, err := a.openCheckpoint(cmd, argv[0], sessionID)
+			ctx, svc, cp, err := a.openCheckpoint(cmd, argv, 0, sessionID)
 			if err != nil {
 				return err
 			}

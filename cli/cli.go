@@ -335,14 +335,43 @@ func (a *app) open(cmd *cobra.Command) (context.Context, belay.Service, error) {
 	return ctx, svc, err
 }
 
-// openCheckpoint is open plus the checkpoint named by ref (N or ID).
-func (a *app) openCheckpoint(cmd *cobra.Command, ref, sessionID string) (context.Context, belay.Service, *belay.Checkpoint, error) {
+// openCheckpoint is open plus the checkpoint named by argv[0] (a number,
+// an id, a unique id prefix or a name) or, with step > 0, the newest
+// checkpoint of that step.
+func (a *app) openCheckpoint(cmd *cobra.Command, argv []string, step int, sessionID string) (context.Context, belay.Service, *belay.Checkpoint, error) {
+	if (len(argv) == 1) == (step > 0) {
+		return nil, nil, nil, usagef("name one checkpoint: N, ID, NAME or --step N")
+	}
 	ctx, svc, err := a.open(cmd)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	cp, err := a.resolveCheckpoint(ctx, svc, ref, sessionID)
+	in := belay.CheckpointRef{Step: step, SessionID: sessionID}
+	if len(argv) == 1 {
+		in.Ref = argv[0]
+	}
+	if sessionID == "" {
+		if in.ProjectPath, err = a.cwd(); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	cp, err := svc.ResolveCheckpoint(ctx, in)
 	return ctx, svc, cp, err
+}
+
+// oneCheckpoint takes N|ID|NAME, or no argument with --step.
+func oneCheckpoint(step *int) cobra.PositionalArgs {
+	return args(func(cmd *cobra.Command, a []string) error {
+		if *step > 0 {
+			return cobra.NoArgs(cmd, a)
+		}
+		return cobra.ExactArgs(1)(cmd, a)
+	})
+}
+
+// stepFlag adds --step to a command that names one checkpoint.
+func stepFlag(cmd *cobra.Command, v *int) {
+	cmd.Flags().IntVar(v, "step", 0, "the newest checkpoint of this step, instead of N|ID|NAME")
 }
 
 func (a *app) ctx(cmd *cobra.Command) context.Context {

@@ -310,7 +310,7 @@ is) and print the decision. The exit code tells the action, so scripts can branc
   3 no decision within --timeout      1 error`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			ctx, svc, cp, err := a.openCheckpoint(cmd, argv[0], sessionID)
+			ctx, svc, cp, err := a.openCheckpoint(cmd, argv, 0, sessionID)
 			if err != nil {
 				return err
 			}

@@ -136,3 +136,41 @@ func TestOrchestratorThroughTheCLI(t *testing.T) {
 		t.Errorf("status after refused input = %+v, %v", st, err)
 	}
 }
+
+// TestAddressingByNameStepAndPrefix: seed 004's `rollback architecture`,
+// `--step N`, and unique id prefixes.
+func TestAddressingByNameStepAndPrefix(t *testing.T) {
+	h := newHarness(t)
+	first := okJSON[belay.Checkpoint](t, h, "save", "-m", "arch v1", "--name", "architecture", "--step", "3", "--no-snapshot")
+	second := okJSON[belay.Checkpoint](t, h, "save", "-m", "arch v2", "--name", "architecture", "--step", "4", "--no-snapshot")
+	if got := okJSON[belay.Checkpoint](t, h, "show", "architecture"); got.ID != second.ID {
+		t.Errorf("show architecture = #%d, want the newest (#%d)", got.Seq, second.Seq)
+	}
+	if got := okJSON[belay.Checkpoint](t, h, "show", "--step", "3"); got.ID != first.ID {
+		t.Errorf("show --step 3 = #%d, want #%d", got.Seq, first.Seq)
+	}
+	// A suffix is no prefix: it must not resolve.
+	if r := h.run(t, "", "show", first.ID[len(first.ID)-12:]); r.code != cli.ExitError {
+		t.Errorf("a suffix resolved: %s", r.stdout)
+	}
+	short := first.ID[:9]
+	for n := 9; n <= len(first.ID); n++ {
+		if first.ID[:n] != second.ID[:n] {
+			short = first.ID[:n]
+			break
+		}
+	}
+	if got := okJSON[belay.Checkpoint](t, h, "show", short); got.ID != first.ID {
+		t.Errorf("show %s = %s, want %s", short, got.ID, first.ID)
+	}
+	r := h.run(t, "", "show", first.ID[:8])
+	if first.ID[:8] == second.ID[:8] && (r.code != cli.ExitError || !strings.Contains(r.stderr, "ambiguous")) {
+		t.Errorf("an ambiguous prefix: exit %d %s", r.code, r.stderr)
+	}
+	if r := h.run(t, "", "show", "1", "--step", "3"); r.code != cli.ExitUsage {
+		t.Errorf("N and --step together: exit %d", r.code)
+	}
+	if r := h.run(t, "", "rollback", "nosuchname"); r.code != cli.ExitError || !strings.Contains(r.stderr, "CHECKPOINT_NOT_FOUND") {
+		t.Errorf("rollback to an unknown name: exit %d %s", r.code, r.stderr)
+	}
+}

@@ -61,8 +61,9 @@ func (a *app) absPath(name string) (string, error) {
 func (a *app) rollbackCommand() *cobra.Command {
 	var in belay.RestoreInput
 	var sessionID string
+	var step int
 	cmd := &cobra.Command{
-		Use:   "rollback N|ID",
+		Use:   "rollback N|ID|NAME",
 		Short: "Roll the project's files and the agent state back to a checkpoint",
 		Long: `Roll back to checkpoint N of the active session (or --session), or to a
 checkpoint id. The current state is saved first as an automatic checkpoint
@@ -74,9 +75,9 @@ and files no snapshot holds are left alone; your git repository is never
 touched. New checkpoints descend from the checkpoint rolled back to.`,
 		Example: `  belay rollback 3 --reason "wrong direction"
   belay rollback 3 --dry-run`,
-		Args: args(cobra.ExactArgs(1)),
+		Args: oneCheckpoint(&step),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			ctx, svc, cp, err := a.openCheckpoint(cmd, argv[0], sessionID)
+			ctx, svc, cp, err := a.openCheckpoint(cmd, argv, step, sessionID)
 			if err != nil {
 				return err
 			}
@@ -96,6 +97,7 @@ touched. New checkpoints descend from the checkpoint rolled back to.`,
 	f.StringVar(&in.Reason, "reason", "", "why, kept in the rollback history")
 	f.BoolVar(&in.DryRun, "dry-run", false, "list what would change and change nothing")
 	f.StringVar(&sessionID, "session", "", "session of checkpoint number N (default: the active session)")
+	stepFlag(cmd, &step)
 	return cmd
 }
 

@@ -32,7 +32,11 @@ func (c *Client) CurrentSession(ctx context.Context, projectPath string) (*belay
 
 // ResolveCheckpoint finds the checkpoint a person names.
 func (c *Client) ResolveCheckpoint(ctx context.Context, in belay.CheckpointRef) (*belay.Checkpoint, error) {
-	q := url.Values{"ref": {in.Ref}}
+	q := url.Values{}
+	set(q, "ref", in.Ref)
+	if in.Step != 0 {
+		q.Set("step", strconv.Itoa(in.Step))
+	}
 	set(q, "sessionId", in.SessionID)
 	set(q, "projectPath", in.ProjectPath)
 	return call[belay.Checkpoint](ctx, c, http.MethodGet, "/v1/checkpoints/resolve", q, nil)

@@ -26,14 +26,17 @@ func (s *Service) ResolveCheckpoint(ctx context.Context, in belay.CheckpointRef)
 	if err != nil {
 		return nil, err
 	}
-	ref := strings.TrimSpace(in.Ref)
-	if ref == "" || len(ref) > belay.MaxNameLen {
-		return nil, belay.Invalid("ref", "name a checkpoint by number, id, id prefix or name (1-%d characters)", belay.MaxNameLen)
-	}
 	if in.SessionID != "" {
 		if err := belay.ValidateID("sessionId", in.SessionID); err != nil {
 			return nil, err
 		}
+	}
+	if in.Step != 0 {
+		return s.resolveStep(ctx, c, in)
+	}
+	ref := strings.TrimSpace(in.Ref)
+	if ref == "" || len(ref) > belay.MaxNameLen {
+		return nil, belay.Invalid("ref", "name a checkpoint by number, id, id prefix or name (1-%d characters)", belay.MaxNameLen)
 	}
 	if belay.IsUUID(ref) {
 		return s.getCheckpoint(ctx, c, strings.ToLower(ref))
@@ -76,6 +79,26 @@ func (s *Service) ResolveCheckpoint(ctx context.Context, in belay.CheckpointRef)
 	if len(list) == 0 {
 		return nil, belay.Errorf(belay.CodeCheckpointNotFound, "no checkpoint is numbered, named or has an id beginning %q in session %s", ref, sess.ID).
 			With("ref", ref).With("sessionId", sess.ID)
+	}
+	return s.settle(ctx, list[0])
+}
+
+// resolveStep finds the newest checkpoint of step in.Step in the session.
+func (s *Service) resolveStep(ctx context.Context, c caller, in belay.CheckpointRef) (*belay.Checkpoint, error) {
+	if in.Ref != "" || in.Step < 0 {
+		return nil, belay.Invalid("step", "name a checkpoint by a step (1 or more) or by ref, not both")
+	}
+	sess, err := s.refSession(ctx, c, in)
+	if err != nil {
+		return nil, err
+	}
+	list, _, err := s.store.ListCheckpoints(ctx, store.CheckpointQuery{Scope: c.scope(), SessionID: sess.ID, Step: in.Step, Desc: true, Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	if len(list) == 0 {
+		return nil, belay.Errorf(belay.CodeCheckpointNotFound, "no checkpoint of step %d in session %s", in.Step, sess.ID).
+			With("step", in.Step).With("sessionId", sess.ID)
 	}
 	return s.settle(ctx, list[0])
 }

@@ -9,7 +9,7 @@ import (
 
 func (s *Server) resolveCheckpoint(w http.ResponseWriter, r *http.Request) error {
 	q := newQuery(r)
-	in := belay.CheckpointRef{Ref: q.str("ref"), SessionID: q.str("sessionId"), ProjectPath: q.str("projectPath")}
+	in := belay.CheckpointRef{Ref: q.str("ref"), Step: q.int("step"), SessionID: q.str("sessionId"), ProjectPath: q.str("projectPath")}
 	if err := q.done(); err != nil {
 		return err
 	}

@@ -172,6 +172,7 @@ type CheckpointQuery struct {
 	Scope         Scope
 	SessionID     string
 	Name          string
+	Step          int
 	ProjectPath   string
 	Type          belay.CheckpointType
 	HITLRequired  *bool

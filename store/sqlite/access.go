@@ -17,6 +17,9 @@ import (
 // "" when scope reads everything. With approvers (a HITL request column),
 // requests that name the scope's user as an approver are in scope too.
 func scopeFilter(scope store.Scope, idCol, projectCol, approvers string) (string, []any) {
+	if !scope.All && scope.User == "" {
+		return "0", nil // the zero Scope reads nothing, not the sessions of owner ""
+	}
 	var conds []string
 	var args []any
 	if !scope.All {
@@ -33,8 +36,10 @@ func scopeFilter(scope store.Scope, idCol, projectCol, approvers string) (string
 		var alts []string
 		for _, p := range scope.Projects {
 			p = strings.TrimSuffix(p, "/")
-			alts = append(alts, projectCol+" = ?", projectCol+` LIKE ? ESCAPE '\'`)
-			args = append(args, p, likePrefix(p+"/")+"%")
+			// Below p: from p+"/" up to p+"0" ('0' follows '/'). Not LIKE,
+			// which ignores ASCII case where paths do not.
+			alts = append(alts, projectCol+" = ?", "("+projectCol+" >= ? AND "+projectCol+" < ?)")
+			args = append(args, p, p+"/", p+"0")
 		}
 		conds = append(conds, "("+strings.Join(alts, " OR ")+")")
 	}

@@ -126,6 +126,9 @@ func (r reader) ListCheckpoints(ctx context.Context, q store.CheckpointQuery) ([
 	if q.Name != "" {
 		add("name = ?", q.Name)
 	}
+	if q.Step != 0 {
+		add("step = ?", q.Step)
+	}
 	if q.Type != "" {
 		if q.SessionID != "" || q.ProjectPath != "" {
 			// "+type" keeps SQLite off the type index: within one session or
