@@ -161,7 +161,7 @@ func checkWrites(t *testing.T, db *sqlite.DB, n int, tags ...string) {
 	ctx := t.Context()
 	total := n * len(tags)
 	for _, tag := range tags {
-		_, count, err := db.ListSessions(ctx, store.SessionQuery{ProjectPath: "/" + tag, Limit: 1})
+		_, count, err := db.ListSessions(ctx, store.SessionQuery{Scope: store.Everything, ProjectPath: "/" + tag, Limit: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,7 +169,7 @@ func checkWrites(t *testing.T, db *sqlite.DB, n int, tags ...string) {
 			t.Errorf("helper %s left %d sessions, want %d", tag, count, n)
 		}
 	}
-	events, err := db.ListEvents(ctx, store.EventQuery{Limit: total + 10})
+	events, err := db.ListEvents(ctx, store.EventQuery{Scope: store.Everything, Limit: total + 10})
 	if err != nil {
 		t.Fatal(err)
 	}

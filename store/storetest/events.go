@@ -91,7 +91,7 @@ func testAppendAssignsSeq(t *testing.T, st store.Store) {
 	if n := lastSeq(t, st); n != 4 {
 		t.Errorf("LastEventSeq = %d, want 4", n)
 	}
-	got := listEvents(t, st, store.EventQuery{Limit: 10})
+	got := listEvents(t, st, store.EventQuery{Scope: store.Everything, Limit: 10})
 	var want []belay.Event
 	for _, e := range append(first, next) {
 		want = append(want, *e)
@@ -132,7 +132,7 @@ func testEventRollbackLeavesNoGap(t *testing.T, st store.Store) {
 	if c.Seq != 3 {
 		t.Errorf("event after rolled-back appends got Seq %d, want 3 (no gap)", c.Seq)
 	}
-	got := listEvents(t, st, store.EventQuery{Limit: 10})
+	got := listEvents(t, st, store.EventQuery{Scope: store.Everything, Limit: 10})
 	wantEqual(t, "seqs", []int64{1, 2, 3}, seqs(got))
 	for _, e := range got {
 		if e.Type == "lost" {
@@ -185,7 +185,7 @@ func testConcurrentAppends(t *testing.T, st store.Store) {
 		want[i] = int64(i + 1)
 	}
 	wantEqual(t, "committed seqs", want, committed)
-	wantEqual(t, "listed seqs", nil2empty(want), nil2empty(seqs(listEvents(t, st, store.EventQuery{Limit: 1000}))))
+	wantEqual(t, "listed seqs", nil2empty(want), nil2empty(seqs(listEvents(t, st, store.EventQuery{Scope: store.Everything, Limit: 1000}))))
 }
 
 func nil2empty(s []int64) []int64 {
@@ -222,7 +222,9 @@ func testListEvents(t *testing.T, st store.Store) {
 		{"UnknownSession", store.EventQuery{SessionID: newID(), Limit: 100}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := listEvents(t, st, tc.q)
+			q := tc.q
+			q.Scope = store.Everything
+			got := listEvents(t, st, q)
 			wantEqual(t, "seqs", tc.want, seqs(got))
 			for _, e := range got {
 				wantEqual(t, "event", *events[e.Seq-1], e)

@@ -72,7 +72,7 @@ func testDecideOnce(t *testing.T, st store.Store) {
 	if err := got.VerifyChecksum(); err != nil {
 		t.Errorf("the decision changed the checksum: %v", err)
 	}
-	pend, err := st.PendingHITL(t.Context(), store.PendingQuery{Limit: 10})
+	pend, err := st.PendingHITL(t.Context(), store.PendingQuery{Scope: store.Everything, Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +314,9 @@ func testPendingHITL(t *testing.T, st store.Store) {
 		{"UnknownSession", store.PendingQuery{SessionID: newID(), Limit: 10}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := st.PendingHITL(t.Context(), tc.q)
+			q := tc.q
+			q.Scope = store.Everything
+			got, err := st.PendingHITL(t.Context(), q)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -51,7 +51,7 @@ func newListFixture(t *testing.T, st store.Store) *listFixture {
 		if sp.hitl != "" {
 			withHITL(c, time.Time{})
 		}
-		c.Type, c.Tags = sp.typ, sp.tags
+		c.Type, c.Tags, c.Name, c.Step = sp.typ, sp.tags, fmt.Sprintf("at-%d", sp.minute), int(seqs[sess.ID])
 		mustInsertCheckpoint(t, st, c)
 		if sp.hitl == "decided" && !decide(t, st, c.ID, newDecision("bob", at(sp.minute+1))) {
 			t.Fatalf("deciding fixture checkpoint %s failed", c.ID)
@@ -80,7 +80,7 @@ func testListCheckpoints(t *testing.T, o opener) {
 		{"Orders", testListOrders},
 		{"PagingWithFilter", testListPagingWithFilter},
 		{"Empty", func(t *testing.T, st store.Store) {
-			items, total, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Limit: 10})
+			items, total, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: store.Everything, Limit: 10})
 			if err != nil || len(items) != 0 || total != 0 {
 				t.Errorf("ListCheckpoints of an empty store = %d items, total %d, %v", len(items), total, err)
 			}
@@ -121,11 +121,17 @@ func testListFilters(t *testing.T, st store.Store) {
 		{"UnknownTag", store.CheckpointQuery{Tags: []string{"a", "nope"}}, nil},
 		{"Combined", store.CheckpointQuery{SessionID: f.s1.ID, Type: belay.TypeHITL, HITLDecided: ptr(false)}, f.ids(2)},
 		{"ProjectAndTag", store.CheckpointQuery{ProjectPath: "/p/two", Tags: []string{"a"}}, f.ids(6)},
+		{"Name", store.CheckpointQuery{Name: "at-3"}, f.ids(3, 4)},
+		{"NameAndSession", store.CheckpointQuery{Name: "at-5", SessionID: f.s2.ID}, f.ids(6, 7)},
+		{"NameIsExact", store.CheckpointQuery{Name: "at-"}, nil},
+		{"Step", store.CheckpointQuery{Step: 2}, f.ids(1, 5)},
+		{"StepAndSession", store.CheckpointQuery{Step: 4, SessionID: f.s2.ID}, f.ids(7)},
+		{"UnknownStep", store.CheckpointQuery{Step: 9}, nil},
 		{"RequiredAndBefore", store.CheckpointQuery{HITLRequired: ptr(true), CreatedBefore: ptr(at(4))}, f.ids(2, 3)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := tc.q
-			q.Limit = 100
+			q.Scope, q.Limit = store.Everything, 100
 			items, total, err := st.ListCheckpoints(t.Context(), q)
 			if err != nil {
 				t.Fatal(err)
@@ -198,7 +204,7 @@ func testListOrders(t *testing.T, st store.Store) {
 		t.Run(o.String(), func(t *testing.T) {
 			want := slices.Clone(f.cps)
 			slices.SortFunc(want, compareCheckpoints(o.byType, o.desc))
-			q := store.CheckpointQuery{OrderByType: o.byType, Desc: o.desc, Limit: 100}
+			q := store.CheckpointQuery{Scope: store.Everything, OrderByType: o.byType, Desc: o.desc, Limit: 100}
 			items, total, err := st.ListCheckpoints(t.Context(), q)
 			if err != nil {
 				t.Fatal(err)
@@ -231,7 +237,7 @@ func testListPagingWithFilter(t *testing.T, st store.Store) {
 				}
 			}
 			slices.SortFunc(want, compareCheckpoints(o.byType, o.desc))
-			q := store.CheckpointQuery{Tags: []string{"a"}, OrderByType: o.byType, Desc: o.desc}
+			q := store.CheckpointQuery{Scope: store.Everything, Tags: []string{"a"}, OrderByType: o.byType, Desc: o.desc}
 			got, totals := walk(t, st, q, 1, nil)
 			wantEqual(t, "walked", checkpointIDs(want), checkpointIDs(got))
 			for i, n := range totals {
@@ -263,7 +269,7 @@ func testListPagingWhileInserting(t *testing.T, o opener) {
 			slices.SortFunc(initial, compareCheckpoints(ord.byType, ord.desc))
 			seq := int64(1000)
 			types := []belay.CheckpointType{belay.TypeAuto, belay.TypeError, belay.TypeHITL, belay.TypeManual, belay.TypePhase}
-			q := store.CheckpointQuery{OrderByType: ord.byType, Desc: ord.desc}
+			q := store.CheckpointQuery{Scope: store.Everything, OrderByType: ord.byType, Desc: ord.desc}
 			got, _ := walk(t, st, q, 4, func(page int, last *belay.Checkpoint) {
 				for i, when := range []time.Time{last.CreatedAt.Add(-time.Minute), last.CreatedAt, last.CreatedAt.Add(time.Minute)} {
 					seq++

@@ -88,44 +88,7 @@ func testUsers(t *testing.T, o opener) {
 				t.Errorf("CountUsers = %d, %v; want 2", n, err)
 			}
 		}},
-		{"Tokens", func(t *testing.T, st store.Store) {
-			alice := &belay.User{Name: "alice", Admin: true, CreatedAt: at(1)}
-			bob := &belay.User{Name: "bob", CreatedAt: at(2)}
-			mustUpdate(t, st, func(tx store.Tx) error {
-				for _, u := range []*belay.User{alice, bob} {
-					if err := tx.PutUser(t.Context(), u); err != nil {
-						return err
-					}
-				}
-				for _, tok := range []struct{ hash, user string }{{"h1", "alice"}, {"h2", "alice"}, {"h3", "bob"}} {
-					if err := tx.InsertToken(t.Context(), tok.hash, tok.user, at(3)); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
-			for hash, want := range map[string]*belay.User{"h1": alice, "h2": alice, "h3": bob} {
-				got, err := st.UserByToken(t.Context(), hash)
-				if err != nil {
-					t.Fatalf("UserByToken(%s): %v", hash, err)
-				}
-				wantEqual(t, "user of token "+hash, want, got)
-			}
-			_, err := st.UserByToken(t.Context(), "unknown")
-			wantCode(t, "UserByToken of an unknown hash", err, belay.CodeNotFound)
-			err = st.Update(t.Context(), func(tx store.Tx) error { return tx.InsertToken(t.Context(), "h1", "bob", at(4)) })
-			if err == nil {
-				t.Error("a second token with the same hash was stored")
-			}
-			err = st.Update(t.Context(), func(tx store.Tx) error { return tx.InsertToken(t.Context(), "h9", "nobody", at(4)) })
-			if err == nil {
-				t.Error("a token of a missing user was stored")
-			}
-			got, err := st.UserByToken(t.Context(), "h1")
-			if err != nil || got.Name != "alice" {
-				t.Errorf("UserByToken(h1) after a rejected duplicate = %v, %v; want alice", got, err)
-			}
-		}},
+		{"Tokens", testTokens},
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/store"
@@ -54,9 +55,18 @@ func fullSession() *belay.Session {
 		ID: newID(), ProjectPath: "/home/alice/project", Title: "Migrate to PostgreSQL ✓", Owner: "alice",
 		Status: belay.SessionAwaitingInput, Phase: "design", CurrentStep: 3,
 		State:            json.RawMessage(`{"step": 3,  "notes": ["a", "\u00e9"], "n": 1.50}`),
-		HeadCheckpointID: newID(), LastSeq: 7, CheckpointCount: 6, Cost: 12.625,
+		HeadCheckpointID: newID(), LastSeq: 7, CheckpointCount: 6, Cost: 12.625, CostMicros: 12_625_000,
 		Metadata:  json.RawMessage(`{"model":"opus"}`),
 		CreatedAt: base, UpdatedAt: base.Add(90*60e9 + 1),
+		Holder: "pid 4242 on build-7", LeaseExpiresAt: ptr(base.Add(2*time.Hour + 1)), EndReason: "lease lapsed",
+		Plan: &belay.Plan{
+			Tasks: []belay.Task{{
+				ID: "t1", Title: "Port the schema", Description: "tables, then indexes", Status: belay.TaskCompleted,
+				ChangedFiles: []string{"schema.sql"}, CommitSHA: "0a1b2c3", CostMicros: 1_500_000, FixCycles: 2, Reason: "done",
+			}},
+			Mode: belay.ModeEveryN, Every: 2, Budget: belay.Budget{WarnAtMicros: 10_000_000, HardLimitMicros: 20_000_000},
+			Fired: []belay.TriggerKind{belay.TriggerBudgetWarning}, BudgetHold: newID(),
+		},
 	}
 }
 
@@ -100,8 +110,9 @@ func testSessionUpdate(t *testing.T, st store.Store) {
 	want.CreatedAt, want.ProjectPath, want.Owner = s.CreatedAt, s.ProjectPath, s.Owner
 	wantEqual(t, "session after UpdateSession", &want, mustGetSession(t, st, s.ID))
 
-	// Clearing the JSON documents stores NULL again, not an empty document.
-	want.State, want.Metadata = nil, nil
+	// Clearing the JSON documents, the plan and the lease stores NULL again,
+	// not an empty document or time.
+	want.State, want.Metadata, want.Plan, want.LeaseExpiresAt = nil, nil, nil, nil
 	mustUpdate(t, st, func(tx store.Tx) error { return tx.UpdateSession(t.Context(), &want) })
 	wantEqual(t, "session after clearing state", &want, mustGetSession(t, st, s.ID))
 }
@@ -130,7 +141,7 @@ func testSessionDeleteCascades(t *testing.T, st store.Store) {
 		_, err := st.GetCheckpoint(t.Context(), c.ID)
 		wantCode(t, "GetCheckpoint of a deleted session's checkpoint", err, belay.CodeCheckpointNotFound)
 	}
-	items, total, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Tags: []string{"shared"}, Limit: 100})
+	items, total, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: store.Everything, Tags: []string{"shared"}, Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +156,7 @@ func testSessionDeleteCascades(t *testing.T, st store.Store) {
 	if len(rbs) != 0 {
 		t.Errorf("ListRollbacks of a deleted session returned %d rollbacks", len(rbs))
 	}
-	pend, err := st.PendingHITL(t.Context(), store.PendingQuery{Limit: 100})
+	pend, err := st.PendingHITL(t.Context(), store.PendingQuery{Scope: store.Everything, Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +179,7 @@ func testActiveSessionByStatus(t *testing.T, st store.Store) {
 			s := newSession(project, at(0))
 			s.Status = status
 			mustInsertSession(t, st, s)
-			got, err := st.ActiveSession(t.Context(), project)
+			got, err := st.ActiveSession(t.Context(), project, store.Everything)
 			if status.Open() {
 				if err != nil {
 					t.Fatalf("ActiveSession with one %s session: %v", status, err)
@@ -182,7 +193,7 @@ func testActiveSessionByStatus(t *testing.T, st store.Store) {
 }
 
 func testActiveSessionNewestOpen(t *testing.T, st store.Store) {
-	_, err := st.ActiveSession(t.Context(), "/p")
+	_, err := st.ActiveSession(t.Context(), "/p", store.Everything)
 	wantCode(t, "ActiveSession of an unknown project", err, belay.CodeSessionNotFound)
 
 	insert := func(project string, status belay.SessionStatus, i int) *belay.Session {
@@ -198,7 +209,7 @@ func testActiveSessionNewestOpen(t *testing.T, st store.Store) {
 	insert("/p", belay.SessionAbandoned, 7)
 	insert("/other", belay.SessionRunning, 9)
 	insert("/p/sub", belay.SessionRunning, 9)
-	got, err := st.ActiveSession(t.Context(), "/p")
+	got, err := st.ActiveSession(t.Context(), "/p", store.Everything)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +219,7 @@ func testActiveSessionNewestOpen(t *testing.T, st store.Store) {
 	// the same order as ListSessions.
 	a, b := insert("/tie", belay.SessionRunning, 4), insert("/tie", belay.SessionRunning, 4)
 	wantID := max(a.ID, b.ID)
-	got, err = st.ActiveSession(t.Context(), "/tie")
+	got, err = st.ActiveSession(t.Context(), "/tie", store.Everything)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +253,7 @@ func sessionFixture(t *testing.T, st store.Store) []*belay.Session {
 }
 
 func testListSessions(t *testing.T, st store.Store) {
-	empty, total, err := st.ListSessions(t.Context(), store.SessionQuery{Limit: 10})
+	empty, total, err := st.ListSessions(t.Context(), store.SessionQuery{Scope: store.Everything, Limit: 10})
 	if err != nil || len(empty) != 0 || total != 0 {
 		t.Fatalf("ListSessions of an empty store = %d items, total %d, %v", len(empty), total, err)
 	}
@@ -270,7 +281,7 @@ func testListSessions(t *testing.T, st store.Store) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := tc.q
-			q.Limit = 100
+			q.Scope, q.Limit = store.Everything, 100
 			got, total, err := st.ListSessions(t.Context(), q)
 			if err != nil {
 				t.Fatal(err)
@@ -290,7 +301,7 @@ func testListSessions(t *testing.T, st store.Store) {
 			}
 		})
 	}
-	got, _, err := st.ListSessions(t.Context(), store.SessionQuery{Limit: 100})
+	got, _, err := st.ListSessions(t.Context(), store.SessionQuery{Scope: store.Everything, Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +330,7 @@ func testListSessionsPaging(t *testing.T, st store.Store) {
 		if page > len(initial)+2 {
 			t.Fatal("paging does not end")
 		}
-		items, total, err := st.ListSessions(t.Context(), store.SessionQuery{After: after, Limit: 3})
+		items, total, err := st.ListSessions(t.Context(), store.SessionQuery{Scope: store.Everything, After: after, Limit: 3})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -41,7 +41,12 @@ func writeEverything(t *testing.T, tx store.Tx, pending *belay.Checkpoint) (writ
 		func() error { return tx.InsertCheckpoint(ctx, c) },
 		func() error { return tx.AppendEvent(ctx, &belay.Event{Type: "x", CreatedAt: at(52)}) },
 		func() error { return tx.PutUser(ctx, &belay.User{Name: w.user, CreatedAt: at(53)}) },
-		func() error { return tx.InsertToken(ctx, "ghost-token", w.user, at(53)) },
+		func() error {
+			return tx.InsertToken(ctx, &belay.Token{ID: newID(), User: w.user, CreatedAt: at(53)}, "ghost-token")
+		},
+		func() error {
+			return tx.PutGrant(ctx, &belay.Grant{SessionID: pending.SessionID, User: w.user, Role: belay.RoleRead, GrantedBy: "alice", CreatedAt: at(53)})
+		},
 		func() error {
 			return tx.InsertWebhook(ctx, &belay.Webhook{ID: w.webhook, URL: "https://example.com", Secret: "s", CreatedAt: at(54)})
 		},
@@ -72,7 +77,7 @@ func wantNothingOf(t *testing.T, st store.Store, w written, pending *belay.Check
 	wantCode(t, "session of a rolled-back transaction", err, belay.CodeSessionNotFound)
 	_, err = st.GetCheckpoint(ctx, w.checkpoint)
 	wantCode(t, "checkpoint of a rolled-back transaction", err, belay.CodeCheckpointNotFound)
-	if items, total, err := st.ListCheckpoints(ctx, store.CheckpointQuery{Tags: []string{"rolled-back"}, Limit: 10}); err != nil || len(items) != 0 || total != 0 {
+	if items, total, err := st.ListCheckpoints(ctx, store.CheckpointQuery{Scope: store.Everything, Tags: []string{"rolled-back"}, Limit: 10}); err != nil || len(items) != 0 || total != 0 {
 		t.Errorf("tagged checkpoints of a rolled-back transaction: %d items, total %d, %v", len(items), total, err)
 	}
 	if n := lastSeq(t, st); n != 0 {
@@ -80,8 +85,11 @@ func wantNothingOf(t *testing.T, st store.Store, w written, pending *belay.Check
 	}
 	_, err = st.GetUser(ctx, w.user)
 	wantCode(t, "user of a rolled-back transaction", err, belay.CodeNotFound)
-	_, err = st.UserByToken(ctx, "ghost-token")
+	_, _, err = st.TokenByHash(ctx, "ghost-token")
 	wantCode(t, "token of a rolled-back transaction", err, belay.CodeNotFound)
+	if grants, err := st.SessionGrants(ctx, pending.SessionID); err != nil || len(grants) != 0 {
+		t.Errorf("grants of a rolled-back transaction: %d, %v", len(grants), err)
+	}
 	if hooks, err := st.ListWebhooks(ctx); err != nil || len(hooks) != 0 {
 		t.Errorf("webhooks of a rolled-back transaction: %d, %v", len(hooks), err)
 	}
