@@ -38,6 +38,11 @@ type LifeService interface {
 	// CleanupSessions deletes ended sessions matching in, with their
 	// snapshots, and reports what it freed.
 	CleanupSessions(ctx context.Context, in CleanupInput) (*CleanupResult, error)
+	// SetRetention sets a project's retention policy (admins); a policy
+	// with neither KeepLast nor MaxAge removes it.
+	SetRetention(ctx context.Context, p RetentionPolicy) error
+	// ListRetention lists the retention policies (admins).
+	ListRetention(ctx context.Context) ([]RetentionPolicy, error)
 }
 
 // EndSessionInput ends a session: Status is completed, failed or abandoned.
@@ -669,4 +674,16 @@ type DeleteSessionResult struct {
 	// dropped (Warning says why); they then keep using space.
 	SnapshotsPruned bool   `json:"snapshotsPruned"`
 	Warning         string `json:"warning,omitempty"`
+}
+
+// RetentionPolicy bounds how many checkpoints a project keeps: beyond the
+// KeepLast newest of each session, checkpoints older than MaxAge (any age
+// when MaxAge is 0) are deleted with their snapshots by the sweeper. HITL and
+// phase checkpoints, a session's head, and every checkpoint a branch starts
+// from (a rollback's target or its pre-rollback snapshot, a parent of two)
+// are always kept.
+type RetentionPolicy struct {
+	ProjectPath string        `json:"projectPath"`
+	KeepLast    int           `json:"keepLast,omitempty"`
+	MaxAge      time.Duration `json:"maxAge,omitempty"`
 }

@@ -209,6 +209,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.resumeCommand(),
 		a.runCommand(),
 		a.cleanupCommand(),
+		a.retentionCommand(),
 		a.planCommand(),
 		a.taskCommand(),
 		a.costCommand(),

@@ -373,3 +373,65 @@ func parseAge(s string) (time.Duration, error) {
 	}
 	return d, nil
 }
+
+func (a *app) retentionCommand() *cobra.Command {
+	var keepLast int
+	var maxAge, project string
+	cmd := &cobra.Command{
+		Use:   "retention",
+		Short: "Show or set how many checkpoints a project keeps (admins)",
+		Long: `Without flags, list the retention policies. With --keep-last and/or --max-age,
+set the policy of --project (default: the working directory): the sweeper of
+` + "`belay serve`" + ` then deletes, in each session, the checkpoints beyond the
+--keep-last newest that are older than --max-age, with their snapshots. HITL
+and phase checkpoints, a session's head and every checkpoint a branch starts
+from are always kept. --keep-last 0 --max-age 0 removes the policy.`,
+		Example: `  belay retention --keep-last 50 --max-age 30d
+  belay retention`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, svc, err := a.open(cmd)
+			if err != nil {
+				return err
+			}
+			if !cmd.Flags().Changed("keep-last") && !cmd.Flags().Changed("max-age") {
+				list, err := svc.ListRetention(ctx)
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(list)
+				}
+				if len(list) == 0 {
+					fmt.Fprintln(a.env.Stdout, "No retention policies: every checkpoint is kept.")
+				}
+				for _, p := range list {
+					fmt.Fprintf(a.env.Stdout, "%s  keep last %d, max age %s\n", p.ProjectPath, p.KeepLast, p.MaxAge)
+				}
+				return nil
+			}
+			p := belay.RetentionPolicy{ProjectPath: project, KeepLast: keepLast}
+			if p.MaxAge, err = parseAge(maxAge); err != nil {
+				return err
+			}
+			if p.ProjectPath == "" {
+				if p.ProjectPath, err = a.cwd(); err != nil {
+					return err
+				}
+			}
+			if err := svc.SetRetention(ctx, p); err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(p)
+			}
+			fmt.Fprintf(a.env.Stdout, "Retention of %s: keep last %d, max age %s.\n", p.ProjectPath, p.KeepLast, p.MaxAge)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&keepLast, "keep-last", 0, "keep this many newest checkpoints per session")
+	f.StringVar(&maxAge, "max-age", "0", "delete older checkpoints beyond --keep-last (e.g. 30d; 0: any age)")
+	f.StringVar(&project, "project", "", "the project (default: the working directory)")
+	return cmd
+}

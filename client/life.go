@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/belayhq/belay"
 )
@@ -113,4 +114,30 @@ func (c *Client) TaskContext(ctx context.Context, sessionID string) (*belay.Task
 		return nil, err
 	}
 	return call[belay.TaskContext](ctx, c, http.MethodGet, p, nil, nil)
+}
+
+// retentionBody is a retention policy on the wire.
+type retentionBody struct {
+	ProjectPath   string `json:"projectPath"`
+	KeepLast      int    `json:"keepLast,omitempty"`
+	MaxAgeSeconds int64  `json:"maxAgeSeconds,omitempty"`
+}
+
+// SetRetention sets a project's retention policy (admins).
+func (c *Client) SetRetention(ctx context.Context, p belay.RetentionPolicy) error {
+	return c.do(ctx, http.MethodPut, "/v1/retention", nil,
+		retentionBody{ProjectPath: p.ProjectPath, KeepLast: p.KeepLast, MaxAgeSeconds: int64(p.MaxAge / time.Second)}, nil)
+}
+
+// ListRetention lists the retention policies (admins).
+func (c *Client) ListRetention(ctx context.Context) ([]belay.RetentionPolicy, error) {
+	list, err := list[retentionBody](ctx, c, "/v1/retention", nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]belay.RetentionPolicy, len(list))
+	for i, p := range list {
+		out[i] = belay.RetentionPolicy{ProjectPath: p.ProjectPath, KeepLast: p.KeepLast, MaxAge: time.Duration(p.MaxAgeSeconds) * time.Second}
+	}
+	return out, nil
 }

@@ -301,28 +301,47 @@ func (s *Service) DeleteCheckpoint(ctx context.Context, id string) error {
 		if err := rt.mayOwn(c, sess, "delete its checkpoints"); err != nil {
 			return err
 		}
-		if err := tx.DeleteCheckpoint(ctx, id); err != nil {
+		return s.removeCheckpoint(ctx, tx, sess, cp)
+	})
+}
+
+// deleteCheckpoint deletes checkpoint id as belay's own upkeep (retention).
+func (s *Service) deleteCheckpoint(ctx context.Context, tx store.Tx, id string) error {
+	cp, err := tx.GetCheckpoint(ctx, id)
+	if err != nil {
+		return err
+	}
+	sess, err := tx.GetSession(ctx, cp.SessionID)
+	if err != nil {
+		return err
+	}
+	return s.removeCheckpoint(ctx, tx, sess, cp)
+}
+
+// removeCheckpoint deletes cp from sess: its head moves to cp's parent, and a
+// session that waited only for cp runs again.
+func (s *Service) removeCheckpoint(ctx context.Context, tx store.Tx, sess *belay.Session, cp *belay.Checkpoint) error {
+	if err := tx.DeleteCheckpoint(ctx, cp.ID); err != nil {
+		return err
+	}
+	sess.CheckpointCount--
+	if sess.HeadCheckpointID == cp.ID {
+		sess.HeadCheckpointID = cp.ParentID
+	}
+	if cp.Pending() && sess.Status == belay.SessionAwaitingInput {
+		left, err := tx.PendingHITL(ctx, store.PendingQuery{Scope: store.Everything, SessionID: sess.ID, Limit: 1})
+		if err != nil {
 			return err
 		}
-		sess.CheckpointCount--
-		if sess.HeadCheckpointID == cp.ID {
-			sess.HeadCheckpointID = cp.ParentID
-		}
-		if cp.Pending() && sess.Status == belay.SessionAwaitingInput {
-			left, err := tx.PendingHITL(ctx, store.PendingQuery{Scope: store.Everything, SessionID: sess.ID, Limit: 1})
-			if err != nil {
+		if len(left) == 0 {
+			if err := s.setStatus(ctx, tx, sess, belay.SessionRunning, "checkpoint.deleted"); err != nil {
 				return err
 			}
-			if len(left) == 0 {
-				if err := s.setStatus(ctx, tx, sess, belay.SessionRunning, "checkpoint.deleted"); err != nil {
-					return err
-				}
-			}
 		}
-		sess.UpdatedAt = s.clock.Now()
-		if err := s.appendEvent(ctx, tx, belay.EventCheckpointDeleted, sess.ID, cp.ID, map[string]any{"seq": cp.Seq}); err != nil {
-			return err
-		}
-		return tx.UpdateSession(ctx, sess)
-	})
+	}
+	sess.UpdatedAt = s.clock.Now()
+	if err := s.appendEvent(ctx, tx, belay.EventCheckpointDeleted, sess.ID, cp.ID, map[string]any{"seq": cp.Seq}); err != nil {
+		return err
+	}
+	return tx.UpdateSession(ctx, sess)
 }

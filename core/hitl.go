@@ -342,17 +342,25 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 // created by other processes on the same database.
 const SweepInterval = time.Second
 
-// RunSweeper applies timeouts as they fall due until ctx ends. Every
-// long-running process runs one; several may run at once.
+// RunSweeper applies timeouts as they fall due, interrupts sessions whose
+// lease lapsed, and applies retention policies every RetentionInterval, until
+// ctx ends. Every long-running process runs one; several may run at once.
 func (s *Service) RunSweeper(ctx context.Context) {
 	wake, cancel := s.Wake()
 	defer cancel()
+	var lastRetention time.Time
 	for {
 		if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
 			s.log.Error("hitl sweeper", "error", err)
 		}
 		if _, err := s.sweepLeases(ctx); err != nil && ctx.Err() == nil {
 			s.log.Error("lease sweeper", "error", err)
+		}
+		if now := time.Now(); now.Sub(lastRetention) >= RetentionInterval {
+			lastRetention = now
+			if _, err := s.ApplyRetention(ctx); err != nil && ctx.Err() == nil {
+				s.log.Error("retention", "error", err)
+			}
 		}
 		sleep := SweepInterval
 		if next, ok, err := s.store.NextHITLDeadline(ctx); err == nil && ok {

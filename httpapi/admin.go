@@ -358,3 +358,39 @@ func (s *Server) taskContext(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
+
+// retentionBody is a retention policy on the wire: its age in seconds.
+type retentionBody struct {
+	ProjectPath   string `json:"projectPath"`
+	KeepLast      int    `json:"keepLast,omitempty"`
+	MaxAgeSeconds int64  `json:"maxAgeSeconds,omitempty"`
+}
+
+func (s *Server) setRetention(w http.ResponseWriter, r *http.Request) error {
+	var in retentionBody
+	if err := decodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	p := belay.RetentionPolicy{ProjectPath: in.ProjectPath, KeepLast: in.KeepLast, MaxAge: time.Duration(in.MaxAgeSeconds) * time.Second}
+	if err := s.svc.SetRetention(r.Context(), p); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) listRetention(w http.ResponseWriter, r *http.Request) error {
+	if err := newQuery(r).done(); err != nil {
+		return err
+	}
+	list, err := s.svc.ListRetention(r.Context())
+	if err != nil {
+		return err
+	}
+	out := make([]retentionBody, len(list))
+	for i, p := range list {
+		out[i] = retentionBody{ProjectPath: p.ProjectPath, KeepLast: p.KeepLast, MaxAgeSeconds: int64(p.MaxAge / time.Second)}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": out})
+	return nil
+}

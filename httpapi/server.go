@@ -132,6 +132,8 @@ func (s *Server) routes() {
 	s.api("POST /v1/sessions/{id}/tasks/{task}", s.updateTask)
 	s.api("POST /v1/sessions/{id}/cost", s.addCost)
 	s.api("GET /v1/sessions/{id}/context", s.taskContext)
+	s.api("PUT /v1/retention", s.setRetention)
+	s.api("GET /v1/retention", s.listRetention)
 }
 
 // apiHandler handles one API call; a returned error becomes the error body.

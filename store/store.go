@@ -81,6 +81,8 @@ type Reader interface {
 	ListTokens(ctx context.Context) ([]*belay.Token, error)
 	CountUsers(ctx context.Context) (int64, error)
 
+	ListRetention(ctx context.Context) ([]belay.RetentionPolicy, error)
+
 	ListWebhooks(ctx context.Context) ([]*belay.Webhook, error)
 	ListDeliveries(ctx context.Context, q DeliveryQuery) ([]*belay.Delivery, error)
 }
@@ -121,6 +123,11 @@ type Tx interface {
 	PutGrant(ctx context.Context, g *belay.Grant) error
 	// DeleteGrant removes a user's grant in a session.
 	DeleteGrant(ctx context.Context, sessionID, user string) error
+
+	// PutRetention stores a project's policy, replacing the previous one.
+	PutRetention(ctx context.Context, p belay.RetentionPolicy) error
+	// DeleteRetention removes a project's policy; a missing one is fine.
+	DeleteRetention(ctx context.Context, projectPath string) error
 
 	InsertWebhook(ctx context.Context, w *belay.Webhook) error
 	DeleteWebhook(ctx context.Context, id string) error

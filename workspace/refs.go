@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -153,8 +155,33 @@ func (m *Manager) DeleteRefs(ctx context.Context, root, prefix string) error {
 	if err != nil {
 		return err
 	}
+	return m.deleteAndRepack(ctx, s, slices.Collect(maps.Keys(refs)))
+}
+
+// DeleteRefList deletes exactly the given refs (missing ones are fine) and
+// reclaims the space only they held, like DeleteRefs.
+func (m *Manager) DeleteRefList(ctx context.Context, root string, refs []string) error {
+	for _, ref := range refs {
+		if !strings.HasPrefix(ref, "refs/") {
+			return fmt.Errorf("delete refs: %q must start with refs/", ref)
+		}
+	}
+	s, err := m.existing(root)
+	if err != nil {
+		return err
+	}
+	unlock, err := m.lock(ctx, s)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return m.deleteAndRepack(ctx, s, refs)
+}
+
+// deleteAndRepack deletes refs and repacks; the caller holds the lock.
+func (m *Manager) deleteAndRepack(ctx context.Context, s *shadow, refs []string) error {
 	var cmds bytes.Buffer
-	for ref := range refs {
+	for _, ref := range refs {
 		fmt.Fprintf(&cmds, "delete %s\x00\x00", ref)
 	}
 	if cmds.Len() > 0 {
