@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -34,10 +35,10 @@ func (a *app) sessionsCommand() *cobra.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSTATUS\tCHECKPOINTS\tPHASE\tPROJECT\tTITLE\tUPDATED")
+			fmt.Fprintln(tw, "ID\tSTATUS\tCHECKPOINTS\tPROGRESS\tCOST\tPROJECT\tTITLE\tUPDATED")
 			for _, s := range list.Items {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", s.ID, s.Status, s.CheckpointCount, dash(s.Phase),
-					dash(s.ProjectPath), dash(belay.OneLine(s.Title, 40)), ago(s.UpdatedAt))
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Status, s.CheckpointCount, progressCell(s),
+					belay.FormatUSD(s.CostMicros), dash(s.ProjectPath), dash(belay.OneLine(s.Title, 40)), ago(s.UpdatedAt))
 			}
 			tw.Flush()
 			if list.HasMore {
@@ -85,9 +86,28 @@ func (a *app) sessionInfoCommand() *cobra.Command {
 			fmt.Fprintf(w, "  Phase:        %s (step %d)\n", dash(sess.Phase), sess.CurrentStep)
 			fmt.Fprintf(w, "  Checkpoints:  %d (last #%d)\n", sess.CheckpointCount, sess.LastSeq)
 			fmt.Fprintf(w, "  Head:         %s\n", dash(sess.HeadCheckpointID))
+			fmt.Fprintf(w, "  Cost:         %s\n", belay.FormatUSD(sess.CostMicros))
+			if sess.Plan != nil {
+				fmt.Fprintf(w, "  Progress:     %s\n", belay.FormatProgress(belay.ComputeProgress(sess.Plan, sess.CostMicros)))
+			}
+			if sess.Holder != "" && sess.LeaseExpiresAt != nil {
+				fmt.Fprintf(w, "  Held by:      %s until %s\n", sess.Holder, sess.LeaseExpiresAt.Local().Format(time.TimeOnly))
+			}
+			if sess.EndReason != "" {
+				fmt.Fprintf(w, "  Reason:       %s\n", sess.EndReason)
+			}
 			fmt.Fprintf(w, "  Created:      %s\n", ago(sess.CreatedAt))
 			fmt.Fprintf(w, "  Updated:      %s\n", ago(sess.UpdatedAt))
 			return nil
 		},
 	}
+}
+
+// progressCell is a session's plan progress for a table: done/total tasks.
+func progressCell(s *belay.Session) string {
+	if s.Plan == nil {
+		return "-"
+	}
+	p := belay.ComputeProgress(s.Plan, s.CostMicros)
+	return fmt.Sprintf("%d/%d", p.TasksCompleted, p.TasksCompleted+p.TasksRemaining+p.TasksSkipped+p.TasksFailed)
 }
