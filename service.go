@@ -253,6 +253,10 @@ type EventService interface {
 	Follow(ctx context.Context, f EventFilter, heartbeat time.Duration, emit func(after int64, batch []Event) error) error
 }
 
+// DefaultSavesPerMinute is seed 003's rate of checkpoint saves per project
+// on a server; bursts may be twice as many.
+const DefaultSavesPerMinute = 10
+
 // MaxDeliveryPage bounds one read of the webhook delivery log.
 const MaxDeliveryPage = 1000
 

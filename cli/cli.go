@@ -59,6 +59,8 @@ type LocalConfig struct {
 	// WorkspaceRoots are the directories under which users other than admins
 	// may snapshot, restore and diff workspaces (serve).
 	WorkspaceRoots []string
+	// SavesPerMinute limits checkpoint saves per project; 0: no limit.
+	SavesPerMinute int
 }
 
 // Local is an open local database.

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strconv"
 
 	"github.com/spf13/cobra"
+
+	"github.com/belayhq/belay"
 )
 
 // DefaultAddr is where `belay serve` listens unless told otherwise.
@@ -35,6 +38,9 @@ func (a *app) serve(ctx context.Context, addr string) error {
 	}
 	cfg, err := a.localConfig()
 	if err != nil {
+		return err
+	}
+	if cfg.SavesPerMinute, err = a.savesPerMinute(); err != nil {
 		return err
 	}
 	return a.env.Backend.Serve(ctx, ServeConfig{Local: cfg, Addr: addr, Version: Version, Stdout: a.env.Stdout, Stderr: a.env.Stderr})
@@ -66,4 +72,19 @@ func (a *app) versionCommand() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// savesPerMinute is the server's limit of checkpoint saves per project:
+// $RATE_LIMIT_CHECKPOINT_SAVE a minute (bursts of twice as many), else seed
+// 003's default.
+func (a *app) savesPerMinute() (int, error) {
+	v := a.env.Getenv("RATE_LIMIT_CHECKPOINT_SAVE")
+	if v == "" {
+		return belay.DefaultSavesPerMinute, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, usagef("RATE_LIMIT_CHECKPOINT_SAVE must be a number of saves a minute (0 for no limit), got %q", v)
+	}
+	return n, nil
 }

@@ -28,6 +28,14 @@ func (s *Service) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpoin
 		}
 	}
 	now := s.clock.Now()
+	// Saves are limited per project (per session when only a session is named).
+	limitKey := in.ProjectPath
+	if limitKey == "" {
+		limitKey = "session " + in.SessionID
+	}
+	if err := s.saves.allow(limitKey, now); err != nil {
+		return nil, err
+	}
 	if in.ExpiresAt != nil && !in.ExpiresAt.After(now) {
 		return nil, belay.Invalid("expiresAt", "expiresAt must be in the future")
 	}

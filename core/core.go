@@ -32,6 +32,9 @@ type Options struct {
 	// WorkspaceRoots are the directories under which users other than
 	// admins may snapshot, restore and diff workspaces.
 	WorkspaceRoots []string
+	// SavesPerMinute limits checkpoint saves per project (bursts of twice
+	// as many); 0 means no limit.
+	SavesPerMinute int
 }
 
 // Service implements belay.Service on a store.
@@ -45,6 +48,7 @@ type Service struct {
 	waiters map[chan struct{}]struct{}
 	hub     *eventHub
 	roots   []string
+	saves   *saveLimiter
 }
 
 var _ belay.Service = (*Service)(nil)
@@ -53,6 +57,7 @@ var _ belay.Service = (*Service)(nil)
 func New(opts Options) *Service {
 	s := &Service{store: opts.Store, clock: opts.Clock, log: opts.Logger, ws: opts.Workspaces, waiters: map[chan struct{}]struct{}{}}
 	s.hub = &eventHub{svc: s, subs: map[*subscriber]struct{}{}, acls: map[string]*sessionACL{}}
+	s.saves = newSaveLimiter(opts.SavesPerMinute)
 	for _, r := range opts.WorkspaceRoots {
 		s.roots = append(s.roots, filepath.Clean(r))
 	}

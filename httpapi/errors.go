@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"github.com/belayhq/belay"
 )
@@ -64,5 +65,8 @@ func (s *Server) publicError(r *http.Request, err error) *belay.Error {
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	be := s.publicError(r, err)
+	if after, ok := be.Details["retryAfter"].(int); ok {
+		w.Header().Set("Retry-After", strconv.Itoa(after))
+	}
 	writeJSON(w, StatusOf(be.Code), errorBody{Error: be})
 }

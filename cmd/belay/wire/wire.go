@@ -57,7 +57,7 @@ func open(ctx context.Context, cfg cli.LocalConfig) (*local, error) {
 		db.Close()
 		return nil, err
 	}
-	svc := core.New(core.Options{Store: db, Workspaces: ws, WorkspaceRoots: cfg.WorkspaceRoots})
+	svc := core.New(core.Options{Store: db, Workspaces: ws, WorkspaceRoots: cfg.WorkspaceRoots, SavesPerMinute: cfg.SavesPerMinute})
 	return &local{db: db, svc: svc}, nil
 }
 
