@@ -375,9 +375,12 @@ type ListCheckpointsInput struct {
 	CreatedBefore *time.Time     `json:"createdBefore,omitempty"`
 	Tags          []string       `json:"tags,omitempty"`
 	Cursor        string         `json:"cursor,omitempty"`
-	Limit         int            `json:"limit,omitempty"`
-	OrderBy       string         `json:"orderBy,omitempty"`
-	OrderDir      string         `json:"orderDir,omitempty"`
+	// Offset skips that many matches (seed 003's offset paging); a cursor
+	// is the better way to walk a long list.
+	Offset   int    `json:"offset,omitempty"`
+	Limit    int    `json:"limit,omitempty"`
+	OrderBy  string `json:"orderBy,omitempty"`
+	OrderDir string `json:"orderDir,omitempty"`
 }
 
 // CheckpointList is one page of checkpoints.

@@ -32,6 +32,7 @@ const (
 	MaxFeedback       = 2000
 	MaxApprovers      = 20
 	MaxListLimit      = 100
+	MaxOffset         = 1000000
 	DefaultListLimit  = 20
 	// MaxStateBytes bounds agent state, outputs and metadata, each.
 	MaxStateBytes = 8 << 20
@@ -397,6 +398,12 @@ func (in *ListCheckpointsInput) Validate() error {
 	}
 	if in.Limit < 0 || in.Limit > MaxListLimit {
 		return Invalid("limit", "limit must be 1-%d, got %d", MaxListLimit, in.Limit)
+	}
+	if in.Offset < 0 || in.Offset > MaxOffset {
+		return Invalid("offset", "offset must be 0-%d, got %d", MaxOffset, in.Offset)
+	}
+	if in.Offset > 0 && in.Cursor != "" {
+		return Invalid("offset", "page with a cursor or an offset, not both")
 	}
 	switch in.OrderBy {
 	case "", OrderCreatedAt, OrderType:

@@ -177,6 +177,7 @@ func (c *Client) ListCheckpoints(ctx context.Context, in belay.ListCheckpointsIn
 		q.Add("tags", t)
 	}
 	set(q, "cursor", in.Cursor)
+	setInt(q, "offset", in.Offset)
 	setInt(q, "limit", in.Limit)
 	set(q, "orderBy", in.OrderBy)
 	set(q, "orderDir", in.OrderDir)

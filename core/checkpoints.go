@@ -264,7 +264,7 @@ func (s *Service) ListCheckpoints(ctx context.Context, in belay.ListCheckpointsI
 		HITLRequired: in.HITLRequired, HITLDecided: in.HITLDecided,
 		CreatedAfter: in.CreatedAfter, CreatedBefore: in.CreatedBefore, Tags: in.Tags,
 		OrderByType: in.OrderBy == belay.OrderType, Desc: in.OrderDir != belay.OrderAsc,
-		After: after, Limit: limit + 1,
+		After: after, Offset: in.Offset, Limit: limit + 1,
 	}
 	items, total, err := s.store.ListCheckpoints(ctx, q)
 	if err != nil {

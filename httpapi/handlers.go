@@ -99,7 +99,7 @@ func (s *Server) listCheckpoints(w http.ResponseWriter, r *http.Request) error {
 		SessionID: q.str("sessionId"), ProjectPath: q.str("projectPath"), Type: belay.CheckpointType(q.str("type")),
 		HITLRequired: q.boolPtr("hitlRequired"), HITLDecided: q.boolPtr("hitlDecided"),
 		CreatedAfter: q.time("createdAfter"), CreatedBefore: q.time("createdBefore"), Tags: q.list("tags"),
-		Cursor: q.str("cursor"), Limit: q.limit(), OrderBy: q.str("orderBy"), OrderDir: q.str("orderDir"),
+		Cursor: q.str("cursor"), Offset: q.int("offset"), Limit: q.limit(), OrderBy: q.str("orderBy"), OrderDir: q.str("orderDir"),
 	}
 	if err := q.done(); err != nil {
 		return err

@@ -190,7 +190,9 @@ type CheckpointQuery struct {
 	OrderByType   bool
 	Desc          bool
 	After         *CheckpointKey
-	Limit         int
+	// Offset skips that many rows of the order.
+	Offset int
+	Limit  int
 }
 
 // PendingQuery filters pending HITL requests.

@@ -180,13 +180,13 @@ func (r reader) ListCheckpoints(ctx context.Context, q store.CheckpointQuery) ([
 		}
 		filter = " WHERE " + strings.Join(where, " AND ")
 	}
-	args = append(args, q.Limit)
-	query := `SELECT ` + checkpointCols + ` FROM ` + from + filter + ` ORDER BY ` + order + ` LIMIT ?`
+	args = append(args, q.Limit, q.Offset)
+	query := `SELECT ` + checkpointCols + ` FROM ` + from + filter + ` ORDER BY ` + order + ` LIMIT ? OFFSET ?`
 	if from != "checkpoints" {
 		// The tag matches are sorted, not read in index order: sort just
 		// their keys, then read the rows of the one page.
 		query = `SELECT ` + checkpointCols + ` FROM checkpoints WHERE id IN (SELECT checkpoints.id FROM ` + from + filter +
-			` ORDER BY ` + order + ` LIMIT ?) ORDER BY ` + order
+			` ORDER BY ` + order + ` LIMIT ? OFFSET ?) ORDER BY ` + order
 	}
 	items, err := r.queryCheckpoints(ctx, query, args...)
 	return items, total, err

@@ -79,6 +79,7 @@ func testListCheckpoints(t *testing.T, o opener) {
 		{"Filters", testListFilters},
 		{"Orders", testListOrders},
 		{"PagingWithFilter", testListPagingWithFilter},
+		{"Offset", testListOffset},
 		{"Empty", func(t *testing.T, st store.Store) {
 			items, total, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: store.Everything, Limit: 10})
 			if err != nil || len(items) != 0 || total != 0 {
@@ -297,5 +298,24 @@ func testListPagingWhileInserting(t *testing.T, o opener) {
 			}
 			wantEqual(t, "initial checkpoints in walk order", checkpointIDs(initial), initialGot)
 		})
+	}
+}
+
+// testListOffset: offset paging skips that many rows of the order, and the
+// total ignores it.
+func testListOffset(t *testing.T, st store.Store) {
+	sess := mustInsertSession(t, st, newSession("/p", at(0)))
+	var ids []string
+	for i := 1; i <= 7; i++ {
+		ids = append(ids, mustInsertCheckpoint(t, st, newCheckpoint(sess, int64(i), at(i))).ID)
+	}
+	for _, tc := range []struct{ offset, limit int }{{0, 3}, {3, 3}, {6, 3}, {7, 3}, {2, 10}} {
+		items, total, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: store.Everything, Offset: tc.offset, Limit: tc.limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		end := min(tc.offset+tc.limit, len(ids))
+		wantEqual(t, fmt.Sprintf("offset %d limit %d", tc.offset, tc.limit), ids[min(tc.offset, len(ids)):end], checkpointIDs(items))
+		wantEqual(t, "total", int64(7), total)
 	}
 }
