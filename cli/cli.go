@@ -51,6 +51,9 @@ type Backend struct {
 	Open func(ctx context.Context, cfg LocalConfig) (*Local, error)
 	// Serve serves the API on the local database until ctx ends.
 	Serve func(ctx context.Context, cfg ServeConfig) error
+	// MCP serves the MCP tools on svc over in and out (stdio) until in ends
+	// or ctx does.
+	MCP func(ctx context.Context, svc belay.Service, in io.ReadCloser, out io.WriteCloser) error
 }
 
 // LocalConfig says which local database to open and how.
@@ -211,6 +214,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.resumeCommand(),
 		a.runCommand(),
 		a.cleanupCommand(),
+		a.mcpCommand(),
 		a.retentionCommand(),
 		a.planCommand(),
 		a.taskCommand(),

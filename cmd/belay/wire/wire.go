@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,9 +15,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/cli"
 	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/httpapi"
+	"github.com/belayhq/belay/mcpserver"
 	"github.com/belayhq/belay/store/sqlite"
 	"github.com/belayhq/belay/workspace"
 )
@@ -32,6 +37,13 @@ func Backend() cli.Backend {
 			return &cli.Local{Service: l.svc, Path: l.db.Path(), Close: l.db.Close}, nil
 		},
 		Serve: serve,
+		MCP: func(ctx context.Context, svc belay.Service, in io.ReadCloser, out io.WriteCloser) error {
+			err := mcpserver.New(mcpserver.Options{Service: svc, Version: cli.Version}).Run(ctx, &mcp.IOTransport{Reader: in, Writer: out})
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		},
 	}
 }
 
@@ -80,6 +92,7 @@ func serve(ctx context.Context, cfg cli.ServeConfig) error {
 		fmt.Fprintf(cfg.Stdout, "Created user %q with this API token (shown once; use it as BELAY_TOKEN):\n  %s\n", core.BootstrapUser, token)
 	}
 	api := httpapi.New(httpapi.Options{Service: svc, Logger: log, Version: cfg.Version, Authenticate: svc.Authenticate})
+	api.Handle("/mcp", mcpserver.HTTPHandler(mcpserver.New(mcpserver.Options{Service: svc, Version: cfg.Version})))
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)

@@ -1,0 +1,369 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/belayhq/belay"
+)
+
+// Checkpoint is seed 003's checkpoint object, with belay's session, number
+// and snapshot beside it.
+type Checkpoint struct {
+	ID          string            `json:"id"`
+	Summary     string            `json:"summary"`
+	Description string            `json:"description"`
+	ProjectPath string            `json:"project_path"`
+	Context     map[string]string `json:"context"`
+	Tags        []string          `json:"tags"`
+	TokenCount  int               `json:"token_count"`
+	CreatedAt   time.Time         `json:"created_at"`
+	UpdatedAt   time.Time         `json:"updated_at"`
+	SessionID   string            `json:"session_id"`
+	Seq         int64             `json:"seq"`
+	Name        string            `json:"name,omitempty"`
+	Snapshot    string            `json:"snapshot,omitempty"`
+	// Pending is true for a question to a person that waits for an answer.
+	Pending bool `json:"pending,omitempty"`
+}
+
+func toCheckpoint(cp *belay.Checkpoint) Checkpoint {
+	out := Checkpoint{ID: cp.ID, Summary: cp.Summary, Description: cp.Description, ProjectPath: cp.ProjectPath,
+		Context: cp.Context, Tags: cp.Tags, CreatedAt: cp.CreatedAt,
+		SessionID: cp.SessionID, Seq: cp.Seq, Name: cp.Name, Snapshot: cp.WorkspaceRef, Pending: cp.Pending()}
+	if out.Context == nil {
+		out.Context = map[string]string{}
+	}
+	if out.Tags == nil {
+		out.Tags = []string{}
+	}
+	out.UpdatedAt = cp.CreatedAt
+	if d := cp.Decision; d != nil {
+		out.UpdatedAt = d.DecidedAt
+	}
+	return out
+}
+
+// SaveInput is checkpoint_save's input (seed 003).
+type SaveInput struct {
+	Summary     string         `json:"summary" jsonschema:"what was done, in one line (1-500 characters)"`
+	Description string         `json:"description,omitempty" jsonschema:"details: what changed and why (at most 10000 characters)"`
+	ProjectPath string         `json:"project_path" jsonschema:"absolute path of the project directory; its files are snapshotted"`
+	Context     map[string]any `json:"context,omitempty" jsonschema:"key/value metadata, e.g. branch or ticket (at most 50 pairs)"`
+	Tags        []string       `json:"tags,omitempty" jsonschema:"tags to find it by (at most 20, each at most 50 characters)"`
+}
+
+// ListInput is checkpoint_list's input (seed 003).
+type ListInput struct {
+	Limit       int    `json:"limit,omitempty" jsonschema:"how many (default 10, at most 100)"`
+	Offset      int    `json:"offset,omitempty" jsonschema:"how many to skip (default 0)"`
+	ProjectPath string `json:"project_path,omitempty" jsonschema:"only checkpoints of this project"`
+	SortBy      string `json:"sort_by,omitempty" jsonschema:"created_at (the default), newest first"`
+}
+
+// ListOutput is checkpoint_list's output.
+type ListOutput struct {
+	Checkpoints []Checkpoint `json:"checkpoints"`
+	Total       int64        `json:"total"`
+	Limit       int          `json:"limit"`
+	Offset      int          `json:"offset"`
+}
+
+// IDInput names one checkpoint.
+type IDInput struct {
+	ID string `json:"id" jsonschema:"the checkpoint's id"`
+}
+
+// DiffInput is checkpoint_diff's input.
+type DiffInput struct {
+	ID string `json:"id" jsonschema:"the checkpoint to compare from"`
+	To string `json:"to,omitempty" jsonschema:"another checkpoint's id; default: the files as they are now"`
+}
+
+// DiffOutput is what changed between two states of the files.
+type DiffOutput struct {
+	Files     []belay.FileDiff `json:"files"`
+	Additions int              `json:"additions"`
+	Deletions int              `json:"deletions"`
+	Patch     string           `json:"patch"`
+}
+
+// RollbackInput is checkpoint_rollback's input.
+type RollbackInput struct {
+	ID     string `json:"id" jsonschema:"the checkpoint to go back to"`
+	Reason string `json:"reason,omitempty" jsonschema:"why, kept in the history"`
+	DryRun bool   `json:"dry_run,omitempty" jsonschema:"list what would change and change nothing"`
+}
+
+// RollbackOutput is what a rollback did.
+type RollbackOutput struct {
+	RestoredFiles []string `json:"restored_files"`
+	RemovedFiles  []string `json:"removed_files"`
+	// UndoID is the checkpoint of the state before the rollback: rolling back
+	// to it undoes this rollback.
+	UndoID string `json:"undo_id,omitempty"`
+	DryRun bool   `json:"dry_run"`
+}
+
+// ResumeInput is session_resume's input.
+type ResumeInput struct {
+	ProjectPath string `json:"project_path,omitempty" jsonschema:"resume the newest interrupted session of this project"`
+	SessionID   string `json:"session_id,omitempty" jsonschema:"or this session"`
+}
+
+// ResumeOutput is where to continue from.
+type ResumeOutput struct {
+	SessionID string          `json:"session_id"`
+	Status    string          `json:"status"`
+	Head      *Checkpoint     `json:"head,omitempty"`
+	State     json.RawMessage `json:"state,omitempty"`
+	NextTask  string          `json:"next_task,omitempty"`
+	Pending   []Checkpoint    `json:"pending"`
+}
+
+// AskOption is one answer a person may give.
+type AskOption struct {
+	ID     string `json:"id" jsonschema:"short id, e.g. yes"`
+	Label  string `json:"label" jsonschema:"what the person sees"`
+	Action string `json:"action" jsonschema:"approve, reject, modify, retry, skip or escalate"`
+}
+
+// AskInput is ask_human's input.
+type AskInput struct {
+	ProjectPath string      `json:"project_path" jsonschema:"the project you work on"`
+	Question    string      `json:"question" jsonschema:"the decision, as a question (1-200 characters)"`
+	Details     string      `json:"details,omitempty" jsonschema:"what the person needs to know to decide"`
+	Options     []AskOption `json:"options,omitempty" jsonschema:"the answers (default approve / reject)"`
+	Default     string      `json:"default,omitempty" jsonschema:"the option id taken when nobody answers in time"`
+	TimeoutSec  int         `json:"timeout_seconds,omitempty" jsonschema:"after this long the default is taken (60-86400)"`
+	WaitSec     int         `json:"wait_seconds,omitempty" jsonschema:"how long to wait here for the answer (default 20)"`
+}
+
+// WaitInput is hitl_wait's input.
+type WaitInput struct {
+	ID      string `json:"id" jsonschema:"the question's checkpoint id, from ask_human"`
+	WaitSec int    `json:"wait_seconds,omitempty" jsonschema:"how long to wait (default 20)"`
+}
+
+// Answer is a person's decision, or that none came yet.
+type Answer struct {
+	ID       string          `json:"id"`
+	Decided  bool            `json:"decided"`
+	Action   string          `json:"action,omitempty"`
+	Option   string          `json:"option,omitempty"`
+	Feedback string          `json:"feedback,omitempty"`
+	Changes  json.RawMessage `json:"modifications,omitempty"`
+	By       string          `json:"by,omitempty"`
+}
+
+func (s *server) tools() []tool {
+	return []tool{
+		typed(s, "checkpoint_save", `Save a checkpoint of your work: a snapshot of the project's files (never touching its git) and your summary. Call it after each meaningful step and before anything risky; checkpoint_rollback can return to it. Returns the checkpoint with its id.`,
+			limits{maxLen: map[string]int{"summary": belay.MaxSummary, "description": belay.MaxDescription}, maxItems: map[string]int{"tags": belay.MaxTags},
+				required: []string{"summary", "project_path"}}.apply, s.save),
+		typed(s, "checkpoint_list", `List checkpoints, newest first, with offset paging and the accurate total.`,
+			limits{min: map[string]float64{"limit": 1, "offset": 0}, max: map[string]float64{"limit": 100},
+				enum: map[string][]any{"sort_by": {"created_at"}}}.apply, s.list),
+		typed(s, "checkpoint_get", `Get one checkpoint by id.`, limits{required: []string{"id"}}.apply, s.get),
+		typed(s, "checkpoint_diff", `Show what changed in the files since a checkpoint (or between two): files with line counts and a unified diff.`,
+			limits{required: []string{"id"}}.apply, s.diff),
+		typed(s, "checkpoint_rollback", `Put the project's files back as they were at a checkpoint. The current state is saved first, so the rollback can be undone (undo_id). Try dry_run first to see what would change.`,
+			limits{required: []string{"id"}}.apply, s.rollback),
+		typed(s, "session_resume", `After a crash or restart: take over the interrupted session and learn where to continue (head checkpoint, agent state, next task, open questions).`,
+			limits{}.apply, s.resume),
+		typed(s, "ask_human", `Ask a person to decide before an irreversible or risky step. Waits up to wait_seconds for the answer; if none came, returns decided=false and the id to pass to hitl_wait.`,
+			limits{maxLen: map[string]int{"question": belay.MaxHITLTitle, "details": belay.MaxHITLMessage}, maxItems: map[string]int{"options": belay.MaxHITLOptions},
+				min: map[string]float64{"timeout_seconds": belay.MinTimeoutSeconds, "wait_seconds": 0}, max: map[string]float64{"timeout_seconds": belay.MaxTimeoutSeconds, "wait_seconds": 25},
+				required: []string{"project_path", "question"}}.apply, s.ask),
+		typed(s, "hitl_wait", `Wait for the answer to a question asked with ask_human.`,
+			limits{min: map[string]float64{"wait_seconds": 0}, max: map[string]float64{"wait_seconds": 25}, required: []string{"id"}}.apply, s.wait),
+	}
+}
+
+// contextStrings turns seed 003's free-form context into belay's string pairs:
+// strings as they are, anything else as its JSON.
+func contextStrings(in map[string]any) (map[string]string, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(in))
+	for k, v := range in {
+		if str, ok := v.(string); ok {
+			out[k] = str
+			continue
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, belay.Invalid("context", "context value of %q cannot be stored", k)
+		}
+		out[k] = string(b)
+	}
+	return out, nil
+}
+
+func (s *server) save(ctx context.Context, in *SaveInput) (*Checkpoint, error) {
+	if in.ProjectPath == "" {
+		return nil, belay.Invalid("project_path", "project_path is required")
+	}
+	pairs, err := contextStrings(in.Context)
+	if err != nil {
+		return nil, err
+	}
+	cp, err := s.svc.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: in.ProjectPath, Summary: in.Summary,
+		Description: in.Description, Context: pairs, Tags: in.Tags, Type: belay.TypeAuto, Trigger: belay.TriggerSubtaskComplete, Snapshot: true})
+	if err != nil {
+		return nil, snakeField(err)
+	}
+	out := toCheckpoint(cp)
+	return &out, nil
+}
+
+func (s *server) list(ctx context.Context, in *ListInput) (*ListOutput, error) {
+	if in.Limit == 0 {
+		in.Limit = 10
+	}
+	order := belay.OrderCreatedAt
+	switch in.SortBy {
+	case "", "created_at":
+	default:
+		return nil, belay.Invalid("sort_by", "sort_by must be created_at or updated_at, got %q", belay.Clip(in.SortBy, 40))
+	}
+	list, err := s.svc.ListCheckpoints(ctx, belay.ListCheckpointsInput{ProjectPath: in.ProjectPath, Limit: in.Limit, Offset: in.Offset,
+		OrderBy: order, OrderDir: belay.OrderDesc})
+	if err != nil {
+		return nil, snakeField(err)
+	}
+	out := &ListOutput{Checkpoints: []Checkpoint{}, Total: list.TotalCount, Limit: in.Limit, Offset: in.Offset}
+	for _, cp := range list.Items {
+		out.Checkpoints = append(out.Checkpoints, toCheckpoint(cp))
+	}
+	return out, nil
+}
+
+func (s *server) get(ctx context.Context, in *IDInput) (*Checkpoint, error) {
+	cp, err := s.svc.GetCheckpoint(ctx, in.ID)
+	if err != nil {
+		return nil, snakeField(err)
+	}
+	out := toCheckpoint(cp)
+	return &out, nil
+}
+
+func (s *server) diff(ctx context.Context, in *DiffInput) (*DiffOutput, error) {
+	d, err := s.svc.DiffCheckpoint(ctx, belay.DiffInput{CheckpointID: in.ID, To: in.To})
+	if err != nil {
+		return nil, snakeField(err)
+	}
+	return &DiffOutput{Files: d.Files, Additions: d.Additions, Deletions: d.Deletions, Patch: d.Patch}, nil
+}
+
+func (s *server) rollback(ctx context.Context, in *RollbackInput) (*RollbackOutput, error) {
+	res, err := s.svc.RestoreCheckpoint(ctx, belay.RestoreInput{CheckpointID: in.ID, Reason: in.Reason, DryRun: in.DryRun})
+	if err != nil {
+		return nil, snakeField(err)
+	}
+	out := &RollbackOutput{RestoredFiles: res.RestoredFiles, RemovedFiles: res.RemovedFiles, DryRun: res.DryRun}
+	if res.SafetyCheckpoint != nil {
+		out.UndoID = res.SafetyCheckpoint.ID
+	}
+	return out, nil
+}
+
+func (s *server) resume(ctx context.Context, in *ResumeInput) (*ResumeOutput, error) {
+	res, err := s.svc.ResumeSession(ctx, belay.ResumeInput{SessionID: in.SessionID, ProjectPath: in.ProjectPath, Holder: "mcp"})
+	if err != nil {
+		return nil, snakeField(err)
+	}
+	out := &ResumeOutput{SessionID: res.Session.ID, Status: string(res.Session.Status), State: res.State, Pending: []Checkpoint{}}
+	if res.Head != nil {
+		h := toCheckpoint(res.Head)
+		out.Head = &h
+	}
+	if res.NextTask != nil {
+		out.NextTask = res.NextTask.Title
+	}
+	for _, p := range res.Pending {
+		out.Pending = append(out.Pending, toCheckpoint(p))
+	}
+	return out, nil
+}
+
+func (s *server) ask(ctx context.Context, in *AskInput) (*Answer, error) {
+	if in.Question == "" || len(in.Question) > belay.MaxHITLTitle {
+		return nil, belay.Invalid("question", "question must be 1-%d characters", belay.MaxHITLTitle)
+	}
+	h := &belay.HITLInput{Required: true, Title: in.Question, Message: in.Details}
+	for _, o := range in.Options {
+		h.Options = append(h.Options, belay.HITLOption{ID: o.ID, Label: o.Label, Action: belay.Action(o.Action), IsDefault: o.ID == in.Default})
+	}
+	if in.TimeoutSec > 0 {
+		def := belay.ActionReject
+		for _, o := range h.Options {
+			if o.IsDefault {
+				def = o.Action
+			}
+		}
+		h.Timeout = &belay.TimeoutInput{Duration: in.TimeoutSec, DefaultAction: def}
+	}
+	cp, err := s.svc.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: in.ProjectPath, Summary: belay.Clip(in.Question, belay.MaxSummary),
+		Type: belay.TypeHITL, HITL: h})
+	if err != nil {
+		return nil, snakeField(err)
+	}
+	return s.answer(ctx, cp.ID, in.WaitSec)
+}
+
+func (s *server) wait(ctx context.Context, in *WaitInput) (*Answer, error) {
+	return s.answer(ctx, in.ID, in.WaitSec)
+}
+
+// answer waits up to waitSec (bounded by the server's ask wait) for the
+// decision on id.
+func (s *server) answer(ctx context.Context, id string, waitSec int) (*Answer, error) {
+	if waitSec < 0 {
+		return nil, belay.Invalid("wait_seconds", "wait_seconds must not be negative")
+	}
+	wait := 20 * time.Second
+	if waitSec > 0 {
+		wait = time.Duration(waitSec) * time.Second
+	}
+	res, err := s.svc.WaitDecision(ctx, id, min(wait, s.askWait))
+	if err != nil {
+		return nil, snakeField(err)
+	}
+	out := &Answer{ID: id, Decided: res.Decided}
+	if d := res.Decision; d != nil {
+		out.Action, out.Option, out.Feedback, out.Changes, out.By = string(d.Action), d.SelectedOption, d.Feedback, d.Modifications, d.UserID
+	}
+	return out, nil
+}
+
+// snakeField renames details.field from belay's camelCase to the tools'
+// snake_case, so an agent finds the argument it sent.
+func snakeField(err error) error {
+	be, ok := err.(*belay.Error)
+	if !ok {
+		return err
+	}
+	f, ok := be.Details["field"].(string)
+	if !ok {
+		return err
+	}
+	var b []byte
+	for i, r := range f {
+		if r >= 'A' && r <= 'Z' {
+			if i > 0 {
+				b = append(b, '_')
+			}
+			r += 'a' - 'A'
+		}
+		b = append(b, byte(r))
+	}
+	renamed := map[string]string{"summary": "summary", "hitl.title": "question", "hitl.message": "details", "hitl.options": "options"}
+	name := string(b)
+	if r, ok := renamed[f]; ok {
+		name = r
+	}
+	return be.With("field", name)
+}
