@@ -117,7 +117,8 @@ func validObject(field string, raw json.RawMessage) error {
 	return nil
 }
 
-func validText(field, s string, min, max int) error {
+// validText checks that s is UTF-8 text without NUL of minLen to maxLen characters.
+func validText(field, s string, minLen, maxLen int) error {
 	if !utf8.ValidString(s) {
 		return Invalid(field, "%s is not valid UTF-8", field)
 	}
@@ -125,11 +126,11 @@ func validText(field, s string, min, max int) error {
 		return Invalid(field, "%s must not contain NUL characters", field)
 	}
 	n := runes(s)
-	if n < min || n > max {
-		if min > 0 {
-			return Invalid(field, "%s must be %d-%d characters, got %d", field, min, max, n)
+	if n < minLen || n > maxLen {
+		if minLen > 0 {
+			return Invalid(field, "%s must be %d-%d characters, got %d", field, minLen, maxLen, n)
 		}
-		return Invalid(field, "%s must be at most %d characters, got %d", field, max, n)
+		return Invalid(field, "%s must be at most %d characters, got %d", field, maxLen, n)
 	}
 	return nil
 }

@@ -371,7 +371,8 @@ func (a *app) printCheckpoint(c *belay.Checkpoint) {
 	}
 }
 
-func indentJSON(raw json.RawMessage, max int) string {
+// indentJSON indents a JSON document for a person, cut after limit bytes.
+func indentJSON(raw json.RawMessage, limit int) string {
 	var b strings.Builder
 	var out []byte
 	if v, err := json.MarshalIndent(raw, "  ", "  "); err == nil {
@@ -382,8 +383,8 @@ func indentJSON(raw json.RawMessage, max int) string {
 	b.WriteString("  ")
 	b.Write(out)
 	s := b.String()
-	if len(s) > max {
-		s = s[:max] + "\n  … (use --json for all of it)"
+	if len(s) > limit {
+		s = s[:limit] + "\n  … (use --json for all of it)"
 	}
 	return s
 }
