@@ -104,12 +104,12 @@ func IsConnectionError(err error) bool {
 	return err != nil && !errors.As(err, &be)
 }
 
-// CreateSession starts a session.
+// CreateSession starts a session on the server, owned by the token's user.
 func (c *Client) CreateSession(ctx context.Context, in belay.CreateSessionInput) (*belay.Session, error) {
 	return call[belay.Session](ctx, c, http.MethodPost, "/v1/sessions", nil, in)
 }
 
-// GetSession returns a session.
+// GetSession asks for a session the token may read; SESSION_NOT_FOUND otherwise.
 func (c *Client) GetSession(ctx context.Context, id string) (*belay.Session, error) {
 	if err := belay.ValidateID("id", id); err != nil {
 		return nil, err
@@ -117,12 +117,12 @@ func (c *Client) GetSession(ctx context.Context, id string) (*belay.Session, err
 	return call[belay.Session](ctx, c, http.MethodGet, "/v1/sessions/"+url.PathEscape(id), nil, nil)
 }
 
-// ActiveSession returns the newest open session of a project path.
+// ActiveSession asks for the newest open session of a project path the token may read.
 func (c *Client) ActiveSession(ctx context.Context, projectPath string) (*belay.Session, error) {
 	return call[belay.Session](ctx, c, http.MethodGet, "/v1/sessions/active", url.Values{"projectPath": {projectPath}}, nil)
 }
 
-// ListSessions returns one page of sessions.
+// ListSessions asks for one page of the sessions the token may read.
 func (c *Client) ListSessions(ctx context.Context, in belay.ListSessionsInput) (*belay.SessionList, error) {
 	q := url.Values{}
 	set(q, "projectPath", in.ProjectPath)
@@ -132,7 +132,8 @@ func (c *Client) ListSessions(ctx context.Context, in belay.ListSessionsInput) (
 	return call[belay.SessionList](ctx, c, http.MethodGet, "/v1/sessions", q, nil)
 }
 
-// CreateCheckpoint saves a checkpoint.
+// CreateCheckpoint saves a checkpoint on the server (with a snapshot of the
+// server's view of ProjectPath when in.Snapshot is set).
 func (c *Client) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpointInput) (*belay.Checkpoint, error) {
 	// Invalid raw JSON cannot even be encoded into the request: report it as
 	// the server would.
@@ -144,7 +145,7 @@ func (c *Client) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpoint
 	return call[belay.Checkpoint](ctx, c, http.MethodPost, "/v1/checkpoints", nil, in)
 }
 
-// GetCheckpoint returns a checkpoint.
+// GetCheckpoint asks for a checkpoint the token may read, checksum verified.
 func (c *Client) GetCheckpoint(ctx context.Context, id string) (*belay.Checkpoint, error) {
 	if err := belay.ValidateID("id", id); err != nil {
 		return nil, err
@@ -152,7 +153,7 @@ func (c *Client) GetCheckpoint(ctx context.Context, id string) (*belay.Checkpoin
 	return call[belay.Checkpoint](ctx, c, http.MethodGet, "/v1/checkpoints/"+url.PathEscape(id), nil, nil)
 }
 
-// GetCheckpointBySeq returns checkpoint number seq of a session.
+// GetCheckpointBySeq asks for checkpoint number seq of a session the token may read.
 func (c *Client) GetCheckpointBySeq(ctx context.Context, sessionID string, seq int64) (*belay.Checkpoint, error) {
 	if err := belay.ValidateID("sessionId", sessionID); err != nil {
 		return nil, err
@@ -160,7 +161,7 @@ func (c *Client) GetCheckpointBySeq(ctx context.Context, sessionID string, seq i
 	return call[belay.Checkpoint](ctx, c, http.MethodGet, "/v1/sessions/"+url.PathEscape(sessionID)+"/checkpoints/"+strconv.FormatInt(seq, 10), nil, nil)
 }
 
-// ListCheckpoints returns one page of checkpoints.
+// ListCheckpoints asks for one page of the checkpoints the token may read.
 func (c *Client) ListCheckpoints(ctx context.Context, in belay.ListCheckpointsInput) (*belay.CheckpointList, error) {
 	if err := belay.ValidateTags("tags", in.Tags); err != nil {
 		return nil, err
@@ -184,7 +185,7 @@ func (c *Client) ListCheckpoints(ctx context.Context, in belay.ListCheckpointsIn
 	return call[belay.CheckpointList](ctx, c, http.MethodGet, "/v1/checkpoints", q, nil)
 }
 
-// DeleteCheckpoint removes a checkpoint.
+// DeleteCheckpoint deletes a checkpoint of a session the token's user owns (or any, for an admin).
 func (c *Client) DeleteCheckpoint(ctx context.Context, id string) error {
 	if err := belay.ValidateID("id", id); err != nil {
 		return err
