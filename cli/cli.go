@@ -27,6 +27,9 @@ const (
 	ExitOK    = 0
 	ExitError = 1
 	ExitUsage = 2
+	// ExitInterrupted ends a command stopped by Ctrl-C (SIGINT) or SIGTERM,
+	// as shells report a process killed by SIGINT.
+	ExitInterrupted = 130
 )
 
 // Version is set at build time with -ldflags "-X github.com/belayhq/belay/cli.Version=…".
@@ -120,6 +123,10 @@ func Run(ctx context.Context, args []string, env Env) int {
 	if err == nil {
 		return ExitOK
 	}
+	// Whoever interrupted the command knows: nothing to report.
+	if ctx.Err() != nil {
+		return ExitInterrupted
+	}
 	var code exitCode
 	if errors.As(err, &code) {
 		return int(code)
@@ -169,7 +176,8 @@ Without BELAY_URL the commands open the local database in the data directory
 ($BELAY_DATA_DIR, else $XDG_DATA_HOME/belay, else ~/.local/share/belay).
 With BELAY_URL (and BELAY_TOKEN) they talk to a belay server.
 
-Exit codes: 0 success, 1 error, 2 wrong usage ('belay wait --help' lists its own).`
+Exit codes: 0 success, 1 error, 2 wrong usage, 130 interrupted (Ctrl-C);
+'belay wait --help' lists its own.`
 
 func (a *app) rootCommand() *cobra.Command {
 	root := &cobra.Command{

@@ -517,7 +517,7 @@ func TestHITLCLIWatch(t *testing.T) {
 			r.stdout.waitFor(t, fmt.Sprintf(`{"seq":%d,`, final))
 			cancel()
 			res := <-done
-			if res.code != 0 {
+			if res.code != cli.ExitInterrupted {
 				t.Fatalf("watch after cancel: exit %d, stderr %q", res.code, res.stderr)
 			}
 			var types []string
@@ -553,7 +553,7 @@ func TestHITLCLIWatch(t *testing.T) {
 		cancel()
 		res := <-done
 		out := strings.TrimSpace(res.stdout.String())
-		if res.code != 0 || strings.Count(out, "\n") != 0 ||
+		if res.code != cli.ExitInterrupted || strings.Count(out, "\n") != 0 ||
 			!regexp.MustCompile(`^5\s+\d\d:\d\d:\d\d\s+hitl\.decided\s+`+cp.SessionID[:8]+` `+cp.ID[:8]+`: retry by lead$`).MatchString(out) {
 			t.Errorf("exit %d, output %q", res.code, out)
 		}

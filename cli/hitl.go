@@ -129,7 +129,7 @@ questions, for scripts; otherwise it shows the request and asks.`,
 				return err
 			}
 			if in.SelectedOption == "" {
-				if err := a.askDecision(cp, &in); err != nil {
+				if err := a.askDecision(ctx, cp, &in); err != nil {
 					return err
 				}
 			}
@@ -174,8 +174,8 @@ func (a *app) choosePending(ctx context.Context, svc belay.Service, sessionID st
 	for i, p := range list {
 		opts[i] = huh.NewOption(fmt.Sprintf("%s  (%s, %s)", p.Checkpoint.HITL.Title, short(p.Checkpoint.ID), remaining(p)), p.Checkpoint.ID)
 	}
-	if err := a.form(huh.NewGroup(sel.Options(opts...))).Run(); err != nil {
-		return nil, promptError(err)
+	if err := a.prompt(ctx, huh.NewGroup(sel.Options(opts...))); err != nil {
+		return nil, err
 	}
 	for _, p := range list {
 		if p.Checkpoint.ID == id {
@@ -187,7 +187,7 @@ func (a *app) choosePending(ctx context.Context, svc belay.Service, sessionID st
 
 // askDecision shows a request as seed 000's CLI flow does and asks for the
 // option, feedback and (for modify) modifications.
-func (a *app) askDecision(cp *belay.Checkpoint, in *belay.DecideInput) error {
+func (a *app) askDecision(ctx context.Context, cp *belay.Checkpoint, in *belay.DecideInput) error {
 	h := cp.HITL
 	w := a.env.Stdout
 	fmt.Fprintf(w, "\n%s\n", h.Title)
@@ -216,31 +216,53 @@ func (a *app) askDecision(cp *belay.Checkpoint, in *belay.DecideInput) error {
 	if in.SelectedOption == "" {
 		in.SelectedOption = h.Options[0].ID
 	}
-	if err := a.form(huh.NewGroup(
+	if err := a.prompt(ctx, huh.NewGroup(
 		huh.NewSelect[string]().Title("Select option").Options(opts...).Value(&in.SelectedOption),
 		huh.NewText().Title("Feedback (optional)").CharLimit(belay.MaxFeedback).Value(&in.Feedback),
-	)).Run(); err != nil {
-		return promptError(err)
+	)); err != nil {
+		return err
 	}
 	opt, _ := h.Option(in.SelectedOption)
 	in.Action = opt.Action
 	in.Feedback = strings.TrimSpace(in.Feedback)
 	if in.Action == belay.ActionModify && len(in.Modifications) == 0 {
 		var mods string
-		if err := a.form(huh.NewGroup(huh.NewText().Title("Modifications as a JSON object (optional)").Value(&mods).
+		if err := a.prompt(ctx, huh.NewGroup(huh.NewText().Title("Modifications as a JSON object (optional)").Value(&mods).
 			Validate(func(s string) error {
 				if strings.TrimSpace(s) == "" || json.Valid([]byte(s)) {
 					return nil
 				}
 				return errors.New("not valid JSON")
-			}))).Run(); err != nil {
-			return promptError(err)
+			}))); err != nil {
+			return err
 		}
 		if strings.TrimSpace(mods) != "" {
 			in.Modifications = json.RawMessage(mods)
 		}
 	}
 	return nil
+}
+
+// prompt asks the questions of groups and returns once they are answered, or
+// with ctx's error as soon as ctx ends: a prompt reading a pipe or a screen
+// reader's line input cannot be interrupted, so it is left behind. Ctrl-C
+// inside a full-screen prompt ends the command as an interrupt.
+func (a *app) prompt(ctx context.Context, groups ...*huh.Group) error {
+	form := a.form(groups...)
+	done := make(chan error, 1)
+	go func() { done <- form.RunWithContext(ctx) }()
+	select {
+	case err := <-done:
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, huh.ErrUserAborted):
+			return exitCode(ExitInterrupted)
+		}
+		return fmt.Errorf("prompt: %w", err)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // form builds a prompt on the command's terminal. Without a terminal (a pipe,
@@ -288,13 +310,6 @@ func isTerminal(r io.Reader) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-func promptError(err error) error {
-	if errors.Is(err, huh.ErrUserAborted) {
-		return exitCode(ExitError)
-	}
-	return fmt.Errorf("prompt: %w", err)
 }
 
 func (a *app) waitCommand() *cobra.Command {

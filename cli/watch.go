@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -17,7 +15,8 @@ func (a *app) watchCommand() *cobra.Command {
 		Use:   "watch",
 		Short: "Print events as they happen",
 		Long: `Print events live: checkpoints, HITL requests and decisions, restores.
---after N replays the log from event N on (0 = from the beginning). Ctrl-C stops.`,
+--after N replays the log from event N on (0 = from the beginning). Ctrl-C
+stops (exit code 130).`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, svc, err := a.open(cmd)
@@ -46,8 +45,8 @@ func (a *app) watchCommand() *cobra.Command {
 				}
 				return nil
 			})
-			if errors.Is(err, context.Canceled) {
-				return nil
+			if ctx.Err() != nil {
+				return ctx.Err() // interrupted
 			}
 			return err
 		},
