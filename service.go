@@ -31,6 +31,14 @@ type SessionService interface {
 	// CurrentSession returns the project's active session, else its newest
 	// one: the session "checkpoint 3" of that project means.
 	CurrentSession(ctx context.Context, projectPath string) (*Session, error)
+	// ResolveSession finds the session a person names: its id or a unique
+	// prefix of it (at least MinIDPrefix characters), among the sessions the
+	// caller may read. An ambiguous prefix is a VALIDATION_ERROR that lists
+	// the candidates.
+	ResolveSession(ctx context.Context, ref string) (*Session, error)
+	// UpdateSession changes what the session's writers may change (its
+	// title) and returns the session.
+	UpdateSession(ctx context.Context, id string, in UpdateSessionInput) (*Session, error)
 	// ListSessions pages the sessions the caller may read; totals count only those.
 	ListSessions(ctx context.Context, in ListSessionsInput) (*SessionList, error)
 
@@ -65,10 +73,13 @@ type CheckpointService interface {
 	DeleteCheckpoint(ctx context.Context, id string) error
 }
 
+// MinIDPrefix is the shortest id prefix that names a checkpoint or a session.
+const MinIDPrefix = 4
+
 // CheckpointRef names a checkpoint the way a person does. Ref is a checkpoint
 // number (in SessionID's session, else in ProjectPath's current session), a
-// checkpoint id or a unique prefix of one (at least 4 characters). Ambiguous
-// prefixes are a VALIDATION_ERROR that lists the candidates.
+// checkpoint id or a unique prefix of one (at least MinIDPrefix characters).
+// Ambiguous prefixes are a VALIDATION_ERROR that lists the candidates.
 type CheckpointRef struct {
 	Ref         string `json:"ref"`
 	SessionID   string `json:"sessionId,omitempty"`
@@ -132,6 +143,11 @@ type CreateSessionInput struct {
 	Title       string          `json:"title,omitempty"`
 	Phase       string          `json:"phase,omitempty"`
 	Metadata    json.RawMessage `json:"metadata,omitempty"`
+}
+
+// UpdateSessionInput changes a session: each field that is set.
+type UpdateSessionInput struct {
+	Title *string `json:"title,omitempty"`
 }
 
 // ListSessionsInput filters and pages sessions, newest first.
