@@ -62,6 +62,9 @@ yours), so 'belay rollback' can bring them back; --no-snapshot skips that and
 			if err != nil {
 				return err
 			}
+			if in.SessionID, err = a.sessionFlag(ctx, svc, in.SessionID); err != nil {
+				return err
+			}
 			cp, err := svc.CreateCheckpoint(ctx, in)
 			if err != nil {
 				return err
@@ -71,6 +74,7 @@ yours), so 'belay rollback' can bring them back; --no-snapshot skips that and
 			}
 			fmt.Fprintf(a.env.Stdout, "Saved checkpoint #%d %s in session %s\n", cp.Seq, cp.ID, cp.SessionID)
 			a.printSnapshot(cp)
+			a.printStarted(cp)
 			return nil
 		},
 	}
@@ -85,13 +89,24 @@ yours), so 'belay rollback' can bring them back; --no-snapshot skips that and
 	f.StringVar(&stateFile, "state-file", "", "agent state as a JSON file, or - for standard input")
 	f.StringVar(&outputsFile, "outputs-file", "", "outputs as a JSON file, or - for standard input")
 	f.StringVar(&metadataFile, "metadata-file", "", "metadata as a JSON object file, or - for standard input")
-	f.StringVar(&in.SessionID, "session", "", "session id (default: the project's active session)")
+	f.StringVar(&in.SessionID, "session", "", "session id or unique prefix (default: the project's active session)")
 	f.StringVar(&in.ProjectPath, "project", "", "project path (default: the working directory)")
 	f.StringVar(&in.Phase, "phase", "", "the session's phase after this checkpoint")
 	f.IntVar(&in.Step, "step", 0, "the session's step number after this checkpoint")
 	f.BoolVar(&noSnapshot, "no-snapshot", false, "do not snapshot the project's files")
 	f.StringSliceVar(&in.Paths, "paths", nil, "snapshot only these paths, relative to the project (comma separated)")
 	return cmd
+}
+
+// printStarted says so when saving cp started a new session because the
+// project's session had ended: its checkpoint numbers start again at 1.
+func (a *app) printStarted(cp *belay.Checkpoint) {
+	st := cp.StartedSession
+	if st == nil {
+		return
+	}
+	fmt.Fprintf(a.env.Stderr, "belay: session %s is %s; started session %s — checkpoint numbers restart at #1.\n"+
+		"The earlier checkpoints: belay checkpoints --session %s\n", st.PreviousID, st.PreviousStatus, cp.SessionID, st.PreviousID)
 }
 
 // readJSONFile reads a JSON document from a file, or standard input for "-".
@@ -147,6 +162,9 @@ func (a *app) checkpointsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if in.SessionID, err = a.sessionFlag(ctx, svc, in.SessionID); err != nil {
+				return err
+			}
 			in.Type = belay.CheckpointType(typ)
 			if asc {
 				in.OrderDir = belay.OrderAsc
@@ -155,13 +173,16 @@ func (a *app) checkpointsCommand() *cobra.Command {
 				yes, no := true, false
 				in.HITLRequired, in.HITLDecided = &yes, &no
 			}
+			// active is the session listed because it is the working
+			// directory's: the one earlier sessions are pointed out beside.
+			var active *belay.Session
 			if !all && in.SessionID == "" && in.ProjectPath == "" {
 				wd, err := a.cwd()
 				if err != nil {
 					return err
 				}
-				if sess, err := svc.ActiveSession(ctx, wd); err == nil {
-					in.SessionID = sess.ID
+				if active, err = svc.ActiveSession(ctx, wd); err == nil {
+					in.SessionID = active.ID
 				} else if belay.IsCode(err, belay.CodeSessionNotFound) {
 					in.ProjectPath = wd
 				} else {
@@ -182,11 +203,14 @@ func (a *app) checkpointsCommand() *cobra.Command {
 				return a.printJSON(list)
 			}
 			a.printCheckpoints(list)
+			if active != nil {
+				return a.printEarlierSession(ctx, svc, active)
+			}
 			return nil
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&in.SessionID, "session", "", "only this session")
+	f.StringVar(&in.SessionID, "session", "", "only this session (id or unique prefix)")
 	f.StringVar(&in.ProjectPath, "project", "", "only sessions of this project path")
 	f.BoolVar(&all, "all", false, "every project")
 	f.StringVar(&typ, "type", "", "only this type")
@@ -198,6 +222,25 @@ func (a *app) checkpointsCommand() *cobra.Command {
 	f.BoolVar(&asc, "asc", false, "oldest first")
 	f.BoolVar(&tree, "tree", false, "draw the session's checkpoints as a tree of branches")
 	return cmd
+}
+
+// printEarlierSession points, below a list of the project's active session,
+// to another session of the project: when a session ends the next one
+// restarts the numbers, and the earlier checkpoints leave the list.
+func (a *app) printEarlierSession(ctx context.Context, svc belay.Service, active *belay.Session) error {
+	list, err := svc.ListSessions(ctx, belay.ListSessionsInput{ProjectPath: active.ProjectPath, Limit: 2})
+	if err != nil {
+		return err
+	}
+	for _, s := range list.Items {
+		if s.ID == active.ID {
+			continue
+		}
+		fmt.Fprintf(a.env.Stdout, "This is session %s. Also in this project: session %s (%s, %s): belay checkpoints --session %s\n",
+			active.ID, s.ID, s.Status, plural(s.CheckpointCount, "checkpoint"), s.ID)
+		break
+	}
+	return nil
 }
 
 // printTree draws a session's timeline: each checkpoint under its parent, so
@@ -255,10 +298,15 @@ func (a *app) printCheckpoints(list *belay.CheckpointList) {
 		fmt.Fprintln(a.env.Stdout, "No checkpoints. Save one with: belay save -m SUMMARY")
 		return
 	}
+	ids, sessions := newAbbrev(), newAbbrev()
+	for _, c := range list.Items {
+		ids.add(c.ID)
+		sessions.add(c.SessionID)
+	}
 	tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tID\tSESSION\tTYPE\tNAME\tSUMMARY\tHITL\tCREATED")
 	for _, c := range list.Items {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Seq, short(c.ID), short(c.SessionID), c.Type,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Seq, ids.of(c.ID), sessions.of(c.SessionID), c.Type,
 			dash(c.Name), clip(c.Summary, 50), hitlState(c), ago(c.CreatedAt))
 	}
 	tw.Flush()
@@ -285,24 +333,18 @@ func hitlState(c *belay.Checkpoint) string {
 // unique id prefix or a name) in --session or the working directory's
 // current session.
 func (a *app) resolveCheckpoint(ctx context.Context, svc belay.Service, ref, sessionID string) (*belay.Checkpoint, error) {
-	in := belay.CheckpointRef{Ref: ref, SessionID: sessionID}
-	if sessionID == "" {
-		wd, err := a.cwd()
-		if err != nil {
-			return nil, err
-		}
-		in.ProjectPath = wd
-	}
-	return svc.ResolveCheckpoint(ctx, in)
-}
-
-// activeSession returns the working directory's active session, else its newest one.
-func (a *app) activeSession(ctx context.Context, svc belay.Service) (*belay.Session, error) {
-	wd, err := a.cwd()
+	sessionID, err := a.sessionFlag(ctx, svc, sessionID)
 	if err != nil {
 		return nil, err
 	}
-	return svc.CurrentSession(ctx, wd)
+	in := belay.CheckpointRef{Ref: ref, SessionID: sessionID}
+	if sessionID == "" {
+		if in.ProjectPath, err = a.cwd(); err != nil {
+			return nil, err
+		}
+	}
+	cp, err := svc.ResolveCheckpoint(ctx, in)
+	return cp, withHint(err, sessionHint)
 }
 
 func (a *app) showCommand() *cobra.Command {
@@ -416,6 +458,14 @@ func short(id string) string {
 		return id[:8]
 	}
 	return id
+}
+
+// plural counts n things: "1 file", "2 files".
+func plural[N int | int64](n N, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 func dash(s string) string {

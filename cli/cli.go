@@ -176,6 +176,10 @@ Without BELAY_URL the commands open the local database in the data directory
 ($BELAY_DATA_DIR, else $XDG_DATA_HOME/belay, else ~/.local/share/belay).
 With BELAY_URL (and BELAY_TOKEN) they talk to a belay server.
 
+Where a command takes the id of a checkpoint, session, token or webhook, a
+unique prefix of it (at least 4 characters) will do; lists show each id as its
+shortest prefix unique among those listed.
+
 Exit codes: 0 success, 1 error, 2 wrong usage, 130 interrupted (Ctrl-C);
 'belay wait --help' lists its own.`
 

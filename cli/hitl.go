@@ -53,6 +53,9 @@ func (a *app) pendingCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if sessionID, err = a.sessionFlag(ctx, svc, sessionID); err != nil {
+				return err
+			}
 			list, err := svc.PendingHITL(ctx, sessionID)
 			if err != nil {
 				return err
@@ -64,22 +67,26 @@ func (a *app) pendingCommand() *cobra.Command {
 				fmt.Fprintln(a.env.Stdout, "Nothing waits for a decision.")
 				return nil
 			}
+			sessions := newAbbrev()
+			for _, p := range list {
+				sessions.add(p.Session.ID)
+			}
 			tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "CHECKPOINT\tSESSION\tTITLE\tOPTIONS\tTIME LEFT\tASKED")
+			fmt.Fprintln(tw, "CHECKPOINT\tSEQ\tSESSION\tTITLE\tOPTIONS\tTIME LEFT\tASKED")
 			for _, p := range list {
 				opts := make([]string, len(p.Checkpoint.HITL.Options))
 				for i, o := range p.Checkpoint.HITL.Options {
 					opts[i] = o.ID
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Checkpoint.ID, short(p.Session.ID), clip(p.Checkpoint.HITL.Title, 40),
-					strings.Join(opts, ","), remaining(p), ago(p.Checkpoint.CreatedAt))
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", p.Checkpoint.ID, p.Checkpoint.Seq, sessions.of(p.Session.ID),
+					clip(p.Checkpoint.HITL.Title, 40), strings.Join(opts, ","), remaining(p), ago(p.Checkpoint.CreatedAt))
 			}
 			tw.Flush()
 			fmt.Fprintln(a.env.Stdout, "Decide with: belay decide CHECKPOINT")
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&sessionID, "session", "", "only this session")
+	cmd.Flags().StringVar(&sessionID, "session", "", "only this session (id or unique prefix)")
 	return cmd
 }
 
@@ -156,6 +163,10 @@ questions, for scripts; otherwise it shows the request and asks.`,
 
 // choosePending picks the request to decide when none was named.
 func (a *app) choosePending(ctx context.Context, svc belay.Service, sessionID string, interactive bool) (*belay.Checkpoint, error) {
+	sessionID, err := a.sessionFlag(ctx, svc, sessionID)
+	if err != nil {
+		return nil, err
+	}
 	list, err := svc.PendingHITL(ctx, sessionID)
 	if err != nil {
 		return nil, err

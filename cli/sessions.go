@@ -58,18 +58,19 @@ func (a *app) sessionInfoCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "session-info [ID]",
 		Short: "Show a session (default: the working directory's active session)",
-		Args:  args(cobra.MaximumNArgs(1)),
+		Long: `Show a session: by its id or a unique prefix of it (at least 4 characters),
+or without one the working directory's active session, else its newest.`,
+		Args: args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err
 			}
-			var sess *belay.Session
+			ref := ""
 			if len(argv) == 1 {
-				sess, err = svc.GetSession(ctx, argv[0])
-			} else {
-				sess, err = a.activeSession(ctx, svc)
+				ref = argv[0]
 			}
+			sess, err := a.namedSession(ctx, svc, ref, "name one: belay session-info ID (see `belay sessions`)")
 			if err != nil {
 				return err
 			}

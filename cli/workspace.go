@@ -139,14 +139,11 @@ func (a *app) rollbacksCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if sessionID == "" {
-				sess, err := a.activeSession(ctx, svc)
-				if err != nil {
-					return err
-				}
-				sessionID = sess.ID
+			sess, err := a.namedSession(ctx, svc, sessionID, sessionHint)
+			if err != nil {
+				return err
 			}
-			list, err := svc.ListRollbacks(ctx, sessionID)
+			list, err := svc.ListRollbacks(ctx, sess.ID)
 			if err != nil {
 				return err
 			}
@@ -157,16 +154,22 @@ func (a *app) rollbacksCommand() *cobra.Command {
 				fmt.Fprintln(a.env.Stdout, "No rollbacks.")
 				return nil
 			}
+			ids, checkpoints := newAbbrev(), newAbbrev()
+			for _, rb := range list {
+				ids.add(rb.ID)
+				checkpoints.add(rb.TargetID)
+				checkpoints.add(rb.FromCheckpointID)
+			}
 			tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tTARGET\tPRE-ROLLBACK\tUSER\tFILES\tWHEN\tREASON")
 			for _, rb := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", short(rb.ID), short(rb.TargetID), dash(short(rb.FromCheckpointID)),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", ids.of(rb.ID), checkpoints.of(rb.TargetID), checkpoints.of(rb.FromCheckpointID),
 					rb.UserID, len(rb.RestoredFiles), ago(rb.CreatedAt), dash(clip(rb.Reason, 40)))
 			}
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().StringVar(&sessionID, "session", "", "session id (default: the active session)")
+	cmd.Flags().StringVar(&sessionID, "session", "", "session id or unique prefix (default: the active session)")
 	return cmd
 }
 
@@ -261,6 +264,9 @@ Exits 1 when problems remain.`,
 			if err != nil {
 				return err
 			}
+			if in.SessionID, err = a.sessionFlag(ctx, svc, in.SessionID); err != nil {
+				return err
+			}
 			rep, err := svc.Validate(ctx, in)
 			if err != nil {
 				return err
@@ -278,7 +284,7 @@ Exits 1 when problems remain.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&in.SessionID, "session", "", "check only this session")
+	cmd.Flags().StringVar(&in.SessionID, "session", "", "check only this session (id or unique prefix)")
 	cmd.Flags().BoolVar(&in.Repair, "repair", false, "rebuild damaged or missing checkpoints from their snapshots")
 	return cmd
 }
@@ -334,16 +340,15 @@ on top of your HEAD, which stays where it is.`,
 			if err != nil {
 				return err
 			}
-			sessionID := ""
+			ref := ""
 			if len(argv) == 1 {
-				sessionID = argv[0]
-			} else {
-				sess, err := a.activeSession(ctx, svc)
-				if err != nil {
-					return err
-				}
-				sessionID = sess.ID
+				ref = argv[0]
 			}
+			sess, err := a.namedSession(ctx, svc, ref, "name one: belay export SESSION (see `belay sessions`)")
+			if err != nil {
+				return err
+			}
+			sessionID := sess.ID
 			if gitBranch {
 				res, err := svc.ExportBranch(ctx, belay.ExportBranchInput{SessionID: sessionID, Branch: branch})
 				if err != nil {
@@ -510,14 +515,18 @@ func humanBytes(n int64) string {
 func (a *app) withSessionDelete(sessions *cobra.Command) *cobra.Command {
 	sessions.AddCommand(&cobra.Command{
 		Use:   "delete ID",
-		Short: "Delete a session with its checkpoints, rollbacks and snapshots",
+		Short: "Delete a session with its checkpoints, rollbacks and snapshots (ID or a unique prefix)",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err
 			}
-			res, err := svc.DeleteSession(ctx, argv[0])
+			sess, err := svc.ResolveSession(ctx, argv[0])
+			if err != nil {
+				return err
+			}
+			res, err := svc.DeleteSession(ctx, sess.ID)
 			if err != nil {
 				return err
 			}
