@@ -318,7 +318,8 @@ const (
 type WorkspaceService interface {
 	// RestoreCheckpoint rolls a session back to one of its checkpoints: the
 	// workspace files (after an automatic "pre-rollback" checkpoint of the
-	// current state, so the rollback can be undone) and the agent state.
+	// current state, so the rollback can be undone, unless the head
+	// checkpoint already holds that state) and the agent state.
 	RestoreCheckpoint(ctx context.Context, in RestoreInput) (*RestoreResult, error)
 	// DiffCheckpoint compares a checkpoint's snapshot with another's or with
 	// the workspace as it is now.
@@ -360,7 +361,9 @@ type RestoreResult struct {
 	RestoredFiles []string `json:"restoredFiles"`
 	RemovedFiles  []string `json:"removedFiles"`
 	// SafetyCheckpoint holds the state from before the rollback: rolling back
-	// to it undoes the rollback. Absent for a dry run.
+	// to it undoes the rollback. When nothing changed since the session's
+	// head checkpoint, it is that checkpoint and no new one was saved. Absent
+	// for a dry run.
 	SafetyCheckpoint *Checkpoint `json:"safetyCheckpoint,omitempty"`
 	Rollback         *Rollback   `json:"rollback,omitempty"`
 	DryRun           bool        `json:"dryRun,omitempty"`
