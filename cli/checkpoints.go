@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -35,7 +37,7 @@ yours), so 'belay rollback' can bring them back; --no-snapshot skips that and
   echo '{"step":3}' | belay save -m "step 3" --state-file -`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !cmd.Flags().Changed("message") {
+			if strings.TrimSpace(in.Summary) == "" {
 				return usagef("a summary is required: belay save -m SUMMARY")
 			}
 			in.Type, in.Trigger = belay.CheckpointType(typ), belay.Trigger(trigger)
@@ -349,14 +351,27 @@ func (a *app) resolveCheckpoint(ctx context.Context, svc belay.Service, ref, ses
 
 func (a *app) showCommand() *cobra.Command {
 	var sessionID string
+	var state bool
 	cmd := &cobra.Command{
 		Use:   "show N|ID",
 		Short: "Show one checkpoint: by number in the active session, or by id",
-		Args:  args(cobra.ExactArgs(1)),
+		Long: `Show one checkpoint: checkpoint N of the active session (or --session), or
+the checkpoint with that id, unique id prefix or name. A checkpoint that asks
+for a decision shows its options and, once decided, the decision with its
+feedback.
+
+--state prints the checkpoint's agent state alone, in full, as JSON (null
+when it has none), e.g. to save it to a file.`,
+		Example: `  belay show 3
+  belay show 3 --state > state.json`,
+		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			_, _, cp, err := a.openCheckpoint(cmd, argv[0], sessionID)
 			if err != nil {
 				return err
+			}
+			if state {
+				return a.printState(cp)
 			}
 			if a.json {
 				return a.printJSON(cp)
@@ -366,7 +381,17 @@ func (a *app) showCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&sessionID, "session", "", "session of checkpoint number N (default: the active session)")
+	cmd.Flags().BoolVar(&state, "state", false, "print only the agent state, in full, as JSON")
 	return cmd
+}
+
+// printState prints a checkpoint's agent state as indented JSON.
+func (a *app) printState(cp *belay.Checkpoint) error {
+	if cp.AgentState == nil {
+		_, err := fmt.Fprintln(a.env.Stdout, "null")
+		return err
+	}
+	return a.printJSON(cp.AgentState)
 }
 
 func (a *app) printCheckpoint(c *belay.Checkpoint) {
@@ -399,19 +424,68 @@ func (a *app) printCheckpoint(c *belay.Checkpoint) {
 	}
 	if c.HITLRequired {
 		row("HITL", hitlState(c)+": "+c.HITL.Title)
+		a.printRequest(c)
 	}
 	if c.Description != "" {
 		fmt.Fprintf(w, "\n%s\n", c.Description)
 	}
-	for k, v := range c.Context {
-		row("Context "+k, v)
+	for _, k := range slices.Sorted(maps.Keys(c.Context)) {
+		row("Context "+k, c.Context[k])
 	}
 	if c.AgentState != nil {
-		fmt.Fprintf(w, "\nAgent state:\n%s\n", indentJSON(c.AgentState, 4000))
+		fmt.Fprintf(w, "\nAgent state:\n%s\n", indentJSON(c.AgentState, 4000, fmt.Sprintf("belay show %s --state", c.ID)))
 	}
 }
 
-func indentJSON(raw json.RawMessage, max int) string {
+// printRequest shows a HITL request's message, options, timeout and, once
+// decided, the decision.
+func (a *app) printRequest(c *belay.Checkpoint) {
+	w, h := a.env.Stdout, c.HITL
+	if h.Message != "" {
+		fmt.Fprintf(w, "  %-13s %s\n", "Message:", h.Message)
+	}
+	for i, o := range h.Options {
+		label := ""
+		if i == 0 {
+			label = "Options:"
+		}
+		line := fmt.Sprintf("%s  %s (%s", o.ID, o.Label, o.Action)
+		if o.IsDefault {
+			line += ", default"
+		}
+		line += ")"
+		if o.Description != "" {
+			line += " - " + o.Description
+		}
+		fmt.Fprintf(w, "  %-13s %s\n", label, line)
+	}
+	if t := h.Timeout; t != nil {
+		when := "at " + t.ExpiresAt.Local().Format(time.RFC3339)
+		if c.TimeoutFired {
+			when = "fired " + ago(t.ExpiresAt)
+		}
+		fmt.Fprintf(w, "  %-13s %s, then %s (%s)\n", "Timeout:", time.Duration(t.Duration)*time.Second, t.DefaultAction, when)
+	}
+	d := c.Decision
+	if d == nil {
+		return
+	}
+	by := d.UserID
+	if d.AutoTriggered {
+		by = "the timeout"
+	}
+	fmt.Fprintf(w, "  %-13s %s (option %s) by %s, %s\n", "Decision:", d.Action, d.SelectedOption, by, ago(d.DecidedAt))
+	if d.Feedback != "" {
+		fmt.Fprintf(w, "  %-13s %s\n", "Feedback:", d.Feedback)
+	}
+	if d.Modifications != nil {
+		fmt.Fprintf(w, "  Modifications:\n%s\n", indentJSON(d.Modifications, 4000, "belay show "+c.ID+" --json"))
+	}
+}
+
+// indentJSON indents raw for reading, cut at max bytes with a pointer to
+// more, the command that prints it all.
+func indentJSON(raw json.RawMessage, max int, more string) string {
 	var b strings.Builder
 	var out []byte
 	if v, err := json.MarshalIndent(raw, "  ", "  "); err == nil {
@@ -423,7 +497,7 @@ func indentJSON(raw json.RawMessage, max int) string {
 	b.Write(out)
 	s := b.String()
 	if len(s) > max {
-		s = s[:max] + "\n  … (use --json for all of it)"
+		s = s[:max] + "\n  … (" + more + " prints all of it)"
 	}
 	return s
 }

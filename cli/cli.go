@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"os/user"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -33,7 +34,29 @@ const (
 )
 
 // Version is set at build time with -ldflags "-X github.com/belayhq/belay/cli.Version=…".
+// Without it, the module version go install records is used (see version).
 var Version = "dev"
+
+// version is Version, or when that was not set at build time the version of
+// belay's module as the go command recorded it (`go install …@v1.2.0`, or a
+// pseudo-version from the repository's commit), else "dev".
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return Version
+	}
+	return versionOf(Version, bi)
+}
+
+func versionOf(set string, bi *debug.BuildInfo) string {
+	if set != "dev" {
+		return set
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	return set
+}
 
 // Env is what a command reads from its surroundings; tests pass their own.
 type Env struct {
@@ -134,6 +157,10 @@ func Run(ctx context.Context, args []string, env Env) int {
 	var ue usageError
 	// cobra reports an unknown command as a plain error; it is a usage error.
 	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command ") {
+		if a.json {
+			a.printError(&belay.Error{Code: belay.CodeValidation, Message: err.Error()})
+			return ExitUsage
+		}
 		fmt.Fprintf(env.Stderr, "belay: %v\nRun 'belay --help' for usage.\n", err)
 		return ExitUsage
 	}
@@ -190,7 +217,7 @@ func (a *app) rootCommand() *cobra.Command {
 		Long:          rootLong,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       Version,
+		Version:       version(),
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().StringVar(&a.dataDir, "data-dir", "", "data directory (default $BELAY_DATA_DIR, $XDG_DATA_HOME/belay or ~/.local/share/belay)")

@@ -108,12 +108,17 @@ func (a *app) decideCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "decide [CHECKPOINT]",
 		Short: "Decide a pending request, interactively or with --option",
-		Long: `Decide a pending human-in-the-loop request. Without CHECKPOINT, the only
-pending request (or a choice among them). With --option it runs without
-questions, for scripts; otherwise it shows the request and asks.`,
+		Long: `Decide a pending human-in-the-loop request. CHECKPOINT is a checkpoint number
+in the active session (or --session), an id or a unique id prefix; without
+it, the only pending request (or a choice among them).
+
+With --option it runs without questions, for scripts; otherwise it shows the
+request and asks. --option takes the id of one of the request's options, as
+'belay pending' and 'belay show' list them (e.g. yes, no), not an action; the
+decision's action is that option's own.`,
 		Example: `  belay decide                                   # interactive
-  belay decide 01a1f… --option approve --feedback "looks good"
-  belay decide 01a1f… --option modify --modify-file changes.json`,
+  belay decide 01a1f --option yes --feedback "looks good"
+  belay decide 3 --option change --modify-file changes.json`,
 		Args: args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			ctx, svc, err := a.open(cmd)
@@ -152,7 +157,7 @@ questions, for scripts; otherwise it shows the request and asks.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&in.SelectedOption, "option", "", "option id to choose (no questions asked)")
+	f.StringVar(&in.SelectedOption, "option", "", "id of the option to choose, as 'belay pending' lists them (no questions asked)")
 	f.StringVar((*string)(&in.Action), "action", "", "action of the option (default: the option's own)")
 	f.StringVar(&in.Feedback, "feedback", "", "feedback for the agent, up to 2,000 characters")
 	f.StringVar(&modifyFile, "modify-file", "", "modifications as a JSON object file (with a modify option), or - for standard input")
@@ -206,7 +211,7 @@ func (a *app) askDecision(ctx context.Context, cp *belay.Checkpoint, in *belay.D
 		fmt.Fprintln(w, h.Message)
 	}
 	if len(h.Context) > 0 {
-		fmt.Fprintf(w, "\nContext:\n%s\n", indentJSON(h.Context, 4000))
+		fmt.Fprintf(w, "\nContext:\n%s\n", indentJSON(h.Context, 4000, "belay show "+cp.ID+" --json"))
 	}
 	if h.Timeout != nil && !cp.TimeoutFired {
 		fmt.Fprintf(w, "\nIf nobody decides by %s: %s.\n", h.Timeout.ExpiresAt.Local().Format(time.Kitchen), h.Timeout.DefaultAction)

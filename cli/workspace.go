@@ -103,11 +103,11 @@ func (a *app) printRestore(res *belay.RestoreResult, withSession bool) {
 	w := a.env.Stdout
 	cp := res.Checkpoint
 	if res.DryRun {
-		fmt.Fprintf(w, "Rolling back to checkpoint #%d would restore %d files and remove %d (dry run: nothing changed).\n",
-			cp.Seq, len(res.RestoredFiles), len(res.RemovedFiles))
+		fmt.Fprintf(w, "Rolling back to checkpoint #%d would restore %s and remove %d (dry run: nothing changed).\n",
+			cp.Seq, plural(len(res.RestoredFiles), "file"), len(res.RemovedFiles))
 	} else {
-		fmt.Fprintf(w, "Rolled back to checkpoint #%d %s of session %s: %d files restored, %d removed.\n",
-			cp.Seq, cp.ID, cp.SessionID, len(res.RestoredFiles), len(res.RemovedFiles))
+		fmt.Fprintf(w, "Rolled back to checkpoint #%d %s of session %s: %s restored, %d removed.\n",
+			cp.Seq, cp.ID, cp.SessionID, plural(len(res.RestoredFiles), "file"), len(res.RemovedFiles))
 	}
 	for _, p := range res.RestoredFiles {
 		fmt.Fprintf(w, "  restore  %s\n", quoted(p))
@@ -115,10 +115,16 @@ func (a *app) printRestore(res *belay.RestoreResult, withSession bool) {
 	for _, p := range res.RemovedFiles {
 		fmt.Fprintf(w, "  remove   %s\n", quoted(p))
 	}
-	if cp.WorkspaceRef == "" {
+	switch {
+	case cp.WorkspaceRef == "" && res.DryRun:
+		fmt.Fprintln(w, "The checkpoint has no snapshot: only the agent state would be rolled back.")
+	case cp.WorkspaceRef == "":
 		fmt.Fprintln(w, "The checkpoint has no snapshot: only the agent state was rolled back.")
 	}
-	if res.SafetyCheckpoint != nil {
+	switch {
+	case res.SafetyCheckpoint != nil && res.SafetyCheckpoint.ID == cp.ID:
+		fmt.Fprintf(w, "Nothing had changed since checkpoint #%d: nothing to undo.\n", cp.Seq)
+	case res.SafetyCheckpoint != nil:
 		a.warnSkipped(res.SafetyCheckpoint, "were not in the pre-rollback snapshot and were left as they are")
 		undo := fmt.Sprintf("belay rollback %d", res.SafetyCheckpoint.Seq)
 		if withSession {
@@ -161,7 +167,7 @@ func (a *app) rollbacksCommand() *cobra.Command {
 				checkpoints.add(rb.FromCheckpointID)
 			}
 			tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tTARGET\tPRE-ROLLBACK\tUSER\tFILES\tWHEN\tREASON")
+			fmt.Fprintln(tw, "ID\tTARGET\tPRE-ROLLBACK\tUSER\tRESTORED\tWHEN\tREASON")
 			for _, rb := range list {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", ids.of(rb.ID), checkpoints.of(rb.TargetID), checkpoints.of(rb.FromCheckpointID),
 					rb.UserID, len(rb.RestoredFiles), ago(rb.CreatedAt), dash(clip(rb.Reason, 40)))
