@@ -345,46 +345,52 @@ is) and print the decision. The exit code tells the action, so scripts can branc
 			if err != nil {
 				return err
 			}
-			deadline := time.Now().Add(timeout)
-			for {
-				chunk := 30 * time.Second
-				if timeout > 0 {
-					chunk = min(chunk, max(time.Until(deadline), 0))
-				}
-				res, err := svc.WaitDecision(ctx, cp.ID, chunk)
-				if err != nil {
-					return err
-				}
-				if res.Decided {
-					if a.json {
-						if err := a.printJSON(res); err != nil {
-							return err
-						}
-					} else {
-						d := res.Decision
-						fmt.Fprintf(a.env.Stdout, "%s (option %s) by %s", d.Action, d.SelectedOption, d.UserID)
-						if d.Feedback != "" {
-							fmt.Fprintf(a.env.Stdout, ": %s", d.Feedback)
-						}
-						fmt.Fprintln(a.env.Stdout)
-					}
-					if code := waitExit[res.Decision.Action]; code != ExitOK {
-						return exitCode(code)
-					}
-					return nil
-				}
-				if timeout > 0 && !time.Now().Before(deadline) {
-					if a.json {
-						_ = a.printJSON(res)
-					} else {
-						fmt.Fprintln(a.env.Stderr, "belay: no decision yet")
-					}
-					return exitCode(ExitNoDecision)
-				}
-			}
+			return a.waitDecision(ctx, svc, cp, timeout)
 		},
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long with exit code 3 (default: wait forever)")
 	cmd.Flags().StringVar(&sessionID, "session", "", "session of checkpoint number N")
 	return cmd
+}
+
+// waitDecision waits for the decision on cp, at most timeout when it is not
+// zero, prints it, and ends with the exit code of its action (see waitExit).
+func (a *app) waitDecision(ctx context.Context, svc belay.Service, cp *belay.Checkpoint, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		chunk := 30 * time.Second
+		if timeout > 0 {
+			chunk = min(chunk, max(time.Until(deadline), 0))
+		}
+		res, err := svc.WaitDecision(ctx, cp.ID, chunk)
+		if err != nil {
+			return err
+		}
+		if res.Decided {
+			if a.json {
+				if err := a.printJSON(res); err != nil {
+					return err
+				}
+			} else {
+				d := res.Decision
+				fmt.Fprintf(a.env.Stdout, "%s (option %s) by %s", d.Action, d.SelectedOption, d.UserID)
+				if d.Feedback != "" {
+					fmt.Fprintf(a.env.Stdout, ": %s", d.Feedback)
+				}
+				fmt.Fprintln(a.env.Stdout)
+			}
+			if code := waitExit[res.Decision.Action]; code != ExitOK {
+				return exitCode(code)
+			}
+			return nil
+		}
+		if timeout > 0 && !time.Now().Before(deadline) {
+			if a.json {
+				_ = a.printJSON(res)
+			} else {
+				fmt.Fprintln(a.env.Stderr, "belay: no decision yet")
+			}
+			return exitCode(ExitNoDecision)
+		}
+	}
 }

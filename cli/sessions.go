@@ -92,3 +92,86 @@ or without one the working directory's active session, else its newest.`,
 		},
 	}
 }
+
+func (a *app) sessionCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "session",
+		Short: "Start a session or set its title",
+		Long: `Start a session for the project, or set a session's title. 'belay sessions'
+lists sessions and 'belay session-info' shows one.`,
+		Args: args(cobra.NoArgs),
+	}
+	cmd.AddCommand(a.sessionNewCommand(), a.sessionTitleCommand())
+	return cmd
+}
+
+func (a *app) sessionNewCommand() *cobra.Command {
+	var in belay.CreateSessionInput
+	cmd := &cobra.Command{
+		Use:   "new",
+		Short: "Start a new session for the project; its next checkpoints go to it",
+		Long: `Start a new session for the project (the working directory, or --project):
+the project's next checkpoints go to it, numbered from #1. A session still
+open keeps its checkpoints; 'belay checkpoints --session ID' lists them.`,
+		Example: `  belay session new --title "refactor billing"`,
+		Args:    args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, svc, err := a.open(cmd)
+			if err != nil {
+				return err
+			}
+			if in.ProjectPath == "" {
+				if in.ProjectPath, err = a.cwd(); err != nil {
+					return err
+				}
+			}
+			sess, err := svc.CreateSession(ctx, in)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(sess)
+			}
+			fmt.Fprintf(a.env.Stdout, "Started session %s in %s; the project's next checkpoints go to it.\n", sess.ID, sess.ProjectPath)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&in.Title, "title", "", "what the session is about, up to 500 characters")
+	cmd.Flags().StringVar(&in.ProjectPath, "project", "", "project path (default: the working directory)")
+	return cmd
+}
+
+func (a *app) sessionTitleCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "title [ID] TITLE",
+		Short: "Set a session's title (default: the working directory's session)",
+		Long: `Set the title of a session: the one ID names (an id or a unique prefix), or
+the working directory's active session, else its newest. An empty TITLE
+clears it. Lists show the title.`,
+		Example: `  belay session title "refactor billing"
+  belay session title 01a2f7 "refactor billing"`,
+		Args: args(cobra.RangeArgs(1, 2)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			ctx, svc, err := a.open(cmd)
+			if err != nil {
+				return err
+			}
+			ref, title := "", argv[len(argv)-1]
+			if len(argv) == 2 {
+				ref = argv[0]
+			}
+			sess, err := a.namedSession(ctx, svc, ref, "name one: belay session title ID TITLE (see `belay sessions`)")
+			if err != nil {
+				return err
+			}
+			if sess, err = svc.UpdateSession(ctx, sess.ID, belay.UpdateSessionInput{Title: &title}); err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(sess)
+			}
+			fmt.Fprintf(a.env.Stdout, "Session %s: %s\n", sess.ID, dash(sess.Title))
+			return nil
+		},
+	}
+}
