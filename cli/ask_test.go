@@ -32,6 +32,9 @@ func TestAsk(t *testing.T) {
 	if out := c.ok(t, nil, "pending"); !strings.Contains(out, "Deploy to prod?") || !strings.Contains(out, "yes,no") {
 		t.Errorf("pending:\n%s", out)
 	}
+	if out := c.ok(t, nil, "show", "1"); !strings.Contains(out, "Options:      yes  Deploy (approve)\n") || !strings.Contains(out, "              no   (reject, default)\n") {
+		t.Errorf("show:\n%s", out)
+	}
 
 	// Without options: approve and reject, as the service offers.
 	var plain belay.Checkpoint

@@ -444,12 +444,20 @@ func (a *app) printRequest(c *belay.Checkpoint) {
 	if h.Message != "" {
 		fmt.Fprintf(w, "  %-13s %s\n", "Message:", h.Message)
 	}
+	width := 0
+	for _, o := range h.Options {
+		width = max(width, len(o.ID))
+	}
 	for i, o := range h.Options {
 		label := ""
 		if i == 0 {
 			label = "Options:"
 		}
-		line := fmt.Sprintf("%s  %s (%s", o.ID, o.Label, o.Action)
+		line := fmt.Sprintf("%-*s  ", width, o.ID)
+		if o.Label != o.ID {
+			line += o.Label + " "
+		}
+		line += "(" + string(o.Action)
 		if o.IsDefault {
 			line += ", default"
 		}

@@ -61,7 +61,7 @@ func TestShowRequestAndState(t *testing.T) {
 		Timeout: &belay.TimeoutInput{Duration: 600, DefaultAction: belay.ActionReject}})
 	out := c.ok(t, nil, "show", cp.ID)
 	for _, want := range []string{"HITL:         pending: Deploy?", "Message:      to production",
-		"Options:      ok  Ship it (approve, default) - merge as is", "              no  Stop (reject)",
+		"Options:      ok      Ship it (approve, default) - merge as is", "              no      Stop (reject)",
 		"Timeout:      10m0s, then reject (at "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("show of a pending request lacks %q:\n%s", want, out)
