@@ -155,6 +155,18 @@ type Checkpoint struct {
 	CreatedBy    string     `json:"createdBy,omitempty"`
 	CreatedAt    time.Time  `json:"createdAt"`
 	ExpiresAt    *time.Time `json:"expiresAt,omitempty"`
+	// StartedSession is set only on the checkpoint CreateCheckpoint returns,
+	// when that call started a new session for it because the project's
+	// session had ended (or was not the caller's to write to). It is not
+	// stored: the checkpoint read back has none.
+	StartedSession *SessionStart `json:"startedSession,omitempty"`
+}
+
+// SessionStart says that saving a checkpoint started a new session, and which
+// of the project's sessions came before it.
+type SessionStart struct {
+	PreviousID     string        `json:"previousId"`
+	PreviousStatus SessionStatus `json:"previousStatus"`
 }
 
 // Pending reports whether the checkpoint waits for a human decision.
@@ -269,11 +281,13 @@ const (
 	EventPlanProgress = "plan.progress"
 	// EventCostAdded: spending was recorded.
 	EventCostAdded = "cost.added"
+	// EventSessionUpdated: a session's title changed.
+	EventSessionUpdated = "session.updated"
 )
 
 // EventTypes lists every event type, for filters and webhooks.
 var EventTypes = []string{
-	EventSessionCreated, EventSessionStatusChanged, EventSessionGranted, EventSessionRevoked,
+	EventSessionCreated, EventSessionStatusChanged, EventSessionUpdated, EventSessionGranted, EventSessionRevoked,
 	EventCheckpointCreated, EventCheckpointDeleted,
 	EventHITLRequired, EventHITLDecided, EventHITLTimedOut,
 	EventWorkspaceRestored, EventSessionDeleted, EventCheckpointRepaired,

@@ -80,6 +80,9 @@ var uncovered = map[string]func(c *belay.Checkpoint){
 			Modifications: json.RawMessage(`{"a":1}`), DecidedAt: t0.Add(time.Minute), IdempotencyKey: "k"}
 	},
 	"TimeoutFired": func(c *belay.Checkpoint) { c.TimeoutFired = true },
+	"StartedSession": func(c *belay.Checkpoint) {
+		c.StartedSession = &belay.SessionStart{PreviousID: "0190c2a0-0000-7000-8000-000000000009", PreviousStatus: belay.SessionFailed}
+	},
 }
 
 // covered lists, for every other field, edits that must change the checksum.

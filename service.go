@@ -182,6 +182,14 @@ type SessionService interface {
 	// CurrentSession returns the project's active session, else its newest
 	// one: the session "checkpoint 3" of that project means.
 	CurrentSession(ctx context.Context, projectPath string) (*Session, error)
+	// ResolveSession finds the session a person names: its id or a unique
+	// prefix of it (at least MinIDPrefix characters), among the sessions the
+	// caller may read. An ambiguous prefix is a VALIDATION_ERROR that lists
+	// the candidates.
+	ResolveSession(ctx context.Context, ref string) (*Session, error)
+	// UpdateSession changes what the session's writers may change (its
+	// title) and returns the session.
+	UpdateSession(ctx context.Context, id string, in UpdateSessionInput) (*Session, error)
 	// ListSessions pages the sessions the caller may read; totals count only those.
 	ListSessions(ctx context.Context, in ListSessionsInput) (*SessionList, error)
 
@@ -216,10 +224,13 @@ type CheckpointService interface {
 	DeleteCheckpoint(ctx context.Context, id string) error
 }
 
+// MinIDPrefix is the shortest id prefix that names a checkpoint or a session.
+const MinIDPrefix = 4
+
 // CheckpointRef names a checkpoint the way a person does. Ref is a checkpoint
 // number (in SessionID's session, else in ProjectPath's current session), a
-// checkpoint id or a unique prefix of one (at least 4 characters). Ambiguous
-// prefixes are a VALIDATION_ERROR that lists the candidates.
+// checkpoint id or a unique prefix of one (at least MinIDPrefix characters).
+// Ambiguous prefixes are a VALIDATION_ERROR that lists the candidates.
 type CheckpointRef struct {
 	Ref string `json:"ref,omitempty"`
 	// Step, instead of Ref, names the newest checkpoint of that step.
@@ -289,6 +300,11 @@ type CreateSessionInput struct {
 	Title       string          `json:"title,omitempty"`
 	Phase       string          `json:"phase,omitempty"`
 	Metadata    json.RawMessage `json:"metadata,omitempty"`
+}
+
+// UpdateSessionInput changes a session: each field that is set.
+type UpdateSessionInput struct {
+	Title *string `json:"title,omitempty"`
 }
 
 // ListSessionsInput filters and pages sessions, newest first.
@@ -462,7 +478,8 @@ const (
 type WorkspaceService interface {
 	// RestoreCheckpoint rolls a session back to one of its checkpoints: the
 	// workspace files (after an automatic "pre-rollback" checkpoint of the
-	// current state, so the rollback can be undone) and the agent state.
+	// current state, so the rollback can be undone, unless the head
+	// checkpoint already holds that state) and the agent state.
 	RestoreCheckpoint(ctx context.Context, in RestoreInput) (*RestoreResult, error)
 	// DiffCheckpoint compares a checkpoint's snapshot with another's or with
 	// the workspace as it is now.
@@ -504,7 +521,9 @@ type RestoreResult struct {
 	RestoredFiles []string `json:"restoredFiles"`
 	RemovedFiles  []string `json:"removedFiles"`
 	// SafetyCheckpoint holds the state from before the rollback: rolling back
-	// to it undoes the rollback. Absent for a dry run.
+	// to it undoes the rollback. When nothing changed since the session's
+	// head checkpoint, it is that checkpoint and no new one was saved. Absent
+	// for a dry run.
 	SafetyCheckpoint *Checkpoint `json:"safetyCheckpoint,omitempty"`
 	Rollback         *Rollback   `json:"rollback,omitempty"`
 	DryRun           bool        `json:"dryRun,omitempty"`

@@ -441,6 +441,14 @@ func (in *CreateSessionInput) Validate() error {
 	return validObject("metadata", in.Metadata)
 }
 
+// Validate checks a session update: at least one field, within its limits.
+func (in *UpdateSessionInput) Validate() error {
+	if in.Title == nil {
+		return Invalid("title", "nothing to update: give a title")
+	}
+	return validText("title", *in.Title, 0, MaxSummary)
+}
+
 // Validate checks a session list request.
 func (in *ListSessionsInput) Validate() error {
 	if in.Status != "" && !in.Status.Valid() {

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -35,7 +37,7 @@ yours), so 'belay rollback' can bring them back; --no-snapshot skips that and
   echo '{"step":3}' | belay save -m "step 3" --state-file -`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !cmd.Flags().Changed("message") {
+			if strings.TrimSpace(in.Summary) == "" {
 				return usagef("a summary is required: belay save -m SUMMARY")
 			}
 			in.Type, in.Trigger = belay.CheckpointType(typ), belay.Trigger(trigger)
@@ -62,6 +64,9 @@ yours), so 'belay rollback' can bring them back; --no-snapshot skips that and
 			if err != nil {
 				return err
 			}
+			if in.SessionID, err = a.sessionFlag(ctx, svc, in.SessionID); err != nil {
+				return err
+			}
 			cp, err := svc.CreateCheckpoint(ctx, in)
 			if err != nil {
 				return err
@@ -71,6 +76,7 @@ yours), so 'belay rollback' can bring them back; --no-snapshot skips that and
 			}
 			fmt.Fprintf(a.env.Stdout, "Saved checkpoint #%d %s in session %s\n", cp.Seq, cp.ID, cp.SessionID)
 			a.printSnapshot(cp)
+			a.printStarted(cp)
 			return nil
 		},
 	}
@@ -85,13 +91,24 @@ yours), so 'belay rollback' can bring them back; --no-snapshot skips that and
 	f.StringVar(&stateFile, "state-file", "", "agent state as a JSON file, or - for standard input")
 	f.StringVar(&outputsFile, "outputs-file", "", "outputs as a JSON file, or - for standard input")
 	f.StringVar(&metadataFile, "metadata-file", "", "metadata as a JSON object file, or - for standard input")
-	f.StringVar(&in.SessionID, "session", "", "session id (default: the project's active session)")
+	f.StringVar(&in.SessionID, "session", "", "session id or unique prefix (default: the project's active session)")
 	f.StringVar(&in.ProjectPath, "project", "", "project path (default: the working directory)")
 	f.StringVar(&in.Phase, "phase", "", "the session's phase after this checkpoint")
 	f.IntVar(&in.Step, "step", 0, "the session's step number after this checkpoint")
 	f.BoolVar(&noSnapshot, "no-snapshot", false, "do not snapshot the project's files")
 	f.StringSliceVar(&in.Paths, "paths", nil, "snapshot only these paths, relative to the project (comma separated)")
 	return cmd
+}
+
+// printStarted says so when saving cp started a new session because the
+// project's session had ended: its checkpoint numbers start again at 1.
+func (a *app) printStarted(cp *belay.Checkpoint) {
+	st := cp.StartedSession
+	if st == nil {
+		return
+	}
+	fmt.Fprintf(a.env.Stderr, "belay: session %s is %s; started session %s — checkpoint numbers restart at #1.\n"+
+		"The earlier checkpoints: belay checkpoints --session %s\n", st.PreviousID, st.PreviousStatus, cp.SessionID, st.PreviousID)
 }
 
 // readJSONFile reads a JSON document from a file, or standard input for "-".
@@ -147,6 +164,9 @@ func (a *app) checkpointsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if in.SessionID, err = a.sessionFlag(ctx, svc, in.SessionID); err != nil {
+				return err
+			}
 			in.Type = belay.CheckpointType(typ)
 			if asc {
 				in.OrderDir = belay.OrderAsc
@@ -155,13 +175,16 @@ func (a *app) checkpointsCommand() *cobra.Command {
 				yes, no := true, false
 				in.HITLRequired, in.HITLDecided = &yes, &no
 			}
+			// active is the session listed because it is the working
+			// directory's: the one earlier sessions are pointed out beside.
+			var active *belay.Session
 			if !all && in.SessionID == "" && in.ProjectPath == "" {
 				wd, err := a.cwd()
 				if err != nil {
 					return err
 				}
-				if sess, err := svc.ActiveSession(ctx, wd); err == nil {
-					in.SessionID = sess.ID
+				if active, err = svc.ActiveSession(ctx, wd); err == nil {
+					in.SessionID = active.ID
 				} else if belay.IsCode(err, belay.CodeSessionNotFound) {
 					in.ProjectPath = wd
 				} else {
@@ -182,11 +205,14 @@ func (a *app) checkpointsCommand() *cobra.Command {
 				return a.printJSON(list)
 			}
 			a.printCheckpoints(list)
+			if active != nil {
+				return a.printEarlierSession(ctx, svc, active)
+			}
 			return nil
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&in.SessionID, "session", "", "only this session")
+	f.StringVar(&in.SessionID, "session", "", "only this session (id or unique prefix)")
 	f.StringVar(&in.ProjectPath, "project", "", "only sessions of this project path")
 	f.BoolVar(&all, "all", false, "every project")
 	f.StringVar(&typ, "type", "", "only this type")
@@ -198,6 +224,25 @@ func (a *app) checkpointsCommand() *cobra.Command {
 	f.BoolVar(&asc, "asc", false, "oldest first")
 	f.BoolVar(&tree, "tree", false, "draw the session's checkpoints as a tree of branches")
 	return cmd
+}
+
+// printEarlierSession points, below a list of the project's active session,
+// to another session of the project: when a session ends the next one
+// restarts the numbers, and the earlier checkpoints leave the list.
+func (a *app) printEarlierSession(ctx context.Context, svc belay.Service, active *belay.Session) error {
+	list, err := svc.ListSessions(ctx, belay.ListSessionsInput{ProjectPath: active.ProjectPath, Limit: 2})
+	if err != nil {
+		return err
+	}
+	for _, s := range list.Items {
+		if s.ID == active.ID {
+			continue
+		}
+		fmt.Fprintf(a.env.Stdout, "This is session %s. Also in this project: session %s (%s, %s): belay checkpoints --session %s\n",
+			active.ID, s.ID, s.Status, plural(s.CheckpointCount, "checkpoint"), s.ID)
+		break
+	}
+	return nil
 }
 
 // printTree draws a session's timeline: each checkpoint under its parent, so
@@ -255,10 +300,15 @@ func (a *app) printCheckpoints(list *belay.CheckpointList) {
 		fmt.Fprintln(a.env.Stdout, "No checkpoints. Save one with: belay save -m SUMMARY")
 		return
 	}
+	ids, sessions := newAbbrev(), newAbbrev()
+	for _, c := range list.Items {
+		ids.add(c.ID)
+		sessions.add(c.SessionID)
+	}
 	tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tID\tSESSION\tTYPE\tNAME\tSUMMARY\tHITL\tCREATED")
 	for _, c := range list.Items {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Seq, short(c.ID), short(c.SessionID), c.Type,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Seq, ids.of(c.ID), sessions.of(c.SessionID), c.Type,
 			dash(c.Name), belay.OneLine(c.Summary, 50), hitlState(c), ago(c.CreatedAt))
 	}
 	tw.Flush()
@@ -285,37 +335,44 @@ func hitlState(c *belay.Checkpoint) string {
 // unique id prefix or a name) in --session or the working directory's
 // current session.
 func (a *app) resolveCheckpoint(ctx context.Context, svc belay.Service, ref, sessionID string) (*belay.Checkpoint, error) {
-	in := belay.CheckpointRef{Ref: ref, SessionID: sessionID}
-	if sessionID == "" {
-		wd, err := a.cwd()
-		if err != nil {
-			return nil, err
-		}
-		in.ProjectPath = wd
-	}
-	return svc.ResolveCheckpoint(ctx, in)
-}
-
-// activeSession returns the working directory's active session, else its newest one.
-func (a *app) activeSession(ctx context.Context, svc belay.Service) (*belay.Session, error) {
-	wd, err := a.cwd()
+	sessionID, err := a.sessionFlag(ctx, svc, sessionID)
 	if err != nil {
 		return nil, err
 	}
-	return svc.CurrentSession(ctx, wd)
+	in := belay.CheckpointRef{Ref: ref, SessionID: sessionID}
+	if sessionID == "" {
+		if in.ProjectPath, err = a.cwd(); err != nil {
+			return nil, err
+		}
+	}
+	cp, err := svc.ResolveCheckpoint(ctx, in)
+	return cp, withHint(err, sessionHint)
 }
 
 func (a *app) showCommand() *cobra.Command {
 	var sessionID string
+	var state bool
 	var step int
 	cmd := &cobra.Command{
 		Use:   "show N|ID|NAME",
 		Short: "Show one checkpoint: by number in the active session, id, id prefix or name",
-		Args:  oneCheckpoint(&step),
+		Long: `Show one checkpoint: checkpoint N of the active session (or --session), or
+the checkpoint with that id, unique id prefix or name. A checkpoint that asks
+for a decision shows its options and, once decided, the decision with its
+feedback.
+
+--state prints the checkpoint's agent state alone, in full, as JSON (null
+when it has none), e.g. to save it to a file.`,
+		Example: `  belay show 3
+  belay show 3 --state > state.json`,
+		Args: oneCheckpoint(&step),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			_, _, cp, err := a.openCheckpoint(cmd, argv, step, sessionID)
 			if err != nil {
 				return err
+			}
+			if state {
+				return a.printState(cp)
 			}
 			if a.json {
 				return a.printJSON(cp)
@@ -326,7 +383,17 @@ func (a *app) showCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&sessionID, "session", "", "session of checkpoint number N (default: the active session)")
 	stepFlag(cmd, &step)
+	cmd.Flags().BoolVar(&state, "state", false, "print only the agent state, in full, as JSON")
 	return cmd
+}
+
+// printState prints a checkpoint's agent state as indented JSON.
+func (a *app) printState(cp *belay.Checkpoint) error {
+	if cp.AgentState == nil {
+		_, err := fmt.Fprintln(a.env.Stdout, "null")
+		return err
+	}
+	return a.printJSON(cp.AgentState)
 }
 
 func (a *app) printCheckpoint(c *belay.Checkpoint) {
@@ -359,20 +426,76 @@ func (a *app) printCheckpoint(c *belay.Checkpoint) {
 	}
 	if c.HITLRequired {
 		row("HITL", hitlState(c)+": "+c.HITL.Title)
+		a.printRequest(c)
 	}
 	if c.Description != "" {
 		fmt.Fprintf(w, "\n%s\n", c.Description)
 	}
-	for k, v := range c.Context {
-		row("Context "+k, v)
+	for _, k := range slices.Sorted(maps.Keys(c.Context)) {
+		row("Context "+k, c.Context[k])
 	}
 	if c.AgentState != nil {
-		fmt.Fprintf(w, "\nAgent state:\n%s\n", indentJSON(c.AgentState, 4000))
+		fmt.Fprintf(w, "\nAgent state:\n%s\n", indentJSON(c.AgentState, 4000, fmt.Sprintf("belay show %s --state", c.ID)))
 	}
 }
 
-// indentJSON indents a JSON document for a person, cut after limit bytes.
-func indentJSON(raw json.RawMessage, limit int) string {
+// printRequest shows a HITL request's message, options, timeout and, once
+// decided, the decision.
+func (a *app) printRequest(c *belay.Checkpoint) {
+	w, h := a.env.Stdout, c.HITL
+	if h.Message != "" {
+		fmt.Fprintf(w, "  %-13s %s\n", "Message:", h.Message)
+	}
+	width := 0
+	for _, o := range h.Options {
+		width = max(width, len(o.ID))
+	}
+	for i, o := range h.Options {
+		label := ""
+		if i == 0 {
+			label = "Options:"
+		}
+		line := fmt.Sprintf("%-*s  ", width, o.ID)
+		if o.Label != o.ID {
+			line += o.Label + " "
+		}
+		line += "(" + string(o.Action)
+		if o.IsDefault {
+			line += ", default"
+		}
+		line += ")"
+		if o.Description != "" {
+			line += " - " + o.Description
+		}
+		fmt.Fprintf(w, "  %-13s %s\n", label, line)
+	}
+	if t := h.Timeout; t != nil {
+		when := "at " + t.ExpiresAt.Local().Format(time.RFC3339)
+		if c.TimeoutFired {
+			when = "fired " + ago(t.ExpiresAt)
+		}
+		fmt.Fprintf(w, "  %-13s %s, then %s (%s)\n", "Timeout:", time.Duration(t.Duration)*time.Second, t.DefaultAction, when)
+	}
+	d := c.Decision
+	if d == nil {
+		return
+	}
+	by := d.UserID
+	if d.AutoTriggered {
+		by = "the timeout"
+	}
+	fmt.Fprintf(w, "  %-13s %s (option %s) by %s, %s\n", "Decision:", d.Action, d.SelectedOption, by, ago(d.DecidedAt))
+	if d.Feedback != "" {
+		fmt.Fprintf(w, "  %-13s %s\n", "Feedback:", d.Feedback)
+	}
+	if d.Modifications != nil {
+		fmt.Fprintf(w, "  Modifications:\n%s\n", indentJSON(d.Modifications, 4000, "belay show "+c.ID+" --json"))
+	}
+}
+
+// indentJSON indents raw for reading, cut at limit bytes with a pointer to
+// more, the command that prints it all.
+func indentJSON(raw json.RawMessage, limit int, more string) string {
 	var b strings.Builder
 	var out []byte
 	if v, err := json.MarshalIndent(raw, "  ", "  "); err == nil {
@@ -384,7 +507,7 @@ func indentJSON(raw json.RawMessage, limit int) string {
 	b.Write(out)
 	s := b.String()
 	if len(s) > limit {
-		s = s[:limit] + "\n  … (use --json for all of it)"
+		s = s[:limit] + "\n  … (" + more + " prints all of it)"
 	}
 	return s
 }
@@ -419,6 +542,14 @@ func short(id string) string {
 		return id[:8]
 	}
 	return id
+}
+
+// plural counts n things: "1 file", "2 files".
+func plural[N int | int64](n N, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 func dash(s string) string {

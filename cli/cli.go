@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"os/user"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -27,10 +28,35 @@ const (
 	ExitOK    = 0
 	ExitError = 1
 	ExitUsage = 2
+	// ExitInterrupted ends a command stopped by Ctrl-C (SIGINT) or SIGTERM,
+	// as shells report a process killed by SIGINT.
+	ExitInterrupted = 130
 )
 
 // Version is set at build time with -ldflags "-X github.com/belayhq/belay/cli.Version=…".
+// Without it, the module version go install records is used (see version).
 var Version = "dev"
+
+// version is Version, or when that was not set at build time the version of
+// belay's module as the go command recorded it (`go install …@v1.2.0`, or a
+// pseudo-version from the repository's commit), else "dev".
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return Version
+	}
+	return versionOf(Version, bi)
+}
+
+func versionOf(set string, bi *debug.BuildInfo) string {
+	if set != "dev" {
+		return set
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	return set
+}
 
 // Env is what a command reads from its surroundings; tests pass their own.
 type Env struct {
@@ -125,6 +151,10 @@ func Run(ctx context.Context, args []string, env Env) int {
 	if err == nil {
 		return ExitOK
 	}
+	// Whoever interrupted the command knows: nothing to report.
+	if ctx.Err() != nil {
+		return ExitInterrupted
+	}
 	var code exitCode
 	if errors.As(err, &code) {
 		return int(code)
@@ -132,6 +162,10 @@ func Run(ctx context.Context, args []string, env Env) int {
 	var ue usageError
 	// cobra reports an unknown command as a plain error; it is a usage error.
 	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command ") {
+		if a.json {
+			a.printError(&belay.Error{Code: belay.CodeValidation, Message: err.Error()})
+			return ExitUsage
+		}
 		fmt.Fprintf(env.Stderr, "belay: %v\nRun 'belay --help' for usage.\n", err)
 		return ExitUsage
 	}
@@ -193,7 +227,12 @@ Without BELAY_URL the commands open the local database in the data directory
 ($BELAY_DATA_DIR, else $XDG_DATA_HOME/belay, else ~/.local/share/belay).
 With BELAY_URL (and BELAY_TOKEN) they talk to a belay server.
 
-Exit codes: 0 success, 1 error, 2 wrong usage ('belay wait --help' lists its own).`
+Where a command takes the id of a checkpoint, session, token or webhook, a
+unique prefix of it (at least 4 characters) will do; lists show each id as its
+shortest prefix unique among those listed.
+
+Exit codes: 0 success, 1 error, 2 wrong usage, 130 interrupted (Ctrl-C);
+'belay wait --help' lists its own.`
 
 func (a *app) rootCommand() *cobra.Command {
 	root := &cobra.Command{
@@ -202,7 +241,7 @@ func (a *app) rootCommand() *cobra.Command {
 		Long:          rootLong,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       Version,
+		Version:       version(),
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().StringVar(&a.dataDir, "data-dir", "", "data directory (default $BELAY_DATA_DIR, $XDG_DATA_HOME/belay or ~/.local/share/belay)")
@@ -225,7 +264,9 @@ func (a *app) rootCommand() *cobra.Command {
 		a.showCommand(),
 		a.deleteCommand(),
 		a.withSessionDelete(a.sessionsCommand()),
+		a.sessionCommand(),
 		a.sessionInfoCommand(),
+		a.askCommand(),
 		a.pendingCommand(),
 		a.decideCommand(),
 		a.waitCommand(),
@@ -353,17 +394,21 @@ func (a *app) openCheckpoint(cmd *cobra.Command, argv []string, step int, sessio
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	in := belay.CheckpointRef{Step: step, SessionID: sessionID}
+	in := belay.CheckpointRef{Step: step}
 	if len(argv) == 1 {
 		in.Ref = argv[0]
 	}
-	if sessionID == "" {
-		if in.ProjectPath, err = a.cwd(); err != nil {
+	if sessionID != "" {
+		sess, err := svc.ResolveSession(ctx, sessionID)
+		if err != nil {
 			return nil, nil, nil, err
 		}
+		in.SessionID = sess.ID
+	} else if in.ProjectPath, err = a.cwd(); err != nil {
+		return nil, nil, nil, err
 	}
 	cp, err := svc.ResolveCheckpoint(ctx, in)
-	return ctx, svc, cp, err
+	return ctx, svc, cp, withHint(err, "pass --session ID (see `belay sessions`)")
 }
 
 // oneCheckpoint takes N|ID|NAME, or no argument with --step.

@@ -270,7 +270,8 @@ func TestExitCodes(t *testing.T) {
 		{"show unknown id", []string{"show", "01890000-0000-7000-8000-00000000abcd"}, cli.ExitError, "CHECKPOINT_NOT_FOUND"},
 		{"delete unknown seq", []string{"delete", "99"}, cli.ExitError, "CHECKPOINT_NOT_FOUND"},
 		{"session-info bad id", []string{"session-info", "nope"}, cli.ExitError, "VALIDATION_ERROR"},
-		{"empty summary", []string{"save", "-m", ""}, cli.ExitError, "VALIDATION_ERROR"},
+		{"empty summary", []string{"save", "-m", ""}, cli.ExitUsage, "summary is required"},
+		{"blank summary", []string{"save", "-m", "  "}, cli.ExitUsage, "summary is required"},
 		{"bad type", []string{"save", "-m", "x", "--type", "big"}, cli.ExitError, "VALIDATION_ERROR"},
 		{"missing state file", []string{"save", "-m", "x", "--state-file", filepath.Join(h.project, "nope.json")}, cli.ExitError, "VALIDATION_ERROR"},
 		{"state file not JSON", []string{"save", "-m", "x", "--state-file", badJSON}, cli.ExitError, "VALIDATION_ERROR"},
@@ -322,13 +323,17 @@ func TestJSONOutputIsJSONEverywhere(t *testing.T) {
 			t.Errorf("belay --json %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
 		}
 	}
-	// Errors go to stderr, as JSON too.
-	for _, args := range [][]string{{"show", "99"}, {"save", "-m", ""}, {"session-info", "nope"}} {
+	// Errors go to stderr, as JSON too; wrong usage as well.
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{{[]string{"show", "99"}, cli.ExitError}, {[]string{"save", "-m", ""}, cli.ExitUsage}, {[]string{"session-info", "nope"}, cli.ExitError}} {
+		args := tc.args
 		r := h.run(t, "", append([]string{"--json"}, args...)...)
 		var body struct {
 			Error belay.Error `json:"error"`
 		}
-		if r.code != cli.ExitError || r.stdout != "" || json.Unmarshal([]byte(r.stderr), &body) != nil || body.Error.Code == "" {
+		if r.code != tc.code || r.stdout != "" || json.Unmarshal([]byte(r.stderr), &body) != nil || body.Error.Code == "" {
 			t.Errorf("belay --json %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
 		}
 	}

@@ -171,10 +171,10 @@ func TestHITLCLIPending(t *testing.T) {
 
 	out := c.ok(t, nil, "pending")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 4 || !regexp.MustCompile(`^CHECKPOINT\s+SESSION\s+TITLE\s+OPTIONS\s+TIME LEFT\s+ASKED$`).MatchString(lines[0]) {
+	if len(lines) != 4 || !regexp.MustCompile(`^CHECKPOINT\s+SEQ\s+SESSION\s+TITLE\s+OPTIONS\s+TIME LEFT\s+ASKED$`).MatchString(lines[0]) {
 		t.Fatalf("pending table:\n%s", out)
 	}
-	wantRow := regexp.MustCompile(regexp.QuoteMeta(timed.ID) + `\s+` + timed.SessionID[:8] +
+	wantRow := regexp.MustCompile(regexp.QuoteMeta(timed.ID) + `\s+1\s+` + uniquePrefix(timed.SessionID, plain.SessionID) +
 		`\s+Review the plan\s+ok,change,no,again,pass,up\s+(59m\d+s|1h0m0s) → approve\s+\ds ago`)
 	if !wantRow.MatchString(lines[1]) {
 		t.Errorf("row of the timed request = %q", lines[1])
@@ -517,7 +517,7 @@ func TestHITLCLIWatch(t *testing.T) {
 			r.stdout.waitFor(t, fmt.Sprintf(`{"seq":%d,`, final))
 			cancel()
 			res := <-done
-			if res.code != 0 {
+			if res.code != cli.ExitInterrupted {
 				t.Fatalf("watch after cancel: exit %d, stderr %q", res.code, res.stderr)
 			}
 			var types []string
@@ -553,8 +553,8 @@ func TestHITLCLIWatch(t *testing.T) {
 		cancel()
 		res := <-done
 		out := strings.TrimSpace(res.stdout.String())
-		if res.code != 0 || strings.Count(out, "\n") != 0 ||
-			!regexp.MustCompile(`^5\s+\d\d:\d\d:\d\d\s+hitl\.decided\s+`+cp.SessionID[:8]+` `+cp.ID[:8]+`: retry by lead$`).MatchString(out) {
+		if res.code != cli.ExitInterrupted || strings.Count(out, "\n") != 0 ||
+			!regexp.MustCompile(`^5\s+\d\d:\d\d:\d\d\s+hitl\.decided\s+`+uniquePrefix(cp.SessionID)+` `+uniquePrefix(cp.ID)+`: retry by lead$`).MatchString(out) {
 			t.Errorf("exit %d, output %q", res.code, out)
 		}
 	})

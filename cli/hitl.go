@@ -53,6 +53,9 @@ func (a *app) pendingCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if sessionID, err = a.sessionFlag(ctx, svc, sessionID); err != nil {
+				return err
+			}
 			list, err := svc.PendingHITL(ctx, sessionID)
 			if err != nil {
 				return err
@@ -64,22 +67,26 @@ func (a *app) pendingCommand() *cobra.Command {
 				fmt.Fprintln(a.env.Stdout, "Nothing waits for a decision.")
 				return nil
 			}
+			sessions := newAbbrev()
+			for _, p := range list {
+				sessions.add(p.Session.ID)
+			}
 			tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "CHECKPOINT\tSESSION\tTITLE\tOPTIONS\tTIME LEFT\tASKED")
+			fmt.Fprintln(tw, "CHECKPOINT\tSEQ\tSESSION\tTITLE\tOPTIONS\tTIME LEFT\tASKED")
 			for _, p := range list {
 				opts := make([]string, len(p.Checkpoint.HITL.Options))
 				for i, o := range p.Checkpoint.HITL.Options {
 					opts[i] = o.ID
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Checkpoint.ID, short(p.Session.ID), belay.OneLine(p.Checkpoint.HITL.Title, 40),
-					strings.Join(opts, ","), remaining(p), ago(p.Checkpoint.CreatedAt))
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", p.Checkpoint.ID, p.Checkpoint.Seq, sessions.of(p.Session.ID),
+					belay.OneLine(p.Checkpoint.HITL.Title, 40), strings.Join(opts, ","), remaining(p), ago(p.Checkpoint.CreatedAt))
 			}
 			tw.Flush()
 			fmt.Fprintln(a.env.Stdout, "Decide with: belay decide CHECKPOINT")
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&sessionID, "session", "", "only this session")
+	cmd.Flags().StringVar(&sessionID, "session", "", "only this session (id or unique prefix)")
 	return cmd
 }
 
@@ -101,12 +108,17 @@ func (a *app) decideCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "decide [CHECKPOINT]",
 		Short: "Decide a pending request, interactively or with --option",
-		Long: `Decide a pending human-in-the-loop request. Without CHECKPOINT, the only
-pending request (or a choice among them). With --option it runs without
-questions, for scripts; otherwise it shows the request and asks.`,
+		Long: `Decide a pending human-in-the-loop request. CHECKPOINT is a checkpoint number
+in the active session (or --session), an id or a unique id prefix; without
+it, the only pending request (or a choice among them).
+
+With --option it runs without questions, for scripts; otherwise it shows the
+request and asks. --option takes the id of one of the request's options, as
+'belay pending' and 'belay show' list them (e.g. yes, no), not an action; the
+decision's action is that option's own.`,
 		Example: `  belay decide                                   # interactive
-  belay decide 01a1f… --option approve --feedback "looks good"
-  belay decide 01a1f… --option modify --modify-file changes.json`,
+  belay decide 01a1f --option yes --feedback "looks good"
+  belay decide 3 --option change --modify-file changes.json`,
 		Args: args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			ctx, svc, err := a.open(cmd)
@@ -129,7 +141,7 @@ questions, for scripts; otherwise it shows the request and asks.`,
 				return err
 			}
 			if in.SelectedOption == "" {
-				if err := a.askDecision(cp, &in); err != nil {
+				if err := a.askDecision(ctx, cp, &in); err != nil {
 					return err
 				}
 			}
@@ -145,7 +157,7 @@ questions, for scripts; otherwise it shows the request and asks.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&in.SelectedOption, "option", "", "option id to choose (no questions asked)")
+	f.StringVar(&in.SelectedOption, "option", "", "id of the option to choose, as 'belay pending' lists them (no questions asked)")
 	f.StringVar((*string)(&in.Action), "action", "", "action of the option (default: the option's own)")
 	f.StringVar(&in.Feedback, "feedback", "", "feedback for the agent, up to 2,000 characters")
 	f.StringVar(&modifyFile, "modify-file", "", "modifications as a JSON object file (with a modify option), or - for standard input")
@@ -156,6 +168,10 @@ questions, for scripts; otherwise it shows the request and asks.`,
 
 // choosePending picks the request to decide when none was named.
 func (a *app) choosePending(ctx context.Context, svc belay.Service, sessionID string, interactive bool) (*belay.Checkpoint, error) {
+	sessionID, err := a.sessionFlag(ctx, svc, sessionID)
+	if err != nil {
+		return nil, err
+	}
 	list, err := svc.PendingHITL(ctx, sessionID)
 	if err != nil {
 		return nil, err
@@ -174,8 +190,8 @@ func (a *app) choosePending(ctx context.Context, svc belay.Service, sessionID st
 	for i, p := range list {
 		opts[i] = huh.NewOption(fmt.Sprintf("%s  (%s, %s)", p.Checkpoint.HITL.Title, short(p.Checkpoint.ID), remaining(p)), p.Checkpoint.ID)
 	}
-	if err := a.form(huh.NewGroup(sel.Options(opts...))).Run(); err != nil {
-		return nil, promptError(err)
+	if err := a.prompt(ctx, huh.NewGroup(sel.Options(opts...))); err != nil {
+		return nil, err
 	}
 	for _, p := range list {
 		if p.Checkpoint.ID == id {
@@ -187,7 +203,7 @@ func (a *app) choosePending(ctx context.Context, svc belay.Service, sessionID st
 
 // askDecision shows a request as seed 000's CLI flow does and asks for the
 // option, feedback and (for modify) modifications.
-func (a *app) askDecision(cp *belay.Checkpoint, in *belay.DecideInput) error {
+func (a *app) askDecision(ctx context.Context, cp *belay.Checkpoint, in *belay.DecideInput) error {
 	h := cp.HITL
 	w := a.env.Stdout
 	fmt.Fprintf(w, "\n%s\n", h.Title)
@@ -195,7 +211,7 @@ func (a *app) askDecision(cp *belay.Checkpoint, in *belay.DecideInput) error {
 		fmt.Fprintln(w, h.Message)
 	}
 	if len(h.Context) > 0 {
-		fmt.Fprintf(w, "\nContext:\n%s\n", indentJSON(h.Context, 4000))
+		fmt.Fprintf(w, "\nContext:\n%s\n", indentJSON(h.Context, 4000, "belay show "+cp.ID+" --json"))
 	}
 	if h.Timeout != nil && !cp.TimeoutFired {
 		fmt.Fprintf(w, "\nIf nobody decides by %s: %s.\n", h.Timeout.ExpiresAt.Local().Format(time.Kitchen), h.Timeout.DefaultAction)
@@ -216,31 +232,53 @@ func (a *app) askDecision(cp *belay.Checkpoint, in *belay.DecideInput) error {
 	if in.SelectedOption == "" {
 		in.SelectedOption = h.Options[0].ID
 	}
-	if err := a.form(huh.NewGroup(
+	if err := a.prompt(ctx, huh.NewGroup(
 		huh.NewSelect[string]().Title("Select option").Options(opts...).Value(&in.SelectedOption),
 		huh.NewText().Title("Feedback (optional)").CharLimit(belay.MaxFeedback).Value(&in.Feedback),
-	)).Run(); err != nil {
-		return promptError(err)
+	)); err != nil {
+		return err
 	}
 	opt, _ := h.Option(in.SelectedOption)
 	in.Action = opt.Action
 	in.Feedback = strings.TrimSpace(in.Feedback)
 	if in.Action == belay.ActionModify && len(in.Modifications) == 0 {
 		var mods string
-		if err := a.form(huh.NewGroup(huh.NewText().Title("Modifications as a JSON object (optional)").Value(&mods).
+		if err := a.prompt(ctx, huh.NewGroup(huh.NewText().Title("Modifications as a JSON object (optional)").Value(&mods).
 			Validate(func(s string) error {
 				if strings.TrimSpace(s) == "" || json.Valid([]byte(s)) {
 					return nil
 				}
 				return errors.New("not valid JSON")
-			}))).Run(); err != nil {
-			return promptError(err)
+			}))); err != nil {
+			return err
 		}
 		if strings.TrimSpace(mods) != "" {
 			in.Modifications = json.RawMessage(mods)
 		}
 	}
 	return nil
+}
+
+// prompt asks the questions of groups and returns once they are answered, or
+// with ctx's error as soon as ctx ends: a prompt reading a pipe or a screen
+// reader's line input cannot be interrupted, so it is left behind. Ctrl-C
+// inside a full-screen prompt ends the command as an interrupt.
+func (a *app) prompt(ctx context.Context, groups ...*huh.Group) error {
+	form := a.form(groups...)
+	done := make(chan error, 1)
+	go func() { done <- form.RunWithContext(ctx) }()
+	select {
+	case err := <-done:
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, huh.ErrUserAborted):
+			return exitCode(ExitInterrupted)
+		}
+		return fmt.Errorf("prompt: %w", err)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // form builds a prompt on the command's terminal. Without a terminal (a pipe,
@@ -290,13 +328,6 @@ func isTerminal(r io.Reader) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-func promptError(err error) error {
-	if errors.Is(err, huh.ErrUserAborted) {
-		return exitCode(ExitError)
-	}
-	return fmt.Errorf("prompt: %w", err)
-}
-
 func (a *app) waitCommand() *cobra.Command {
 	var timeout time.Duration
 	var sessionID string
@@ -314,46 +345,52 @@ is) and print the decision. The exit code tells the action, so scripts can branc
 			if err != nil {
 				return err
 			}
-			deadline := time.Now().Add(timeout)
-			for {
-				chunk := 30 * time.Second
-				if timeout > 0 {
-					chunk = min(chunk, max(time.Until(deadline), 0))
-				}
-				res, err := svc.WaitDecision(ctx, cp.ID, chunk)
-				if err != nil {
-					return err
-				}
-				if res.Decided {
-					if a.json {
-						if err := a.printJSON(res); err != nil {
-							return err
-						}
-					} else {
-						d := res.Decision
-						fmt.Fprintf(a.env.Stdout, "%s (option %s) by %s", d.Action, d.SelectedOption, d.UserID)
-						if d.Feedback != "" {
-							fmt.Fprintf(a.env.Stdout, ": %s", d.Feedback)
-						}
-						fmt.Fprintln(a.env.Stdout)
-					}
-					if code := waitExit[res.Decision.Action]; code != ExitOK {
-						return exitCode(code)
-					}
-					return nil
-				}
-				if timeout > 0 && !time.Now().Before(deadline) {
-					if a.json {
-						_ = a.printJSON(res)
-					} else {
-						fmt.Fprintln(a.env.Stderr, "belay: no decision yet")
-					}
-					return exitCode(ExitNoDecision)
-				}
-			}
+			return a.waitDecision(ctx, svc, cp, timeout)
 		},
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long with exit code 3 (default: wait forever)")
 	cmd.Flags().StringVar(&sessionID, "session", "", "session of checkpoint number N")
 	return cmd
+}
+
+// waitDecision waits for the decision on cp, at most timeout when it is not
+// zero, prints it, and ends with the exit code of its action (see waitExit).
+func (a *app) waitDecision(ctx context.Context, svc belay.Service, cp *belay.Checkpoint, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		chunk := 30 * time.Second
+		if timeout > 0 {
+			chunk = min(chunk, max(time.Until(deadline), 0))
+		}
+		res, err := svc.WaitDecision(ctx, cp.ID, chunk)
+		if err != nil {
+			return err
+		}
+		if res.Decided {
+			if a.json {
+				if err := a.printJSON(res); err != nil {
+					return err
+				}
+			} else {
+				d := res.Decision
+				fmt.Fprintf(a.env.Stdout, "%s (option %s) by %s", d.Action, d.SelectedOption, d.UserID)
+				if d.Feedback != "" {
+					fmt.Fprintf(a.env.Stdout, ": %s", d.Feedback)
+				}
+				fmt.Fprintln(a.env.Stdout)
+			}
+			if code := waitExit[res.Decision.Action]; code != ExitOK {
+				return exitCode(code)
+			}
+			return nil
+		}
+		if timeout > 0 && !time.Now().Before(deadline) {
+			if a.json {
+				_ = a.printJSON(res)
+			} else {
+				fmt.Fprintln(a.env.Stderr, "belay: no decision yet")
+			}
+			return exitCode(ExitNoDecision)
+		}
+	}
 }

@@ -22,10 +22,7 @@ func (a *app) sessionRef(ctx context.Context, svc belay.Service, flag string) (*
 	if flag == "" {
 		flag = a.env.Getenv("BELAY_SESSION")
 	}
-	if flag != "" {
-		return svc.GetSession(ctx, flag)
-	}
-	return a.activeSession(ctx, svc)
+	return a.namedSession(ctx, svc, flag, "pass --session ID")
 }
 
 func (a *app) endCommand(status belay.SessionStatus, verb, short string) *cobra.Command {
@@ -58,20 +55,6 @@ func (a *app) endCommand(status belay.SessionStatus, verb, short string) *cobra.
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why")
-	return cmd
-}
-
-// sessionCommand groups what is done to one session.
-func (a *app) sessionCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "session",
-		Short: "Complete, fail or abandon a session",
-	}
-	cmd.AddCommand(
-		a.endCommand(belay.SessionCompleted, "complete", "Mark a session completed (default: the current one)"),
-		a.endCommand(belay.SessionFailed, "fail", "Mark a session failed, with --reason"),
-		a.endCommand(belay.SessionAbandoned, "abandon", "Abandon a session: it is never resumed"),
-	)
 	return cmd
 }
 

@@ -43,7 +43,7 @@ func (a *app) serve(ctx context.Context, addr string) error {
 	if cfg.SavesPerMinute, err = a.savesPerMinute(); err != nil {
 		return err
 	}
-	return a.env.Backend.Serve(ctx, ServeConfig{Local: cfg, Addr: addr, Version: Version, Stdout: a.env.Stdout, Stderr: a.env.Stderr})
+	return a.env.Backend.Serve(ctx, ServeConfig{Local: cfg, Addr: addr, Version: version(), Stdout: a.env.Stdout, Stderr: a.env.Stderr})
 }
 
 func (a *app) versionCommand() *cobra.Command {
@@ -52,7 +52,7 @@ func (a *app) versionCommand() *cobra.Command {
 		Short: "Print belay's version",
 		Args:  args(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
-			info := map[string]string{"version": Version}
+			info := map[string]string{"version": version()}
 			if bi, ok := debug.ReadBuildInfo(); ok {
 				info["go"] = bi.GoVersion
 				for _, s := range bi.Settings {

@@ -59,18 +59,19 @@ func (a *app) sessionInfoCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "session-info [ID]",
 		Short: "Show a session (default: the working directory's active session)",
-		Args:  args(cobra.MaximumNArgs(1)),
+		Long: `Show a session: by its id or a unique prefix of it (at least 4 characters),
+or without one the working directory's active session, else its newest.`,
+		Args: args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err
 			}
-			var sess *belay.Session
+			ref := ""
 			if len(argv) == 1 {
-				sess, err = svc.GetSession(ctx, argv[0])
-			} else {
-				sess, err = a.activeSession(ctx, svc)
+				ref = argv[0]
 			}
+			sess, err := a.namedSession(ctx, svc, ref, "name one: belay session-info ID (see `belay sessions`)")
 			if err != nil {
 				return err
 			}
@@ -110,4 +111,90 @@ func progressCell(s *belay.Session) string {
 	}
 	p := belay.ComputeProgress(s.Plan, s.CostMicros)
 	return fmt.Sprintf("%d/%d", p.TasksCompleted, p.TasksCompleted+p.TasksRemaining+p.TasksSkipped+p.TasksFailed)
+}
+
+func (a *app) sessionCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "session",
+		Short: "Start, title, complete, fail or abandon a session",
+		Long: `Start a session for the project, set a session's title, or end it: complete,
+fail or abandon. 'belay sessions' lists sessions and 'belay session-info' shows one.`,
+		Args: args(cobra.NoArgs),
+	}
+	cmd.AddCommand(a.sessionNewCommand(), a.sessionTitleCommand(),
+		a.endCommand(belay.SessionCompleted, "complete", "Mark a session completed (default: the current one)"),
+		a.endCommand(belay.SessionFailed, "fail", "Mark a session failed, with --reason"),
+		a.endCommand(belay.SessionAbandoned, "abandon", "Abandon a session: it is never resumed"))
+	return cmd
+}
+
+func (a *app) sessionNewCommand() *cobra.Command {
+	var in belay.CreateSessionInput
+	cmd := &cobra.Command{
+		Use:   "new",
+		Short: "Start a new session for the project; its next checkpoints go to it",
+		Long: `Start a new session for the project (the working directory, or --project):
+the project's next checkpoints go to it, numbered from #1. A session still
+open keeps its checkpoints; 'belay checkpoints --session ID' lists them.`,
+		Example: `  belay session new --title "refactor billing"`,
+		Args:    args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, svc, err := a.open(cmd)
+			if err != nil {
+				return err
+			}
+			if in.ProjectPath == "" {
+				if in.ProjectPath, err = a.cwd(); err != nil {
+					return err
+				}
+			}
+			sess, err := svc.CreateSession(ctx, in)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(sess)
+			}
+			fmt.Fprintf(a.env.Stdout, "Started session %s in %s; the project's next checkpoints go to it.\n", sess.ID, sess.ProjectPath)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&in.Title, "title", "", "what the session is about, up to 500 characters")
+	cmd.Flags().StringVar(&in.ProjectPath, "project", "", "project path (default: the working directory)")
+	return cmd
+}
+
+func (a *app) sessionTitleCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "title [ID] TITLE",
+		Short: "Set a session's title (default: the working directory's session)",
+		Long: `Set the title of a session: the one ID names (an id or a unique prefix), or
+the working directory's active session, else its newest. An empty TITLE
+clears it. Lists show the title.`,
+		Example: `  belay session title "refactor billing"
+  belay session title 01a2f7 "refactor billing"`,
+		Args: args(cobra.RangeArgs(1, 2)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			ctx, svc, err := a.open(cmd)
+			if err != nil {
+				return err
+			}
+			ref, title := "", argv[len(argv)-1]
+			if len(argv) == 2 {
+				ref = argv[0]
+			}
+			sess, err := a.namedSession(ctx, svc, ref, "name one: belay session title ID TITLE (see `belay sessions`)")
+			if err != nil {
+				return err
+			}
+			if sess, err = svc.UpdateSession(ctx, sess.ID, belay.UpdateSessionInput{Title: &title}); err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(sess)
+			}
+			fmt.Fprintf(a.env.Stdout, "Session %s: %s\n", sess.ID, dash(sess.Title))
+			return nil
+		},
+	}
 }

@@ -102,6 +102,10 @@ func (a *app) tokenListCommand() *cobra.Command {
 			if a.json {
 				return a.printJSON(list)
 			}
+			ids := newAbbrev()
+			for _, tk := range list {
+				ids.add(tk.ID)
+			}
 			tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tUSER\tSCOPES\tPROJECTS\tCREATED\tLAST USED\tNAME")
 			for _, tk := range list {
@@ -116,7 +120,7 @@ func (a *app) tokenListCommand() *cobra.Command {
 				if len(tk.Projects) > 0 {
 					projects = strings.Join(tk.Projects, ",")
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", short(tk.ID), tk.User, scopeList(tk.Scopes), projects,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ids.of(tk.ID), tk.User, scopeList(tk.Scopes), projects,
 					tk.CreatedAt.Local().Format(time.DateTime), used, tk.Name)
 			}
 			return tw.Flush()

@@ -1,6 +1,8 @@
 package cli_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,8 +13,12 @@ import (
 // target, and --tree draws that, with the head marked.
 func TestCheckpointsTree(t *testing.T) {
 	h := newHarness(t)
-	h.ok(t, "", "save", "-m", "one", "--no-snapshot")
-	h.ok(t, "", "save", "-m", "two", "--no-snapshot")
+	h.ok(t, "", "save", "-m", "one")
+	h.ok(t, "", "save", "-m", "two")
+	// Unsaved work, so the rollback saves a pre-rollback checkpoint.
+	if err := os.WriteFile(filepath.Join(h.project, "unsaved.txt"), []byte("work"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	h.ok(t, "", "rollback", "1")
 	h.ok(t, "", "save", "-m", "branch", "--no-snapshot")
 	out := h.ok(t, "", "checkpoints", "--tree")

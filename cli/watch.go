@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -17,13 +15,19 @@ func (a *app) watchCommand() *cobra.Command {
 		Use:   "watch",
 		Short: "Print events as they happen",
 		Long: `Print events live: checkpoints, HITL requests and decisions, restores.
---after N replays the log from event N on (0 = from the beginning). Ctrl-C stops.`,
+--after N replays the log from event N on (0 = from the beginning). Ctrl-C
+stops (exit code 130).`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err
 			}
+			if f.SessionID, err = a.sessionFlag(ctx, svc, f.SessionID); err != nil {
+				return err
+			}
+			// The ids shown so far: each new one is made unique among them.
+			sessions, checkpoints := newAbbrev(), newAbbrev()
 			printEvent := func(e belay.Event) error {
 				if a.json {
 					b, err := json.Marshal(e)
@@ -33,8 +37,10 @@ func (a *app) watchCommand() *cobra.Command {
 					_, err = fmt.Fprintln(a.env.Stdout, string(b))
 					return err
 				}
+				sessions.add(e.SessionID)
+				checkpoints.add(e.CheckpointID)
 				_, err := fmt.Fprintf(a.env.Stdout, "%-6d %s  %-24s %s %s\n", e.Seq, e.CreatedAt.Local().Format("15:04:05"),
-					e.Type, short(e.SessionID), describe(e))
+					e.Type, sessions.of(e.SessionID), describe(e, checkpoints.of(e.CheckpointID)))
 				return err
 			}
 			// No proxy sits between a terminal and its stream: no heartbeat.
@@ -46,20 +52,21 @@ func (a *app) watchCommand() *cobra.Command {
 				}
 				return nil
 			})
-			if errors.Is(err, context.Canceled) {
-				return nil
+			if ctx.Err() != nil {
+				return ctx.Err() // interrupted
 			}
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&f.SessionID, "session", "", "only this session")
+	cmd.Flags().StringVar(&f.SessionID, "session", "", "only this session (id or unique prefix)")
 	cmd.Flags().StringArrayVar(&f.Types, "type", nil, "only this event type (repeatable)")
 	cmd.Flags().Int64Var(&f.After, "after", belay.FromNow, "replay events after this sequence number")
 	return cmd
 }
 
-// describe summarises an event's payload on one line.
-func describe(e belay.Event) string {
+// describe summarises an event's payload on one line; checkpoint is its
+// checkpoint's id as shown.
+func describe(e belay.Event, checkpoint string) string {
 	var d map[string]any
 	_ = json.Unmarshal(e.Data, &d)
 	str := func(k string) string {
@@ -72,18 +79,20 @@ func describe(e belay.Event) string {
 	case belay.EventCheckpointCreated:
 		return fmt.Sprintf("#%s %s", str("seq"), str("summary"))
 	case belay.EventHITLRequired:
-		return fmt.Sprintf("%s: %s", short(e.CheckpointID), str("title"))
+		return fmt.Sprintf("%s: %s", checkpoint, str("title"))
 	case belay.EventHITLDecided:
 		if dec, ok := d["decision"].(map[string]any); ok {
-			return fmt.Sprintf("%s: %v by %v", short(e.CheckpointID), dec["action"], dec["userId"])
+			return fmt.Sprintf("%s: %v by %v", checkpoint, dec["action"], dec["userId"])
 		}
 	case belay.EventHITLTimedOut:
-		return fmt.Sprintf("%s: default %s", short(e.CheckpointID), str("defaultAction"))
+		return fmt.Sprintf("%s: default %s", checkpoint, str("defaultAction"))
 	case belay.EventSessionStatusChanged:
 		return fmt.Sprintf("%s → %s", str("from"), str("to"))
+	case belay.EventSessionUpdated:
+		return fmt.Sprintf("title %q", str("title"))
 	}
 	if e.CheckpointID != "" {
-		return short(e.CheckpointID)
+		return checkpoint
 	}
 	return ""
 }

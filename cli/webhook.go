@@ -199,6 +199,18 @@ retried with backoff, and given up after the last attempt.`,
 				fmt.Fprintln(a.env.Stdout, "No deliveries yet. `belay serve` delivers events to webhooks.")
 				return nil
 			}
+			// Shown as --webhook takes them: unique among all webhooks.
+			all, err := svc.ListWebhooks(ctx)
+			if err != nil {
+				return err
+			}
+			hooks := newAbbrev()
+			for _, w := range all {
+				hooks.add(w.ID)
+			}
+			for _, d := range list {
+				hooks.add(d.WebhookID)
+			}
 			tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "TIME\tWEBHOOK\tEVENT\tATTEMPT\tSTATUS\tERROR\tDURATION")
 			for _, d := range list {
@@ -207,7 +219,7 @@ retried with backoff, and given up after the last attempt.`,
 					status = fmt.Sprint(d.StatusCode)
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%d %s\t%d\t%s\t%s\t%dms\n", d.CreatedAt.Local().Format("2006-01-02 15:04:05"),
-					short(d.WebhookID), d.EventSeq, d.EventType, d.Attempt, status, dash(belay.OneLine(d.Error, 60)), d.DurationMs)
+					hooks.of(d.WebhookID), d.EventSeq, d.EventType, d.Attempt, status, dash(belay.OneLine(d.Error, 60)), d.DurationMs)
 			}
 			return tw.Flush()
 		},

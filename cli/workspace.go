@@ -105,11 +105,11 @@ func (a *app) printRestore(res *belay.RestoreResult, withSession bool) {
 	w := a.env.Stdout
 	cp := res.Checkpoint
 	if res.DryRun {
-		fmt.Fprintf(w, "Rolling back to checkpoint #%d would restore %d files and remove %d (dry run: nothing changed).\n",
-			cp.Seq, len(res.RestoredFiles), len(res.RemovedFiles))
+		fmt.Fprintf(w, "Rolling back to checkpoint #%d would restore %s and remove %d (dry run: nothing changed).\n",
+			cp.Seq, plural(len(res.RestoredFiles), "file"), len(res.RemovedFiles))
 	} else {
-		fmt.Fprintf(w, "Rolled back to checkpoint #%d %s of session %s: %d files restored, %d removed.\n",
-			cp.Seq, cp.ID, cp.SessionID, len(res.RestoredFiles), len(res.RemovedFiles))
+		fmt.Fprintf(w, "Rolled back to checkpoint #%d %s of session %s: %s restored, %d removed.\n",
+			cp.Seq, cp.ID, cp.SessionID, plural(len(res.RestoredFiles), "file"), len(res.RemovedFiles))
 	}
 	for _, p := range res.RestoredFiles {
 		fmt.Fprintf(w, "  restore  %s\n", quoted(p))
@@ -117,10 +117,16 @@ func (a *app) printRestore(res *belay.RestoreResult, withSession bool) {
 	for _, p := range res.RemovedFiles {
 		fmt.Fprintf(w, "  remove   %s\n", quoted(p))
 	}
-	if cp.WorkspaceRef == "" {
+	switch {
+	case cp.WorkspaceRef == "" && res.DryRun:
+		fmt.Fprintln(w, "The checkpoint has no snapshot: only the agent state would be rolled back.")
+	case cp.WorkspaceRef == "":
 		fmt.Fprintln(w, "The checkpoint has no snapshot: only the agent state was rolled back.")
 	}
-	if res.SafetyCheckpoint != nil {
+	switch {
+	case res.SafetyCheckpoint != nil && res.SafetyCheckpoint.ID == cp.ID:
+		fmt.Fprintf(w, "Nothing had changed since checkpoint #%d: nothing to undo.\n", cp.Seq)
+	case res.SafetyCheckpoint != nil:
 		a.warnSkipped(res.SafetyCheckpoint, "were not in the pre-rollback snapshot and were left as they are")
 		undo := fmt.Sprintf("belay rollback %d", res.SafetyCheckpoint.Seq)
 		if withSession {
@@ -141,14 +147,11 @@ func (a *app) rollbacksCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if sessionID == "" {
-				sess, err := a.activeSession(ctx, svc)
-				if err != nil {
-					return err
-				}
-				sessionID = sess.ID
+			sess, err := a.namedSession(ctx, svc, sessionID, sessionHint)
+			if err != nil {
+				return err
 			}
-			list, err := svc.ListRollbacks(ctx, sessionID)
+			list, err := svc.ListRollbacks(ctx, sess.ID)
 			if err != nil {
 				return err
 			}
@@ -159,16 +162,22 @@ func (a *app) rollbacksCommand() *cobra.Command {
 				fmt.Fprintln(a.env.Stdout, "No rollbacks.")
 				return nil
 			}
-			tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tTARGET\tPRE-ROLLBACK\tUSER\tFILES\tWHEN\tREASON")
+			ids, checkpoints := newAbbrev(), newAbbrev()
 			for _, rb := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", short(rb.ID), short(rb.TargetID), dash(short(rb.FromCheckpointID)),
+				ids.add(rb.ID)
+				checkpoints.add(rb.TargetID)
+				checkpoints.add(rb.FromCheckpointID)
+			}
+			tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tTARGET\tPRE-ROLLBACK\tUSER\tRESTORED\tWHEN\tREASON")
+			for _, rb := range list {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", ids.of(rb.ID), checkpoints.of(rb.TargetID), checkpoints.of(rb.FromCheckpointID),
 					rb.UserID, len(rb.RestoredFiles), ago(rb.CreatedAt), dash(belay.OneLine(rb.Reason, 40)))
 			}
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().StringVar(&sessionID, "session", "", "session id (default: the active session)")
+	cmd.Flags().StringVar(&sessionID, "session", "", "session id or unique prefix (default: the active session)")
 	return cmd
 }
 
@@ -263,6 +272,9 @@ Exits 1 when problems remain.`,
 			if err != nil {
 				return err
 			}
+			if in.SessionID, err = a.sessionFlag(ctx, svc, in.SessionID); err != nil {
+				return err
+			}
 			rep, err := svc.Validate(ctx, in)
 			if err != nil {
 				return err
@@ -280,7 +292,7 @@ Exits 1 when problems remain.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&in.SessionID, "session", "", "check only this session")
+	cmd.Flags().StringVar(&in.SessionID, "session", "", "check only this session (id or unique prefix)")
 	cmd.Flags().BoolVar(&in.Repair, "repair", false, "rebuild damaged or missing checkpoints from their snapshots")
 	return cmd
 }
@@ -336,16 +348,15 @@ on top of your HEAD, which stays where it is.`,
 			if err != nil {
 				return err
 			}
-			sessionID := ""
+			ref := ""
 			if len(argv) == 1 {
-				sessionID = argv[0]
-			} else {
-				sess, err := a.activeSession(ctx, svc)
-				if err != nil {
-					return err
-				}
-				sessionID = sess.ID
+				ref = argv[0]
 			}
+			sess, err := a.namedSession(ctx, svc, ref, "name one: belay export SESSION (see `belay sessions`)")
+			if err != nil {
+				return err
+			}
+			sessionID := sess.ID
 			if gitBranch {
 				res, err := svc.ExportBranch(ctx, belay.ExportBranchInput{SessionID: sessionID, Branch: branch})
 				if err != nil {
@@ -512,14 +523,18 @@ func humanBytes(n int64) string {
 func (a *app) withSessionDelete(sessions *cobra.Command) *cobra.Command {
 	sessions.AddCommand(&cobra.Command{
 		Use:   "delete ID",
-		Short: "Delete a session with its checkpoints, rollbacks and snapshots",
+		Short: "Delete a session with its checkpoints, rollbacks and snapshots (ID or a unique prefix)",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err
 			}
-			res, err := svc.DeleteSession(ctx, argv[0])
+			sess, err := svc.ResolveSession(ctx, argv[0])
+			if err != nil {
+				return err
+			}
+			res, err := svc.DeleteSession(ctx, sess.ID)
 			if err != nil {
 				return err
 			}

@@ -30,6 +30,19 @@ func (c *Client) CurrentSession(ctx context.Context, projectPath string) (*belay
 	return call[belay.Session](ctx, c, http.MethodGet, "/v1/sessions/current", url.Values{"projectPath": {projectPath}}, nil)
 }
 
+// ResolveSession finds the session a person names: its id or a unique prefix.
+func (c *Client) ResolveSession(ctx context.Context, ref string) (*belay.Session, error) {
+	return call[belay.Session](ctx, c, http.MethodGet, "/v1/sessions/resolve", url.Values{"ref": {ref}}, nil)
+}
+
+// UpdateSession changes a session's title.
+func (c *Client) UpdateSession(ctx context.Context, id string, in belay.UpdateSessionInput) (*belay.Session, error) {
+	if err := belay.ValidateID("id", id); err != nil {
+		return nil, err
+	}
+	return call[belay.Session](ctx, c, http.MethodPatch, "/v1/sessions/"+url.PathEscape(id), nil, in)
+}
+
 // ResolveCheckpoint finds the checkpoint a person names.
 func (c *Client) ResolveCheckpoint(ctx context.Context, in belay.CheckpointRef) (*belay.Checkpoint, error) {
 	q := url.Values{}

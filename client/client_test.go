@@ -480,3 +480,38 @@ func TestNonJSONErrorIsInternal(t *testing.T) {
 
 // anonCtx acts on the service directly as the user every remote call is.
 var anonCtx = belay.WithActor(context.Background(), belay.Actor{UserID: "anonymous"})
+
+// TestSessionRefAndTitle: ResolveSession and UpdateSession answer over HTTP
+// as the local service does, errors included.
+func TestSessionRefAndTitle(t *testing.T) {
+	ctx := anonCtx
+	e := newEnv(t)
+	sess, err := e.remote.CreateSession(ctx, belay.CreateSessionInput{ProjectPath: e.project})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := sess.ID[:13]
+	got, err := e.remote.ResolveSession(ctx, prefix)
+	if err != nil || got.ID != sess.ID {
+		t.Fatalf("ResolveSession(%q) = %+v, %v", prefix, got, err)
+	}
+	title := "refactor billing"
+	updated, err := e.remote.UpdateSession(ctx, sess.ID, belay.UpdateSessionInput{Title: &title})
+	if err != nil || updated.Title != title {
+		t.Fatalf("UpdateSession = %+v, %v", updated, err)
+	}
+	local, err := e.local.GetSession(ctx, sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, "UpdateSession", updated, local)
+
+	for _, ref := range []string{"01", "ffffffff"} {
+		_, remoteErr := e.remote.ResolveSession(ctx, ref)
+		_, localErr := e.local.ResolveSession(ctx, ref)
+		sameJSON(t, "ResolveSession("+ref+") error", coded(t, "remote", remoteErr), coded(t, "local", localErr))
+	}
+	_, remoteErr := e.remote.UpdateSession(ctx, sess.ID, belay.UpdateSessionInput{})
+	_, localErr := e.local.UpdateSession(ctx, sess.ID, belay.UpdateSessionInput{})
+	sameJSON(t, "UpdateSession without a field", coded(t, "remote", remoteErr), coded(t, "local", localErr))
+}

@@ -62,7 +62,7 @@ func validTokenInput(in *belay.CreateTokenInput) error {
 	var scopes []belay.Scope
 	for _, sc := range in.Scopes {
 		if !sc.Valid() {
-			return belay.Invalid("scopes", "unknown scope %q; one of %v", clipText(string(sc), 50), belay.AllScopes)
+			return belay.Invalid("scopes", "unknown scope %q; one of %v", belay.Clip(string(sc), 50), belay.AllScopes)
 		}
 		if !seen[sc] {
 			seen[sc] = true
@@ -75,7 +75,7 @@ func validTokenInput(in *belay.CreateTokenInput) error {
 	}
 	for i, p := range in.Projects {
 		if !filepath.IsAbs(p) {
-			return belay.Invalid("projects", "project %q must be an absolute path", clipText(p, 200))
+			return belay.Invalid("projects", "project %q must be an absolute path", belay.Clip(p, 200))
 		}
 		in.Projects[i] = filepath.Clean(p)
 	}

@@ -74,13 +74,14 @@ func (s *Service) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpoin
 		return cp, nil
 	}
 	err = s.update(ctx, func(tx store.Tx) error {
-		sess, err := s.sessionFor(ctx, tx, c, in.SessionID, in.ProjectPath)
+		sess, started, err := s.sessionFor(ctx, tx, c, in.SessionID, in.ProjectPath)
 		if err != nil {
 			return err
 		}
 		if err := checkOpen(sess); err != nil {
 			return err
 		}
+		cp.StartedSession = started
 		return s.insertCheckpoint(ctx, tx, sess, cp)
 	})
 	if err != nil {
@@ -134,19 +135,29 @@ func (s *Service) insertCheckpoint(ctx context.Context, tx store.Tx, sess *belay
 }
 
 // sessionFor returns the named session when the caller may write to it, or
-// the caller's active session of projectPath, created when there is none.
-func (s *Service) sessionFor(ctx context.Context, tx store.Tx, c caller, sessionID, projectPath string) (*belay.Session, error) {
+// the caller's active session of projectPath, created when there is none;
+// started then names the project's session before it, if any.
+func (s *Service) sessionFor(ctx context.Context, tx store.Tx, c caller, sessionID, projectPath string) (sess *belay.Session, started *belay.SessionStart, err error) {
 	if sessionID != "" {
-		return writeSession(ctx, tx, c, sessionID)
+		sess, err = writeSession(ctx, tx, c, sessionID)
+		return sess, nil, err
 	}
-	sess, err := s.activeWritable(ctx, tx, c, projectPath)
-	if belay.IsCode(err, belay.CodeSessionNotFound) {
-		if err := c.mayCreateIn(projectPath); err != nil {
-			return nil, err
-		}
-		return s.newSession(ctx, tx, c, belay.CreateSessionInput{ProjectPath: projectPath})
+	sess, err = s.activeWritable(ctx, tx, c, projectPath)
+	if !belay.IsCode(err, belay.CodeSessionNotFound) {
+		return sess, nil, err
 	}
-	return sess, err
+	if err := c.mayCreateIn(projectPath); err != nil {
+		return nil, nil, err
+	}
+	prev, _, err := tx.ListSessions(ctx, store.SessionQuery{Scope: c.scope(), ProjectPath: projectPath, Limit: 1})
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(prev) == 1 {
+		started = &belay.SessionStart{PreviousID: prev[0].ID, PreviousStatus: prev[0].Status}
+	}
+	sess, err = s.newSession(ctx, tx, c, belay.CreateSessionInput{ProjectPath: projectPath})
+	return sess, started, err
 }
 
 // activeWritable returns the newest open session of projectPath that the

@@ -56,7 +56,7 @@ var _ belay.Service = (*Service)(nil)
 // New returns a Service. The caller keeps ownership of the store.
 func New(opts Options) *Service {
 	s := &Service{store: opts.Store, clock: opts.Clock, log: opts.Logger, ws: opts.Workspaces, waiters: map[chan struct{}]struct{}{}}
-	s.hub = &eventHub{svc: s, subs: map[*subscriber]struct{}{}, acls: map[string]*sessionACL{}}
+	s.hub = newEventHub(s)
 	s.saves = newSaveLimiter(opts.SavesPerMinute)
 	for _, r := range opts.WorkspaceRoots {
 		s.roots = append(s.roots, filepath.Clean(r))
@@ -68,6 +68,14 @@ func New(opts Options) *Service {
 		s.log = slog.Default()
 	}
 	return s
+}
+
+// Close stops the service's own background reader of the event log and
+// waits for it, so the store can be closed next; event streams and waits
+// still running end with an error. It leaves the store open. The sweeper and
+// the webhook dispatcher stop with their own contexts.
+func (s *Service) Close() {
+	s.hub.stop()
 }
 
 // newID returns a time-ordered UUID (v7).

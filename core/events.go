@@ -33,7 +33,22 @@ type eventHub struct {
 	head int64 // the newest sequence number the tailer has read
 	on   bool  // the tailer is running
 	acls map[string]*sessionACL
+	// ctx ends when the hub is closed; tailed is closed when the running
+	// tailer returns.
+	ctx    context.Context
+	close  context.CancelFunc
+	tailed chan struct{}
 }
+
+func newEventHub(svc *Service) *eventHub {
+	h := &eventHub{svc: svc, subs: map[*subscriber]struct{}{}, acls: map[string]*sessionACL{}}
+	h.ctx, h.close = context.WithCancel(context.Background())
+	return h
+}
+
+// errClosed answers a stream or a wait that starts, or is still running,
+// after the service was closed.
+var errClosed = belay.Errorf(belay.CodeInternal, "belay is shutting down")
 
 type subscriber struct {
 	q       store.EventQuery
@@ -87,7 +102,9 @@ func (h *eventHub) acl(ctx context.Context, e *belay.Event) *sessionACL {
 	}
 	grants, err := h.svc.store.SessionGrants(ctx, e.SessionID)
 	if err != nil {
-		h.svc.log.Error("event tailer: session grants", "error", err)
+		if ctx.Err() == nil {
+			h.svc.log.Error("event tailer: session grants", "error", err)
+		}
 		return nil
 	}
 	a := &sessionACL{owner: sess.Owner, project: sess.ProjectPath}
@@ -113,13 +130,29 @@ func (h *eventHub) add(ctx context.Context, q store.EventQuery) (*subscriber, er
 	sub := &subscriber{q: q, ch: make(chan belay.Event, subscriberBuffer)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.ctx.Err() != nil {
+		return nil, errClosed
+	}
 	h.subs[sub] = struct{}{}
 	if !h.on {
 		// Events up to last are the subscriber's to read from the log.
 		h.on, h.head = true, last
-		go h.tail()
+		h.tailed = make(chan struct{})
+		go h.tail(h.tailed)
 	}
 	return sub, nil
+}
+
+// stop ends the tailer and waits for it to return. Subscribers still
+// registered are dropped: their streams and waits end with errClosed.
+func (h *eventHub) stop() {
+	h.mu.Lock()
+	h.close()
+	tailed := h.tailed
+	h.mu.Unlock()
+	if tailed != nil {
+		<-tailed
+	}
 }
 
 func (h *eventHub) remove(sub *subscriber) {
@@ -130,21 +163,23 @@ func (h *eventHub) remove(sub *subscriber) {
 	}
 }
 
-// tail reads new events and hands them to the subscribers until none is left.
-func (h *eventHub) tail() {
+// tail reads new events and hands them to the subscribers until none is
+// left or the hub is closed; then it closes tailed.
+func (h *eventHub) tail(tailed chan struct{}) {
+	defer close(tailed)
 	wake, cancel := h.svc.Wake()
 	defer cancel()
 	remote, stop := h.svc.remoteWake()
 	defer stop()
 	poll := time.NewTicker(eventPoll)
 	defer poll.Stop()
-	ctx := context.Background()
+	ctx := h.ctx
 	for {
 		h.mu.Lock()
 		head := h.head
 		h.mu.Unlock()
 		evs, err := h.svc.store.ListEvents(ctx, store.EventQuery{Scope: store.Everything, After: head, Limit: MaxEventPage})
-		if err != nil {
+		if err != nil && ctx.Err() == nil {
 			h.svc.log.Error("event tailer", "error", err)
 		}
 		acls := make([]*sessionACL, len(evs))
@@ -152,6 +187,13 @@ func (h *eventHub) tail() {
 			acls[i] = h.acl(ctx, &evs[i])
 		}
 		h.mu.Lock()
+		if ctx.Err() != nil {
+			for sub := range h.subs {
+				sub.dropped = true
+				close(sub.ch)
+				delete(h.subs, sub)
+			}
+		}
 		if len(h.subs) == 0 {
 			h.on = false
 			h.mu.Unlock()
@@ -184,6 +226,7 @@ func (h *eventHub) tail() {
 		case <-wake:
 		case <-remote:
 		case <-poll.C:
+		case <-ctx.Done():
 		}
 	}
 }

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -10,16 +11,13 @@ import (
 	"github.com/belayhq/belay/store"
 )
 
-// MinIDPrefix is the shortest id prefix ResolveCheckpoint accepts.
-const MinIDPrefix = 4
-
 // maxCandidates bounds the candidates an ambiguous reference lists.
 const maxCandidates = 10
 
 // ResolveCheckpoint finds the checkpoint a person names (see
 // belay.CheckpointRef): a number ("3" or "#3") in the given session or the
 // project's current one, a full id, a unique id prefix of at least
-// MinIDPrefix characters, or a checkpoint name (the newest of that name).
+// belay.MinIDPrefix characters, or a checkpoint name (the newest of that name).
 // Only checkpoints the caller may read are found.
 func (s *Service) ResolveCheckpoint(ctx context.Context, in belay.CheckpointRef) (*belay.Checkpoint, error) {
 	c, err := authorize(ctx, belay.ScopeRead)
@@ -64,8 +62,7 @@ func (s *Service) ResolveCheckpoint(ctx context.Context, in belay.CheckpointRef)
 		case len(ids) == 1:
 			return s.getCheckpoint(ctx, c, ids[0])
 		case len(ids) > 1:
-			return nil, belay.Invalid("ref", "%q is ambiguous: it begins %s; give more characters", ref, strings.Join(ids, ", ")).
-				With("candidates", ids)
+			return nil, ambiguous(ref, ids)
 		}
 	}
 	sess, err := s.refSession(ctx, c, in)
@@ -103,9 +100,62 @@ func (s *Service) resolveStep(ctx context.Context, c caller, in belay.Checkpoint
 	return s.settle(ctx, list[0])
 }
 
+// ambiguous is the error for an id prefix that matches more than one id.
+func ambiguous(ref string, ids []string) error {
+	more := ""
+	if len(ids) >= maxCandidates {
+		more = ", …"
+	}
+	return belay.Invalid("ref", "%q is ambiguous: matches %s%s; give more characters", ref, strings.Join(ids, ", "), more).
+		With("candidates", ids)
+}
+
+// ResolveSession finds the session a person names (see
+// belay.SessionService): its id, or a unique prefix of it of at least
+// belay.MinIDPrefix characters. Only sessions the caller may read are found.
+func (s *Service) ResolveSession(ctx context.Context, ref string) (*belay.Session, error) {
+	c, err := authorize(ctx, belay.ScopeRead)
+	if err != nil {
+		return nil, err
+	}
+	ref = strings.ToLower(strings.TrimSpace(ref))
+	if belay.IsUUID(ref) {
+		sess, _, err := readSession(ctx, s.store, c, ref)
+		return sess, err
+	}
+	if !isIDPrefix(ref) {
+		return nil, belay.Invalid("ref", "name a session by its id or a unique prefix of it (at least %d characters), got %q",
+			belay.MinIDPrefix, belay.Clip(ref, 50))
+	}
+	// Sessions are few next to checkpoints: a scan of those the caller may
+	// read finds the prefix.
+	var ids []string
+	err = forEachSession(ctx, s.store, c.scope(), func(sess *belay.Session) error {
+		if strings.HasPrefix(sess.ID, ref) {
+			ids = append(ids, sess.ID)
+			if len(ids) == maxCandidates {
+				return errEnough
+			}
+		}
+		return nil
+	})
+	if err != nil && err != errEnough {
+		return nil, err
+	}
+	switch len(ids) {
+	case 0:
+		return nil, belay.Errorf(belay.CodeSessionNotFound, "no session has an id beginning %q", ref).With("ref", ref)
+	case 1:
+		sess, _, err := readSession(ctx, s.store, c, ids[0])
+		return sess, err
+	}
+	slices.Sort(ids)
+	return nil, ambiguous(ref, ids)
+}
+
 // isIDPrefix reports whether ref could begin a checkpoint id.
 func isIDPrefix(ref string) bool {
-	if len(ref) < MinIDPrefix || len(ref) > 36 {
+	if len(ref) < belay.MinIDPrefix || len(ref) > 36 {
 		return false
 	}
 	for _, r := range strings.ToLower(ref) {

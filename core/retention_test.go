@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -15,7 +16,7 @@ func TestRetentionKeepsWhatMattersAndDeletesTheRest(t *testing.T) {
 	project := t.TempDir()
 	var cps []*belay.Checkpoint
 	for i := range 8 {
-		in := belay.CreateCheckpointInput{ProjectPath: project, Summary: "step"}
+		in := belay.CreateCheckpointInput{ProjectPath: project, Summary: "step", AgentState: []byte(fmt.Sprintf(`{"step":%d}`, i))}
 		switch i {
 		case 1:
 			in.Type = belay.TypePhase
@@ -28,7 +29,8 @@ func TestRetentionKeepsWhatMattersAndDeletesTheRest(t *testing.T) {
 	if _, err := svc.Decide(localCtx, belay.DecideInput{CheckpointID: cps[2].ID, SelectedOption: "approve"}); err != nil {
 		t.Fatal(err)
 	}
-	// A rollback to #4 makes #4 and its pre-rollback snapshot a branch point.
+	// A rollback to #4 makes #4 and the state it left (#8, the head: nothing
+	// changed since, so no pre-rollback snapshot is needed) branch points.
 	if _, err := svc.RestoreCheckpoint(localCtx, belay.RestoreInput{CheckpointID: cps[3].ID}); err != nil {
 		t.Fatal(err)
 	}
@@ -54,9 +56,9 @@ func TestRetentionKeepsWhatMattersAndDeletesTheRest(t *testing.T) {
 		seqs = append(seqs, cp.Seq)
 	}
 	// Gone: #1 (plain, old). Kept: #2 phase, #3 HITL, #4 rollback target,
-	// #9 pre-rollback (and head), and the newest plus those under 72 h.
+	// #8 the rollback's undo point, and the last two, under 72 h old.
 	// #5 and #6 are old and beyond the last two: gone too.
-	want := []int64{2, 3, 4, 7, 8, 9}
+	want := []int64{2, 3, 4, 7, 8}
 	if len(seqs) != len(want) || n != 3 {
 		t.Fatalf("left %v (deleted %d), want %v", seqs, n, want)
 	}

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,7 +20,9 @@ const SafetyCheckpointName = "pre-rollback"
 // RestoreCheckpoint rolls a session back to one of its checkpoints (the
 // session owner or an admin may). It first saves the current state as an
 // automatic checkpoint named "pre-rollback" — rolling back to that one undoes
-// the rollback — then moves the workspace to the checkpoint's snapshot
+// the rollback; when the files and the agent state are still those of the
+// session's head checkpoint, that checkpoint holds them and none is saved —
+// then moves the workspace to the checkpoint's snapshot
 // (touching only the files that differ; ignored files and files no snapshot
 // holds stay as they are) and the session's agent state, phase and step to
 // the checkpoint's. The checkpoint becomes the session's head, so the next
@@ -88,9 +91,15 @@ func (s *Service) restoreState(ctx context.Context, sess *belay.Session, target 
 		if err != nil {
 			return err
 		}
-		res.SafetyCheckpoint = s.safetyCheckpoint(ctx, cur, target, reason)
-		if err := s.insertCheckpoint(ctx, tx, cur, res.SafetyCheckpoint); err != nil {
+		head, err := s.unchangedHead(ctx, tx, cur)
+		if err != nil {
 			return err
+		}
+		if res.SafetyCheckpoint = head; head == nil {
+			res.SafetyCheckpoint = s.safetyCheckpoint(ctx, cur, target, reason)
+			if err := s.insertCheckpoint(ctx, tx, cur, res.SafetyCheckpoint); err != nil {
+				return err
+			}
 		}
 		res.Session = cur
 		res.Rollback, err = s.finishRestore(ctx, tx, cur, target, res, reason)
@@ -134,8 +143,19 @@ func (s *Service) restoreWorkspace(ctx context.Context, sess *belay.Session, tar
 	if err != nil {
 		return nil, err
 	}
+	head, err := s.unchangedHead(ctx, s.store, cur)
+	if err != nil {
+		return nil, err
+	}
+	purpose := forRollback
+	if head != nil && head.WorkspaceRef != "" {
+		purpose = forRollbackFromHead
+	}
 	res := &belay.RestoreResult{Checkpoint: target, SafetyCheckpoint: s.safetyCheckpoint(ctx, cur, target, reason)}
-	if err := s.saveSnapshotLocked(ctx, ws, root, cur, res.SafetyCheckpoint, nil, false); err != nil {
+	switch err := s.saveSnapshotLocked(ctx, ws, root, cur, res.SafetyCheckpoint, nil, purpose); {
+	case errors.Is(err, errUnchanged):
+		res.SafetyCheckpoint = head
+	case err != nil:
 		return nil, s.restoreFailed(ctx, err, target)
 	}
 	current := res.SafetyCheckpoint.WorkspaceRef
@@ -172,6 +192,30 @@ func (s *Service) restoreWorkspace(ctx context.Context, sess *belay.Session, tar
 		return nil, s.restoreFailed(ctx, err, target)
 	}
 	return res, nil
+}
+
+// unchangedHead returns sess's head checkpoint when the session's agent
+// state, phase and step are still what they were there, nil otherwise: a
+// rollback then takes no new safety checkpoint unless the files changed.
+func (s *Service) unchangedHead(ctx context.Context, r store.Reader, sess *belay.Session) (*belay.Checkpoint, error) {
+	if sess.HeadCheckpointID == "" {
+		return nil, nil
+	}
+	head, err := r.GetCheckpoint(ctx, sess.HeadCheckpointID)
+	if belay.IsCode(err, belay.CodeCheckpointNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	at := *sess
+	if err := s.positionAt(ctx, r, &at, head); err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(at.State, sess.State) || at.Phase != sess.Phase || at.CurrentStep != sess.CurrentStep {
+		return nil, nil
+	}
+	return head, nil
 }
 
 // safetyCheckpoint is the automatic checkpoint of sess's current state taken

@@ -64,6 +64,40 @@ func (s *Service) GetSession(ctx context.Context, id string) (*belay.Session, er
 	return sess, err
 }
 
+// UpdateSession sets a session's title; those who may write to the session
+// may. It appends session.updated when the title changes.
+func (s *Service) UpdateSession(ctx context.Context, id string, in belay.UpdateSessionInput) (*belay.Session, error) {
+	c, err := authorize(ctx, belay.ScopeWrite)
+	if err != nil {
+		return nil, err
+	}
+	if err := belay.ValidateID("id", id); err != nil {
+		return nil, err
+	}
+	if err := in.Validate(); err != nil {
+		return nil, err
+	}
+	var sess *belay.Session
+	err = s.update(ctx, func(tx store.Tx) error {
+		var err error
+		if sess, err = writeSession(ctx, tx, c, id); err != nil {
+			return err
+		}
+		if sess.Title == *in.Title {
+			return nil
+		}
+		sess.Title, sess.UpdatedAt = *in.Title, s.clock.Now()
+		if err := s.appendEvent(ctx, tx, belay.EventSessionUpdated, sess.ID, "", map[string]any{"title": sess.Title}); err != nil {
+			return err
+		}
+		return tx.UpdateSession(ctx, sess)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return sess, nil
+}
+
 // ActiveSession returns the newest open session of a project path among those
 // the caller may read.
 func (s *Service) ActiveSession(ctx context.Context, projectPath string) (*belay.Session, error) {

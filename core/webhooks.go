@@ -89,23 +89,15 @@ func validWebhookURL(raw string) error {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return belay.Invalid("url", "url is not valid: %q", clipText(raw, 200))
+		return belay.Invalid("url", "url is not valid: %q", belay.Clip(raw, 200))
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return belay.Invalid("url", "url must start with http:// or https://, got %q", clipText(raw, 200))
+		return belay.Invalid("url", "url must start with http:// or https://, got %q", belay.Clip(raw, 200))
 	}
 	if u.Hostname() == "" {
-		return belay.Invalid("url", "url must name a host, got %q", clipText(raw, 200))
+		return belay.Invalid("url", "url must name a host, got %q", belay.Clip(raw, 200))
 	}
 	return nil
-}
-
-// clipText shortens s to n runes for a message.
-func clipText(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n]) + "…"
-	}
-	return s
 }
 
 // webhookEvents validates event types and drops repeats; empty means all.
@@ -113,7 +105,7 @@ func webhookEvents(types []string) ([]string, error) {
 	var out []string
 	for _, t := range types {
 		if !slices.Contains(EventTypes, t) {
-			return nil, belay.Invalid("events", "unknown event type %q; known: %s", clipText(t, 100), strings.Join(EventTypes, ", ")).
+			return nil, belay.Invalid("events", "unknown event type %q; known: %s", belay.Clip(t, 100), strings.Join(EventTypes, ", ")).
 				With("allowed", EventTypes)
 		}
 		if !slices.Contains(out, t) {
@@ -499,7 +491,7 @@ func (d *dispatcher) post(ctx context.Context, h *belay.Webhook, body []byte, de
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
-		del.Error = fmt.Sprintf("redirect to %q not followed", clipText(resp.Header.Get("Location"), 200))
+		del.Error = fmt.Sprintf("redirect to %q not followed", belay.Clip(resp.Header.Get("Location"), 200))
 	default:
 		del.Error = "HTTP " + resp.Status
 		if s := strings.Join(strings.Fields(strings.ToValidUTF8(string(snippet), "")), " "); s != "" {

@@ -106,7 +106,7 @@ func (s *Service) createWithSnapshot(ctx context.Context, c caller, in belay.Cre
 	} else if sess, err = s.activeWritable(ctx, s.store, c, root); belay.IsCode(err, belay.CodeSessionNotFound) {
 		err = s.update(ctx, func(tx store.Tx) error {
 			var err error
-			sess, err = s.sessionFor(ctx, tx, c, "", root)
+			sess, cp.StartedSession, err = s.sessionFor(ctx, tx, c, "", root)
 			return err
 		})
 	}
@@ -116,7 +116,7 @@ func (s *Service) createWithSnapshot(ctx context.Context, c caller, in belay.Cre
 	if err := checkOpen(sess); err != nil {
 		return err
 	}
-	return s.saveSnapshotLocked(ctx, ws, root, sess, cp, in.Paths, true)
+	return s.saveSnapshotLocked(ctx, ws, root, sess, cp, in.Paths, forSave)
 }
 
 func checkOpen(sess *belay.Session) error {
@@ -127,11 +127,30 @@ func checkOpen(sess *belay.Session) error {
 	return nil
 }
 
+// snapshotFor says what a snapshot checkpoint is saved for.
+type snapshotFor int
+
+const (
+	// forSave: a checkpoint asked for; the session must be open.
+	forSave snapshotFor = iota
+	// forRollback: the safety checkpoint of a rollback, in a session of any
+	// status.
+	forRollback
+	// forRollbackFromHead: as forRollback, when the session's state is its
+	// head checkpoint's: if the files are the head's too, nothing is saved
+	// and errUnchanged returned.
+	forRollbackFromHead
+)
+
+// errUnchanged: the workspace and the session's state are those of its head
+// checkpoint, which already holds them.
+var errUnchanged = errors.New("nothing changed since the head checkpoint")
+
 // saveSnapshotLocked snapshots root for cp as the next checkpoint of sess (as
 // read under the workspace lock, which the caller holds) and inserts it. It
 // fails with CONFLICT when the session moved on since it was read.
 func (s *Service) saveSnapshotLocked(ctx context.Context, ws *workspace.Manager, root string, sess *belay.Session,
-	cp *belay.Checkpoint, paths []string, requireOpen bool) error {
+	cp *belay.Checkpoint, paths []string, purpose snapshotFor) error {
 	parent, err := s.snapshotParent(ctx, sess.HeadCheckpointID)
 	if err != nil {
 		return err
@@ -140,7 +159,7 @@ func (s *Service) saveSnapshotLocked(ctx context.Context, ws *workspace.Manager,
 	if cp.ProjectPath == "" {
 		cp.ProjectPath = sess.ProjectPath
 	}
-	if err := snapshotRecord(ctx, ws, root, parent, cp, paths); err != nil {
+	if err := snapshotRecord(ctx, ws, root, parent, cp, paths, purpose == forRollbackFromHead); err != nil {
 		return err
 	}
 	return s.update(ctx, func(tx store.Tx) error {
@@ -152,7 +171,7 @@ func (s *Service) saveSnapshotLocked(ctx context.Context, ws *workspace.Manager,
 			return belay.Errorf(belay.CodeConflict, "session %s took checkpoint #%d while the workspace was being snapshotted; save again", sess.ID, cur.LastSeq).
 				With("sessionId", sess.ID)
 		}
-		if requireOpen {
+		if purpose == forSave {
 			if err := checkOpen(cur); err != nil {
 				return err
 			}
@@ -186,12 +205,16 @@ func (s *Service) snapshotParent(ctx context.Context, id string) (string, error)
 // snapshotRecord snapshots root to cp's ref with a commit message that lists
 // the changed files and carries cp's record (built once the tree is known,
 // before the commit). It sets cp.WorkspaceRef, cp.Files and the
-// "skippedFiles" metadata.
-func snapshotRecord(ctx context.Context, ws *workspace.Manager, root, parent string, cp *belay.Checkpoint, paths []string) error {
+// "skippedFiles" metadata. With unlessSame, a snapshot with no change from
+// parent (and no file left out) is not committed: errUnchanged.
+func snapshotRecord(ctx context.Context, ws *workspace.Manager, root, parent string, cp *belay.Checkpoint, paths []string, unlessSame bool) error {
 	base := cp.Metadata
 	for {
 		req := workspace.SnapshotRequest{Root: root, Ref: checkpointRef(cp.SessionID, cp.Seq), Parent: parent, Paths: paths,
 			MessageFunc: func(snap *workspace.Snapshot) (string, error) {
+				if unlessSame && parent != "" && len(snap.Created)+len(snap.Modified)+len(snap.Deleted)+len(snap.Skipped) == 0 {
+					return "", errUnchanged
+				}
 				meta, err := withSkipped(base, snap.Skipped)
 				if err != nil {
 					return "", err

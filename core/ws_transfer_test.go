@@ -90,6 +90,8 @@ func TestExportImportReproducesSessionElsewhere(t *testing.T) {
 	one := src.save(t, "one", func(in *belay.CreateCheckpointInput) { in.Name = "Init Step!" })
 	testtree.Write(t, src.project, map[string]string{"a.txt": "a2", "c.txt": "c"})
 	src.save(t, "two")
+	// Unsaved work, so the rollback saves a pre-rollback checkpoint.
+	testtree.Write(t, src.project, map[string]string{"c.txt": "c unsaved"})
 	src.rollback(t, one)
 	testtree.Write(t, src.project, map[string]string{"d.txt": "d"})
 	last := src.save(t, "after the rollback")

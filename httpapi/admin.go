@@ -21,6 +21,37 @@ func (s *Server) resolveCheckpoint(w http.ResponseWriter, r *http.Request) error
 	return nil
 }
 
+func (s *Server) resolveSession(w http.ResponseWriter, r *http.Request) error {
+	q := newQuery(r)
+	ref := q.str("ref")
+	if err := q.done(); err != nil {
+		return err
+	}
+	sess, err := s.svc.ResolveSession(r.Context(), ref)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sess)
+	return nil
+}
+
+func (s *Server) updateSession(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	var in belay.UpdateSessionInput
+	if err := decodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	sess, err := s.svc.UpdateSession(r.Context(), id, in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sess)
+	return nil
+}
+
 func (s *Server) currentSession(w http.ResponseWriter, r *http.Request) error {
 	q := newQuery(r)
 	path := q.str("projectPath")

@@ -475,6 +475,42 @@ func TestSessionsAPI(t *testing.T) {
 		{name: "active none", method: "GET", path: "/v1/sessions/active?projectPath={other}",
 			wantStatus: 404, wantCode: belay.CodeSessionNotFound},
 
+		{name: "resolve prefix", method: "GET", path: "/v1/sessions/resolve?ref={sidprefix}", wantStatus: 200,
+			setup: func(t *testing.T, e *apiEnv) { e.vars["sidprefix"] = e.vars["sid"][:13] },
+			check: func(t *testing.T, e *apiEnv, body []byte) {
+				if s := decodeStrict[belay.Session](t, body); s.ID != e.vars["sid"] {
+					t.Errorf("resolved %s, want %s", s.ID, e.vars["sid"])
+				}
+			}},
+		{name: "resolve ambiguous", method: "GET", path: "/v1/sessions/resolve?ref={sidprefix}",
+			setup: func(t *testing.T, e *apiEnv) {
+				if _, err := e.svc.CreateSession(localCtx, belay.CreateSessionInput{}); err != nil {
+					t.Fatal(err)
+				}
+				e.vars["sidprefix"] = e.vars["sid"][:4]
+			},
+			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "ref"},
+		{name: "resolve too short", method: "GET", path: "/v1/sessions/resolve?ref=01",
+			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "ref"},
+		{name: "resolve unknown", method: "GET", path: "/v1/sessions/resolve?ref=ffffffff",
+			wantStatus: 404, wantCode: belay.CodeSessionNotFound},
+
+		{name: "set title", method: "PATCH", path: "/v1/sessions/{sid}", body: `{"title":"refactor billing"}`, wantStatus: 200,
+			check: func(t *testing.T, e *apiEnv, body []byte) {
+				if s := decodeStrict[belay.Session](t, body); s.ID != e.vars["sid"] || s.Title != "refactor billing" || s.LastSeq != 3 {
+					t.Errorf("session = %+v", s)
+				}
+				if evs := e.events(t, 0); evs[len(evs)-1].Type != belay.EventSessionUpdated {
+					t.Errorf("last event = %+v, want session.updated", evs[len(evs)-1])
+				}
+			}},
+		{name: "set title empty body", method: "PATCH", path: "/v1/sessions/{sid}", body: `{}`,
+			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "title"},
+		{name: "set title unknown field", method: "PATCH", path: "/v1/sessions/{sid}", body: `{"status":"completed"}`,
+			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "status"},
+		{name: "set title unknown session", method: "PATCH", path: "/v1/sessions/{missing}", body: `{"title":"x"}`,
+			wantStatus: 404, wantCode: belay.CodeSessionNotFound},
+
 		{name: "checkpoint by seq", method: "GET", path: "/v1/sessions/{sid}/checkpoints/2", wantStatus: 200,
 			check: func(t *testing.T, e *apiEnv, body []byte) {
 				if cp := decodeStrict[belay.Checkpoint](t, body); cp.ID != e.vars["cp2"] || cp.Seq != 2 {

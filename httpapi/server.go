@@ -110,6 +110,8 @@ func (s *Server) routes() {
 	s.stream("GET /v1/ws", s.websocket)
 	s.api("GET /v1/checkpoints/resolve", s.resolveCheckpoint)
 	s.api("GET /v1/sessions/current", s.currentSession)
+	s.api("GET /v1/sessions/resolve", s.resolveSession)
+	s.api("PATCH /v1/sessions/{id}", s.updateSession)
 	s.api("GET /v1/sessions/{id}/grants", s.listGrants)
 	s.api("POST /v1/sessions/{id}/grants", s.grantSession)
 	s.api("DELETE /v1/sessions/{id}/grants/{user}", s.revokeGrant)

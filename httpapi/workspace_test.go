@@ -156,6 +156,8 @@ func apiEndToEnd(t *testing.T, withGit bool) {
 	if res.Session.HeadCheckpointID != first.ID || !slices.Equal(res.RestoredFiles, []string{"a.txt", "b.txt"}) || res.Rollback == nil {
 		t.Errorf("restore = %+v", res)
 	}
+	// Unsaved work, so the undo saves a pre-rollback checkpoint too.
+	testtree.Write(t, project, map[string]string{"late.txt": "late"})
 	if _, err := alice.RestoreCheckpoint(ctx, belay.RestoreInput{CheckpointID: res.SafetyCheckpoint.ID}); err != nil {
 		t.Fatal(err)
 	}

@@ -208,6 +208,10 @@ func keyOf(c *belay.Checkpoint) *store.CheckpointKey {
 	return &store.CheckpointKey{Type: c.Type, CreatedAt: c.CreatedAt, ID: c.ID}
 }
 
+// notStored names the fields a store does not keep: core sets them on
+// answers only (Checkpoint.StartedSession).
+var notStored = map[string]bool{"StartedSession": true}
+
 // wantAllSet fails for every field of v (recursively through structs,
 // pointers and the first element of slices) that holds its zero value, so a
 // round-trip fixture has to grow with the type it covers.
@@ -227,6 +231,9 @@ func wantAllSet(t *testing.T, what string, v any) {
 				return
 			}
 			for i := range v.NumField() {
+				if notStored[v.Type().Field(i).Name] {
+					continue
+				}
 				walk(path+"."+v.Type().Field(i).Name, v.Field(i))
 			}
 		case reflect.Slice:

@@ -34,7 +34,7 @@ func Backend() cli.Backend {
 			if err != nil {
 				return nil, err
 			}
-			return &cli.Local{Service: l.svc, Path: l.db.Path(), Close: l.db.Close}, nil
+			return &cli.Local{Service: l.svc, Path: l.db.Path(), Close: l.close}, nil
 		},
 		Serve: serve,
 		MCP: func(ctx context.Context, svc belay.Service, in io.ReadCloser, out io.WriteCloser) error {
@@ -51,6 +51,12 @@ func Backend() cli.Backend {
 type local struct {
 	db  *sqlite.DB
 	svc *core.Service
+}
+
+// close stops the service's event tailer, then closes the database it reads.
+func (l *local) close() error {
+	l.svc.Close()
+	return l.db.Close()
 }
 
 func open(ctx context.Context, cfg cli.LocalConfig) (*local, error) {
@@ -81,7 +87,7 @@ func serve(ctx context.Context, cfg cli.ServeConfig) error {
 	if err != nil {
 		return err
 	}
-	defer l.db.Close()
+	defer l.close()
 	svc := l.svc
 	log := slog.New(slog.NewTextHandler(cfg.Stderr, nil))
 	token, err := svc.Bootstrap(ctx)

@@ -1,0 +1,99 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/internal/testtree"
+)
+
+// TestRollbackWording: counts agree with their nouns, a dry run says what
+// would happen, the history counts the files written back, and a rollback
+// with nothing changed since the head saves no pre-rollback checkpoint.
+func TestRollbackWording(t *testing.T) {
+	h := newHarness(t)
+	testtree.Write(t, h.project, map[string]string{"a.txt": "a", "b.txt": "b", "c.txt": "c"})
+	h.ok(t, "", "save", "-m", "first")
+	testtree.Write(t, h.project, map[string]string{"a.txt": "changed", "new.txt": "new"})
+	if err := os.Remove(filepath.Join(h.project, "b.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if out := h.ok(t, "", "rollback", "1", "--dry-run"); !strings.HasPrefix(out, "Rolling back to checkpoint #1 would restore 2 files and remove 1 (dry run") {
+		t.Errorf("dry run printed:\n%s", out)
+	}
+	if out := h.ok(t, "", "rollback", "1"); !strings.Contains(out, ": 2 files restored, 1 removed.") || !strings.Contains(out, "Undo with: belay rollback 2") {
+		t.Errorf("rollback printed:\n%s", out)
+	}
+	testtree.Write(t, h.project, map[string]string{"c.txt": "changed"})
+	if out := h.ok(t, "", "rollback", "1"); !strings.Contains(out, ": 1 file restored, 0 removed.") || !strings.Contains(out, "Undo with: belay rollback 3") {
+		t.Errorf("rollback of one file printed:\n%s", out)
+	}
+	// Nothing changed since: the head (#1) already holds this state.
+	if out := h.ok(t, "", "rollback", "1"); !strings.Contains(out, ": 0 files restored, 0 removed.") ||
+		!strings.Contains(out, "Nothing had changed since checkpoint #1: nothing to undo.") || strings.Contains(out, "Undo with") {
+		t.Errorf("rollback with nothing changed printed:\n%s", out)
+	}
+	if n := okJSON[belay.CheckpointList](t, h, "checkpoints").TotalCount; n != 3 {
+		t.Errorf("%d checkpoints after three rollbacks, one of them with nothing changed; want 3", n)
+	}
+	table := h.ok(t, "", "rollbacks")
+	if !strings.Contains(strings.Split(table, "\n")[0], "RESTORED") {
+		t.Errorf("rollbacks table:\n%s", table)
+	}
+
+	// A checkpoint without a snapshot: only the agent state moves.
+	h.ok(t, `{"n": 1}`, "save", "-m", "state only", "--no-snapshot", "--state-file", "-")
+	if out := h.ok(t, "", "rollback", "4", "--dry-run"); !strings.Contains(out, "only the agent state would be rolled back") ||
+		strings.Contains(out, "was rolled back") {
+		t.Errorf("dry run of a state-only rollback printed:\n%s", out)
+	}
+}
+
+// TestShowRequestAndState: show lists a request's options and, once
+// decided, the decision with its feedback; --state prints the state alone.
+func TestShowRequestAndState(t *testing.T) {
+	c := newHITLCLI(t)
+	cp := c.request(t, "", belay.HITLInput{Title: "Deploy?", Message: "to production",
+		Timeout: &belay.TimeoutInput{Duration: 600, DefaultAction: belay.ActionReject}})
+	out := c.ok(t, nil, "show", cp.ID)
+	for _, want := range []string{"HITL:         pending: Deploy?", "Message:      to production",
+		"Options:      ok      Ship it (approve, default) - merge as is", "              no      Stop (reject)",
+		"Timeout:      10m0s, then reject (at "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show of a pending request lacks %q:\n%s", want, out)
+		}
+	}
+	c.ok(t, strings.NewReader(`{"steps": 3}`), "decide", cp.ID, "--option", "change", "--feedback", "smaller steps", "--modify-file", "-")
+	out = c.ok(t, nil, "show", cp.ID)
+	for _, want := range []string{"Decision:     modify (option change) by ", "Feedback:     smaller steps", "Modifications:", `"steps": 3`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show of a decided request lacks %q:\n%s", want, out)
+		}
+	}
+
+	c.ok(t, nil, "save", "-m", "no state", "--no-snapshot")
+	if out := c.ok(t, nil, "show", "1", "--state"); out != "null\n" {
+		t.Errorf("show --state without state = %q", out)
+	}
+	c.ok(t, strings.NewReader(`{"plan": ["a", "b"], "long": "`+strings.Repeat("x", 5000)+`"}`), "save", "-m", "state", "--no-snapshot", "--state-file", "-")
+	if out := c.ok(t, nil, "show", "2"); !strings.Contains(out, `"plan"`) || !strings.Contains(out, "--state prints all of it") {
+		t.Errorf("show of a long state:\n%.300s", out)
+	}
+	var state map[string]any
+	if err := json.Unmarshal([]byte(c.ok(t, nil, "show", "2", "--state")), &state); err != nil || len(state["long"].(string)) != 5000 {
+		t.Errorf("show --state: %v, %v", state, err)
+	}
+}
+
+// TestDecideHelpNamesOptionsNotActions: --option takes an option's id.
+func TestDecideHelpNamesOptionsNotActions(t *testing.T) {
+	h := newHarness(t)
+	out := h.ok(t, "", "decide", "--help")
+	if strings.Contains(out, "--option approve") || strings.Contains(out, "--option modify") || !strings.Contains(out, "not an action") {
+		t.Errorf("decide --help:\n%s", out)
+	}
+}
