@@ -162,7 +162,7 @@ func pendingHITL(ctx context.Context, svc belay.Service, raw json.RawMessage) (a
 	out := []PendingHITL{}
 	for _, p := range list {
 		out = append(out, PendingHITL{Checkpoint: toCheckpoint(p.Checkpoint),
-			Task: Task{ID: p.Session.ID, Prompt: p.Session.Title, Status: p.Session.Status, Phase: p.Session.Phase},
+			Task:          Task{ID: p.Session.ID, Prompt: p.Session.Title, Status: p.Session.Status, Phase: p.Session.Phase},
 			TimeRemaining: p.TimeRemaining})
 	}
 	return out, nil

@@ -13,15 +13,15 @@ import (
 
 // Checkpoint is seed 000's Checkpoint.
 type Checkpoint struct {
-	ID           string              `json:"id"`
-	TaskID       string              `json:"taskId"`
+	ID           string               `json:"id"`
+	TaskID       string               `json:"taskId"`
 	Type         belay.CheckpointType `json:"type"`
-	Trigger      belay.Trigger       `json:"trigger"`
-	Description  string              `json:"description"`
-	WorkspaceRef string              `json:"workspaceRef"`
-	AgentState   json.RawMessage     `json:"agentState,omitempty"`
-	HITLRequired bool                `json:"hitlRequired"`
-	HITLConfig   *HITLConfig         `json:"hitlConfig,omitempty"`
+	Trigger      belay.Trigger        `json:"trigger"`
+	Description  string               `json:"description"`
+	WorkspaceRef string               `json:"workspaceRef"`
+	AgentState   json.RawMessage      `json:"agentState,omitempty"`
+	HITLRequired bool                 `json:"hitlRequired"`
+	HITLConfig   *HITLConfig          `json:"hitlConfig,omitempty"`
 	// HITLDecision is null while undecided, as the seed shows.
 	HITLDecision *HITLDecision   `json:"hitlDecision"`
 	Metadata     json.RawMessage `json:"metadata"`

@@ -19,8 +19,8 @@ type transformer interface {
 
 type plain struct{}
 
-func (plain) input(raw json.RawMessage) (json.RawMessage, error)  { return raw, nil }
-func (plain) output(v json.RawMessage) (json.RawMessage, error) { return v, nil }
+func (plain) input(raw json.RawMessage) (json.RawMessage, error) { return raw, nil }
+func (plain) output(v json.RawMessage) (json.RawMessage, error)  { return v, nil }
 
 // superJSON speaks superjson's format. Dates are the only rich values belay
 // sends: every string field named like a time (createdAt, expiresAt, …)

@@ -22,8 +22,8 @@ import (
 	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/httpapi"
 	"github.com/belayhq/belay/mcpserver"
-	"github.com/belayhq/belay/trpc"
 	"github.com/belayhq/belay/store/sqlite"
+	"github.com/belayhq/belay/trpc"
 	"github.com/belayhq/belay/workspace"
 )
 
