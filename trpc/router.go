@@ -26,7 +26,10 @@ const (
 // ready once the subscription is accepted (an error before it is the
 // answer to the request).
 type procedure struct {
-	kind      kind
+	kind kind
+	// in and out are the input's and the output's types, for the
+	// TypeScript definitions (nil in: no input).
+	in, out   any
 	call      func(ctx context.Context, svc belay.Service, input json.RawMessage) (any, error)
 	subscribe func(ctx context.Context, svc belay.Service, input json.RawMessage, lastEventID string, s sink) error
 }
@@ -42,18 +45,18 @@ type sink struct {
 // procedures is seed 000's router (checkpoints, stream.hitlRequired) and
 // belay's additions (sessions, stream.events), by path.
 var procedures = map[string]procedure{
-	"checkpoints.get":            {kind: query, call: getCheckpoint},
-	"checkpoints.list":           {kind: query, call: listCheckpoints},
-	"checkpoints.getHITLPending": {kind: query, call: pendingHITL},
-	"checkpoints.create":         {kind: mutation, call: createCheckpoint},
-	"checkpoints.decide":         {kind: mutation, call: decide},
-	"checkpoints.restore":        {kind: mutation, call: restore},
-	"checkpoints.delete":         {kind: mutation, call: deleteCheckpoint},
-	"sessions.create":            {kind: mutation, call: createSession},
-	"sessions.list":              {kind: query, call: listSessions},
-	"sessions.get":               {kind: query, call: getSession},
-	"stream.hitlRequired":        {kind: subscription, subscribe: hitlRequired},
-	"stream.events":              {kind: subscription, subscribe: events},
+	"checkpoints.get":            {kind: query, call: getCheckpoint, in: "", out: Checkpoint{}},
+	"checkpoints.list":           {kind: query, call: listCheckpoints, in: listInput{}, out: CheckpointList{}},
+	"checkpoints.getHITLPending": {kind: query, call: pendingHITL, in: taskFilter{}, out: []PendingHITL{}},
+	"checkpoints.create":         {kind: mutation, call: createCheckpoint, in: createInput{}, out: Checkpoint{}},
+	"checkpoints.decide":         {kind: mutation, call: decide, in: decideInput{}, out: DecideResult{}},
+	"checkpoints.restore":        {kind: mutation, call: restore, in: restoreInput{}, out: RestoreResult{}},
+	"checkpoints.delete":         {kind: mutation, call: deleteCheckpoint, in: "", out: Deleted{}},
+	"sessions.create":            {kind: mutation, call: createSession, in: belay.CreateSessionInput{}, out: belay.Session{}},
+	"sessions.list":              {kind: query, call: listSessions, in: sessionsInput{}, out: SessionList{}},
+	"sessions.get":               {kind: query, call: getSession, in: "", out: belay.Session{}},
+	"stream.hitlRequired":        {kind: subscription, subscribe: hitlRequired, in: taskFilter{}, out: HITLRequiredEvent{}},
+	"stream.events":              {kind: subscription, subscribe: events, in: eventsInput{}, out: Tracked[belay.Event]{}},
 }
 
 // decodeInput reads a procedure's input strictly: unknown fields and wrong
@@ -148,10 +151,13 @@ func listCheckpoints(ctx context.Context, svc belay.Service, raw json.RawMessage
 	return out, nil
 }
 
+// taskFilter is an optional task to keep to.
+type taskFilter struct {
+	TaskID string `json:"taskId,omitempty"`
+}
+
 func pendingHITL(ctx context.Context, svc belay.Service, raw json.RawMessage) (any, error) {
-	var in struct {
-		TaskID string `json:"taskId,omitempty"`
-	}
+	var in taskFilter
 	if err := decodeInput(raw, &in); err != nil {
 		return nil, err
 	}
@@ -205,8 +211,11 @@ func createCheckpoint(ctx context.Context, svc belay.Service, raw json.RawMessag
 	return toCheckpoint(cp), nil
 }
 
+// decideInput is seed 000's HITLDecisionInput.
+type decideInput = belay.DecideInput
+
 func decide(ctx context.Context, svc belay.Service, raw json.RawMessage) (any, error) {
-	var in belay.DecideInput
+	var in decideInput
 	if err := decodeInput(raw, &in); err != nil {
 		return nil, err
 	}
@@ -220,11 +229,14 @@ func decide(ctx context.Context, svc belay.Service, raw json.RawMessage) (any, e
 	return DecideResult{Checkpoint: toCheckpoint(res.Checkpoint), Task: toTask(res.Session), Decision: toDecision(res.Decision)}, nil
 }
 
+// restoreInput is checkpoints.restore's input.
+type restoreInput struct {
+	CheckpointID string `json:"checkpointId"`
+	Reason       string `json:"reason,omitempty"`
+}
+
 func restore(ctx context.Context, svc belay.Service, raw json.RawMessage) (any, error) {
-	var in struct {
-		CheckpointID string `json:"checkpointId"`
-		Reason       string `json:"reason,omitempty"`
-	}
+	var in restoreInput
 	if err := decodeInput(raw, &in); err != nil {
 		return nil, err
 	}
@@ -244,7 +256,7 @@ func deleteCheckpoint(ctx context.Context, svc belay.Service, raw json.RawMessag
 	if err := svc.DeleteCheckpoint(ctx, id); err != nil {
 		return nil, err
 	}
-	return map[string]any{"id": id, "deleted": true}, nil
+	return Deleted{ID: id, Deleted: true}, nil
 }
 
 func createSession(ctx context.Context, svc belay.Service, raw json.RawMessage) (any, error) {
@@ -255,13 +267,16 @@ func createSession(ctx context.Context, svc belay.Service, raw json.RawMessage) 
 	return svc.CreateSession(ctx, in)
 }
 
+// sessionsInput is sessions.list's input.
+type sessionsInput struct {
+	ProjectPath string              `json:"projectPath,omitempty"`
+	Status      belay.SessionStatus `json:"status,omitempty"`
+	Cursor      *string             `json:"cursor,omitempty"`
+	Limit       int                 `json:"limit,omitempty"`
+}
+
 func listSessions(ctx context.Context, svc belay.Service, raw json.RawMessage) (any, error) {
-	var in struct {
-		ProjectPath string              `json:"projectPath,omitempty"`
-		Status      belay.SessionStatus `json:"status,omitempty"`
-		Cursor      *string             `json:"cursor,omitempty"`
-		Limit       int                 `json:"limit,omitempty"`
-	}
+	var in sessionsInput
 	if err := decodeInput(raw, &in); err != nil {
 		return nil, err
 	}
@@ -288,7 +303,9 @@ func getSession(ctx context.Context, svc belay.Service, raw json.RawMessage) (an
 // pending now (so a reconnect misses none), then each new one as it is made.
 func hitlRequired(ctx context.Context, svc belay.Service, raw json.RawMessage, _ string, out sink) error {
 	var in struct {
-		TaskID      string `json:"taskId,omitempty"`
+		taskFilter
+		// LastEventID is sent by a reconnecting client; every pending
+		// request is sent again anyway.
 		LastEventID string `json:"lastEventId,omitempty"`
 	}
 	if err := decodeInput(raw, &in); err != nil {
@@ -331,13 +348,17 @@ func hitlRequired(ctx context.Context, svc belay.Service, raw json.RawMessage, _
 
 // events streams the event log, each with its sequence number as its id, so
 // a client resumes after the last one it saw.
+// eventsInput is stream.events' input: the whole log by default, or a
+// session's, of some types, after a sequence number.
+type eventsInput struct {
+	SessionID   string   `json:"sessionId,omitempty"`
+	Types       []string `json:"types,omitempty"`
+	After       *int64   `json:"after,omitempty"`
+	LastEventID string   `json:"lastEventId,omitempty"`
+}
+
 func events(ctx context.Context, svc belay.Service, raw json.RawMessage, lastEventID string, out sink) error {
-	var in struct {
-		SessionID   string   `json:"sessionId,omitempty"`
-		Types       []string `json:"types,omitempty"`
-		After       *int64   `json:"after,omitempty"`
-		LastEventID string   `json:"lastEventId,omitempty"`
-	}
+	var in eventsInput
 	if err := decodeInput(raw, &in); err != nil {
 		return err
 	}

@@ -151,3 +151,16 @@ func cursorPtr(c string) *string {
 	}
 	return &c
 }
+
+// Deleted is checkpoints.delete's answer.
+type Deleted struct {
+	ID      string `json:"id"`
+	Deleted bool   `json:"deleted"`
+}
+
+// Tracked is a value with the id a client resumes after: what a tRPC client
+// hands a subscriber of a resumable stream.
+type Tracked[T any] struct {
+	ID   string `json:"id"`
+	Data T      `json:"data"`
+}

@@ -1,6 +1,7 @@
 package trpc
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -43,8 +44,11 @@ func (superJSON) input(raw json.RawMessage) (json.RawMessage, error) {
 }
 
 func (superJSON) output(v json.RawMessage) (json.RawMessage, error) {
+	// Numbers stay as written: only strings are looked at.
+	dec := json.NewDecoder(bytes.NewReader(v))
+	dec.UseNumber()
 	var tree any
-	if err := json.Unmarshal(v, &tree); err != nil {
+	if err := dec.Decode(&tree); err != nil {
 		return nil, err
 	}
 	dates := map[string][]string{}
