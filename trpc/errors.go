@@ -22,7 +22,6 @@ var (
 	forbidden     = code{"FORBIDDEN", -32003, 403}
 	notFound      = code{"NOT_FOUND", -32004, 404}
 	notSupported  = code{"METHOD_NOT_SUPPORTED", -32005, 405}
-	timeout       = code{"TIMEOUT", -32008, 408}
 	conflict      = code{"CONFLICT", -32009, 409}
 	tooLarge      = code{"PAYLOAD_TOO_LARGE", -32013, 413}
 	unprocessable = code{"UNPROCESSABLE_CONTENT", -32022, 422}
