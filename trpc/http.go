@@ -7,13 +7,16 @@
 package trpc
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/belayhq/belay"
@@ -95,14 +98,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	out := make([]response, len(calls))
+	var wg sync.WaitGroup
 	for i, c := range calls {
 		if authErr != nil {
 			e := shape(h.opts.Logger, c.path, authErr)
 			out[i] = response{err: &e, status: e.Data.HTTPStatus}
 			continue
 		}
-		out[i] = h.run(ctx, r.Method, c, batch)
+		// A batch's calls run at once, as tRPC runs them.
+		wg.Go(func() { out[i] = h.run(ctx, r.Method, c, batch) })
 	}
+	wg.Wait()
 	h.write(w, batch, out)
 }
 
@@ -248,7 +254,16 @@ func (h *Handler) write(w http.ResponseWriter, batch bool, out []response) {
 	w.Header().Set("Vary", "trpc-accept")
 	w.WriteHeader(status)
 	if batch {
-		_ = json.NewEncoder(w).Encode(envs)
+		var b bytes.Buffer
+		b.WriteByte('[')
+		for i, e := range envs {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.Write(e)
+		}
+		b.WriteByte(']')
+		_, _ = w.Write(b.Bytes())
 		return
 	}
 	_, _ = w.Write(envs[0])
@@ -257,23 +272,15 @@ func (h *Handler) write(w http.ResponseWriter, batch bool, out []response) {
 // envelope is {"result":{"data":…}} or {"error":…}, through the transformer.
 func (h *Handler) envelope(o response) (json.RawMessage, error) {
 	if o.err != nil {
-		b, err := json.Marshal(o.err)
+		e, err := h.marshal(o.err)
 		if err != nil {
 			return nil, err
 		}
-		e, err := h.tr.output(b)
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(map[string]json.RawMessage{"error": e})
+		return slices.Concat([]byte(`{"error":`), e, []byte(`}`)), nil
 	}
-	b, err := json.Marshal(o.data)
+	d, err := h.marshal(o.data)
 	if err != nil {
 		return nil, err
 	}
-	d, err := h.tr.output(b)
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(map[string]map[string]json.RawMessage{"result": {"data": d}})
+	return slices.Concat([]byte(`{"result":{"data":`), d, []byte(`}}`)), nil
 }
