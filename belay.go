@@ -85,14 +85,11 @@ const (
 	TypeManual CheckpointType = "manual"
 )
 
+// CheckpointTypes lists every checkpoint type.
+var CheckpointTypes = []CheckpointType{TypeAuto, TypePhase, TypeHITL, TypeError, TypeManual}
+
 // Valid reports whether t is a known type.
-func (t CheckpointType) Valid() bool {
-	switch t {
-	case TypeAuto, TypePhase, TypeHITL, TypeError, TypeManual:
-		return true
-	}
-	return false
-}
+func (t CheckpointType) Valid() bool { return slices.Contains(CheckpointTypes, t) }
 
 // Trigger says what caused a checkpoint.
 type Trigger string
@@ -107,15 +104,12 @@ const (
 	TriggerUserRequest     Trigger = "user_request"
 )
 
+// CheckpointTriggers lists every checkpoint trigger.
+var CheckpointTriggers = []Trigger{TriggerPeriodic, TriggerPhaseChange, TriggerSubtaskComplete,
+	TriggerValidationFail, TriggerCostThreshold, TriggerUserRequest}
+
 // Valid reports whether t is a known trigger.
-func (t Trigger) Valid() bool {
-	switch t {
-	case TriggerPeriodic, TriggerPhaseChange, TriggerSubtaskComplete,
-		TriggerValidationFail, TriggerCostThreshold, TriggerUserRequest:
-		return true
-	}
-	return false
-}
+func (t Trigger) Valid() bool { return slices.Contains(CheckpointTriggers, t) }
 
 // FileChanges lists the workspace paths changed since the parent checkpoint.
 type FileChanges struct {
@@ -190,13 +184,11 @@ const (
 )
 
 // Valid reports whether a is an action a person can choose.
-func (a Action) Valid() bool {
-	switch a {
-	case ActionApprove, ActionReject, ActionModify, ActionRetry, ActionSkip, ActionEscalate:
-		return true
-	}
-	return false
-}
+func (a Action) Valid() bool { return slices.Contains(Actions, a) }
+
+// Actions lists the actions a person can choose (ActionPause is only a
+// timeout's default).
+var Actions = []Action{ActionApprove, ActionReject, ActionModify, ActionRetry, ActionSkip, ActionEscalate}
 
 // HITLOption is one choice offered to the human.
 type HITLOption struct {

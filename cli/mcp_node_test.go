@@ -1,12 +1,17 @@
 package cli_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
+
+// nodeTimeout bounds one run of a node client: a hang fails the test.
+const nodeTimeout = 2 * time.Minute
 
 // nodeClients returns the directory of the npm clients the tests drive, or
 // skips when Node or its installed packages are missing — except in CI,
@@ -30,7 +35,9 @@ func nodeClients(t *testing.T) string {
 
 func runNode(t *testing.T, dir string, env []string, args ...string) {
 	t.Helper()
-	cmd := exec.Command("node", append([]string{"mcp_client.mjs"}, args...)...)
+	ctx, cancel := context.WithTimeout(context.Background(), nodeTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", append([]string{"mcp_client.mjs"}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()
@@ -62,4 +69,24 @@ func TestMCPWithTheOfficialTypeScriptClient(t *testing.T) {
 		srv.Process.Signal(os.Interrupt)
 		<-exited
 	})
+}
+
+// TestTRPCWithTheRealTRPCClient drives /trpc and /trpc-superjson on `belay
+// serve` with @trpc/client from npm over every link.
+func TestTRPCWithTheRealTRPCClient(t *testing.T) {
+	dir := nodeClients(t)
+	bin := belayBinary(t)
+	project := t.TempDir()
+	env := []string{"BELAY_DATA_DIR=" + t.TempDir(), "HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
+	srv, url, token, _, exited := startServer(t, bin, env)
+	ctx, cancel := context.WithTimeout(context.Background(), nodeTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "trpc_client.mjs", url, token, project)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `"check":"done"`) {
+		t.Fatalf("node trpc_client.mjs: %v\n%s", err, out)
+	}
+	srv.Process.Signal(os.Interrupt)
+	<-exited
 }

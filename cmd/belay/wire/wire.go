@@ -23,6 +23,7 @@ import (
 	"github.com/belayhq/belay/httpapi"
 	"github.com/belayhq/belay/mcpserver"
 	"github.com/belayhq/belay/store/sqlite"
+	"github.com/belayhq/belay/trpc"
 	"github.com/belayhq/belay/workspace"
 )
 
@@ -99,6 +100,13 @@ func serve(ctx context.Context, cfg cli.ServeConfig) error {
 	}
 	api := httpapi.New(httpapi.Options{Service: svc, Logger: log, Version: cfg.Version, Authenticate: svc.Authenticate})
 	api.Handle("/mcp", mcpserver.HTTPHandler(mcpserver.New(mcpserver.Options{Service: svc, Version: cfg.Version})))
+	// tRPC authenticates itself: WebSocket clients send their token in
+	// connectionParams, not in a header.
+	for root, sj := range map[string]bool{"/trpc": false, "/trpc-superjson": true} {
+		h := trpc.New(root+"/", trpc.Options{Service: svc, Authenticate: svc.Authenticate, SuperJSON: sj, Logger: log})
+		api.HandlePublic(root, h) // WebSocket clients connect to the root
+		api.HandlePublic(root+"/", h)
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)

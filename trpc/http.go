@@ -1,0 +1,286 @@
+// Package trpc speaks tRPC's wire protocol (v11) for seed 000's router, so a
+// TypeScript app using @trpc/client works against belay unchanged: queries
+// and mutations over HTTP (httpLink, httpBatchLink), subscriptions over
+// Server-Sent Events (httpSubscriptionLink) and WebSocket (wsLink), with
+// plain JSON or the superjson transformer. It translates between tRPC and
+// belay.Service and holds no rules.
+package trpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/belayhq/belay"
+)
+
+// Options configure a handler.
+type Options struct {
+	Service belay.Service
+	// Authenticate maps a bearer token (Authorization header, or the token
+	// in connectionParams) to an identity.
+	Authenticate func(ctx context.Context, token string) (belay.Actor, error)
+	// SuperJSON selects the superjson transformer instead of plain JSON.
+	SuperJSON bool
+	Logger    *slog.Logger
+	// Timeout bounds one query or mutation; 30 s when zero.
+	Timeout time.Duration
+	// Ping is the interval of keep-alive pings on subscriptions; 15 s when zero.
+	Ping time.Duration
+}
+
+// maxBody bounds a request body.
+const maxBody = 4 << 20
+
+// Handler serves the router under prefix (e.g. "/trpc/").
+type Handler struct {
+	opts   Options
+	prefix string
+	tr     transformer
+}
+
+// New returns a handler for requests under prefix.
+func New(prefix string, opts Options) *Handler {
+	h := &Handler{opts: opts, prefix: prefix, tr: plain{}}
+	if opts.SuperJSON {
+		h.tr = superJSON{}
+	}
+	if h.opts.Logger == nil {
+		h.opts.Logger = slog.Default()
+	}
+	if h.opts.Timeout == 0 {
+		h.opts.Timeout = 30 * time.Second
+	}
+	if h.opts.Ping == 0 {
+		h.opts.Ping = 15 * time.Second
+	}
+	return h
+}
+
+// call is one procedure call of a request.
+type call struct {
+	path  string
+	input json.RawMessage
+}
+
+// response is a call's answer before it is encoded.
+type response struct {
+	data   any
+	err    *errorShape
+	status int
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Upgrade") != "" {
+		h.serveWS(w, r)
+		return
+	}
+	paths := strings.TrimPrefix(r.URL.Path, h.prefix)
+	batch := r.URL.Query().Get("batch") == "1"
+	calls, perr := h.calls(r, paths, batch)
+	if perr != nil {
+		h.write(w, batch, []response{{err: perr, status: perr.Data.HTTPStatus}})
+		return
+	}
+	ctx, authErr := h.identify(r)
+	if len(calls) == 1 && !batch {
+		if p, ok := procedures[calls[0].path]; ok && p.kind == subscription && authErr == nil {
+			h.serveSSE(ctx, w, r, calls[0], p)
+			return
+		}
+	}
+	out := make([]response, len(calls))
+	var wg sync.WaitGroup
+	for i, c := range calls {
+		if authErr != nil {
+			e := shape(h.opts.Logger, c.path, authErr)
+			out[i] = response{err: &e, status: e.Data.HTTPStatus}
+			continue
+		}
+		// A batch's calls run at once, as tRPC runs them.
+		wg.Go(func() { out[i] = h.run(ctx, r.Method, c, batch) })
+	}
+	wg.Wait()
+	h.write(w, batch, out)
+}
+
+// calls reads the request's calls and their inputs.
+func (h *Handler) calls(r *http.Request, paths string, batch bool) ([]call, *errorShape) {
+	names := []string{paths}
+	if batch {
+		names = strings.Split(paths, ",")
+	}
+	var raw []byte
+	switch r.Method {
+	case http.MethodGet:
+		raw = []byte(r.URL.Query().Get("input"))
+	case http.MethodPost:
+		b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
+		if err != nil {
+			e := protocolError(tooLarge, fmt.Sprintf("the request body is over %d bytes", maxBody), paths)
+			return nil, &e
+		}
+		raw = b
+	default:
+		e := protocolError(notSupported, "tRPC takes GET and POST requests", paths)
+		return nil, &e
+	}
+	calls := make([]call, len(names))
+	for i, n := range names {
+		calls[i].path = n
+	}
+	if len(raw) == 0 {
+		return calls, nil
+	}
+	if !batch {
+		calls[0].input = raw
+		return h.untransform(calls, paths)
+	}
+	var inputs map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &inputs); err != nil {
+		e := protocolError(badRequest, `"input" needs to be an object when doing a batch call`, paths)
+		return nil, &e
+	}
+	for i := range calls {
+		calls[i].input = inputs[fmt.Sprint(i)]
+	}
+	return h.untransform(calls, paths)
+}
+
+// untransform decodes each input through the transformer.
+func (h *Handler) untransform(calls []call, paths string) ([]call, *errorShape) {
+	for i, c := range calls {
+		if c.input == nil {
+			continue
+		}
+		if !json.Valid(c.input) {
+			e := protocolError(parseError, "the input is not valid JSON", c.path)
+			return nil, &e
+		}
+		in, err := h.tr.input(c.input)
+		if err != nil {
+			e := protocolError(parseError, "the input is not in the transformer's format: "+err.Error(), c.path)
+			return nil, &e
+		}
+		calls[i].input = in
+	}
+	return calls, nil
+}
+
+// identify authenticates the request: the Authorization header, else the
+// token in the connectionParams query parameter (httpSubscriptionLink).
+func (h *Handler) identify(r *http.Request) (context.Context, error) {
+	token := ""
+	if a := r.Header.Get("Authorization"); a != "" {
+		scheme, t, _ := strings.Cut(a, " ")
+		if strings.EqualFold(scheme, "Bearer") {
+			token = strings.TrimSpace(t)
+		}
+	} else if cp := r.URL.Query().Get("connectionParams"); cp != "" {
+		var params struct {
+			Token string `json:"token"`
+		}
+		if json.Unmarshal([]byte(cp), &params) == nil {
+			token = params.Token
+		}
+	}
+	return h.authenticate(r.Context(), token)
+}
+
+func (h *Handler) authenticate(ctx context.Context, token string) (context.Context, error) {
+	if h.opts.Authenticate == nil {
+		return ctx, belay.Errorf(belay.CodeUnauthenticated, "this server accepts no tokens")
+	}
+	a, err := h.opts.Authenticate(ctx, token)
+	if err != nil {
+		return ctx, err
+	}
+	return belay.WithActor(ctx, a), nil
+}
+
+// run answers one query or mutation.
+func (h *Handler) run(ctx context.Context, method string, c call, batch bool) response {
+	p, ok := procedures[c.path]
+	fail := func(e errorShape) response { return response{err: &e, status: e.Data.HTTPStatus} }
+	switch {
+	case !ok:
+		return fail(protocolError(notFound, fmt.Sprintf("No procedure found on path %q", c.path), c.path))
+	case p.kind == subscription && batch:
+		return fail(protocolError(badRequest, "Cannot batch subscription calls", c.path))
+	case p.kind == subscription:
+		return fail(protocolError(notSupported, "subscriptions are served over Server-Sent Events (GET) and WebSocket", c.path))
+	case p.kind == mutation && method != http.MethodPost:
+		return fail(protocolError(notSupported, fmt.Sprintf("Unsupported %s-request to mutation procedure at path %q", method, c.path), c.path))
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.opts.Timeout)
+	defer cancel()
+	out, err := p.call(ctx, h.opts.Service, c.input)
+	if err != nil {
+		if ctx.Err() == context.DeadlineExceeded {
+			err = belay.Errorf(belay.CodeTimeout, "%s took longer than %s", c.path, h.opts.Timeout)
+		}
+		return fail(shape(h.opts.Logger, c.path, err))
+	}
+	return response{data: out, status: http.StatusOK}
+}
+
+// write sends the answers: one envelope, or an array for a batch, whose
+// status is the calls' common status, or 207 when they differ.
+func (h *Handler) write(w http.ResponseWriter, batch bool, out []response) {
+	envs := make([]json.RawMessage, len(out))
+	status := out[0].status
+	for i, o := range out {
+		if o.status != status {
+			status = http.StatusMultiStatus
+		}
+		env, err := h.envelope(o)
+		if err != nil {
+			h.opts.Logger.Error("trpc encode", "error", err)
+			e := protocolError(internal, "internal error", "")
+			env, _ = h.envelope(response{err: &e})
+			status = http.StatusInternalServerError
+		}
+		envs[i] = env
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Vary", "trpc-accept")
+	w.WriteHeader(status)
+	if batch {
+		var b bytes.Buffer
+		b.WriteByte('[')
+		for i, e := range envs {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.Write(e)
+		}
+		b.WriteByte(']')
+		_, _ = w.Write(b.Bytes())
+		return
+	}
+	_, _ = w.Write(envs[0])
+}
+
+// envelope is {"result":{"data":…}} or {"error":…}, through the transformer.
+func (h *Handler) envelope(o response) (json.RawMessage, error) {
+	if o.err != nil {
+		e, err := h.marshal(o.err)
+		if err != nil {
+			return nil, err
+		}
+		return slices.Concat([]byte(`{"error":`), e, []byte(`}`)), nil
+	}
+	d, err := h.marshal(o.data)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Concat([]byte(`{"result":{"data":`), d, []byte(`}}`)), nil
+}

@@ -1,0 +1,267 @@
+package trpc
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/belayhq/belay"
+)
+
+//go:generate go run ./internal/gents ../clients/trpc/src/index.ts
+
+// enums are the string types whose values TypeScript should know.
+var enums = map[reflect.Type][]string{
+	reflect.TypeFor[belay.CheckpointType](): strs(belay.CheckpointTypes),
+	reflect.TypeFor[belay.Trigger]():        strs(belay.CheckpointTriggers),
+	reflect.TypeFor[belay.Action]():         append(strs(belay.Actions), string(belay.ActionPause)),
+	reflect.TypeFor[belay.SessionStatus]():  strs(belay.SessionStatuses),
+}
+
+func strs[T ~string](vs []T) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
+}
+
+var (
+	timeType = reflect.TypeFor[time.Time]()
+	rawType  = reflect.TypeFor[json.RawMessage]()
+	durType  = reflect.TypeFor[time.Duration]()
+)
+
+// tsWriter writes TypeScript interfaces for Go types, each once.
+type tsWriter struct {
+	decls map[string]string
+	order []string
+}
+
+// name is a Go type's TypeScript name: the trpc package's types keep their
+// names, belay's domain types are prefixed, generic arguments are folded in.
+func (w *tsWriter) name(t reflect.Type) string {
+	n := t.Name()
+	if i := strings.IndexByte(n, '['); i >= 0 {
+		arg := n[i+1 : len(n)-1]
+		arg = arg[strings.LastIndexByte(arg, '.')+1:]
+		n = n[:i] + arg
+	}
+	n = strings.ToUpper(n[:1]) + n[1:]
+	if t.PkgPath() != reflect.TypeFor[Handler]().PkgPath() {
+		n = "Belay" + n
+	}
+	return n
+}
+
+// typ returns the TypeScript type of t, declaring named structs as it goes.
+func (w *tsWriter) typ(t reflect.Type) string {
+	if vals, ok := enums[t]; ok {
+		quoted := make([]string, len(vals))
+		for i, v := range vals {
+			quoted[i] = fmt.Sprintf("%q", v)
+		}
+		return strings.Join(quoted, " | ")
+	}
+	switch t {
+	case timeType:
+		return "string"
+	case rawType:
+		return "unknown"
+	case durType:
+		return "number"
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return w.typ(t.Elem()) + " | null"
+	case reflect.Slice, reflect.Array:
+		return "Array<" + w.typ(t.Elem()) + ">"
+	case reflect.Map:
+		return "Record<string, " + w.typ(t.Elem()) + ">"
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8,
+		reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.Interface:
+		return "unknown"
+	case reflect.Struct:
+		if t.Name() == "" {
+			return w.fields(t)
+		}
+		n := w.name(t)
+		if _, done := w.decls[n]; !done {
+			w.decls[n] = "" // claimed: recursive types refer to it by name
+			w.decls[n] = fmt.Sprintf("export interface %s %s\n", n, w.fields(t))
+			w.order = append(w.order, n)
+		}
+		return n
+	}
+	panic(fmt.Sprintf("trpc: no TypeScript type for %s", t))
+}
+
+// fields is the object type of a struct's JSON fields.
+func (w *tsWriter) fields(t reflect.Type) string {
+	var b strings.Builder
+	b.WriteString("{\n")
+	w.structFields(&b, t)
+	b.WriteString("}")
+	return b.String()
+}
+
+func (w *tsWriter) structFields(b *strings.Builder, t reflect.Type) {
+	for f := range t.Fields() {
+		if !f.IsExported() {
+			continue
+		}
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" {
+			w.structFields(b, f.Type)
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		optional := slices.Contains(strings.Split(opts, ","), "omitempty")
+		typ := w.typ(f.Type)
+		if optional {
+			fmt.Fprintf(b, "  %s?: %s;\n", name, typ)
+		} else {
+			fmt.Fprintf(b, "  %s: %s;\n", name, typ)
+		}
+	}
+}
+
+// allOptional reports whether t is a struct all of whose fields may be left out.
+func allOptional(t reflect.Type) bool {
+	if t.Kind() != reflect.Struct {
+		return false
+	}
+	for f := range t.Fields() {
+		if f.Anonymous {
+			if !allOptional(f.Type) {
+				return false
+			}
+			continue
+		}
+		if f.IsExported() && !strings.Contains(f.Tag.Get("json"), "omitempty") && f.Tag.Get("json") != "-" {
+			return false
+		}
+	}
+	return true
+}
+
+// TypeScript returns the TypeScript definitions of the router: every
+// input and output type, and AppRouter (plain JSON, dates as ISO strings)
+// and AppRouterSuperJSON (dates as Date), for createTRPCClient<…>.
+func TypeScript() string {
+	w := &tsWriter{decls: map[string]string{}}
+	paths := make([]string, 0, len(procedures))
+	for p := range procedures {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	type entry struct{ path, kind, in, out string }
+	var entries []entry
+	for _, p := range paths {
+		proc := procedures[p]
+		e := entry{path: p, kind: string(proc.kind), in: "undefined", out: w.typ(reflect.TypeOf(proc.out))}
+		if proc.in != nil {
+			t := reflect.TypeOf(proc.in)
+			e.in = w.typ(t)
+			if allOptional(t) {
+				e.in += " | undefined" // the input may be left out
+			}
+		}
+		entries = append(entries, e)
+	}
+	var b strings.Builder
+	b.WriteString(`// Code generated by "go generate ./trpc"; DO NOT EDIT.
+//
+// The types of belay's tRPC router (seed 000's checkpoints router and
+// belay's additions), for createTRPCClient<AppRouter>. Use AppRouter with
+// /trpc (plain JSON: dates are ISO strings) and AppRouterSuperJSON with
+// /trpc-superjson and the superjson transformer (dates are Date objects).
+import { initTRPC } from "@trpc/server";
+import superjson from "superjson";
+
+`)
+	for _, n := range w.order {
+		b.WriteString(w.decls[n])
+		b.WriteString("\n")
+	}
+	b.WriteString(`/** WithDates is T as superjson delivers it: time fields (…At) are Date. */
+export type WithDates<T> = T extends Array<infer U>
+  ? Array<WithDates<U>>
+  : T extends object
+    ? { [K in keyof T]: K extends ` + "`${string}At` | \"createdAfter\" | \"createdBefore\"" + `
+        ? T[K] extends string ? Date : T[K] extends string | null | undefined ? Date | Exclude<T[K], string> : WithDates<T[K]>
+        : WithDates<T[K]> }
+    : T;
+
+// The router below exists for its type only: its procedures are never run.
+const never = (): never => {
+  throw new Error("belay's router runs on the belay server");
+};
+
+`)
+	for _, sj := range []bool{false, true} {
+		wrap := func(s string) string { return s }
+		name, init := "appRouter", "initTRPC.create()"
+		if sj {
+			wrap = func(s string) string {
+				if s == "undefined" {
+					return s
+				}
+				if t, ok := strings.CutSuffix(s, " | undefined"); ok {
+					return "WithDates<" + t + "> | undefined"
+				}
+				return "WithDates<" + s + ">"
+			}
+			name, init = "appRouterSuperJSON", "initTRPC.create({ transformer: superjson })"
+		}
+		tv := "t"
+		if sj {
+			tv = "ts"
+		}
+		fmt.Fprintf(&b, "const %s = %s;\nconst %s = %s.router({\n", tv, init, name, tv)
+		group := ""
+		for _, e := range entries {
+			g, leaf, _ := strings.Cut(e.path, ".")
+			if g != group {
+				if group != "" {
+					b.WriteString("  }),\n")
+				}
+				fmt.Fprintf(&b, "  %s: %s.router({\n", g, tv)
+				group = g
+			}
+			in := fmt.Sprintf(".input((v: unknown) => v as %s)", wrap(e.in))
+			if e.in == "undefined" {
+				in = ""
+			}
+			switch e.kind {
+			case "subscription":
+				fmt.Fprintf(&b, "    %s: %s.procedure%s.subscription(async function* (): AsyncGenerator<%s> {\n      never();\n    }),\n",
+					leaf, tv, in, wrap(e.out))
+			default:
+				fmt.Fprintf(&b, "    %s: %s.procedure%s.%s((): %s => never()),\n", leaf, tv, in, e.kind, wrap(e.out))
+			}
+		}
+		b.WriteString("  }),\n});\n\n")
+	}
+	b.WriteString(`/** AppRouter is the router at /trpc (plain JSON). */
+export type AppRouter = typeof appRouter;
+/** AppRouterSuperJSON is the router at /trpc-superjson (superjson transformer). */
+export type AppRouterSuperJSON = typeof appRouterSuperJSON;
+`)
+	return b.String()
+}
