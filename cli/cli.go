@@ -85,6 +85,9 @@ type Backend struct {
 // LocalConfig says which local database to open and how.
 type LocalConfig struct {
 	DataDir string
+	// DatabaseURL, when set (postgres://…), is the database instead of the
+	// data directory's embedded SQLite file.
+	DatabaseURL string
 	// WorkspaceRoots are the directories under which users other than admins
 	// may snapshot, restore and diff workspaces (serve).
 	WorkspaceRoots []string
@@ -126,9 +129,10 @@ func usagef(format string, args ...any) error {
 
 // app holds the state shared by the commands of one invocation.
 type app struct {
-	env     Env
-	dataDir string
-	json    bool
+	env      Env
+	dataDir  string
+	database string
+	json     bool
 
 	svc   belay.Service
 	local *Local
@@ -245,6 +249,7 @@ func (a *app) rootCommand() *cobra.Command {
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().StringVar(&a.dataDir, "data-dir", "", "data directory (default $BELAY_DATA_DIR, $XDG_DATA_HOME/belay or ~/.local/share/belay)")
+	root.PersistentFlags().StringVar(&a.database, "db", "", "a PostgreSQL database (postgres://…) instead of the embedded one (default $BELAY_DATABASE_URL)")
 	root.PersistentFlags().BoolVar(&a.json, "json", false, "print JSON instead of text")
 	root.AddCommand(
 		a.serveCommand(),
@@ -323,7 +328,11 @@ func (a *app) localConfig() (LocalConfig, error) {
 	if err != nil {
 		return LocalConfig{}, err
 	}
-	return LocalConfig{DataDir: dir, WorkspaceRoots: a.roots}, nil
+	db := a.database
+	if db == "" {
+		db = a.env.Getenv("BELAY_DATABASE_URL")
+	}
+	return LocalConfig{DataDir: dir, DatabaseURL: db, WorkspaceRoots: a.roots}, nil
 }
 
 // openLocal opens the local database once per invocation.

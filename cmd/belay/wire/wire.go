@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"sync"
 	"time"
@@ -22,6 +23,8 @@ import (
 	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/httpapi"
 	"github.com/belayhq/belay/mcpserver"
+	"github.com/belayhq/belay/store"
+	"github.com/belayhq/belay/store/postgres"
 	"github.com/belayhq/belay/store/sqlite"
 	"github.com/belayhq/belay/trpc"
 	"github.com/belayhq/belay/workspace"
@@ -35,7 +38,7 @@ func Backend() cli.Backend {
 			if err != nil {
 				return nil, err
 			}
-			return &cli.Local{Service: l.svc, Path: l.db.Path(), Close: l.close}, nil
+			return &cli.Local{Service: l.svc, Path: l.where, Close: l.close}, nil
 		},
 		Serve: serve,
 		MCP: func(ctx context.Context, svc belay.Service, in io.ReadCloser, out io.WriteCloser) error {
@@ -50,8 +53,10 @@ func Backend() cli.Backend {
 
 // local is an open database with the service on it.
 type local struct {
-	db  *sqlite.DB
+	db  store.Store
 	svc *core.Service
+	// where names the database for people, without a password.
+	where string
 }
 
 // close stops the service's event tailer, then closes the database it reads.
@@ -60,8 +65,29 @@ func (l *local) close() error {
 	return l.db.Close()
 }
 
-func open(ctx context.Context, cfg cli.LocalConfig) (*local, error) {
+// openStore opens the database: PostgreSQL for a postgres:// URL, else the
+// data directory's embedded SQLite file.
+func openStore(ctx context.Context, cfg cli.LocalConfig) (store.Store, string, error) {
+	if u := cfg.DatabaseURL; u != "" {
+		parsed, err := url.Parse(u)
+		if err != nil || (parsed.Scheme != "postgres" && parsed.Scheme != "postgresql") {
+			return nil, "", belay.Invalid("db", "the database must be a postgres:// URL, got %q", belay.Clip(u, 40))
+		}
+		db, err := postgres.Open(ctx, u)
+		if err != nil {
+			return nil, "", err
+		}
+		return db, parsed.Redacted(), nil
+	}
 	db, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "belay.db"))
+	if err != nil {
+		return nil, "", err
+	}
+	return db, db.Path(), nil
+}
+
+func open(ctx context.Context, cfg cli.LocalConfig) (*local, error) {
+	db, where, err := openStore(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +103,7 @@ func open(ctx context.Context, cfg cli.LocalConfig) (*local, error) {
 		return nil, err
 	}
 	svc := core.New(core.Options{Store: db, Workspaces: ws, WorkspaceRoots: cfg.WorkspaceRoots, SavesPerMinute: cfg.SavesPerMinute})
-	return &local{db: db, svc: svc}, nil
+	return &local{db: db, svc: svc, where: where}, nil
 }
 
 // serve runs `belay serve`: the API, the timeout sweeper and the webhook
@@ -122,7 +148,7 @@ func serve(ctx context.Context, cfg cli.ServeConfig) error {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	fmt.Fprintf(cfg.Stdout, "belay %s serving on http://%s (database %s)\n", cfg.Version, ln.Addr(), l.db.Path())
+	fmt.Fprintf(cfg.Stdout, "belay %s serving on http://%s (database %s)\n", cfg.Version, ln.Addr(), l.where)
 	// The sweeper and the webhook dispatcher stop before the database closes.
 	bgCtx, stopBackground := context.WithCancel(context.Background())
 	var background sync.WaitGroup

@@ -1,0 +1,11 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+)
+
+// QueryRow lets tests look at the server's own views (pg_stat_activity).
+func (d *DB) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	return d.db.QueryRowContext(ctx, query, args...)
+}

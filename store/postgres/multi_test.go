@@ -1,0 +1,231 @@
+package postgres_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/core"
+	"github.com/belayhq/belay/internal/testclock"
+	"github.com/belayhq/belay/store"
+	"github.com/belayhq/belay/store/postgres"
+)
+
+var admin = belay.WithActor(context.Background(), belay.Actor{UserID: "root", Admin: true})
+
+// instances opens n stores on one fresh schema: n `belay serve` processes
+// sharing a database.
+func instances(t *testing.T, n int) []*postgres.DB {
+	t.Helper()
+	u := freshSchema(t)
+	var out []*postgres.DB
+	for range n {
+		db, err := postgres.Open(t.Context(), u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		out = append(out, db)
+	}
+	return out
+}
+
+func appendEvent(t *testing.T, tx store.Tx, typ string) int64 {
+	t.Helper()
+	e := belay.Event{Type: typ, CreatedAt: time.Now().UTC()}
+	if err := tx.AppendEvent(context.Background(), &e); err != nil {
+		t.Fatal(err)
+	}
+	return e.Seq
+}
+
+func seqs(t *testing.T, r store.Reader, after int64) []int64 {
+	t.Helper()
+	evs, err := r.ListEvents(context.Background(), store.EventQuery{Scope: store.Everything, After: after, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int64
+	for _, e := range evs {
+		out = append(out, e.Seq)
+	}
+	return out
+}
+
+// TestEventsCommittedOutOfOrderAreNeverSkipped forces the interleaving a
+// follower could trip on: writer A takes a sequence number and holds its
+// transaction open while writer B appends too. B must not overtake A — else
+// a follower that saw B's event would skip A's when it commits.
+func TestEventsCommittedOutOfOrderAreNeverSkipped(t *testing.T) {
+	dbs := instances(t, 3)
+	a, b, follower := dbs[0], dbs[1], dbs[2]
+	aTook, aCommit := make(chan int64), make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		err := a.Update(context.Background(), func(tx store.Tx) error {
+			aTook <- appendEvent(t, tx, "test.a")
+			<-aCommit
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	seqA := <-aTook
+	bDone := make(chan int64, 1)
+	wg.Go(func() {
+		var seqB int64
+		err := b.Update(context.Background(), func(tx store.Tx) error {
+			seqB = appendEvent(t, tx, "test.b")
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		bDone <- seqB
+	})
+	// Wait until B is blocked on A's lock, then check it did not commit.
+	for waiting := 0; waiting == 0; {
+		if err := follower.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// While A is open the follower sees neither event.
+	if got := seqs(t, follower, seqA-1); len(got) != 0 {
+		t.Fatalf("follower saw %v while the first writer was still open", got)
+	}
+	select {
+	case seqB := <-bDone:
+		t.Fatalf("the second writer committed seq %d before the first (seq %d) did", seqB, seqA)
+	default:
+	}
+	close(aCommit)
+	wg.Wait()
+	seqB := <-bDone
+	if seqB != seqA+1 {
+		t.Fatalf("seqs %d then %d: want consecutive, in commit order", seqA, seqB)
+	}
+	if got := seqs(t, follower, seqA-1); len(got) != 2 || got[0] != seqA || got[1] != seqB {
+		t.Fatalf("follower sees %v, want [%d %d]", got, seqA, seqB)
+	}
+	// A rolled-back writer gives its number back: no gap.
+	_ = a.Update(context.Background(), func(tx store.Tx) error {
+		appendEvent(t, tx, "test.rolled_back")
+		return context.Canceled
+	})
+	var seqC int64
+	if err := b.Update(context.Background(), func(tx store.Tx) error { seqC = appendEvent(t, tx, "test.c"); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if seqC != seqB+1 {
+		t.Fatalf("after a rollback the next seq is %d, want %d", seqC, seqB+1)
+	}
+}
+
+// TestTimeoutsFireOnceAcrossInstances: several instances sweep the same due
+// requests at once; each request's default is applied exactly once.
+func TestTimeoutsFireOnceAcrossInstances(t *testing.T) {
+	dbs := instances(t, 4)
+	clock := testclock.New(time.Date(2025, 1, 15, 11, 0, 0, 0, time.UTC), 0)
+	var svcs []*core.Service
+	for _, db := range dbs {
+		svcs = append(svcs, core.New(core.Options{Store: db, Clock: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+	}
+	sess, err := svcs[0].CreateSession(admin, belay.CreateSessionInput{Title: "many"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	for i := range n {
+		_, err := svcs[i%len(svcs)].CreateCheckpoint(admin, belay.CreateCheckpointInput{SessionID: sess.ID, Summary: "ask",
+			HITL: &belay.HITLInput{Required: true, OnReject: belay.OnRejectContinue,
+				Timeout: &belay.TimeoutInput{Duration: 60, DefaultAction: belay.ActionReject}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Advance(2 * time.Minute)
+	var wg sync.WaitGroup
+	fired := make([]int, len(svcs))
+	for i, s := range svcs {
+		wg.Go(func() {
+			for range 3 {
+				k, err := s.Sweep(context.Background())
+				if err != nil {
+					t.Error(err)
+				}
+				fired[i] += k
+			}
+		})
+	}
+	wg.Wait()
+	total := 0
+	for _, k := range fired {
+		total += k
+	}
+	evs, err := dbs[0].ListEvents(context.Background(), store.EventQuery{Scope: store.Everything, Types: []string{belay.EventHITLTimedOut}, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total != n || len(evs) != n {
+		t.Fatalf("%d timeouts applied (%v per instance), %d events; want %d each", total, fired, len(evs), n)
+	}
+}
+
+// TestNotifyWakesAnotherInstance: a commit through one instance reaches a
+// stream following another at once (LISTEN/NOTIFY), not at its next poll.
+func TestNotifyWakesAnotherInstance(t *testing.T) {
+	dbs := instances(t, 2)
+	writer := core.New(core.Options{Store: dbs[0]})
+	reader := core.New(core.Options{Store: dbs[1]})
+	defer writer.Close()
+	defer reader.Close()
+	ctx, cancel := context.WithTimeout(admin, 10*time.Second)
+	defer cancel()
+	got := make(chan belay.Event, 4)
+	opened := make(chan struct{})
+	go func() {
+		_ = reader.Follow(ctx, belay.EventFilter{After: belay.FromNow}, 0, func(_ int64, batch []belay.Event) error {
+			if batch == nil {
+				close(opened)
+			}
+			for _, e := range batch {
+				got <- e
+			}
+			return nil
+		})
+	}()
+	<-opened
+	ch, stop := dbs[1].Listen()
+	defer stop()
+	// The LISTEN connection comes up in the background: commit until one
+	// notification arrives (before it, streams poll, as they always may).
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	heard := false
+	for !heard {
+		if _, err := writer.CreateSession(admin, belay.CreateSessionInput{Title: "elsewhere"}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ch:
+			heard = true
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatal("no notification reached the other instance")
+		}
+	}
+	select {
+	case e := <-got:
+		if e.Type != belay.EventSessionCreated {
+			t.Errorf("event = %s", e.Type)
+		}
+	case <-ctx.Done():
+		t.Fatal("the other instance's stream never saw the commit")
+	}
+}

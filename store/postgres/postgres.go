@@ -1,0 +1,278 @@
+// Package postgres is belay's store on PostgreSQL, for several `belay serve`
+// instances sharing one database. It passes the same conformance suite as
+// the embedded SQLite store (store/storetest). Event sequence numbers are
+// handed out in commit order through one counter row, so a follower never
+// skips an event committed late; timeouts and lapsed leases are claimed with
+// FOR UPDATE SKIP LOCKED; LISTEN/NOTIFY wakes other instances (store.Notifier).
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/store"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// channel is the LISTEN/NOTIFY channel commits are announced on.
+const channel = "belay_events"
+
+// DB is a belay database on PostgreSQL. It implements store.Store and
+// store.Notifier.
+type DB struct {
+	reader
+	db  *sql.DB
+	url string
+
+	mu        sync.Mutex
+	listeners map[chan struct{}]struct{}
+	listening bool
+	stop      context.CancelFunc
+	done      chan struct{}
+}
+
+var (
+	_ store.Store    = (*DB)(nil)
+	_ store.Notifier = (*DB)(nil)
+)
+
+// Open connects to the database at url (postgres://…) and migrates it to
+// the newest schema. Several processes may open one database at once: the
+// migration takes an advisory lock.
+func Open(ctx context.Context, url string) (*DB, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	db := stdlib.OpenDB(*cfg)
+	db.SetMaxOpenConns(32)
+	db.SetMaxIdleConns(8)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
+	d := &DB{db: db, url: url, listeners: map[chan struct{}]struct{}{}}
+	d.reader = reader{q: rebinder{db}}
+	if err := d.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// migrate applies the embedded migrations under an advisory lock.
+func (d *DB) migrate(ctx context.Context) error {
+	conn, err := d.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: migrate: %w", err)
+	}
+	defer conn.Close()
+	const lockKey = 0x62656c6179 // "belay"
+	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", lockKey); err != nil {
+		return fmt.Errorf("postgres: migration lock: %w", err)
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", lockKey)
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return err
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, d.db, sub)
+	if err != nil {
+		return fmt.Errorf("postgres: migrations: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("postgres: migrate: %w", err)
+	}
+	return nil
+}
+
+// Close closes the connections and stops listening.
+func (d *DB) Close() error {
+	d.mu.Lock()
+	stop, done := d.stop, d.done
+	d.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
+	return d.db.Close()
+}
+
+// Update runs fn in one transaction. It rolls back when fn fails, panics or
+// exits the goroutine, and commits otherwise.
+func (d *DB) Update(ctx context.Context, fn func(store.Tx) error) (err error) {
+	sqlTx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return storageError("begin", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = sqlTx.Rollback()
+		}
+	}()
+	if err := fn(&tx{reader: reader{q: rebinder{sqlTx}, inTx: true}}); err != nil {
+		return err
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return storageError("commit", err)
+	}
+	committed = true
+	return nil
+}
+
+// storageError wraps a driver error with what was being done.
+func storageError(what string, err error) error {
+	var be *belay.Error
+	if errors.As(err, &be) {
+		return err
+	}
+	return fmt.Errorf("postgres: %s: %w", what, err)
+}
+
+// isUniqueViolation reports whether err is a unique constraint's.
+func isUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
+// execer is what a query runs on: the pool or a transaction.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// rebinder runs the queries, written with ? placeholders as for SQLite, with
+// PostgreSQL's $1, $2….
+type rebinder struct{ e execer }
+
+func (r rebinder) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return r.e.ExecContext(ctx, rebind(query), args...)
+}
+
+func (r rebinder) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return r.e.QueryContext(ctx, rebind(query), args...)
+}
+
+func (r rebinder) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return r.e.QueryRowContext(ctx, rebind(query), args...)
+}
+
+// rebind turns ? placeholders outside quotes into $1, $2….
+func rebind(q string) string {
+	var b strings.Builder
+	b.Grow(len(q) + 16)
+	n := 0
+	var quote byte
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '?':
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// Notify announces a commit to every listener on the database.
+func (d *DB) Notify(ctx context.Context) error {
+	_, err := d.db.ExecContext(ctx, "SELECT pg_notify($1, '')", channel)
+	return err
+}
+
+// Listen returns a channel that receives after every Notify on the database,
+// by any process, while the returned cancel is not called. One connection
+// per DB listens for all of them.
+func (d *DB) Listen() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	d.mu.Lock()
+	d.listeners[ch] = struct{}{}
+	if !d.listening {
+		d.listening = true
+		ctx, stop := context.WithCancel(context.Background())
+		d.stop, d.done = stop, make(chan struct{})
+		go d.listen(ctx, d.done)
+	}
+	d.mu.Unlock()
+	return ch, func() {
+		d.mu.Lock()
+		delete(d.listeners, ch)
+		d.mu.Unlock()
+	}
+}
+
+// listen holds one LISTEN connection and fans notifications out; a lost
+// connection is reopened (listeners poll meanwhile, as they always may).
+func (d *DB) listen(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	for ctx.Err() == nil {
+		conn, err := pgx.Connect(ctx, d.url)
+		if err != nil {
+			if !sleep(ctx) {
+				return
+			}
+			continue
+		}
+		if _, err := conn.Exec(ctx, "LISTEN "+channel); err == nil {
+			for {
+				if _, err := conn.WaitForNotification(ctx); err != nil {
+					break
+				}
+				d.wake()
+			}
+		}
+		conn.Close(context.Background())
+		if !sleep(ctx) {
+			return
+		}
+	}
+}
+
+func (d *DB) wake() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for ch := range d.listeners {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// sleep waits a moment before a reconnect, reporting whether ctx is live.
+func sleep(ctx context.Context) bool {
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,226 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/store"
+)
+
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// reader runs the queries, on the pool or inside a transaction (inTx),
+// where claiming queries lock the rows they return.
+type reader struct {
+	q    querier
+	inTx bool
+}
+
+// tx is a write transaction: the reader's querier runs inside it.
+type tx struct {
+	reader
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+const sessionCols = `id, project_path, title, owner, status, phase, current_step, state,
+	head_checkpoint_id, last_seq, checkpoint_count, cost, metadata, created_at, updated_at,
+	holder, lease_expires_at, end_reason, plan, cost_micros`
+
+func scanSession(row scanner) (*belay.Session, error) {
+	var s belay.Session
+	var state, meta, plan []byte
+	var created, updated int64
+	var lease sql.NullInt64
+	err := row.Scan(&s.ID, &s.ProjectPath, &s.Title, &s.Owner, &s.Status, &s.Phase, &s.CurrentStep,
+		&state, &s.HeadCheckpointID, &s.LastSeq, &s.CheckpointCount, &s.Cost, &meta, &created, &updated,
+		&s.Holder, &lease, &s.EndReason, &plan, &s.CostMicros)
+	if err != nil {
+		return nil, err
+	}
+	s.State, s.Metadata = fromRaw(state), fromRaw(meta)
+	s.CreatedAt, s.UpdatedAt, s.LeaseExpiresAt = fromTS(created), fromTS(updated), fromNullTS(lease)
+	if err := decode(plan, &s.Plan); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+func sessionNotFound(what string) error {
+	return belay.Errorf(belay.CodeSessionNotFound, "session %s not found", what).With("id", what)
+}
+
+func (r reader) GetSession(ctx context.Context, id string) (*belay.Session, error) {
+	s, err := scanSession(r.q.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, sessionNotFound(id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get session: %w", err)
+	}
+	return s, nil
+}
+
+// closedStatuses is the SQL list of the statuses that are not SessionStatus.Open.
+var closedStatuses = func() string {
+	var out []string
+	for _, st := range belay.SessionStatuses {
+		if !st.Open() {
+			out = append(out, "'"+string(st)+"'")
+		}
+	}
+	return "(" + strings.Join(out, ", ") + ")"
+}()
+
+func (r reader) ActiveSession(ctx context.Context, projectPath string, scope store.Scope) (*belay.Session, error) {
+	where, args := "project_path = ? AND status NOT IN "+closedStatuses, []any{projectPath}
+	if cond, a := scopeFilter(scope, "id", "project_path", ""); cond != "" {
+		where, args = where+" AND "+cond, append(args, a...)
+	}
+	s, err := scanSession(r.q.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions
+		WHERE `+where+` ORDER BY created_at DESC, id DESC LIMIT 1`, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, belay.Errorf(belay.CodeSessionNotFound, "no active session for %s", projectPath).With("projectPath", projectPath)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: active session: %w", err)
+	}
+	return s, nil
+}
+
+func (r reader) ListSessions(ctx context.Context, q store.SessionQuery) ([]*belay.Session, int64, error) {
+	var where []string
+	var args []any
+	if cond, a := scopeFilter(q.Scope, "id", "project_path", ""); cond != "" {
+		where, args = append(where, cond), append(args, a...)
+	}
+	if q.ProjectPath != "" {
+		where, args = append(where, "project_path = ?"), append(args, q.ProjectPath)
+	}
+	if q.Status != "" {
+		where, args = append(where, "status = ?"), append(args, string(q.Status))
+	}
+	filter := ""
+	if len(where) > 0 {
+		filter = " WHERE " + strings.Join(where, " AND ")
+	}
+	var total int64
+	if err := r.q.QueryRowContext(ctx, `SELECT COUNT(*) FROM sessions`+filter, args...).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("postgres: count sessions: %w", err)
+	}
+	if q.After != nil {
+		where = append(where, "(created_at, id) < (?, ?)")
+		args = append(args, ts(q.After.CreatedAt), q.After.ID)
+	}
+	filter = ""
+	if len(where) > 0 {
+		filter = " WHERE " + strings.Join(where, " AND ")
+	}
+	args = append(args, q.Limit)
+	rows, err := r.q.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions`+filter+` ORDER BY created_at DESC, id DESC LIMIT ?`, args...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("postgres: list sessions: %w", err)
+	}
+	defer rows.Close()
+	var out []*belay.Session
+	for rows.Next() {
+		s, err := scanSession(rows)
+		if err != nil {
+			return nil, 0, fmt.Errorf("postgres: scan session: %w", err)
+		}
+		out = append(out, s)
+	}
+	return out, total, rows.Err()
+}
+
+func (t *tx) InsertSession(ctx context.Context, s *belay.Session) error {
+	plan, err := encode(s.Plan, s.Plan == nil)
+	if err != nil {
+		return err
+	}
+	_, err = t.q.ExecContext(ctx, `INSERT INTO sessions (`+sessionCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		s.ID, s.ProjectPath, s.Title, s.Owner, string(s.Status), s.Phase, s.CurrentStep, raw(s.State),
+		s.HeadCheckpointID, s.LastSeq, s.CheckpointCount, s.Cost, raw(s.Metadata), ts(s.CreatedAt), ts(s.UpdatedAt),
+		s.Holder, nullTS(s.LeaseExpiresAt), s.EndReason, plan, s.CostMicros)
+	if err != nil {
+		return fmt.Errorf("postgres: insert session: %w", err)
+	}
+	return nil
+}
+
+func (t *tx) UpdateSession(ctx context.Context, s *belay.Session) error {
+	// project_path and owner never change: leaving them out spares the write
+	// of the sessions_project index entry on every checkpoint.
+	plan, err := encode(s.Plan, s.Plan == nil)
+	if err != nil {
+		return err
+	}
+	res, err := t.q.ExecContext(ctx, `UPDATE sessions SET title = ?, status = ?,
+		phase = ?, current_step = ?, state = ?, head_checkpoint_id = ?, last_seq = ?, checkpoint_count = ?,
+		cost = ?, metadata = ?, updated_at = ?, holder = ?, lease_expires_at = ?, end_reason = ?, plan = ?,
+		cost_micros = ? WHERE id = ?`,
+		s.Title, string(s.Status), s.Phase, s.CurrentStep, raw(s.State),
+		s.HeadCheckpointID, s.LastSeq, s.CheckpointCount, s.Cost, raw(s.Metadata), ts(s.UpdatedAt),
+		s.Holder, nullTS(s.LeaseExpiresAt), s.EndReason, plan, s.CostMicros, s.ID)
+	if err != nil {
+		return fmt.Errorf("postgres: update session: %w", err)
+	}
+	return oneRow(res, func() error { return sessionNotFound(s.ID) })
+}
+
+func (t *tx) DeleteSession(ctx context.Context, id string) error {
+	res, err := t.q.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("postgres: delete session: %w", err)
+	}
+	return oneRow(res, func() error { return sessionNotFound(id) })
+}
+
+func oneRow(res sql.Result, notFound func() error) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("postgres: rows affected: %w", err)
+	}
+	if n == 0 {
+		return notFound()
+	}
+	return nil
+}
+
+func (r reader) DueLeases(ctx context.Context, now time.Time, limit int) ([]*belay.Session, error) {
+	rows, err := r.q.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions
+		WHERE lease_expires_at IS NOT NULL AND lease_expires_at <= ? AND status NOT IN `+closedStatuses+`
+		ORDER BY lease_expires_at, id LIMIT ?`+r.claim(), ts(now), limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: due leases: %w", err)
+	}
+	defer rows.Close()
+	var out []*belay.Session
+	for rows.Next() {
+		s, err := scanSession(rows)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: scan session: %w", err)
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// claim locks the rows a claiming query returns inside a transaction,
+// skipping rows another instance holds: each due timeout or lapsed lease is
+// handled by one instance.
+func (r reader) claim() string {
+	if r.inTx {
+		return " FOR UPDATE SKIP LOCKED"
+	}
+	return ""
+}
