@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 
@@ -144,12 +143,6 @@ func storageError(what string, err error) error {
 		return err
 	}
 	return fmt.Errorf("postgres: %s: %w", what, err)
-}
-
-// isUniqueViolation reports whether err is a unique constraint's.
-func isUniqueViolation(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "23505"
 }
 
 // execer is what a query runs on: the pool or a transaction.
