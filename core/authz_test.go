@@ -6,15 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/core"
+	"github.com/belayhq/belay/store/sqlite"
 )
 
 // needsNoIdentity are the methods of belay.Service that answer a caller
@@ -272,4 +275,92 @@ func authzState(t *testing.T, svc *core.Service, sessionID string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestLiveStreamSeesGrantsMadeWhileIdle: the event tailer keeps who may read
+// each session; a grant or a revocation made while no stream was open (the
+// tailer asleep) still decides, as soon as streams open again, who receives
+// the session's events.
+func TestLiveStreamSeesGrantsMadeWhileIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db, err := sqlite.Open(localCtx, filepath.Join(t.TempDir(), "belay.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		// Streams end before the bubble does; so does the tailer, idle a while.
+		defer time.Sleep(time.Second)
+		svc := core.New(core.Options{Store: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		for _, user := range []string{"bob", "carol"} {
+			if _, err := createToken(localCtx, svc, user, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		alice, bob, carol := hitlAs("alice"), hitlAs("bob"), hitlAs("carol")
+		sess, err := svc.CreateSession(alice, belay.CreateSessionInput{Title: "shared"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.GrantSession(alice, belay.GrantInput{SessionID: sess.ID, User: "carol", Role: belay.RoleRead}); err != nil {
+			t.Fatal(err)
+		}
+		save := func() {
+			t.Helper()
+			if _, err := svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{SessionID: sess.ID, Summary: "news"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// follow streams the session's live events as the caller of ctx
+		// until the returned stop is called, which returns how many arrived.
+		follow := func(ctx context.Context) func() int {
+			ctx, cancel := context.WithCancel(ctx)
+			got := 0
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				err := svc.Follow(ctx, belay.EventFilter{After: belay.FromNow}, 0, func(_ int64, batch []belay.Event) error {
+					for _, e := range batch {
+						if e.SessionID == sess.ID {
+							got++
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+				}
+			}()
+			synctest.Wait()
+			return func() int {
+				synctest.Wait()
+				cancel()
+				<-done
+				return got
+			}
+		}
+
+		// The tailer learns who may read the session, then sleeps.
+		stop := follow(alice)
+		save()
+		if n := stop(); n != 1 {
+			t.Fatalf("the owner received %d events, want 1", n)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+
+		if _, err := svc.GrantSession(alice, belay.GrantInput{SessionID: sess.ID, User: "bob", Role: belay.RoleRead}); err != nil {
+			t.Fatal(err)
+		}
+		if err := svc.RevokeGrant(alice, sess.ID, "carol"); err != nil {
+			t.Fatal(err)
+		}
+		stopBob, stopCarol := follow(bob), follow(carol)
+		save()
+		if n := stopBob(); n != 1 {
+			t.Errorf("bob, granted read while no stream was open, received %d events, want 1", n)
+		}
+		if n := stopCarol(); n != 0 {
+			t.Errorf("carol, revoked while no stream was open, received %d events, want 0", n)
+		}
+	})
 }
