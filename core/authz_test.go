@@ -364,3 +364,32 @@ func TestLiveStreamSeesGrantsMadeWhileIdle(t *testing.T) {
 		}
 	})
 }
+
+// TestStateOnlyRollbackNeedsNoWorkspaceRoot: the workspace roots guard the
+// files of a workspace; rolling back a checkpoint without a snapshot touches
+// none, so its session's owner may do it on a server without roots, while a
+// snapshot outside them stays an admin's.
+func TestStateOnlyRollbackNeedsNoWorkspaceRoot(t *testing.T) {
+	e := newWSEnv(t)
+	snap := e.save(t, "files")
+	svc := core.New(core.Options{Store: e.db, Workspaces: e.ws, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	for _, project := range []string{"", e.project} {
+		sess, err := svc.CreateSession(alice, belay.CreateSessionInput{ProjectPath: project})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp, err := svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{SessionID: sess.ID, Summary: "state",
+			AgentState: json.RawMessage(`{"step":1}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, dry := range []bool{true, false} {
+			if _, err := svc.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: cp.ID, DryRun: dry}); err != nil {
+				t.Errorf("project %q, dry run %v: the owner's state-only rollback: %v", project, dry, err)
+			}
+		}
+	}
+	if _, err := svc.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: snap.ID}); !belay.IsCode(err, belay.CodeUnauthorized) {
+		t.Errorf("rollback of a snapshot outside the roots: err = %v, want UNAUTHORIZED", err)
+	}
+}
