@@ -191,6 +191,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.deleteCommand(),
 		a.withSessionDelete(a.sessionsCommand()),
 		a.sessionInfoCommand(),
+		a.sessionCommand(),
 		a.pendingCommand(),
 		a.decideCommand(),
 		a.waitCommand(),
