@@ -269,7 +269,6 @@ func (a *app) rootCommand() *cobra.Command {
 		a.showCommand(),
 		a.deleteCommand(),
 		a.withSessionDelete(a.sessionsCommand()),
-		a.sessionCommand(),
 		a.sessionInfoCommand(),
 		a.askCommand(),
 		a.pendingCommand(),

@@ -116,15 +116,19 @@ func progressCell(s *belay.Session) string {
 func (a *app) sessionCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "session",
-		Short: "Start, title, complete, fail or abandon a session",
-		Long: `Start a session for the project, set a session's title, or end it: complete,
-fail or abandon. 'belay sessions' lists sessions and 'belay session-info' shows one.`,
+		Short: "Start, title, end a session, or grant others access to it",
+		Long: `Start a session for the project, set a session's title, end it (complete,
+fail or abandon), or grant, revoke and list who else may use it.
+'belay sessions' lists sessions and 'belay session-info' shows one.
+
+` + sessionLong,
 		Args: args(cobra.NoArgs),
 	}
 	cmd.AddCommand(a.sessionNewCommand(), a.sessionTitleCommand(),
 		a.endCommand(belay.SessionCompleted, "complete", "Mark a session completed (default: the current one)"),
 		a.endCommand(belay.SessionFailed, "fail", "Mark a session failed, with --reason"),
-		a.endCommand(belay.SessionAbandoned, "abandon", "Abandon a session: it is never resumed"))
+		a.endCommand(belay.SessionAbandoned, "abandon", "Abandon a session: it is never resumed"),
+		a.sessionGrantCommand(), a.sessionRevokeCommand(), a.sessionGrantsCommand())
 	return cmd
 }
 

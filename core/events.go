@@ -32,6 +32,8 @@ type eventHub struct {
 	subs map[*subscriber]struct{}
 	head int64 // the newest sequence number the tailer has read
 	on   bool  // the tailer is running
+	// acls are who may read each session, for the tailer alone; add
+	// forgets them before it starts a tailer.
 	acls map[string]*sessionACL
 	// ctx ends when the hub is closed; tailed is closed when the running
 	// tailer returns.
@@ -135,8 +137,11 @@ func (h *eventHub) add(ctx context.Context, q store.EventQuery) (*subscriber, er
 	}
 	h.subs[sub] = struct{}{}
 	if !h.on {
-		// Events up to last are the subscriber's to read from the log.
+		// Events up to last are the subscriber's to read from the log. The
+		// grants they changed were never seen: forget the access lists.
 		h.on, h.head = true, last
+		// Grants may have changed while no one listened.
+		clear(h.acls)
 		h.tailed = make(chan struct{})
 		go h.tail(h.tailed)
 	}

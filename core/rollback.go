@@ -47,8 +47,10 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, in belay.RestoreInput) 
 	if err != nil {
 		return nil, err
 	}
-	if err := s.mayUseWorkspace(c, target.ProjectPath); err != nil {
-		return nil, err
+	if target.WorkspaceRef != "" {
+		if err := s.mayUseWorkspace(c, target.ProjectPath); err != nil {
+			return nil, err
+		}
 	}
 	switch {
 	case in.DryRun:

@@ -1,0 +1,411 @@
+package core_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/core"
+	"github.com/belayhq/belay/store/sqlite"
+)
+
+// needsNoIdentity are the methods of belay.Service that answer a caller
+// without identity, as their doc comments promise.
+var needsNoIdentity = map[string]bool{"Health": true}
+
+// serviceMethods lists every method of belay.Service, so a method added to
+// the interface is checked here without anyone remembering to.
+func serviceMethods() []reflect.Method {
+	typ := reflect.TypeFor[belay.Service]()
+	out := make([]reflect.Method, typ.NumMethod())
+	for i := range out {
+		out[i] = typ.Method(i)
+	}
+	return out
+}
+
+// callMethod calls method name of svc with ctx and args and returns the error
+// it returns; a panic is returned as an error too.
+func callMethod(svc belay.Service, name string, ctx context.Context, args []reflect.Value) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panicked: %v", p)
+		}
+	}()
+	out := reflect.ValueOf(svc).MethodByName(name).Call(append([]reflect.Value{reflect.ValueOf(ctx)}, args...))
+	last := out[len(out)-1]
+	if last.IsNil() {
+		return nil
+	}
+	return last.Interface().(error)
+}
+
+// zeroArgs are zero values for every parameter of m after the context.
+func zeroArgs(m reflect.Method) []reflect.Value {
+	var args []reflect.Value
+	for i := 1; i < m.Type.NumIn(); i++ {
+		args = append(args, reflect.Zero(m.Type.In(i)))
+	}
+	return args
+}
+
+func errCode(err error) belay.Code {
+	var be *belay.Error
+	if errors.As(err, &be) {
+		return be.Code
+	}
+	return ""
+}
+
+// TestEveryMethodNeedsAnIdentity calls every method of belay.Service without
+// an identity and with zero-value arguments: each must refuse with
+// UNAUTHENTICATED before it looks at its arguments, so authorization is the
+// first thing every method does.
+func TestEveryMethodNeedsAnIdentity(t *testing.T) {
+	svc := newService(t, nil)
+	anonymous := map[string]context.Context{
+		"no actor":         context.Background(),
+		"actor without id": belay.WithActor(context.Background(), belay.Actor{Scopes: []belay.Scope{belay.ScopeAdmin}, Admin: true}),
+	}
+	for _, m := range serviceMethods() {
+		t.Run(m.Name, func(t *testing.T) {
+			for name, ctx := range anonymous {
+				err := callMethod(svc, m.Name, ctx, zeroArgs(m))
+				switch {
+				case needsNoIdentity[m.Name] && err != nil:
+					t.Errorf("%s: %v; it needs no identity", name, err)
+				case !needsNoIdentity[m.Name] && errCode(err) != belay.CodeUnauthenticated:
+					t.Errorf("%s: error %v, want UNAUTHENTICATED", name, err)
+				}
+			}
+		})
+	}
+}
+
+// errStop ends a Follow call once it has started.
+var errStop = errors.New("stop")
+
+// needOwner marks a call that needs the session owner's rights, which a
+// token without scope write does not carry.
+const needOwner belay.Scope = "owner"
+
+// authzCall is one call of a belay.Service method on the fixture of
+// TestReadOnlyTokenOnlyReads and what it needs: ScopeRead, another scope, or
+// needOwner.
+type authzCall struct {
+	method string
+	args   []any
+	need   belay.Scope
+}
+
+// TestReadOnlyTokenOnlyReads calls every method of belay.Service as the owner
+// of a session holding a token with scope read only, with arguments naming
+// the owner's own session, checkpoints, users and tokens. Every call that
+// writes, decides, administers or acts as the owner is refused (UNAUTHORIZED,
+// or not found for what the caller may not read) and changes nothing; every
+// read succeeds. A method that needs a scope beyond read also refuses
+// zero-value arguments before it validates them.
+func TestReadOnlyTokenOnlyReads(t *testing.T) {
+	e := newWSEnv(t)
+	if err := os.WriteFile(filepath.Join(e.project, "main.go"), []byte("package main\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, user := range []string{"alice", "bob"} {
+		if _, err := createToken(localCtx, e.svc, user, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cp := e.save(t, "first")
+	sessionID := cp.SessionID
+	request, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{SessionID: sessionID, Summary: "may I?",
+		HITL: &belay.HITLInput{Required: true, Approvers: []string{"bob"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.GrantSession(alice, belay.GrantInput{SessionID: sessionID, User: "bob", Role: belay.RoleRead}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.SetPlan(alice, belay.SetPlanInput{SessionID: sessionID, Tasks: []belay.Task{{ID: "a", Title: "A"}}}); err != nil {
+		t.Fatal(err)
+	}
+	other, err := e.svc.CreateToken(localCtx, belay.CreateTokenInput{User: "bob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook, err := e.svc.AddWebhook(localCtx, "https://example.com/hook", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := e.svc.CreateToken(localCtx, belay.CreateTokenInput{User: "alice", Scopes: []belay.Scope{belay.ScopeRead}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	actor, err := e.svc.Authenticate(localCtx, tk.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readOnly := belay.WithActor(context.Background(), actor)
+	stop := func(int64, []belay.Event) error { return errStop }
+
+	calls := []authzCall{
+		{"CreateSession", []any{belay.CreateSessionInput{ProjectPath: e.project}}, belay.ScopeWrite},
+		{"GetSession", []any{sessionID}, belay.ScopeRead},
+		{"ActiveSession", []any{e.project}, belay.ScopeRead},
+		{"CurrentSession", []any{e.project}, belay.ScopeRead},
+		{"ListSessions", []any{belay.ListSessionsInput{}}, belay.ScopeRead},
+		{"GrantSession", []any{belay.GrantInput{SessionID: sessionID, User: "bob", Role: belay.RoleWrite}}, belay.ScopeWrite},
+		{"RevokeGrant", []any{sessionID, "bob"}, belay.ScopeWrite},
+		{"ListGrants", []any{sessionID}, belay.ScopeRead},
+		{"CreateCheckpoint", []any{belay.CreateCheckpointInput{SessionID: sessionID, Summary: "more"}}, belay.ScopeWrite},
+		{"CreateCheckpoint", []any{belay.CreateCheckpointInput{ProjectPath: e.project, Summary: "more"}}, belay.ScopeWrite},
+		{"GetCheckpoint", []any{cp.ID}, belay.ScopeRead},
+		{"GetCheckpointBySeq", []any{sessionID, int64(1)}, belay.ScopeRead},
+		{"ResolveCheckpoint", []any{belay.CheckpointRef{Ref: "1", SessionID: sessionID}}, belay.ScopeRead},
+		{"ListCheckpoints", []any{belay.ListCheckpointsInput{}}, belay.ScopeRead},
+		{"DeleteCheckpoint", []any{cp.ID}, belay.ScopeWrite},
+		{"Decide", []any{belay.DecideInput{CheckpointID: request.ID, Action: belay.ActionApprove}}, belay.ScopeDecide},
+		{"PendingHITL", []any{""}, belay.ScopeRead},
+		{"WaitDecision", []any{request.ID, time.Duration(0)}, belay.ScopeRead},
+		{"RestoreCheckpoint", []any{belay.RestoreInput{CheckpointID: cp.ID}}, belay.ScopeWrite},
+		{"RestoreCheckpoint", []any{belay.RestoreInput{CheckpointID: cp.ID, DryRun: true}}, belay.ScopeWrite},
+		{"DiffCheckpoint", []any{belay.DiffInput{CheckpointID: cp.ID}}, belay.ScopeRead},
+		{"ListRollbacks", []any{sessionID}, belay.ScopeRead},
+		{"Validate", []any{belay.ValidateInput{SessionID: sessionID}}, belay.ScopeRead},
+		{"Validate", []any{belay.ValidateInput{}}, belay.ScopeRead},
+		{"Validate", []any{belay.ValidateInput{SessionID: sessionID, Repair: true}}, needOwner},
+		{"ExportSession", []any{sessionID, io.Discard}, needOwner},
+		{"ImportSession", []any{belay.ImportInput{}, strings.NewReader("")}, belay.ScopeWrite},
+		{"ExportBranch", []any{belay.ExportBranchInput{SessionID: sessionID}}, needOwner},
+		{"DiskUsage", nil, belay.ScopeRead},
+		{"DeleteSession", []any{sessionID}, belay.ScopeWrite},
+		{"Follow", []any{belay.EventFilter{SessionID: sessionID}, time.Duration(0), stop}, belay.ScopeRead},
+		{"CreateToken", []any{belay.CreateTokenInput{User: "alice"}}, belay.ScopeAdmin},
+		{"ListTokens", nil, belay.ScopeAdmin},
+		{"RevokeToken", []any{other.ID}, belay.ScopeAdmin},
+		{"AddWebhook", []any{"https://example.com/other", []string(nil)}, belay.ScopeAdmin},
+		{"ListWebhooks", nil, belay.ScopeAdmin},
+		{"RemoveWebhook", []any{hook.ID}, belay.ScopeAdmin},
+		{"ListDeliveries", []any{"", 0}, belay.ScopeAdmin},
+		{"ResolveSession", []any{sessionID}, belay.ScopeRead},
+		{"UpdateSession", []any{sessionID, belay.UpdateSessionInput{Title: new(string)}}, belay.ScopeWrite},
+		{"EndSession", []any{belay.EndSessionInput{SessionID: sessionID, Status: belay.SessionCompleted}}, belay.ScopeWrite},
+		{"Heartbeat", []any{belay.LeaseInput{SessionID: sessionID, Holder: "h"}}, belay.ScopeWrite},
+		{"ResumeSession", []any{belay.ResumeInput{SessionID: sessionID, Holder: "h"}}, belay.ScopeWrite},
+		{"CleanupSessions", []any{belay.CleanupInput{}}, belay.ScopeWrite},
+		{"SetRetention", []any{belay.RetentionPolicy{ProjectPath: e.project, KeepLast: 1}}, belay.ScopeAdmin},
+		{"ListRetention", nil, belay.ScopeAdmin},
+		{"SetPlan", []any{belay.SetPlanInput{SessionID: sessionID, Tasks: []belay.Task{{ID: "b", Title: "B"}}}}, belay.ScopeWrite},
+		{"UpdateTask", []any{belay.TaskUpdate{SessionID: sessionID, TaskID: "a", Status: belay.TaskRunning}}, belay.ScopeWrite},
+		{"AddCost", []any{belay.CostInput{SessionID: sessionID, Micros: 1}}, belay.ScopeWrite},
+		{"AdjustPlan", []any{sessionID, belay.PlanAdjustment{}}, belay.ScopeWrite},
+		{"TaskContext", []any{sessionID}, belay.ScopeRead},
+	}
+	covered := map[string]bool{}
+	for _, c := range calls {
+		covered[c.method] = true
+	}
+	before := authzState(t, e.svc, sessionID)
+	for _, m := range serviceMethods() {
+		if needsNoIdentity[m.Name] {
+			continue
+		}
+		if !covered[m.Name] {
+			t.Errorf("%s has no call in this test: add one saying whether a read-only token may make it", m.Name)
+		}
+		t.Run(m.Name, func(t *testing.T) {
+			for _, c := range calls {
+				if c.method != m.Name {
+					continue
+				}
+				args := make([]reflect.Value, len(c.args))
+				for i, a := range c.args {
+					args[i] = reflect.ValueOf(a)
+				}
+				err := callMethod(e.svc, m.Name, readOnly, args)
+				if c.need == belay.ScopeRead && err != nil && err != errStop {
+					t.Errorf("%+v: %v; a read-only token may read", c.args, err)
+				}
+				if c.need != belay.ScopeRead && !refused(err) {
+					t.Errorf("%+v: error %v, want UNAUTHORIZED or not found", c.args, err)
+				}
+				// A method that needs a scope beyond read refuses before it
+				// looks at its arguments.
+				if c.need != belay.ScopeRead && c.need != needOwner {
+					if zero := callMethod(e.svc, m.Name, readOnly, zeroArgs(m)); errCode(zero) != belay.CodeUnauthorized {
+						t.Errorf("zero arguments: error %v, want UNAUTHORIZED", zero)
+					}
+				}
+			}
+		})
+	}
+	if after := authzState(t, e.svc, sessionID); after != before {
+		t.Errorf("a read-only token changed something:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// refused reports whether err is the answer to a caller who may not do
+// something: UNAUTHORIZED, or not found for a thing it may not read.
+func refused(err error) bool {
+	switch errCode(err) {
+	case belay.CodeUnauthorized, belay.CodeNotFound, belay.CodeSessionNotFound, belay.CodeCheckpointNotFound:
+		return true
+	}
+	return false
+}
+
+// authzState is everything a call could change, as an administrator reads it.
+func authzState(t *testing.T, svc *core.Service, sessionID string) string {
+	t.Helper()
+	var parts []any
+	add := func(v any, err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, v)
+	}
+	add(core.StoreOf(svc).LastEventSeq(localCtx))
+	add(svc.GetSession(localCtx, sessionID))
+	add(svc.ListSessions(localCtx, belay.ListSessionsInput{}))
+	add(svc.ListCheckpoints(localCtx, belay.ListCheckpointsInput{Limit: 100}))
+	add(svc.ListGrants(localCtx, sessionID))
+	add(svc.ListRollbacks(localCtx, sessionID))
+	add(svc.ListWebhooks(localCtx))
+	tokens, err := svc.ListTokens(localCtx)
+	for _, tk := range tokens {
+		tk.LastUsedAt = nil // reading with a token records its use
+	}
+	add(tokens, err)
+	b, err := json.Marshal(parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestLiveStreamSeesGrantsMadeWhileIdle: the event tailer keeps who may read
+// each session; a grant or a revocation made while no stream was open (the
+// tailer asleep) still decides, as soon as streams open again, who receives
+// the session's events.
+func TestLiveStreamSeesGrantsMadeWhileIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db, err := sqlite.Open(localCtx, filepath.Join(t.TempDir(), "belay.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		// Streams end before the bubble does; so does the tailer, idle a while.
+		defer time.Sleep(time.Second)
+		svc := core.New(core.Options{Store: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		for _, user := range []string{"bob", "carol"} {
+			if _, err := createToken(localCtx, svc, user, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		alice, bob, carol := hitlAs("alice"), hitlAs("bob"), hitlAs("carol")
+		sess, err := svc.CreateSession(alice, belay.CreateSessionInput{Title: "shared"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.GrantSession(alice, belay.GrantInput{SessionID: sess.ID, User: "carol", Role: belay.RoleRead}); err != nil {
+			t.Fatal(err)
+		}
+		save := func() {
+			t.Helper()
+			if _, err := svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{SessionID: sess.ID, Summary: "news"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// follow streams the session's live events as the caller of ctx
+		// until the returned stop is called, which returns how many arrived.
+		follow := func(ctx context.Context) func() int {
+			ctx, cancel := context.WithCancel(ctx)
+			got := 0
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				err := svc.Follow(ctx, belay.EventFilter{After: belay.FromNow}, 0, func(_ int64, batch []belay.Event) error {
+					for _, e := range batch {
+						if e.SessionID == sess.ID {
+							got++
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+				}
+			}()
+			synctest.Wait()
+			return func() int {
+				synctest.Wait()
+				cancel()
+				<-done
+				return got
+			}
+		}
+
+		// The tailer learns who may read the session, then sleeps.
+		stop := follow(alice)
+		save()
+		if n := stop(); n != 1 {
+			t.Fatalf("the owner received %d events, want 1", n)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+
+		if _, err := svc.GrantSession(alice, belay.GrantInput{SessionID: sess.ID, User: "bob", Role: belay.RoleRead}); err != nil {
+			t.Fatal(err)
+		}
+		if err := svc.RevokeGrant(alice, sess.ID, "carol"); err != nil {
+			t.Fatal(err)
+		}
+		stopBob, stopCarol := follow(bob), follow(carol)
+		save()
+		if n := stopBob(); n != 1 {
+			t.Errorf("bob, granted read while no stream was open, received %d events, want 1", n)
+		}
+		if n := stopCarol(); n != 0 {
+			t.Errorf("carol, revoked while no stream was open, received %d events, want 0", n)
+		}
+	})
+}
+
+// TestStateOnlyRollbackNeedsNoWorkspaceRoot: the workspace roots guard the
+// files of a workspace; rolling back a checkpoint without a snapshot touches
+// none, so its session's owner may do it on a server without roots, while a
+// snapshot outside them stays an admin's.
+func TestStateOnlyRollbackNeedsNoWorkspaceRoot(t *testing.T) {
+	e := newWSEnv(t)
+	snap := e.save(t, "files")
+	svc := core.New(core.Options{Store: e.db, Workspaces: e.ws, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	for _, project := range []string{"", e.project} {
+		sess, err := svc.CreateSession(alice, belay.CreateSessionInput{ProjectPath: project})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp, err := svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{SessionID: sess.ID, Summary: "state",
+			AgentState: json.RawMessage(`{"step":1}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, dry := range []bool{true, false} {
+			if _, err := svc.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: cp.ID, DryRun: dry}); err != nil {
+				t.Errorf("project %q, dry run %v: the owner's state-only rollback: %v", project, dry, err)
+			}
+		}
+	}
+	if _, err := svc.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: snap.ID}); !belay.IsCode(err, belay.CodeUnauthorized) {
+		t.Errorf("rollback of a snapshot outside the roots: err = %v, want UNAUTHORIZED", err)
+	}
+}
