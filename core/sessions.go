@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"time"
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/store"
+	"github.com/belayhq/belay/workspace"
 )
 
 // CreateSession starts a running session owned by the caller.
@@ -175,4 +177,50 @@ func compactJSON(raw json.RawMessage) json.RawMessage {
 		return nil
 	}
 	return json.RawMessage(b.Bytes())
+}
+
+// DeleteSession deletes a session with its checkpoints and rollbacks (the
+// session owner or an admin may), then deletes its snapshot refs and reclaims
+// the space they held. A failure to prune is reported, not returned: the
+// session is gone either way.
+func (s *Service) DeleteSession(ctx context.Context, id string) (*belay.DeleteSessionResult, error) {
+	c, err := authorize(ctx, belay.ScopeWrite)
+	if err != nil {
+		return nil, err
+	}
+	if err := belay.ValidateID("id", id); err != nil {
+		return nil, err
+	}
+	var sess *belay.Session
+	err = s.update(ctx, func(tx store.Tx) error {
+		var err error
+		var rt rights
+		if sess, rt, err = readSession(ctx, tx, c, id); err != nil {
+			return err
+		}
+		if err := rt.mayOwn(c, sess, "delete it"); err != nil {
+			return err
+		}
+		if err := tx.DeleteSession(ctx, id); err != nil {
+			return err
+		}
+		return s.appendEvent(ctx, tx, belay.EventSessionDeleted, id, "",
+			map[string]any{"projectPath": sess.ProjectPath, "checkpoints": sess.CheckpointCount})
+	})
+	if err != nil {
+		return nil, err
+	}
+	res := &belay.DeleteSessionResult{SessionID: id, Checkpoints: sess.CheckpointCount, SnapshotsPruned: true}
+	if sess.ProjectPath == "" || s.ws == nil {
+		return res, nil
+	}
+	if err := s.ws.DeleteRefs(ctx, sess.ProjectPath, sessionRefs(id)); err != nil {
+		var we *workspace.Error
+		if errors.As(err, &we) && we.Code == workspace.NotFound {
+			return res, nil // never snapshotted
+		}
+		res.SnapshotsPruned = false
+		res.Warning = "the session's snapshots could not be dropped: " + err.Error()
+	}
+	return res, nil
 }

@@ -1,0 +1,66 @@
+package core
+
+import (
+	"context"
+
+	"github.com/belayhq/belay"
+)
+
+// DiffCheckpoint compares checkpoint in.CheckpointID's snapshot with another
+// checkpoint's, or with the workspace as it is now.
+func (s *Service) DiffCheckpoint(ctx context.Context, in belay.DiffInput) (*belay.DiffResult, error) {
+	c, err := authorize(ctx, belay.ScopeRead)
+	if err != nil {
+		return nil, err
+	}
+	if err := in.Validate(); err != nil {
+		return nil, err
+	}
+	ws, err := s.workspaces()
+	if err != nil {
+		return nil, err
+	}
+	from, err := s.getSessionCheckpoint(ctx, c, in.CheckpointID)
+	if err != nil {
+		return nil, err
+	}
+	if err := hasSnapshot("checkpointId", from); err != nil {
+		return nil, err
+	}
+	if err := s.mayUseWorkspace(c, from.ProjectPath); err != nil {
+		return nil, err
+	}
+	res := &belay.DiffResult{From: from}
+	toRef := ""
+	if in.To != "" && in.To != belay.DiffCurrent {
+		if res.To, err = s.getSessionCheckpoint(ctx, c, in.To); err != nil {
+			return nil, err
+		}
+		if err := hasSnapshot("to", res.To); err != nil {
+			return nil, err
+		}
+		if res.To.ProjectPath != from.ProjectPath {
+			return nil, belay.Invalid("to", "checkpoints %s and %s are of different workspaces (%s and %s)",
+				from.ID, res.To.ID, from.ProjectPath, res.To.ProjectPath)
+		}
+		toRef = res.To.WorkspaceRef
+	}
+	d, err := ws.Diff(ctx, from.ProjectPath, from.WorkspaceRef, toRef)
+	if err != nil {
+		return nil, workspaceError(err)
+	}
+	res.Files = make([]belay.FileDiff, len(d.Files))
+	for i, f := range d.Files {
+		res.Files[i] = belay.FileDiff{Path: f.Path, OldPath: f.OldPath, Status: f.Status,
+			Additions: f.Additions, Deletions: f.Deletions, Binary: f.Binary}
+	}
+	res.Additions, res.Deletions, res.Patch = d.Additions, d.Deletions, d.Patch
+	return res, nil
+}
+
+func hasSnapshot(field string, cp *belay.Checkpoint) error {
+	if cp.WorkspaceRef == "" {
+		return belay.Invalid(field, "checkpoint #%d (%s) has no workspace snapshot", cp.Seq, cp.ID).With("checkpointId", cp.ID)
+	}
+	return nil
+}
