@@ -155,6 +155,13 @@ type Checkpoint struct {
 	CreatedBy    string     `json:"createdBy,omitempty"`
 	CreatedAt    time.Time  `json:"createdAt"`
 	ExpiresAt    *time.Time `json:"expiresAt,omitempty"`
+	// UpdatedAt is when the checkpoint last changed: its decision, else its creation.
+	UpdatedAt time.Time `json:"updatedAt"`
+	// TokenCount is how many tokens of TokenEncoding its summary and
+	// description make; derived, so the checksum does not cover it (nor
+	// UpdatedAt). TokenEncoding is "" when they were never counted.
+	TokenCount    int    `json:"tokenCount"`
+	TokenEncoding string `json:"tokenEncoding,omitempty"`
 }
 
 // Pending reports whether the checkpoint waits for a human decision.

@@ -84,7 +84,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	read.SetMaxIdleConns(n)
 	db.read = read
 	db.rcache = newStmtCache(read)
-	db.reader = reader{q: cachedDB{db: read, cache: db.rcache}}
+	db.reader = reader{q: cachedDB{db: read, cache: db.rcache}, vectors: newVectorIndex()}
 	if db.wconn, err = write.Conn(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: writer connection: %w", err)
