@@ -62,7 +62,7 @@ func (h *Hash) Vector(text string) []float32 {
 	var grams []string
 	prev := ""
 	for _, w := range words {
-		if stopword(w) {
+		if IsStopword(w) {
 			prev = ""
 			continue
 		}
@@ -114,8 +114,9 @@ func Words(text string) []string {
 	})
 }
 
-// stopword reports whether w is an English word too common to tell texts apart.
-func stopword(w string) bool {
+// IsStopword reports whether w, a lower-case word, is an English word too
+// common to tell texts apart.
+func IsStopword(w string) bool {
 	_, ok := stopwords[w]
 	return ok
 }

@@ -2,26 +2,37 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 	"unicode"
 
+	"github.com/belayhq/belay/search"
 	"github.com/belayhq/belay/store"
 )
 
 // maxPhrases bounds the phrases of one full-text query.
 const maxPhrases = 64
 
+// maxScored bounds how many matches BM25 scores in one search: it scores
+// every match of a query, so a word found in most checkpoints would cost a
+// scan of them all. Past it, the newest maxScored matches in scope are
+// ranked (the vector ranking still sees every checkpoint).
+const maxScored = 2000
+
 // ftsQuery turns a person's query into an FTS5 query that is never a syntax
 // error: every whitespace-separated chunk becomes one quoted phrase of its
 // words ("OC-41252" → "OC 41252", which matches the two tokens side by
 // side), and the phrases are joined with OR, so a checkpoint matching more
-// of them ranks higher. Chunks without a word (`"`, `(`) are dropped;
-// operators (AND, NEAR, *) are words in quotes. "" means nothing to match.
+// of them ranks higher. Chunks without a word (`"`, `(`) are dropped, and so
+// are words too common to tell checkpoints apart (the, how) unless the query
+// has no others; operators (AND, NEAR, *) are words in quotes. "" means
+// nothing to match.
 func ftsQuery(text string) string {
-	var phrases []string
+	var phrases, common []string
 	seen := map[string]bool{}
 	for _, chunk := range strings.Fields(text) {
 		words := strings.FieldsFunc(chunk, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsNumber(r) })
@@ -29,14 +40,18 @@ func ftsQuery(text string) string {
 			continue
 		}
 		p := `"` + strings.Join(words, " ") + `"`
-		if seen[p] {
+		if seen[p] || len(phrases) == maxPhrases {
 			continue
 		}
 		seen[p] = true
-		phrases = append(phrases, p)
-		if len(phrases) == maxPhrases {
-			break
+		if len(words) == 1 && search.IsStopword(strings.ToLower(words[0])) {
+			common = append(common, p)
+		} else {
+			phrases = append(phrases, p)
 		}
+	}
+	if len(phrases) == 0 {
+		phrases = common
 	}
 	return strings.Join(phrases, " OR ")
 }
@@ -49,7 +64,7 @@ func (r reader) SearchCheckpoints(ctx context.Context, q store.SearchQuery) ([]s
 		ix = newVectorIndex()
 	}
 	if q.Vector != nil {
-		if err := ix.refresh(ctx, r.q); err != nil {
+		if err := ix.refresh(ctx, r.q, q.Model, len(q.Vector)); err != nil {
 			return nil, err
 		}
 	}
@@ -70,22 +85,27 @@ func (r reader) SearchCheckpoints(ctx context.Context, q store.SearchQuery) ([]s
 	}
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
+	if ix.model != q.Model || ix.dims != len(q.Vector) {
+		// Another search moved the shared copy to another vector space
+		// between the refresh and now: rank by text alone this time.
+		return hits, nil
+	}
 	keep, err := r.vectorFilter(ctx, q, ix)
 	if err != nil {
 		return nil, err
 	}
-	for i, s := range ix.rank(q.Vector, q.Model, keep, q.Limit) {
-		e := &ix.entries[s.entry]
-		j, ok := byDoc[e.doc]
+	for i, s := range ix.rank(q.Vector, keep, q.Limit) {
+		doc := ix.docs[s.pos]
+		j, ok := byDoc[doc]
 		if !ok {
 			j = len(hits)
-			byDoc[e.doc] = j
-			hits = append(hits, store.SearchHit{CheckpointID: e.id})
+			byDoc[doc] = j
+			hits = append(hits, store.SearchHit{CheckpointID: ix.ids[s.pos]})
 		}
 		hits[j].VectorRank = i + 1
 	}
 	for doc, j := range byDoc {
-		hits[j].Similarity, hits[j].HasVector = ix.similarity(doc, q.Vector, q.Model)
+		hits[j].Similarity, hits[j].HasVector = ix.similarity(doc, q.Vector)
 	}
 	return hits, nil
 }
@@ -96,24 +116,37 @@ type textHit struct {
 	score float64
 }
 
-// textRanking returns the best q.Limit full-text matches in scope, best first.
+// textRanking returns the best q.Limit full-text matches in scope, best
+// first: of the newest maxScored matches when there are more.
 func (r reader) textRanking(ctx context.Context, q store.SearchQuery, match string) ([]textHit, error) {
 	where, args := []string{"checkpoint_fts MATCH ?"}, []any{match}
-	if cond, a := scopeFilter(q.Scope, "c.session_id", "c.project_path", ""); cond != "" {
+	if cond, a := scopeFilter(q.Scope, "s.session_id", "s.project_path", ""); cond != "" {
 		where, args = append(where, cond), append(args, a...)
 	}
 	if q.ProjectPath != "" {
-		where, args = append(where, "c.project_path = ?"), append(args, q.ProjectPath)
+		where, args = append(where, "s.project_path = ?"), append(args, q.ProjectPath)
 	}
 	for _, tag := range q.Tags {
-		where = append(where, "EXISTS (SELECT 1 FROM checkpoint_tags t WHERE t.tag = ? AND t.checkpoint_id = c.id)")
+		where = append(where, "EXISTS (SELECT 1 FROM checkpoint_tags t WHERE t.tag = ? AND t.checkpoint_id = s.checkpoint_id)")
 		args = append(args, tag)
 	}
+	// CROSS JOIN keeps the full-text index the outer loop, read in its own
+	// order; the rowid bound is handed to FTS5, so only the newest matches
+	// are scored.
+	from := ` FROM checkpoint_fts CROSS JOIN checkpoint_search s ON s.doc_id = checkpoint_fts.rowid WHERE `
+	var oldest int64
+	err := r.q.QueryRowContext(ctx, `SELECT checkpoint_fts.rowid`+from+strings.Join(where, " AND ")+
+		` ORDER BY checkpoint_fts.rowid DESC LIMIT 1 OFFSET ?`, append(args, maxScored-1)...).Scan(&oldest)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return nil, fmt.Errorf("sqlite: full-text search: %w", err)
+	default:
+		where, args = append(where, "checkpoint_fts.rowid >= ?"), append(args, oldest)
+	}
 	// rank is bm25 with the column weights set in the migration: lower is better.
-	rows, err := r.q.QueryContext(ctx, `SELECT s.doc_id, c.id, checkpoint_fts.rank FROM checkpoint_fts
-		JOIN checkpoint_search s ON s.doc_id = checkpoint_fts.rowid
-		JOIN checkpoints c ON c.id = s.checkpoint_id
-		WHERE `+strings.Join(where, " AND ")+` ORDER BY checkpoint_fts.rank LIMIT ?`, append(args, q.Limit)...)
+	rows, err := r.q.QueryContext(ctx, `SELECT s.doc_id, s.checkpoint_id, checkpoint_fts.rank`+from+strings.Join(where, " AND ")+
+		` ORDER BY checkpoint_fts.rank LIMIT ?`, append(args, q.Limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: full-text search: %w", err)
 	}
@@ -133,11 +166,11 @@ func (r reader) textRanking(ctx context.Context, q store.SearchQuery, match stri
 // vectorFilter returns which vectors of ix are within q's scope, project and
 // tags. The scope is decided in SQL with scopeFilter, once per (session,
 // project) group of the index rather than per vector.
-func (r reader) vectorFilter(ctx context.Context, q store.SearchQuery, ix *vectorIndex) (func(*vectorEntry) bool, error) {
-	allowed := make([]bool, len(ix.groups))
+func (r reader) vectorFilter(ctx context.Context, q store.SearchQuery, ix *vectorIndex) (func(pos int) bool, error) {
+	allowed := make([]bool, len(ix.groupList))
 	var pairs [][2]string
 	var index []int
-	for i, g := range ix.groups {
+	for i, g := range ix.groupList {
 		if q.ProjectPath == "" || g.project == q.ProjectPath {
 			pairs, index = append(pairs, [2]string{g.session, g.project}), append(index, i)
 		}
@@ -169,13 +202,13 @@ func (r reader) vectorFilter(ctx context.Context, q store.SearchQuery, ix *vecto
 		}
 	}
 	if len(q.Tags) == 0 {
-		return func(e *vectorEntry) bool { return allowed[e.group] }, nil
+		return func(pos int) bool { return allowed[ix.groups[pos]] }, nil
 	}
 	tagged, err := r.taggedWithAll(ctx, q.Tags)
 	if err != nil {
 		return nil, err
 	}
-	return func(e *vectorEntry) bool { return allowed[e.group] && tagged[e.id] }, nil
+	return func(pos int) bool { return allowed[ix.groups[pos]] && tagged[ix.ids[pos]] }, nil
 }
 
 // taggedWithAll returns the ids of the checkpoints carrying every tag.

@@ -9,31 +9,34 @@ import (
 	"sync"
 )
 
-// vectorIndex is an in-memory copy of the checkpoints' vectors, so that a
-// search compares its query with every vector in scope without reading them
-// from disk each time. Before every search it catches up with the database
-// (search_state's counters): vectors written since it last looked are loaded
-// by their vector_version, and after deletions the vectors gone are dropped.
-// So it also sees what other processes wrote.
+// vectorIndex is an in-memory copy of the checkpoints' vectors of one model,
+// so that a search compares its query with every vector in scope without
+// reading them from disk each time. Before every search it catches up with
+// the database (search_state's counters): vectors written since it last
+// looked are loaded by their vector_version, and after deletions the
+// vectors gone are dropped. So it also sees what other processes wrote.
+//
+// The vectors are held column by column (cols[d][i] is dimension d of the
+// i-th vector): a query multiplies each of its non-zero dimensions with one
+// contiguous column, which reads memory in order and skips the dimensions a
+// short query leaves at zero.
 type vectorIndex struct {
 	mu sync.RWMutex
+	// model and dims are the vector space held; vectors of others are not.
+	model string
+	dims  int
 	// version is the vector_version loaded up to; removed the deletion
 	// counter when the index last dropped deleted vectors.
 	version, removed int64
-	slot             map[int64]int // doc_id → entries index
-	entries          []vectorEntry
-	// groups are the (session, project) pairs of the entries: a scope is
-	// decided per group, by SQL, not per vector.
-	groups  []vectorGroup
-	groupOf map[vectorGroup]int32
-}
-
-type vectorEntry struct {
-	doc   int64
-	id    string
-	group int32
-	model string
-	vec   []float32
+	slot             map[int64]int // doc_id → position
+	docs             []int64
+	ids              []string
+	groups           []int32
+	cols             [][]float32
+	// groupList holds the (session, project) pairs of the vectors: a scope
+	// is decided per group, by SQL, not per vector.
+	groupList []vectorGroup
+	groupOf   map[vectorGroup]int32
 }
 
 type vectorGroup struct{ session, project string }
@@ -42,10 +45,15 @@ func newVectorIndex() *vectorIndex {
 	return &vectorIndex{slot: map[int64]int{}, groupOf: map[vectorGroup]int32{}}
 }
 
-// refresh catches up with the database.
-func (ix *vectorIndex) refresh(ctx context.Context, q querier) error {
+// refresh catches up with the database, for vectors of model and dims.
+func (ix *vectorIndex) refresh(ctx context.Context, q querier, model string, dims int) error {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
+	if model != ix.model || dims != ix.dims {
+		ix.model, ix.dims, ix.version, ix.removed = model, dims, 0, 0
+		ix.slot, ix.docs, ix.ids, ix.groups, ix.cols = map[int64]int{}, nil, nil, nil, make([][]float32, dims)
+		ix.groupList, ix.groupOf = nil, map[vectorGroup]int32{}
+	}
 	var version, removed int64
 	if err := q.QueryRowContext(ctx, `SELECT vector_version, removed FROM search_state WHERE id = 1`).Scan(&version, &removed); err != nil {
 		return fmt.Errorf("sqlite: read search state: %w", err)
@@ -59,34 +67,47 @@ func (ix *vectorIndex) refresh(ctx context.Context, q querier) error {
 	if version == ix.version {
 		return nil
 	}
-	rows, err := q.QueryContext(ctx, `SELECT s.doc_id, s.checkpoint_id, c.session_id, c.project_path, s.model, s.vector
-		FROM checkpoint_search s JOIN checkpoints c ON c.id = s.checkpoint_id WHERE s.vector_version > ?`, ix.version)
+	rows, err := q.QueryContext(ctx, `SELECT doc_id, checkpoint_id, session_id, project_path, model, vector
+		FROM checkpoint_search WHERE vector_version > ?`, ix.version)
 	if err != nil {
 		return fmt.Errorf("sqlite: load vectors: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var e vectorEntry
+		var doc int64
+		var id, rowModel string
 		var g vectorGroup
 		var blob []byte
-		if err := rows.Scan(&e.doc, &e.id, &g.session, &g.project, &e.model, &blob); err != nil {
+		if err := rows.Scan(&doc, &id, &g.session, &g.project, &rowModel, &blob); err != nil {
 			return fmt.Errorf("sqlite: scan vector: %w", err)
 		}
-		if e.vec, err = decodeVector(blob); err != nil {
+		vec, err := decodeVector(blob)
+		if err != nil {
 			return err
 		}
-		gi, ok := ix.groupOf[g]
-		if !ok {
-			gi = int32(len(ix.groups))
-			ix.groups = append(ix.groups, g)
-			ix.groupOf[g] = gi
+		pos, held := ix.slot[doc]
+		if rowModel != ix.model || len(vec) != ix.dims {
+			if held { // replaced by a vector of another model
+				ix.remove(pos)
+			}
+			continue
 		}
-		e.group = gi
-		if i, ok := ix.slot[e.doc]; ok {
-			ix.entries[i] = e
-		} else {
-			ix.slot[e.doc] = len(ix.entries)
-			ix.entries = append(ix.entries, e)
+		if !held {
+			gi, ok := ix.groupOf[g]
+			if !ok {
+				gi = int32(len(ix.groupList))
+				ix.groupList = append(ix.groupList, g)
+				ix.groupOf[g] = gi
+			}
+			pos = len(ix.docs)
+			ix.slot[doc] = pos
+			ix.docs, ix.ids, ix.groups = append(ix.docs, doc), append(ix.ids, id), append(ix.groups, gi)
+			for d := range ix.cols {
+				ix.cols[d] = append(ix.cols[d], 0)
+			}
+		}
+		for d, x := range vec {
+			ix.cols[d][pos] = x
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -103,7 +124,7 @@ func (ix *vectorIndex) prune(ctx context.Context, q querier) error {
 		return fmt.Errorf("sqlite: list vectors: %w", err)
 	}
 	defer rows.Close()
-	live := make(map[int64]bool, len(ix.entries))
+	live := make(map[int64]bool, len(ix.docs))
 	for rows.Next() {
 		var doc int64
 		if err := rows.Scan(&doc); err != nil {
@@ -114,22 +135,34 @@ func (ix *vectorIndex) prune(ctx context.Context, q querier) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("sqlite: list vectors: %w", err)
 	}
-	kept := ix.entries[:0]
-	clear(ix.slot)
-	for _, e := range ix.entries {
-		if live[e.doc] {
-			ix.slot[e.doc] = len(kept)
-			kept = append(kept, e)
+	for pos := len(ix.docs) - 1; pos >= 0; pos-- {
+		if !live[ix.docs[pos]] {
+			ix.remove(pos)
 		}
 	}
-	clear(ix.entries[len(kept):])
-	ix.entries = kept
 	return nil
 }
 
-// scored is a vector entry's similarity to a query.
+// remove drops the vector at pos, moving the last one into its place.
+func (ix *vectorIndex) remove(pos int) {
+	last := len(ix.docs) - 1
+	delete(ix.slot, ix.docs[pos])
+	if pos != last {
+		ix.slot[ix.docs[last]] = pos
+		ix.docs[pos], ix.ids[pos], ix.groups[pos] = ix.docs[last], ix.ids[last], ix.groups[last]
+		for d := range ix.cols {
+			ix.cols[d][pos] = ix.cols[d][last]
+		}
+	}
+	ix.docs, ix.ids, ix.groups = ix.docs[:last], ix.ids[:last], ix.groups[:last]
+	for d := range ix.cols {
+		ix.cols[d] = ix.cols[d][:last]
+	}
+}
+
+// scored is a held vector's similarity to a query.
 type scored struct {
-	entry      int
+	pos        int
 	similarity float64
 }
 
@@ -147,37 +180,26 @@ func (h *topHeap) Pop() any {
 	return x
 }
 
-// rank returns up to limit entries of model more similar to query than 0,
-// most similar first, among those keep accepts. Callers hold ix.mu for reading.
-func (ix *vectorIndex) rank(query []float32, model string, keep func(*vectorEntry) bool, limit int) []scored {
-	// Queries are short: when few of the query's dimensions are set (the
-	// built-in embedder's), only those are multiplied.
-	var nonzero []int
-	for i, x := range query {
-		if x != 0 {
-			nonzero = append(nonzero, i)
+// rank returns up to limit held vectors more similar to query than 0, most
+// similar first, among those keep accepts. Callers hold ix.mu for reading
+// and pass a query of the index's length.
+func (ix *vectorIndex) rank(query []float32, keep func(pos int) bool, limit int) []scored {
+	sims := make([]float32, len(ix.docs))
+	for d, x := range query {
+		if x == 0 {
+			continue
+		}
+		for i, v := range ix.cols[d] {
+			sims[i] += x * v
 		}
 	}
-	sparse := len(nonzero) < len(query)/2
 	h := make(topHeap, 0, limit+1)
-	for i := range ix.entries {
-		e := &ix.entries[i]
-		if e.model != model || len(e.vec) != len(query) || !keep(e) {
+	for i, sim := range sims {
+		s := float64(sim)
+		if s <= 0 || (len(h) == limit && s <= h[0].similarity) || !keep(i) {
 			continue
 		}
-		var dot float32
-		if sparse {
-			for _, d := range nonzero {
-				dot += query[d] * e.vec[d]
-			}
-		} else {
-			dot = dotProduct(query, e.vec)
-		}
-		sim := float64(dot)
-		if sim <= 0 || (len(h) == limit && sim <= h[0].similarity) {
-			continue
-		}
-		heap.Push(&h, scored{entry: i, similarity: sim})
+		heap.Push(&h, scored{pos: i, similarity: s})
 		if len(h) > limit {
 			heap.Pop(&h)
 		}
@@ -190,25 +212,17 @@ func (ix *vectorIndex) rank(query []float32, model string, keep func(*vectorEntr
 }
 
 // similarity returns the cosine similarity of query with the vector of doc,
-// when it has one of model and the query's length. Callers hold ix.mu for reading.
-func (ix *vectorIndex) similarity(doc int64, query []float32, model string) (float64, bool) {
-	i, ok := ix.slot[doc]
+// when one is held. Callers hold ix.mu for reading.
+func (ix *vectorIndex) similarity(doc int64, query []float32) (float64, bool) {
+	pos, ok := ix.slot[doc]
 	if !ok {
 		return 0, false
 	}
-	e := &ix.entries[i]
-	if e.model != model || len(e.vec) != len(query) {
-		return 0, false
-	}
-	return float64(dotProduct(query, e.vec)), true
-}
-
-func dotProduct(a, b []float32) float32 {
 	var dot float32
-	for i := range a {
-		dot += a[i] * b[i]
+	for d, x := range query {
+		dot += x * ix.cols[d][pos]
 	}
-	return dot
+	return float64(dot), true
 }
 
 // encodeVector stores a vector compactly: little-endian float32s.

@@ -7,11 +7,16 @@ UPDATE checkpoints SET updated_at = COALESCE(decided_at, created_at);
 
 -- One row per checkpoint: doc_id is the rowid of its full-text row (an
 -- INTEGER PRIMARY KEY, which VACUUM keeps, unlike a plain rowid), and its
--- vector once embedded. vector_version orders vector writes, so a reader
--- holding vectors in memory loads only those written since it last looked.
+-- vector once embedded. The checkpoint's session and project are copied
+-- (they never change) so that filtering full-text matches by scope reads
+-- this small table, not the checkpoints. vector_version orders vector
+-- writes, so a reader holding vectors in memory loads only those written
+-- since it last looked.
 CREATE TABLE checkpoint_search (
     doc_id         INTEGER PRIMARY KEY,
     checkpoint_id  TEXT NOT NULL UNIQUE REFERENCES checkpoints (id) ON DELETE CASCADE,
+    session_id     TEXT NOT NULL,
+    project_path   TEXT NOT NULL,
     model          TEXT NOT NULL DEFAULT '',
     dims           INTEGER NOT NULL DEFAULT 0,
     vector         BLOB,
@@ -53,7 +58,7 @@ INSERT INTO search_state (id) VALUES (1);
 
 -- +goose StatementBegin
 CREATE TRIGGER checkpoints_search_insert AFTER INSERT ON checkpoints BEGIN
-    INSERT INTO checkpoint_search (checkpoint_id) VALUES (new.id);
+    INSERT INTO checkpoint_search (checkpoint_id, session_id, project_path) VALUES (new.id, new.session_id, new.project_path);
     INSERT INTO checkpoint_fts (rowid, name, summary, description, tags)
         VALUES ((SELECT doc_id FROM checkpoint_search WHERE checkpoint_id = new.id),
                 new.name, new.summary, new.description,
@@ -70,7 +75,8 @@ CREATE TRIGGER checkpoint_search_delete AFTER DELETE ON checkpoint_search BEGIN
 END;
 -- +goose StatementEnd
 
-INSERT INTO checkpoint_search (checkpoint_id) SELECT id FROM checkpoints ORDER BY created_at, id;
+INSERT INTO checkpoint_search (checkpoint_id, session_id, project_path)
+    SELECT id, session_id, project_path FROM checkpoints ORDER BY created_at, id;
 INSERT INTO checkpoint_fts (rowid, name, summary, description, tags)
     SELECT s.doc_id, c.name, c.summary, c.description,
            COALESCE((SELECT group_concat(value, ' ') FROM json_each(CAST(c.tags AS TEXT))), '')
