@@ -58,12 +58,12 @@ func (a *app) searchCommand() *cobra.Command {
 		Args: args(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			in.Query = strings.Join(argv, " ")
-			if in.ProjectPath != "" {
-				p, err := filepath.Abs(in.ProjectPath)
+			if in.ProjectPath != "" && !filepath.IsAbs(in.ProjectPath) {
+				wd, err := a.cwd()
 				if err != nil {
 					return err
 				}
-				in.ProjectPath = p
+				in.ProjectPath = filepath.Join(wd, in.ProjectPath)
 			}
 			ctx, svc, err := a.open(cmd)
 			if err != nil {

@@ -44,7 +44,6 @@ func (s *Service) SearchCheckpoints(ctx context.Context, in belay.SearchInput) (
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		s.log.Warn("embedding a search query", "model", s.embed.Model(), "error", err)
 		out.Warnings = append(out.Warnings, "ranked by text alone: the query could not be embedded with "+s.embed.Model())
 	}
 	hits, err := s.store.SearchCheckpoints(ctx, q)
