@@ -35,16 +35,12 @@ func ftsQuery(text string) string {
 	var phrases, common []string
 	seen := map[string]bool{}
 	for _, chunk := range strings.Fields(text) {
-		words := strings.FieldsFunc(chunk, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsNumber(r) })
-		if len(words) == 0 {
-			continue
-		}
-		p := `"` + strings.Join(words, " ") + `"`
-		if seen[p] || len(phrases) == maxPhrases {
+		p := phrase(chunk)
+		if p == "" || seen[p] || len(phrases) == maxPhrases {
 			continue
 		}
 		seen[p] = true
-		if len(words) == 1 && search.IsStopword(strings.ToLower(words[0])) {
+		if !strings.Contains(p, " ") && search.IsStopword(strings.ToLower(strings.Trim(p, `"`))) {
 			common = append(common, p)
 		} else {
 			phrases = append(phrases, p)
@@ -54,6 +50,16 @@ func ftsQuery(text string) string {
 		phrases = common
 	}
 	return strings.Join(phrases, " OR ")
+}
+
+// phrase is an FTS5 phrase of the words of s (runs of letters and digits),
+// quoted; "" when s has none.
+func phrase(s string) string {
+	words := strings.FieldsFunc(s, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsNumber(r) })
+	if len(words) == 0 {
+		return ""
+	}
+	return `"` + strings.Join(words, " ") + `"`
 }
 
 func (r reader) SearchCheckpoints(ctx context.Context, q store.SearchQuery) ([]store.SearchHit, error) {
@@ -116,6 +122,19 @@ type textHit struct {
 	score float64
 }
 
+// plainTag reports whether the full-text index splits tag into words exactly
+// as phrase does: letters and digits (FTS5's token characters) between
+// ASCII separators. Other characters (private use, combining marks) might
+// split differently, and such tags are checked without the index.
+func plainTag(tag string) bool {
+	for _, r := range tag {
+		if r > unicode.MaxASCII && !unicode.IsLetter(r) && !unicode.IsNumber(r) {
+			return false
+		}
+	}
+	return true
+}
+
 // textRanking returns the best q.Limit full-text matches in scope, best
 // first: of the newest maxScored matches when there are more.
 func (r reader) textRanking(ctx context.Context, q store.SearchQuery, match string) ([]textHit, error) {
@@ -129,6 +148,13 @@ func (r reader) textRanking(ctx context.Context, q store.SearchQuery, match stri
 	for _, tag := range q.Tags {
 		where = append(where, "EXISTS (SELECT 1 FROM checkpoint_tags t WHERE t.tag = ? AND t.checkpoint_id = s.checkpoint_id)")
 		args = append(args, tag)
+		// The tags column of the index narrows the matches first, so that
+		// a rare tag does not make the search walk every match to find the
+		// tagged ones; the exact check above keeps "auth v2" from passing
+		// for "auth-v2".
+		if p := phrase(tag); p != "" && plainTag(tag) {
+			args[0] = "(" + args[0].(string) + ") AND tags : " + p
+		}
 	}
 	// CROSS JOIN keeps the full-text index the outer loop, read in its own
 	// order; the rowid bound is handed to FTS5, so only the newest matches

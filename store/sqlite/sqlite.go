@@ -74,7 +74,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		write.Close()
 		return nil, err
 	}
-	read, err := sql.Open("sqlite", base+"&_pragma=query_only(1)&_pragma=cache_size(-32768)")
+	read, err := sql.Open("sqlite", base+"&_pragma=query_only(1)&_pragma=cache_size(-32768)&_pragma=mmap_size(1073741824)")
 	if err != nil {
 		write.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -17,6 +18,7 @@ func testSearch(t *testing.T, o opener) {
 		{"TextAtOnce", testSearchText},
 		{"HostileText", testSearchHostile},
 		{"Scope", testSearchScope},
+		{"TagsExact", testSearchTagsExact},
 		{"Vectors", testSearchVectors},
 		{"Queue", testEmbeddingQueue},
 		{"ModelChange", testEmbeddingModelChange},
@@ -424,4 +426,35 @@ func testSetTokenCount(t *testing.T, st store.Store) {
 	}
 	err := st.Update(t.Context(), func(tx store.Tx) error { return tx.SetTokenCount(t.Context(), newID(), 1, "o200k_base") })
 	wantCode(t, "SetTokenCount of a missing checkpoint", err, belay.CodeCheckpointNotFound)
+}
+
+// testSearchTagsExact: a tag filter matches tags exactly, whatever words or
+// characters they are made of.
+func testSearchTagsExact(t *testing.T, st store.Store) {
+	s := mustInsertSession(t, st, newSession("/p", at(0)))
+	tags := [][]string{{"auth-v2"}, {"auth v2"}, {"x\ue000y"}, {"x y"}, {"Über"}, {"über", "auth-v2"}}
+	var ids []string
+	for i, tt := range tags {
+		c := newCheckpoint(s, int64(i+1), at(i+1))
+		c.Summary, c.Tags = "release plan", tt
+		ids = append(ids, mustInsertCheckpoint(t, st, c).ID)
+	}
+	for _, tc := range []struct {
+		tags []string
+		want []string
+	}{
+		{[]string{"auth-v2"}, []string{ids[0], ids[5]}},
+		{[]string{"auth v2"}, []string{ids[1]}},
+		{[]string{"x\ue000y"}, []string{ids[2]}},
+		{[]string{"x y"}, []string{ids[3]}},
+		{[]string{"Über"}, []string{ids[4]}},
+		{[]string{"über", "auth-v2"}, []string{ids[5]}},
+		{[]string{"auth"}, nil},
+	} {
+		got := byText(search(t, st, store.SearchQuery{Text: "release plan", Tags: tc.tags}))
+		slices.Sort(got)
+		want := slices.Clone(tc.want)
+		slices.Sort(want)
+		wantEqual(t, fmt.Sprintf("tags %q", tc.tags), nilIfEmpty(want), nilIfEmpty(got))
+	}
 }
