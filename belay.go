@@ -149,6 +149,13 @@ type Checkpoint struct {
 	CreatedBy    string     `json:"createdBy,omitempty"`
 	CreatedAt    time.Time  `json:"createdAt"`
 	ExpiresAt    *time.Time `json:"expiresAt,omitempty"`
+	// UpdatedAt is when the checkpoint last changed: its decision, else its creation.
+	UpdatedAt time.Time `json:"updatedAt"`
+	// TokenCount is how many tokens of TokenEncoding its summary and
+	// description make; derived, so the checksum does not cover it (nor
+	// UpdatedAt). TokenEncoding is "" when they were never counted.
+	TokenCount    int    `json:"tokenCount"`
+	TokenEncoding string `json:"tokenEncoding,omitempty"`
 	// StartedSession is set only on the checkpoint CreateCheckpoint returns,
 	// when that call started a new session for it because the project's
 	// session had ended (or was not the caller's to write to). It is not

@@ -20,6 +20,7 @@ type Service interface {
 	AdminService
 	LifeService
 	PlanService
+	SearchService
 }
 
 // LifeService ends, holds and resumes sessions (seed 004's session life).

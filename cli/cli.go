@@ -93,6 +93,8 @@ type LocalConfig struct {
 	WorkspaceRoots []string
 	// SavesPerMinute limits checkpoint saves per project; 0: no limit.
 	SavesPerMinute int
+	// Embedding is the search's embedding endpoint, when one is set.
+	Embedding EmbeddingConfig
 }
 
 // Local is an open local database.
@@ -101,6 +103,9 @@ type Local struct {
 	// Path is the database file, for messages.
 	Path  string
 	Close func() error
+	// IndexQueued embeds the checkpoints waiting for their search vectors,
+	// reporting progress; nil when the backend has nothing to embed with.
+	IndexQueued func(ctx context.Context, progress func(done, queued int64)) error
 }
 
 // ServeConfig configures `belay serve`.
@@ -284,6 +289,8 @@ func (a *app) rootCommand() *cobra.Command {
 		a.exportCommand(),
 		a.importCommand(),
 		a.duCommand(),
+		a.searchCommand(),
+		a.reindexCommand(),
 		a.versionCommand(),
 	)
 	return root
@@ -331,7 +338,7 @@ func (a *app) localConfig() (LocalConfig, error) {
 	if db == "" {
 		db = a.env.Getenv("BELAY_DATABASE_URL")
 	}
-	return LocalConfig{DataDir: dir, DatabaseURL: db, WorkspaceRoots: a.roots}, nil
+	return LocalConfig{DataDir: dir, DatabaseURL: db, WorkspaceRoots: a.roots, Embedding: a.embeddingConfig()}, nil
 }
 
 // openLocal opens the local database once per invocation.

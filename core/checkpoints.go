@@ -99,6 +99,7 @@ func (s *Service) insertCheckpoint(ctx context.Context, tx store.Tx, sess *belay
 	if cp.ProjectPath == "" {
 		cp.ProjectPath = sess.ProjectPath
 	}
+	derive(cp)
 	sum, err := cp.ComputeChecksum()
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/search"
 	"github.com/belayhq/belay/store"
 	"github.com/belayhq/belay/workspace"
 )
@@ -35,6 +36,9 @@ type Options struct {
 	// SavesPerMinute limits checkpoint saves per project (bursts of twice
 	// as many); 0 means no limit.
 	SavesPerMinute int
+	// Embedder turns checkpoints and queries into vectors for search; the
+	// built-in search.Hash when nil.
+	Embedder search.Embedder
 }
 
 // Service implements belay.Service on a store.
@@ -49,6 +53,7 @@ type Service struct {
 	hub     *eventHub
 	roots   []string
 	saves   *saveLimiter
+	embed   search.Embedder
 }
 
 var _ belay.Service = (*Service)(nil)
@@ -58,6 +63,10 @@ func New(opts Options) *Service {
 	s := &Service{store: opts.Store, clock: opts.Clock, log: opts.Logger, ws: opts.Workspaces, waiters: map[chan struct{}]struct{}{}}
 	s.hub = newEventHub(s)
 	s.saves = newSaveLimiter(opts.SavesPerMinute)
+	s.embed = opts.Embedder
+	if s.embed == nil {
+		s.embed = search.NewHash(0)
+	}
 	for _, r := range opts.WorkspaceRoots {
 		s.roots = append(s.roots, filepath.Clean(r))
 	}

@@ -172,7 +172,7 @@ func (s *Service) recordDecision(ctx context.Context, tx store.Tx, sess *belay.S
 	if !won {
 		return belay.Errorf(belay.CodeHITLAlreadyDecided, "checkpoint %s was already decided", cp.ID).With("checkpointId", cp.ID)
 	}
-	cp.Decision = d
+	cp.Decision, cp.UpdatedAt = d, d.DecidedAt
 	if err := s.appendEvent(ctx, tx, belay.EventHITLDecided, sess.ID, cp.ID, map[string]any{
 		"decision": d, "title": cp.HITL.Title}); err != nil {
 		return err

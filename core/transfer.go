@@ -359,6 +359,7 @@ func (s *Service) ImportSession(ctx context.Context, in belay.ImportInput, r io.
 			return err
 		}
 		for _, cp := range arc.cps {
+			derive(cp) // archives from before these fields lack them
 			if err := tx.InsertCheckpoint(ctx, cp); err != nil {
 				return err
 			}

@@ -316,6 +316,7 @@ func (s *Service) repair(ctx context.Context, sess *belay.Session, root string, 
 			case !belay.IsCode(err, belay.CodeCheckpointNotFound):
 				return err
 			}
+			derive(cp) // records from before these fields lack them
 			if err := tx.InsertCheckpoint(ctx, cp); err != nil {
 				return err
 			}

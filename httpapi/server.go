@@ -136,6 +136,9 @@ func (s *Server) routes() {
 	s.api("GET /v1/sessions/{id}/context", s.taskContext)
 	s.api("PUT /v1/retention", s.setRetention)
 	s.api("GET /v1/retention", s.listRetention)
+	s.api("GET /v1/search", s.search)
+	s.api("POST /v1/search/reindex", s.reindex)
+	s.api("GET /v1/search/index", s.indexStatus)
 }
 
 // apiHandler handles one API call; a returned error becomes the error body.

@@ -148,6 +148,10 @@ func TestSaveListGetDiffRollback(t *testing.T) {
 	if saved["context"].(map[string]any)["n"] != "3" || saved["snapshot"] == "" {
 		t.Errorf("saved = %v", saved)
 	}
+	// o200k_base: "first version" is 2 tokens and "the start" 2.
+	if saved["token_count"] != float64(4) || saved["updated_at"] != saved["created_at"] {
+		t.Errorf("token_count %v, updated_at %v (created_at %v)", saved["token_count"], saved["updated_at"], saved["created_at"])
+	}
 	id := saved["id"].(string)
 	if err := os.WriteFile(filepath.Join(e.project, "main.go"), []byte("package main\n// broken\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -30,17 +30,13 @@ type Checkpoint struct {
 
 func toCheckpoint(cp *belay.Checkpoint) Checkpoint {
 	out := Checkpoint{ID: cp.ID, Summary: cp.Summary, Description: cp.Description, ProjectPath: cp.ProjectPath,
-		Context: cp.Context, Tags: cp.Tags, CreatedAt: cp.CreatedAt,
+		Context: cp.Context, Tags: cp.Tags, TokenCount: cp.TokenCount, CreatedAt: cp.CreatedAt, UpdatedAt: cp.UpdatedAt,
 		SessionID: cp.SessionID, Seq: cp.Seq, Name: cp.Name, Snapshot: cp.WorkspaceRef, Pending: cp.Pending()}
 	if out.Context == nil {
 		out.Context = map[string]string{}
 	}
 	if out.Tags == nil {
 		out.Tags = []string{}
-	}
-	out.UpdatedAt = cp.CreatedAt
-	if d := cp.Decision; d != nil {
-		out.UpdatedAt = d.DecidedAt
 	}
 	return out
 }

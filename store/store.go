@@ -85,6 +85,17 @@ type Reader interface {
 
 	ListWebhooks(ctx context.Context) ([]*belay.Webhook, error)
 	ListDeliveries(ctx context.Context, q DeliveryQuery) ([]*belay.Delivery, error)
+
+	// SearchCheckpoints ranks the checkpoints within q.Scope, q.ProjectPath
+	// and q.Tags twice: by full-text relevance to q.Text, and by cosine
+	// similarity of their vectors of q.Model to q.Vector. It returns the
+	// union of the two rankings' first q.Limit, in no order.
+	SearchCheckpoints(ctx context.Context, q SearchQuery) ([]SearchHit, error)
+	// DueEmbeddings returns up to limit checkpoints waiting to be embedded
+	// whose next attempt is due at now, the longest waiting first.
+	DueEmbeddings(ctx context.Context, now time.Time, limit int) ([]EmbeddingJob, error)
+	// SearchIndex reports the search index's model and counts.
+	SearchIndex(ctx context.Context) (IndexState, error)
 }
 
 // Tx is a write transaction. Reads inside it see its own writes.
@@ -99,7 +110,7 @@ type Tx interface {
 	InsertCheckpoint(ctx context.Context, c *belay.Checkpoint) error
 	DeleteCheckpoint(ctx context.Context, id string) error
 	// DecideIfPending stores d as the decision of checkpoint id when it has
-	// none yet, and reports whether it did. Exactly one of any number of
+	// none yet (its UpdatedAt becoming d.DecidedAt), and reports whether it did. Exactly one of any number of
 	// concurrent callers gets true.
 	DecideIfPending(ctx context.Context, id string, d *belay.Decision) (bool, error)
 	// MarkTimeoutFired records that the checkpoint's timeout was applied, when
@@ -134,6 +145,94 @@ type Tx interface {
 	InsertDelivery(ctx context.Context, d *belay.Delivery) error
 	// AdvanceWebhook moves a webhook's delivery position to seq.
 	AdvanceWebhook(ctx context.Context, id string, seq int64) error
+
+	// A checkpoint is searchable by text from the transaction that inserts
+	// it, and waits to be embedded from then on; deleting it removes it
+	// from the index and the queue.
+
+	// PutEmbedding stores checkpoint id's vector (replacing any) and takes
+	// it off the embedding queue; a checkpoint deleted meanwhile is no error.
+	// A vector of another model than the index's (see QueueEmbeddings), or
+	// of another length, is dropped: the index moved on, the checkpoint
+	// stays queued.
+	PutEmbedding(ctx context.Context, id string, e Embedding) error
+	// RetryEmbedding records a failed attempt to embed checkpoint id: it
+	// stays queued, due again at next.
+	RetryEmbedding(ctx context.Context, id string, attempts int, next time.Time, reason string) error
+	// QueueEmbeddings records m as the index's model and queues every
+	// checkpoint without a vector of m (every checkpoint with all). It
+	// returns how many wait now.
+	QueueEmbeddings(ctx context.Context, m IndexModel, all bool, now time.Time) (int64, error)
+	// SetTokenCount records a checkpoint's token count, derived data that
+	// checkpoints saved before it was counted lack.
+	SetTokenCount(ctx context.Context, id string, count int, encoding string) error
+}
+
+// IndexModel names a vector space. Vectors of another Model, or of another
+// length, are never compared with its. Dimensions 0 means the length the
+// model's vectors turn out to have.
+type IndexModel struct {
+	Model      string
+	Dimensions int
+}
+
+// Embedding is a checkpoint's vector, of unit length.
+type Embedding struct {
+	Model  string
+	Vector []float32
+}
+
+// SearchQuery asks for search candidates.
+type SearchQuery struct {
+	Scope       Scope
+	ProjectPath string
+	Tags        []string
+	// Text is the query as a person typed it: a driver makes it safe for
+	// its full-text engine and never passes it raw, so no input is a
+	// syntax error. A text without words ranks nothing.
+	Text string
+	// Vector, of Model, is compared with the vectors of Model and of its
+	// length alone; nil ranks nothing.
+	Vector []float32
+	Model  string
+	// Limit is how many candidates each ranking gives at most.
+	Limit int
+}
+
+// SearchHit is one candidate of a search. A rank is 1-based; 0 means the
+// ranking did not place it among its first Limit.
+type SearchHit struct {
+	CheckpointID string
+	TextRank     int
+	// TextScore is the full-text relevance (BM25), higher is better.
+	TextScore  float64
+	VectorRank int
+	// Similarity is the cosine similarity with the query's vector when the
+	// checkpoint has a vector of the query's model (HasVector), also when
+	// only the text ranking placed it. The vector ranking places only
+	// checkpoints more similar than 0.
+	Similarity float64
+	HasVector  bool
+}
+
+// EmbeddingJob is a checkpoint waiting to be embedded.
+type EmbeddingJob struct {
+	Checkpoint *belay.Checkpoint
+	// Attempts is how many attempts failed so far.
+	Attempts int
+}
+
+// IndexState is what the store knows of its search index.
+type IndexState struct {
+	IndexModel
+	Checkpoints int64
+	// Embedded counts checkpoints with a vector of the index's model.
+	Embedded int64
+	Queued   int64
+	// Failing counts queued checkpoints whose last attempt failed;
+	// LastError is the newest failure's reason.
+	Failing   int64
+	LastError string
 }
 
 // SessionKey is a position in the session order.

@@ -19,7 +19,11 @@ type querier interface {
 }
 
 // reader runs the queries, on the read pool or inside a write transaction.
-type reader struct{ q querier }
+// vectors is the read pool's in-memory copy of the vectors; nil in a transaction.
+type reader struct {
+	q       querier
+	vectors *vectorIndex
+}
 
 // tx is a write transaction: the reader's querier runs inside it.
 type tx struct {

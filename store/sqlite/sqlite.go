@@ -74,7 +74,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		write.Close()
 		return nil, err
 	}
-	read, err := sql.Open("sqlite", base+"&_pragma=query_only(1)")
+	read, err := sql.Open("sqlite", base+"&_pragma=query_only(1)&_pragma=cache_size(-32768)&_pragma=mmap_size(1073741824)")
 	if err != nil {
 		write.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
@@ -84,7 +84,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	read.SetMaxIdleConns(n)
 	db.read = read
 	db.rcache = newStmtCache(read)
-	db.reader = reader{q: cachedDB{db: read, cache: db.rcache}}
+	db.reader = reader{q: cachedDB{db: read, cache: db.rcache}, vectors: newVectorIndex()}
 	if db.wconn, err = write.Conn(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: writer connection: %w", err)

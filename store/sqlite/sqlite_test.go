@@ -11,7 +11,7 @@ import (
 	"github.com/belayhq/belay/store/storetest"
 )
 
-func mustOpen(t *testing.T, path string) *DB {
+func mustOpen(t testing.TB, path string) *DB {
 	t.Helper()
 	db, err := Open(t.Context(), path)
 	if err != nil {

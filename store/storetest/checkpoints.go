@@ -142,10 +142,13 @@ func fullCheckpoint(sess *belay.Session, seq int64) *belay.Checkpoint {
 			DecidedAt: base.Add(20*time.Minute + 3), ResponseTime: 1200003, AutoTriggered: true,
 			IdempotencyKey: "decide-1",
 		},
-		TimeoutFired: true,
-		CreatedBy:    "agent-7",
-		CreatedAt:    base,
-		ExpiresAt:    &expires,
+		TimeoutFired:  true,
+		CreatedBy:     "agent-7",
+		CreatedAt:     base,
+		UpdatedAt:     base.Add(20*time.Minute + 3),
+		TokenCount:    42,
+		TokenEncoding: "o200k_base",
+		ExpiresAt:     &expires,
 	}
 }
 
@@ -154,7 +157,7 @@ func testCheckpointRoundTrip(t *testing.T, st store.Store) {
 	pending := fullCheckpoint(sess, 2)
 	pending.Decision, pending.TimeoutFired = nil, false
 	minimal := &belay.Checkpoint{ID: newID(), SessionID: sess.ID, Seq: 3, Type: belay.TypeAuto,
-		Trigger: belay.TriggerPeriodic, Summary: "s", CreatedAt: at(2)}
+		Trigger: belay.TriggerPeriodic, Summary: "s", CreatedAt: at(2), UpdatedAt: at(2)}
 	// Empty but not nil: a checksum tells [] from null, so the store must too.
 	empty := newCheckpoint(sess, 4, at(3))
 	empty.Files = &belay.FileChanges{Created: []string{}, Modified: []string{}, Deleted: []string{}}

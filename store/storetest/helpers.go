@@ -50,7 +50,7 @@ func newCheckpoint(sess *belay.Session, seq int64, createdAt time.Time) *belay.C
 	return &belay.Checkpoint{
 		ID: newID(), SessionID: sess.ID, Seq: seq, Type: belay.TypeManual,
 		Trigger: belay.TriggerUserRequest, Summary: "checkpoint", ProjectPath: sess.ProjectPath,
-		CreatedBy: "alice", CreatedAt: createdAt,
+		CreatedBy: "alice", CreatedAt: createdAt, UpdatedAt: createdAt,
 	}
 }
 

@@ -65,7 +65,7 @@ func testDecideOnce(t *testing.T, st store.Store) {
 	}
 	got := mustGetCheckpoint(t, st, c.ID)
 	want := *c
-	want.Decision = first
+	want.Decision, want.UpdatedAt = first, first.DecidedAt
 	wantEqual(t, "checkpoint after the decision", &want, got) // idempotency key included
 	wantEqual(t, "idempotency key", "key-1", got.Decision.IdempotencyKey)
 	wantUTC(t, "DecidedAt", got.Decision.DecidedAt)

@@ -55,6 +55,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"User", testUsers},
 		{"Webhook", testWebhooks},
 		{"Scope", testScope},
+		{"Search", testSearch},
 		{"Life", testLife},
 	}
 	for _, g := range groups {

@@ -23,6 +23,7 @@ import (
 	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/httpapi"
 	"github.com/belayhq/belay/mcpserver"
+	"github.com/belayhq/belay/search"
 	"github.com/belayhq/belay/store"
 	"github.com/belayhq/belay/store/postgres"
 	"github.com/belayhq/belay/store/sqlite"
@@ -38,7 +39,7 @@ func Backend() cli.Backend {
 			if err != nil {
 				return nil, err
 			}
-			return &cli.Local{Service: l.svc, Path: l.where, Close: l.close}, nil
+			return &cli.Local{Service: l.svc, Path: l.where, Close: l.close, IndexQueued: l.svc.IndexQueued}, nil
 		},
 		Serve: serve,
 		MCP: func(ctx context.Context, svc belay.Service, in io.ReadCloser, out io.WriteCloser) error {
@@ -102,13 +103,20 @@ func open(ctx context.Context, cfg cli.LocalConfig) (*local, error) {
 		db.Close()
 		return nil, err
 	}
-	svc := core.New(core.Options{Store: db, Workspaces: ws, WorkspaceRoots: cfg.WorkspaceRoots, SavesPerMinute: cfg.SavesPerMinute})
+	embedder, err := newEmbedder(cfg.Embedding)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	svc := core.New(core.Options{Store: db, Workspaces: ws, WorkspaceRoots: cfg.WorkspaceRoots, SavesPerMinute: cfg.SavesPerMinute,
+		Embedder: embedder})
 	return &local{db: db, svc: svc, where: where}, nil
 }
 
-// serve runs `belay serve`: the API, the timeout sweeper and the webhook
-// dispatcher on the local database, until ctx ends; then it finishes the
-// requests in flight and stops the background work before the database closes.
+// serve runs `belay serve`: the API, the timeout sweeper, the webhook
+// dispatcher and the search indexer on the local database, until ctx ends;
+// then it finishes the requests in flight and stops the background work
+// before the database closes.
 func serve(ctx context.Context, cfg cli.ServeConfig) error {
 	l, err := open(ctx, cfg.Local)
 	if err != nil {
@@ -158,6 +166,7 @@ func serve(ctx context.Context, cfg cli.ServeConfig) error {
 	}()
 	background.Go(func() { svc.RunSweeper(bgCtx) })
 	background.Go(func() { svc.RunWebhooks(bgCtx) })
+	background.Go(func() { svc.RunIndexer(bgCtx) })
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -176,4 +185,20 @@ func serve(ctx context.Context, cfg cli.ServeConfig) error {
 		return err
 	}
 	return nil
+}
+
+// newEmbedder is the search's embedder: an OpenAI-compatible endpoint when
+// one is configured, else the built-in offline one.
+func newEmbedder(cfg cli.EmbeddingConfig) (search.Embedder, error) {
+	if cfg.URL == "" {
+		if cfg.Model != "" {
+			return nil, belay.Invalid("BELAY_EMBEDDING_URL", "BELAY_EMBEDDING_MODEL is set but BELAY_EMBEDDING_URL is not: name the endpoint")
+		}
+		return search.NewHash(0), nil
+	}
+	e, err := search.NewOpenAI(search.OpenAIOptions{URL: cfg.URL, Model: cfg.Model, APIKey: cfg.APIKey})
+	if err != nil {
+		return nil, belay.Invalid("BELAY_EMBEDDING_URL", "%v", err)
+	}
+	return e, nil
 }

@@ -1,0 +1,152 @@
+package sqlite
+
+import (
+	"database/sql"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pressly/goose/v3"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/store"
+)
+
+// FuzzFTSQuery: whatever a person types, the full-text query built from it
+// is valid FTS5 and made of quoted phrases only.
+func FuzzFTSQuery(f *testing.F) {
+	for _, s := range []string{`OC-41252`, `"`, `AND (`, `a OR b`, `NEAR(a b)`, `x*`, `col:x`, `^a`, `{a b}: c`,
+		`"" ""`, "\x00", `🚀 über`, `a-b-c d_e`, `''`, `\"`, `(((`, `+-*/`} {
+		f.Add(s)
+	}
+	db := mustOpen(f, filepath.Join(f.TempDir(), "belay.db"))
+	f.Cleanup(func() { db.Close() })
+	f.Fuzz(func(t *testing.T, text string) {
+		q := ftsQuery(text)
+		if q == "" {
+			return
+		}
+		// "p1" OR "p2" splits at the quotes into "", p1, " OR ", p2, "".
+		parts := strings.Split(q, `"`)
+		for i, p := range parts {
+			switch {
+			case i == 0 || i == len(parts)-1:
+				if p != "" || len(parts)%2 == 0 {
+					t.Fatalf("ftsQuery(%q) = %q: not quoted phrases", text, q)
+				}
+			case i%2 == 1 && strings.TrimSpace(p) == "", i%2 == 0 && p != " OR ":
+				t.Fatalf("ftsQuery(%q) = %q: %q is neither a phrase nor OR", text, q, p)
+			}
+		}
+		var n int
+		if err := db.read.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM checkpoint_fts WHERE checkpoint_fts MATCH ?`, q).Scan(&n); err != nil {
+			t.Fatalf("ftsQuery(%q) = %q: %v", text, q, err)
+		}
+	})
+}
+
+// TestVectorsFromAnotherHandle: the in-memory vectors of one handle follow
+// what another handle (another process) writes, replaces and deletes.
+func TestVectorsFromAnotherHandle(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "belay.db")
+	writer, reader := mustOpen(t, path), mustOpen(t, path)
+	defer writer.Close()
+	defer reader.Close()
+	ctx := t.Context()
+	sess := &belay.Session{ID: "s1", ProjectPath: "/p", Owner: "alice", Status: belay.SessionRunning}
+	var ids []string
+	err := writer.Update(ctx, func(tx store.Tx) error {
+		if err := tx.InsertSession(ctx, sess); err != nil {
+			return err
+		}
+		for i, s := range []string{"a", "b", "c"} {
+			c := &belay.Checkpoint{ID: "cp-" + s, SessionID: "s1", Seq: int64(i + 1), Type: belay.TypeManual,
+				Trigger: belay.TriggerUserRequest, Summary: s, ProjectPath: "/p", Checksum: "x"}
+			if err := tx.InsertCheckpoint(ctx, c); err != nil {
+				return err
+			}
+			ids = append(ids, c.ID)
+		}
+		_, err := tx.QueueEmbeddings(ctx, store.IndexModel{Model: "m", Dimensions: 2}, false, sess.CreatedAt)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(id string, v []float32) {
+		t.Helper()
+		if err := writer.Update(ctx, func(tx store.Tx) error { return tx.PutEmbedding(ctx, id, store.Embedding{Model: "m", Vector: v}) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	found := func() []string {
+		t.Helper()
+		hits, err := reader.SearchCheckpoints(ctx, store.SearchQuery{Scope: store.Everything, Vector: []float32{1, 0}, Model: "m", Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]string, len(hits))
+		for _, h := range hits {
+			out[h.VectorRank-1] = h.CheckpointID
+		}
+		return out
+	}
+	put(ids[0], []float32{1, 0})
+	put(ids[1], []float32{0.6, 0.8})
+	if got := found(); strings.Join(got, ",") != "cp-a,cp-b" {
+		t.Fatalf("found %v, want cp-a,cp-b", got)
+	}
+	put(ids[2], []float32{0.8, 0.6})
+	put(ids[0], []float32{0, 1})
+	if got := found(); strings.Join(got, ",") != "cp-c,cp-b" {
+		t.Fatalf("after a write and a replacement: found %v, want cp-c,cp-b", got)
+	}
+	if err := writer.Update(ctx, func(tx store.Tx) error { return tx.DeleteCheckpoint(ctx, "cp-c") }); err != nil {
+		t.Fatal(err)
+	}
+	if got := found(); strings.Join(got, ",") != "cp-b" {
+		t.Fatalf("after a deletion: found %v, want cp-b", got)
+	}
+}
+
+// TestSearchMigrationIndexesExisting: checkpoints saved before search
+// existed are indexed by text and queued for vectors by the migration.
+func TestSearchMigrationIndexesExisting(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "belay.db")
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, raw, mustSub(migrations, "migrations"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(t.Context(), 7); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO sessions (id, status, created_at, updated_at) VALUES ('s1', 'running', 1, 1)`,
+		`INSERT INTO checkpoints (id, session_id, seq, type, trigger_kind, summary, description, checksum, tags, created_at, decided_at)
+			VALUES ('old', 's1', 1, 'manual', 'user_request', 'legacy migration', 'from before search', 'x', '["tagged"]', 5, 9)`,
+	} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw.Close()
+	db := mustOpen(t, path)
+	defer db.Close()
+	for _, text := range []string{"legacy", "before", "tagged"} {
+		hits, err := db.SearchCheckpoints(t.Context(), store.SearchQuery{Scope: store.Everything, Text: text, Limit: 5})
+		if err != nil || len(hits) != 1 || hits[0].CheckpointID != "old" {
+			t.Errorf("search %q after the migration: %v, %v", text, hits, err)
+		}
+	}
+	jobs, err := db.DueEmbeddings(t.Context(), fromTS(0), 5)
+	if err != nil || len(jobs) != 1 || jobs[0].Checkpoint.ID != "old" {
+		t.Errorf("queued after the migration: %v, %v", jobs, err)
+	}
+	if got := jobs[0].Checkpoint.UpdatedAt; !got.Equal(fromTS(9)) {
+		t.Errorf("UpdatedAt after the migration = %v, want the decision's time", got)
+	}
+}
