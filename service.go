@@ -376,6 +376,7 @@ type CreateCheckpointInput struct {
 const (
 	OrderCreatedAt = "createdAt"
 	OrderType      = "type"
+	OrderUpdatedAt = "updatedAt"
 	OrderAsc       = "asc"
 	OrderDesc      = "desc"
 )

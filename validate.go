@@ -407,9 +407,9 @@ func (in *ListCheckpointsInput) Validate() error {
 		return Invalid("offset", "page with a cursor or an offset, not both")
 	}
 	switch in.OrderBy {
-	case "", OrderCreatedAt, OrderType:
+	case "", OrderCreatedAt, OrderType, OrderUpdatedAt:
 	default:
-		return Invalid("orderBy", "orderBy must be createdAt or type; got %q", Clip(in.OrderBy, 50))
+		return Invalid("orderBy", "orderBy must be createdAt, updatedAt or type; got %q", Clip(in.OrderBy, 50))
 	}
 	switch in.OrderDir {
 	case "", OrderAsc, OrderDesc:

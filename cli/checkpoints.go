@@ -220,7 +220,7 @@ func (a *app) checkpointsCommand() *cobra.Command {
 	f.BoolVar(&pending, "pending", false, "only checkpoints waiting for a human decision")
 	f.IntVar(&in.Limit, "limit", 20, "page size, 1-100")
 	f.StringVar(&in.Cursor, "cursor", "", "cursor of the next page, printed after a full page")
-	f.StringVar(&in.OrderBy, "order-by", "", "createdAt or type")
+	f.StringVar(&in.OrderBy, "order-by", "", "createdAt, updatedAt or type")
 	f.BoolVar(&asc, "asc", false, "oldest first")
 	f.BoolVar(&tree, "tree", false, "draw the session's checkpoints as a tree of branches")
 	return cmd

@@ -210,6 +210,9 @@ func TestReadOnlyTokenOnlyReads(t *testing.T) {
 		{"AddCost", []any{belay.CostInput{SessionID: sessionID, Micros: 1}}, belay.ScopeWrite},
 		{"AdjustPlan", []any{sessionID, belay.PlanAdjustment{}}, belay.ScopeWrite},
 		{"TaskContext", []any{sessionID}, belay.ScopeRead},
+		{"SearchCheckpoints", []any{belay.SearchInput{Query: "more"}}, belay.ScopeRead},
+		{"Reindex", []any{belay.ReindexInput{}}, belay.ScopeAdmin},
+		{"IndexStatus", nil, belay.ScopeAdmin},
 	}
 	covered := map[string]bool{}
 	for _, c := range calls {

@@ -275,7 +275,7 @@ func (s *Service) ListCheckpoints(ctx context.Context, in belay.ListCheckpointsI
 		Scope: c.scope(), SessionID: in.SessionID, ProjectPath: in.ProjectPath, Type: in.Type,
 		HITLRequired: in.HITLRequired, HITLDecided: in.HITLDecided,
 		CreatedAfter: in.CreatedAfter, CreatedBefore: in.CreatedBefore, Tags: in.Tags,
-		OrderByType: in.OrderBy == belay.OrderType, Desc: in.OrderDir != belay.OrderAsc,
+		OrderByType: in.OrderBy == belay.OrderType, OrderByUpdated: in.OrderBy == belay.OrderUpdatedAt, Desc: in.OrderDir != belay.OrderAsc,
 		After: after, Offset: in.Offset, Limit: limit + 1,
 	}
 	items, total, err := s.store.ListCheckpoints(ctx, q)
@@ -287,8 +287,11 @@ func (s *Service) ListCheckpoints(ctx context.Context, in belay.ListCheckpointsI
 		out.Items, out.HasMore = items[:limit], true
 		last := out.Items[limit-1]
 		c := cursor{Order: checkpointOrder(&in), At: last.CreatedAt.UnixNano(), ID: last.ID}
-		if q.OrderByType {
+		switch {
+		case q.OrderByType:
 			c.Type = string(last.Type)
+		case q.OrderByUpdated:
+			c.At = last.UpdatedAt.UnixNano()
 		}
 		out.NextCursor = encodeCursor(c)
 	}

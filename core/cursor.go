@@ -56,8 +56,11 @@ func decodeCursor(s, order string) (cursor, error) {
 
 func checkpointOrder(in *belay.ListCheckpointsInput) string {
 	o := "c"
-	if in.OrderBy == belay.OrderType {
+	switch in.OrderBy {
+	case belay.OrderType:
 		o = "t"
+	case belay.OrderUpdatedAt:
+		o = "u"
 	}
 	if in.OrderDir == belay.OrderAsc {
 		return o + "a"
@@ -75,5 +78,6 @@ func DecodeCheckpointCursor(in *belay.ListCheckpointsInput) (*store.CheckpointKe
 	if err != nil {
 		return nil, err
 	}
-	return &store.CheckpointKey{Type: belay.CheckpointType(c.Type), CreatedAt: time.Unix(0, c.At).UTC(), ID: c.ID}, nil
+	at := time.Unix(0, c.At).UTC()
+	return &store.CheckpointKey{Type: belay.CheckpointType(c.Type), CreatedAt: at, UpdatedAt: at, ID: c.ID}, nil
 }

@@ -117,7 +117,7 @@ func TestToolsAndSchemas(t *testing.T) {
 			t.Errorf("tool %s lacks a description or an output schema", tl.Name)
 		}
 	}
-	for _, want := range []string{"checkpoint_save", "checkpoint_list", "checkpoint_get", "checkpoint_diff",
+	for _, want := range []string{"checkpoint_save", "checkpoint_search", "checkpoint_list", "checkpoint_get", "checkpoint_diff",
 		"checkpoint_rollback", "session_resume", "ask_human", "hitl_wait"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("no tool %s among %v", want, names)
@@ -202,6 +202,10 @@ func TestSeedErrors(t *testing.T) {
 		{"bad sort", "checkpoint_list", map[string]any{"sort_by": "size"}, belay.CodeValidation, "sort_by"},
 		{"unknown id", "checkpoint_get", map[string]any{"id": "01890000-0000-7000-8000-000000000000"}, belay.CodeNotFound, ""},
 		{"bad id", "checkpoint_get", map[string]any{"id": "x"}, belay.CodeValidation, "id"},
+		{"search without query", "checkpoint_search", map[string]any{}, belay.CodeValidation, "query"},
+		{"blank query", "checkpoint_search", map[string]any{"query": "   "}, belay.CodeValidation, "query"},
+		{"top_k over 100", "checkpoint_search", map[string]any{"query": "q", "top_k": 101}, belay.CodeValidation, "top_k"},
+		{"relative project_path in search", "checkpoint_search", map[string]any{"query": "q", "project_path": "rel"}, belay.CodeValidation, "project_path"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, be := call(t, cs, tc.tool, tc.args)
@@ -310,4 +314,64 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+func TestSearchFindsByWordsWithFilters(t *testing.T) {
+	e := newEnv(t)
+	cs := e.stdio(t)
+	auth := ok(t, cs, "checkpoint_save", map[string]any{"summary": "JWT authentication middleware", "project_path": e.project,
+		"description": "tokens checked on every request", "tags": []string{"auth", "backend"}})
+	ok(t, cs, "checkpoint_save", map[string]any{"summary": "landing page colours", "project_path": e.project, "tags": []string{"ui"}})
+	ok(t, cs, "checkpoint_save", map[string]any{"summary": "authentication docs", "project_path": e.project, "tags": []string{"docs"}})
+
+	res := ok(t, cs, "checkpoint_search", map[string]any{"query": "authentication middleware", "top_k": 2})
+	results := res["results"].([]any)
+	if res["top_k"] != float64(2) || res["query"] != "authentication middleware" || len(results) != 2 {
+		t.Fatalf("search = %v", res)
+	}
+	first := results[0].(map[string]any)
+	if first["checkpoint"].(map[string]any)["id"] != auth["id"] {
+		t.Errorf("best result = %v, want the middleware checkpoint", first)
+	}
+	prev := 2.0
+	for _, r := range results {
+		score := r.(map[string]any)["score"].(float64)
+		if score > prev || score < 0 {
+			t.Errorf("scores not descending in [0,1]: %v", results)
+		}
+		prev = score
+	}
+	tagged := ok(t, cs, "checkpoint_search", map[string]any{"query": "authentication", "tags": []string{"auth", "backend"}})
+	if rs := tagged["results"].([]any); len(rs) != 1 || rs[0].(map[string]any)["checkpoint"].(map[string]any)["id"] != auth["id"] {
+		t.Errorf("tags filter (AND) = %v", tagged)
+	}
+	none := ok(t, cs, "checkpoint_search", map[string]any{"query": "kubernetes", "project_path": "/elsewhere"})
+	if rs, isList := none["results"].([]any); !isList || len(rs) != 0 {
+		t.Errorf("no match must be an empty list: %v", none)
+	}
+}
+
+func TestListSortsByUpdate(t *testing.T) {
+	e := newEnv(t)
+	cs := e.stdio(t)
+	asked, err := e.svc.CreateCheckpoint(admin, belay.CreateCheckpointInput{ProjectPath: e.project, Summary: "deploy?",
+		HITL: &belay.HITLInput{Required: true, Title: "Deploy?", Options: []belay.HITLOption{{ID: "yes", Label: "Yes", Action: belay.ActionApprove}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := ok(t, cs, "checkpoint_save", map[string]any{"summary": "later work", "project_path": e.project})
+	time.Sleep(2 * time.Millisecond)
+	if _, err := e.svc.Decide(admin, belay.DecideInput{CheckpointID: asked.ID, Action: belay.ActionApprove, SelectedOption: "yes"}); err != nil {
+		t.Fatal(err)
+	}
+	first := func(sort string) any {
+		l := ok(t, cs, "checkpoint_list", map[string]any{"sort_by": sort, "project_path": e.project})
+		return l["checkpoints"].([]any)[0].(map[string]any)["id"]
+	}
+	if got := first("created_at"); got != later["id"] {
+		t.Errorf("newest created = %v, want %v", got, later["id"])
+	}
+	if got := first("updated_at"); got != asked.ID {
+		t.Errorf("newest updated = %v, want the question decided last (%v)", got, asked.ID)
+	}
 }

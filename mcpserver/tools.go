@@ -50,12 +50,38 @@ type SaveInput struct {
 	Tags        []string       `json:"tags,omitempty" jsonschema:"tags to find it by (at most 20, each at most 50 characters)"`
 }
 
+// SearchInput is checkpoint_search's input (seed 003).
+type SearchInput struct {
+	Query       string   `json:"query" jsonschema:"what you look for, in words (1-1000 characters)"`
+	ProjectPath string   `json:"project_path,omitempty" jsonschema:"only checkpoints of this project"`
+	Tags        []string `json:"tags,omitempty" jsonschema:"only checkpoints carrying every one of these tags"`
+	TopK        int      `json:"top_k,omitempty" jsonschema:"how many results (default 5, at most 100)"`
+}
+
+// SearchOutput is checkpoint_search's output: results best first, never null.
+type SearchOutput struct {
+	Results []SearchResult `json:"results"`
+	Query   string         `json:"query"`
+	TopK    int            `json:"top_k"`
+	// Warnings say what the search did without, e.g. the vector ranking
+	// when the embedding endpoint is down.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// SearchResult is one checkpoint found: score in [0,1], higher is better;
+// distance is 1 − the cosine similarity (1 while it has no vector yet).
+type SearchResult struct {
+	Checkpoint Checkpoint `json:"checkpoint"`
+	Score      float64    `json:"score"`
+	Distance   float64    `json:"distance"`
+}
+
 // ListInput is checkpoint_list's input (seed 003).
 type ListInput struct {
 	Limit       int    `json:"limit,omitempty" jsonschema:"how many (default 10, at most 100)"`
 	Offset      int    `json:"offset,omitempty" jsonschema:"how many to skip (default 0)"`
 	ProjectPath string `json:"project_path,omitempty" jsonschema:"only checkpoints of this project"`
-	SortBy      string `json:"sort_by,omitempty" jsonschema:"created_at (the default), newest first"`
+	SortBy      string `json:"sort_by,omitempty" jsonschema:"created_at (the default) or updated_at (a decision updates a question), newest first"`
 }
 
 // ListOutput is checkpoint_list's output.
@@ -158,9 +184,12 @@ func (s *server) tools() []tool {
 		typed(s, "checkpoint_save", `Save a checkpoint of your work: a snapshot of the project's files (never touching its git) and your summary. Call it after each meaningful step and before anything risky; checkpoint_rollback can return to it. Returns the checkpoint with its id.`,
 			limits{maxLen: map[string]int{"summary": belay.MaxSummary, "description": belay.MaxDescription}, maxItems: map[string]int{"tags": belay.MaxTags},
 				required: []string{"summary", "project_path"}}.apply, s.save),
+		typed(s, "checkpoint_search", `Find checkpoints by what they say: full-text and vector rankings fused, best first, with no minimum score. Filter by project_path and tags (all must match).`,
+			limits{maxLen: map[string]int{"query": belay.MaxQueryLength}, maxItems: map[string]int{"tags": belay.MaxTags},
+				min: map[string]float64{"top_k": 1}, max: map[string]float64{"top_k": belay.MaxTopK}, required: []string{"query"}}.apply, s.search),
 		typed(s, "checkpoint_list", `List checkpoints, newest first, with offset paging and the accurate total.`,
 			limits{min: map[string]float64{"limit": 1, "offset": 0}, max: map[string]float64{"limit": 100},
-				enum: map[string][]any{"sort_by": {"created_at"}}}.apply, s.list),
+				enum: map[string][]any{"sort_by": {"created_at", "updated_at"}}}.apply, s.list),
 		typed(s, "checkpoint_get", `Get one checkpoint by id.`, limits{required: []string{"id"}}.apply, s.get),
 		typed(s, "checkpoint_diff", `Show what changed in the files since a checkpoint (or between two): files with line counts and a unified diff.`,
 			limits{required: []string{"id"}}.apply, s.diff),
@@ -215,6 +244,18 @@ func (s *server) save(ctx context.Context, in *SaveInput) (*Checkpoint, error) {
 	return &out, nil
 }
 
+func (s *server) search(ctx context.Context, in *SearchInput) (*SearchOutput, error) {
+	res, err := s.svc.SearchCheckpoints(ctx, belay.SearchInput{Query: in.Query, ProjectPath: in.ProjectPath, Tags: in.Tags, TopK: in.TopK})
+	if err != nil {
+		return nil, snakeField(err)
+	}
+	out := &SearchOutput{Results: []SearchResult{}, Query: res.Query, TopK: res.TopK, Warnings: res.Warnings}
+	for _, h := range res.Results {
+		out.Results = append(out.Results, SearchResult{Checkpoint: toCheckpoint(h.Checkpoint), Score: h.Score, Distance: h.Distance})
+	}
+	return out, nil
+}
+
 func (s *server) list(ctx context.Context, in *ListInput) (*ListOutput, error) {
 	if in.Limit == 0 {
 		in.Limit = 10
@@ -222,6 +263,8 @@ func (s *server) list(ctx context.Context, in *ListInput) (*ListOutput, error) {
 	order := belay.OrderCreatedAt
 	switch in.SortBy {
 	case "", "created_at":
+	case "updated_at":
+		order = belay.OrderUpdatedAt
 	default:
 		return nil, belay.Invalid("sort_by", "sort_by must be created_at or updated_at, got %q", belay.Clip(in.SortBy, 40))
 	}

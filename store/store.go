@@ -265,15 +265,18 @@ type SessionQuery struct {
 }
 
 // CheckpointKey is a position in a checkpoint order: Type matters only when
-// ordering by type.
+// ordering by type, UpdatedAt only when ordering by update (and CreatedAt
+// then not).
 type CheckpointKey struct {
 	Type      belay.CheckpointType
 	CreatedAt time.Time
+	UpdatedAt time.Time
 	ID        string
 }
 
-// CheckpointQuery filters checkpoints. Order is by (CreatedAt, ID) or by
-// (Type, CreatedAt, ID), ascending or descending.
+// CheckpointQuery filters checkpoints. Order is by (CreatedAt, ID), by
+// (Type, CreatedAt, ID) or, with OrderByUpdated, by (UpdatedAt, ID),
+// ascending or descending.
 type CheckpointQuery struct {
 	Scope         Scope
 	SessionID     string
@@ -287,6 +290,8 @@ type CheckpointQuery struct {
 	CreatedBefore *time.Time
 	Tags          []string
 	OrderByType   bool
+	// OrderByUpdated orders by UpdatedAt (OrderByType must be false).
+	OrderByUpdated bool
 	Desc          bool
 	After         *CheckpointKey
 	// Offset skips that many rows of the order.

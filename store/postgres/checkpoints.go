@@ -161,13 +161,19 @@ func (r reader) ListCheckpoints(ctx context.Context, q store.CheckpointQuery) ([
 		cmp, dir = "<", "DESC"
 	}
 	order := "created_at " + dir + ", id " + dir
-	if q.OrderByType {
+	switch {
+	case q.OrderByType:
 		order = "type " + dir + ", " + order
+	case q.OrderByUpdated:
+		order = "updated_at " + dir + ", id " + dir
 	}
 	if a := q.After; a != nil {
-		if q.OrderByType {
+		switch {
+		case q.OrderByType:
 			add("(type, created_at, id) "+cmp+" (?, ?, ?)", string(a.Type), ts(a.CreatedAt), a.ID)
-		} else {
+		case q.OrderByUpdated:
+			add("(updated_at, id) "+cmp+" (?, ?)", ts(a.UpdatedAt), a.ID)
+		default:
 			add("(created_at, id) "+cmp+" (?, ?)", ts(a.CreatedAt), a.ID)
 		}
 		filter = " WHERE " + strings.Join(where, " AND ")
