@@ -15,6 +15,7 @@ import (
 
 	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/httpapi"
+	"github.com/belayhq/belay/webhook"
 )
 
 // DefaultAddr is where `belay serve` listens unless told otherwise.
@@ -75,7 +76,7 @@ func (a *app) serve(ctx context.Context, addr string) error {
 		background.Wait()
 	}()
 	background.Go(func() { svc.RunSweeper(bgCtx) })
-	background.Go(func() { svc.RunWebhooks(bgCtx) })
+	background.Go(func() { webhook.Run(bgCtx, svc.WebhookSource(), webhook.Options{Logger: log}) })
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
