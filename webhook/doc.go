@@ -24,5 +24,7 @@
 // body) is global and stable: receivers drop duplicates by it.
 //
 // The dispatcher (Run) reads the event log like any other subscriber,
-// through a Source, and owns nothing but its HTTP requests.
+// through a Source, and keeps nothing of its own: the webhooks' positions
+// and the delivery log stay with the Source, so a restart resumes where the
+// last run stopped.
 package webhook
