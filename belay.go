@@ -6,6 +6,7 @@ package belay
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -294,14 +295,15 @@ var EventTypes = []string{
 }
 
 // ValidateEventTypes refuses an unknown event type, or more types than exist,
-// as a VALIDATION_ERROR naming field.
+// as a VALIDATION_ERROR naming field and listing the known types
+// (details.allowed).
 func ValidateEventTypes(field string, types []string) error {
 	if len(types) > len(EventTypes) {
 		return Invalid(field, "at most %d event types may be given", len(EventTypes))
 	}
 	for _, t := range types {
 		if !slices.Contains(EventTypes, t) {
-			return Invalid(field, "unknown event type %q; one of %v", t, EventTypes)
+			return Invalid(field, "unknown event type %q; known: %s", Clip(t, 100), strings.Join(EventTypes, ", ")).With("allowed", EventTypes)
 		}
 	}
 	return nil

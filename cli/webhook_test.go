@@ -16,6 +16,7 @@ import (
 	"github.com/belayhq/belay/cli"
 	"github.com/belayhq/belay/cmd/belay/wire"
 	"github.com/belayhq/belay/core"
+	"github.com/belayhq/belay/webhook"
 )
 
 // webhookEnv runs belay in-process on a temp data directory and project.
@@ -143,7 +144,7 @@ func TestWebhookCommands(t *testing.T) {
 	mu.Lock()
 	req := got[0]
 	mu.Unlock()
-	if !core.VerifySignature(saves.Secret, req.header.Get(core.HeaderTimestamp), req.body, req.header.Get(core.HeaderSignature)) {
+	if !webhook.VerifySignature(saves.Secret, req.header.Get(webhook.HeaderTimestamp), req.body, req.header.Get(webhook.HeaderSignature)) {
 		t.Errorf("signature does not verify: %v", req.header)
 	}
 	var ev belay.Event

@@ -19,12 +19,14 @@ import (
 	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/internal/testutil"
 	"github.com/belayhq/belay/store/sqlite"
+	"github.com/belayhq/belay/webhook"
 )
 
 var webhookAdmin = belay.WithActor(context.Background(), belay.Actor{UserID: "root", Admin: true})
 
 // fastWebhooks retries at once, so tests wait only on bounded polling.
-var fastWebhooks = core.WebhookOptions{BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond, PollInterval: 20 * time.Millisecond}
+var fastWebhooks = webhook.Options{BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond, PollInterval: 20 * time.Millisecond,
+	Logger: slog.New(slog.DiscardHandler)}
 
 // newWebhookService returns a service over a fresh SQLite file.
 func newWebhookService(tb testing.TB) *core.Service {
@@ -38,12 +40,12 @@ func newWebhookService(tb testing.TB) *core.Service {
 }
 
 // runHookDispatcher runs the dispatcher until the test ends.
-func runHookDispatcher(tb testing.TB, svc *core.Service, opts core.WebhookOptions) {
+func runHookDispatcher(tb testing.TB, svc *core.Service, opts webhook.Options) {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(localCtx)
 	done := make(chan struct{})
 	go func() {
-		svc.RunWebhooksWith(ctx, opts)
+		webhook.Run(ctx, svc.WebhookSource(), opts)
 		close(done)
 	}()
 	tb.Cleanup(func() {
@@ -181,24 +183,24 @@ func TestWebhookSignatureVerifies(t *testing.T) {
 
 	hookWait(t, "two events", func() bool { return len(rc.requests()) == 2 })
 	for _, r := range rc.requests() {
-		ts, sig := r.header.Get(core.HeaderTimestamp), r.header.Get(core.HeaderSignature)
-		if !core.VerifySignature(hook.Secret, ts, r.body, sig) {
+		ts, sig := r.header.Get(webhook.HeaderTimestamp), r.header.Get(webhook.HeaderSignature)
+		if !webhook.VerifySignature(hook.Secret, ts, r.body, sig) {
 			t.Errorf("signature %q of %s does not verify", sig, r.body)
 		}
-		if core.VerifySignature("whsec_other", ts, r.body, sig) {
+		if webhook.VerifySignature("whsec_other", ts, r.body, sig) {
 			t.Error("signature verifies with another secret")
 		}
-		if core.VerifySignature(hook.Secret, ts, append([]byte(" "), r.body...), sig) {
+		if webhook.VerifySignature(hook.Secret, ts, append([]byte(" "), r.body...), sig) {
 			t.Error("signature verifies for a changed body")
 		}
-		if next, _ := strconv.ParseInt(ts, 10, 64); core.VerifySignature(hook.Secret, strconv.FormatInt(next+1, 10), r.body, sig) {
+		if next, _ := strconv.ParseInt(ts, 10, 64); webhook.VerifySignature(hook.Secret, strconv.FormatInt(next+1, 10), r.body, sig) {
 			t.Error("signature verifies for another timestamp")
 		}
 		if got := r.header.Get("Content-Type"); got != "application/json" {
 			t.Errorf("Content-Type = %q", got)
 		}
-		if got := r.header.Get(core.HeaderEvent); got != r.event.Type {
-			t.Errorf("%s = %q, want the body's type %q", core.HeaderEvent, got, r.event.Type)
+		if got := r.header.Get(webhook.HeaderEvent); got != r.event.Type {
+			t.Errorf("%s = %q, want the body's type %q", webhook.HeaderEvent, got, r.event.Type)
 		}
 	}
 	last := rc.requests()[1]
@@ -207,8 +209,8 @@ func TestWebhookSignatureVerifies(t *testing.T) {
 	}
 	hookWait(t, "the delivery log", func() bool { return len(hookDeliveries(t, svc, hook.ID)) == 2 })
 	log := hookDeliveries(t, svc, hook.ID)
-	if id := last.header.Get(core.HeaderDelivery); log[1].ID != id {
-		t.Errorf("%s = %q, want the logged delivery %q", core.HeaderDelivery, id, log[1].ID)
+	if id := last.header.Get(webhook.HeaderDelivery); log[1].ID != id {
+		t.Errorf("%s = %q, want the logged delivery %q", webhook.HeaderDelivery, id, log[1].ID)
 	}
 	if d := log[1]; d.StatusCode != 200 || d.Error != "" || d.Attempt != 1 || d.EventSeq != last.event.Seq || d.EventType != last.event.Type {
 		t.Errorf("delivery = %+v", d)
@@ -243,104 +245,6 @@ func TestWebhookDeliversInOrderOnceFromItsCreation(t *testing.T) {
 	hookWait(t, "the last event", func() bool { return len(rc.seqs()) >= len(want) })
 	if got := rc.seqs(); !slices.Equal(got, want) {
 		t.Errorf("delivered seqs = %v, want %v", got, want)
-	}
-}
-
-func TestWebhookRetriesUntilSuccess(t *testing.T) {
-	svc := newWebhookService(t)
-	rc := newHookReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) {
-		if n <= 2 {
-			http.Error(w, "database\nis down", http.StatusInternalServerError)
-		}
-	})
-	hook := addWebhook(t, svc, rc.srv.URL, belay.EventCheckpointCreated)
-	runHookDispatcher(t, svc, fastWebhooks)
-	hookSave(t, svc, t.TempDir(), "retried")
-
-	hookWait(t, "three attempts logged", func() bool { return len(hookDeliveries(t, svc, hook.ID)) == 3 })
-	log := hookDeliveries(t, svc, hook.ID)
-	for i, d := range log {
-		wantStatus, wantErr := 500, "HTTP 500 Internal Server Error: database is down"
-		if i == 2 {
-			wantStatus, wantErr = 200, ""
-		}
-		if d.Attempt != i+1 || d.StatusCode != wantStatus || d.Error != wantErr || d.EventType != belay.EventCheckpointCreated {
-			t.Errorf("delivery %d = %+v, want attempt %d status %d error %q", i, d, i+1, wantStatus, wantErr)
-		}
-	}
-	reqs := rc.requests()
-	if len(reqs) != 3 || reqs[0].event.Seq != reqs[2].event.Seq {
-		t.Fatalf("requests = %d, want the same event 3 times", len(reqs))
-	}
-	if reqs[0].header.Get(core.HeaderDelivery) == reqs[1].header.Get(core.HeaderDelivery) {
-		t.Error("two attempts share a delivery id")
-	}
-	hookWait(t, "the webhook to move past the event", func() bool { return hookLastSeq(t, svc, hook.ID) == reqs[0].event.Seq })
-}
-
-func TestWebhookGivesUpOnDeadReceiverAndMovesOn(t *testing.T) {
-	svc := newWebhookService(t)
-	dead := httptest.NewServer(http.NotFoundHandler())
-	dead.Close() // nothing listens there any more: connections are refused
-	redirect := newHookReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, "https://example.com/elsewhere", http.StatusFound)
-	})
-	deadHook := addWebhook(t, svc, dead.URL, belay.EventCheckpointCreated)
-	redirectHook := addWebhook(t, svc, redirect.srv.URL, belay.EventCheckpointCreated)
-	opts := fastWebhooks
-	opts.MaxAttempts = 3
-	runHookDispatcher(t, svc, opts)
-	project := t.TempDir()
-	hookSave(t, svc, project, "first")
-	hookSave(t, svc, project, "second")
-
-	for _, hook := range []*belay.Webhook{deadHook, redirectHook} {
-		hookWait(t, "six attempts", func() bool { return len(hookDeliveries(t, svc, hook.ID)) == 6 })
-		log := hookDeliveries(t, svc, hook.ID)
-		for i, d := range log {
-			if d.Attempt != i%3+1 || d.Error == "" || d.EventType != belay.EventCheckpointCreated || d.EventSeq != log[i/3*3].EventSeq {
-				t.Errorf("%s delivery %d = %+v, want failed attempt %d of one event", hook.URL, i, d, i%3+1)
-			}
-		}
-		if log[3].EventSeq <= log[0].EventSeq {
-			t.Errorf("second event %d tried before first %d", log[3].EventSeq, log[0].EventSeq)
-		}
-		if hook == deadHook && log[0].StatusCode != 0 {
-			t.Errorf("refused connection logged with status %d", log[0].StatusCode)
-		}
-		if hook == redirectHook && (log[0].StatusCode != http.StatusFound || !strings.Contains(log[0].Error, "not followed")) {
-			t.Errorf("redirect logged as %+v", log[0])
-		}
-		hookWait(t, "the webhook to move on", func() bool { return hookLastSeq(t, svc, hook.ID) == hookLogEnd(t, svc) })
-	}
-	if got := len(redirect.requests()); got != 6 {
-		t.Errorf("redirecting receiver got %d requests, want 6 (the redirect is never followed)", got)
-	}
-}
-
-func TestWebhookTimeoutIsAFailedAttempt(t *testing.T) {
-	svc := newWebhookService(t)
-	release := make(chan struct{})
-	rc := newHookReceiver(t, func(_ int, _ http.ResponseWriter, r *http.Request) {
-		select {
-		case <-r.Context().Done():
-		case <-release:
-		}
-	})
-	t.Cleanup(func() { close(release) })
-	hook := addWebhook(t, svc, rc.srv.URL, belay.EventCheckpointCreated)
-	opts := fastWebhooks
-	opts.MaxAttempts, opts.Timeout = 1, 50*time.Millisecond
-	runHookDispatcher(t, svc, opts)
-	hookSave(t, svc, t.TempDir(), "slow hookReceiver")
-
-	hookWait(t, "the attempt to be logged", func() bool { return len(hookDeliveries(t, svc, hook.ID)) == 1 })
-	d := hookDeliveries(t, svc, hook.ID)[0]
-	if d.StatusCode != 0 || !strings.Contains(d.Error, "Timeout") || d.DurationMs < 50 {
-		t.Errorf("delivery = %+v, want a timeout after at least 50ms", d)
-	}
-	if strings.Contains(d.Error, rc.srv.URL) {
-		t.Errorf("error %q repeats the URL", d.Error)
 	}
 }
 
@@ -417,6 +321,48 @@ func TestWebhookEventFilter(t *testing.T) {
 	}
 	if want := []string{belay.EventHITLRequired, belay.EventHITLDecided}; !slices.Equal(got, want) {
 		t.Errorf("types = %v, want %v", got, want)
+	}
+}
+
+func TestWebhookSourceReadsTheLogAndRecordsDeliveries(t *testing.T) {
+	svc := newWebhookService(t)
+	src := svc.WebhookSource()
+	wake, stop := src.Wake()
+	defer stop()
+	hook := addWebhook(t, svc, "https://hooks.example.com/belay", belay.EventCheckpointCreated)
+	select {
+	case <-wake:
+	case <-time.After(5 * time.Second):
+		t.Fatal("adding a webhook did not wake the source")
+	}
+	hooks, err := src.Webhooks(context.Background())
+	if err != nil || len(hooks) != 1 || hooks[0].Secret != hook.Secret || hooks[0].LastSeq != hook.LastSeq {
+		t.Fatalf("Webhooks = %+v, %v; want %s with its secret", hooks, err, hook.ID)
+	}
+	cp := hookSave(t, svc, t.TempDir(), "one")
+	evs, err := src.Events(context.Background(), hook.LastSeq, hook.Events, 10)
+	if err != nil || len(evs) != 1 || evs[0].Type != belay.EventCheckpointCreated || evs[0].CheckpointID != cp.ID {
+		t.Fatalf("Events = %+v, %v; want the checkpoint.created of %s alone", evs, err, cp.ID)
+	}
+	attempt := &belay.Delivery{ID: "01890000-0000-7000-8000-000000000001", WebhookID: hook.ID, EventSeq: evs[0].Seq,
+		EventType: evs[0].Type, Attempt: 1, StatusCode: 500, Error: "HTTP 500", CreatedAt: time.Now()}
+	if err := src.RecordDelivery(context.Background(), attempt, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := hookLastSeq(t, svc, hook.ID); got != hook.LastSeq {
+		t.Errorf("a failed attempt moved the webhook to %d", got)
+	}
+	retry := *attempt
+	retry.ID, retry.Attempt, retry.StatusCode, retry.Error = "01890000-0000-7000-8000-000000000002", 2, 200, ""
+	retry.CreatedAt = attempt.CreatedAt.Add(time.Second)
+	if err := src.RecordDelivery(context.Background(), &retry, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := hookLastSeq(t, svc, hook.ID); got != evs[0].Seq {
+		t.Errorf("webhook at %d after the last attempt, want %d", got, evs[0].Seq)
+	}
+	if log := hookDeliveries(t, svc, hook.ID); len(log) != 2 || log[0].ID != attempt.ID || log[1].ID != retry.ID {
+		t.Errorf("delivery log = %+v, want both attempts", log)
 	}
 }
 

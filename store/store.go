@@ -292,8 +292,8 @@ type CheckpointQuery struct {
 	OrderByType   bool
 	// OrderByUpdated orders by UpdatedAt (OrderByType must be false).
 	OrderByUpdated bool
-	Desc          bool
-	After         *CheckpointKey
+	Desc           bool
+	After          *CheckpointKey
 	// Offset skips that many rows of the order.
 	Offset int
 	Limit  int

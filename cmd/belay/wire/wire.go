@@ -28,6 +28,7 @@ import (
 	"github.com/belayhq/belay/store/postgres"
 	"github.com/belayhq/belay/store/sqlite"
 	"github.com/belayhq/belay/trpc"
+	"github.com/belayhq/belay/webhook"
 	"github.com/belayhq/belay/workspace"
 )
 
@@ -165,7 +166,7 @@ func serve(ctx context.Context, cfg cli.ServeConfig) error {
 		background.Wait()
 	}()
 	background.Go(func() { svc.RunSweeper(bgCtx) })
-	background.Go(func() { svc.RunWebhooks(bgCtx) })
+	background.Go(func() { webhook.Run(bgCtx, svc.WebhookSource(), webhook.Options{Logger: log}) })
 	background.Go(func() { svc.RunIndexer(bgCtx) })
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

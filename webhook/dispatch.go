@@ -1,0 +1,346 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/belayhq/belay"
+)
+
+// Source is what the dispatcher needs from the service it runs beside: the
+// webhooks, the event log they follow and the delivery log it writes. A
+// Source checks no permission; it serves the process's own dispatcher.
+type Source interface {
+	// Webhooks returns every webhook with its secret and its position
+	// (LastSeq: the last event it is done with).
+	Webhooks(ctx context.Context) ([]*belay.Webhook, error)
+	// Events returns at most limit events with Seq > after, in Seq order,
+	// only of the given types unless types is empty.
+	Events(ctx context.Context, after int64, types []string, limit int) ([]belay.Event, error)
+	// Wake returns a channel that receives a value after events or webhooks
+	// may have been added, and a function that stops it. It is a hint only:
+	// the dispatcher also polls, for changes the Source cannot see.
+	Wake() (wake <-chan struct{}, stop func())
+	// RecordDelivery adds d to the delivery log. With advance it also moves
+	// the webhook d.WebhookID on to d.EventSeq, in the same write, so the
+	// event is never tried again; a position never moves back.
+	RecordDelivery(ctx context.Context, d *belay.Delivery, advance bool) error
+}
+
+// Options tune the dispatcher. Zero fields take the defaults.
+type Options struct {
+	// MaxAttempts is how many times one event is tried (default 6).
+	MaxAttempts int
+	// BaseDelay is the wait after the first failed attempt; it doubles after
+	// each further one (default 1s).
+	BaseDelay time.Duration
+	// MaxDelay caps the wait between attempts (default 1 min).
+	MaxDelay time.Duration
+	// Timeout bounds one attempt, connection to last byte (default 10s).
+	Timeout time.Duration
+	// PollInterval is the longest the dispatcher sleeps: it also notices
+	// events and webhooks written by other processes (default 1s).
+	PollInterval time.Duration
+	// Transport makes the requests (default http.DefaultTransport), e.g. to
+	// trust a private CA. Whatever it is, redirects are never followed and
+	// Timeout applies.
+	Transport http.RoundTripper
+	// Clock dates and signs the attempts (default the system clock).
+	Clock belay.Clock
+	// Logger receives what goes wrong (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Default dispatcher settings.
+const (
+	DefaultAttempts     = 6
+	DefaultBaseDelay    = time.Second
+	DefaultMaxDelay     = time.Minute
+	DefaultTimeout      = 10 * time.Second
+	DefaultPollInterval = time.Second
+)
+
+func (o Options) withDefaults() Options {
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = DefaultAttempts
+	}
+	if o.BaseDelay <= 0 {
+		o.BaseDelay = DefaultBaseDelay
+	}
+	if o.MaxDelay <= 0 {
+		o.MaxDelay = DefaultMaxDelay
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = DefaultPollInterval
+	}
+	if o.Transport == nil {
+		o.Transport = http.DefaultTransport
+	}
+	if o.Clock == nil {
+		o.Clock = belay.SystemClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// backoff is the wait after failed attempt number attempt (1-based).
+func (o Options) backoff(attempt int) time.Duration {
+	d := o.BaseDelay
+	for i := 1; i < attempt && d < o.MaxDelay; i++ {
+		d *= 2
+	}
+	return min(d, o.MaxDelay)
+}
+
+// pageSize bounds one read of the event log by a worker.
+const pageSize = 100
+
+// Run delivers src's events to src's webhooks until ctx ends, and returns
+// once every delivery in flight has stopped. It notices webhooks added and
+// removed while it runs.
+//
+// A 2xx answer is success. Anything else (a redirect, which is never
+// followed, an error status, a timeout, a refused connection) is retried
+// with exponential backoff (1s, 2s, 4s… by default), up to
+// Options.MaxAttempts attempts in all (6 by default). Every attempt is
+// recorded in the delivery log. After the last attempt the webhook moves on
+// to the next event, so a dead endpoint never stalls the log; the given-up
+// delivery stays visible in the log.
+//
+// Each webhook has its own worker, so a slow or dead endpoint delays only
+// its own deliveries. Run never asks src to write during HTTP: recording an
+// attempt is a short write after the request.
+func Run(ctx context.Context, src Source, opts Options) {
+	opts = opts.withDefaults()
+	d := &dispatcher{src: src, opts: opts, log: opts.Logger}
+	d.client = &http.Client{
+		Transport: opts.Transport,
+		Timeout:   opts.Timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+	wake, stopWake := src.Wake()
+	defer stopWake()
+	workers := map[string]*worker{}
+	var wg sync.WaitGroup
+	defer func() {
+		for _, w := range workers {
+			w.stop()
+		}
+		wg.Wait()
+	}()
+	for {
+		hooks, err := src.Webhooks(ctx)
+		if err != nil && ctx.Err() == nil {
+			d.log.Error("webhooks: list", "error", err)
+		}
+		if err == nil {
+			live := map[string]bool{}
+			for _, h := range hooks {
+				live[h.ID] = true
+				w := workers[h.ID]
+				if w == nil {
+					w = &worker{kick: make(chan *belay.Webhook, 1)}
+					var wctx context.Context
+					wctx, w.stop = context.WithCancel(ctx)
+					workers[h.ID] = w
+					wg.Go(func() { d.work(wctx, w.kick) })
+				}
+				// Replace any snapshot the worker has not taken yet; only
+				// this loop sends, so the send never blocks.
+				select {
+				case <-w.kick:
+				default:
+				}
+				w.kick <- h
+			}
+			for id, w := range workers {
+				if !live[id] {
+					w.stop()
+					delete(workers, id)
+				}
+			}
+		}
+		timer := time.NewTimer(opts.PollInterval)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-wake:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+type worker struct {
+	// kick carries the newest snapshot of the webhook: a cue to deliver.
+	kick chan *belay.Webhook
+	stop context.CancelFunc
+}
+
+type dispatcher struct {
+	src    Source
+	opts   Options
+	log    *slog.Logger
+	client *http.Client
+}
+
+// work delivers one webhook's events in order until ctx ends.
+func (d *dispatcher) work(ctx context.Context, kick <-chan *belay.Webhook) {
+	var pos int64 // the last event handled by this worker
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case h := <-kick:
+			// Another process may have moved the webhook further on.
+			pos = d.drain(ctx, h, max(pos, h.LastSeq))
+		}
+	}
+}
+
+// drain delivers h's events after pos and returns the new position. It stops
+// early when ctx ends or the log cannot be written; the next kick resumes.
+func (d *dispatcher) drain(ctx context.Context, h *belay.Webhook, pos int64) int64 {
+	for {
+		evs, err := d.src.Events(ctx, pos, h.Events, pageSize)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.log.Error("webhooks: read events", "webhook", h.ID, "error", err)
+			}
+			return pos
+		}
+		for _, e := range evs {
+			if !d.deliver(ctx, h, e) {
+				return pos
+			}
+			pos = e.Seq
+		}
+		if len(evs) < pageSize {
+			return pos
+		}
+	}
+}
+
+// deliver tries e until it succeeds or MaxAttempts are spent, records every
+// attempt, and advances the webhook past e with the last one. It reports
+// false when it stopped before that (ctx ended, or the log write failed).
+func (d *dispatcher) deliver(ctx context.Context, h *belay.Webhook, e belay.Event) bool {
+	body, err := json.Marshal(e)
+	if err != nil {
+		d.log.Error("webhooks: encode event", "seq", e.Seq, "error", err)
+		return false
+	}
+	for attempt := 1; ; attempt++ {
+		del := &belay.Delivery{ID: newDeliveryID(), WebhookID: h.ID, EventSeq: e.Seq, EventType: e.Type, Attempt: attempt}
+		d.post(ctx, h, body, del)
+		if ctx.Err() != nil {
+			return false // shutting down: the event is tried again on the next start
+		}
+		last := del.Error == "" || attempt >= d.opts.MaxAttempts
+		if err := d.src.RecordDelivery(ctx, del, last); err != nil {
+			if ctx.Err() == nil {
+				d.log.Error("webhooks: record delivery", "webhook", h.ID, "seq", e.Seq, "error", err)
+			}
+			return false
+		}
+		if last {
+			if del.Error != "" {
+				d.log.Warn("webhooks: gave up", "webhook", h.ID, "seq", e.Seq, "attempts", attempt, "error", del.Error)
+			}
+			return true
+		}
+		timer := time.NewTimer(d.opts.backoff(attempt))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return false
+		case <-timer.C:
+		}
+	}
+}
+
+// maxErrorBody bounds how much of a failed response's body goes to the log.
+const maxErrorBody = 200
+
+// post makes one attempt and fills del's outcome.
+func (d *dispatcher) post(ctx context.Context, h *belay.Webhook, body []byte, del *belay.Delivery) {
+	now := d.opts.Clock.Now()
+	del.CreatedAt = now
+	timestamp := strconv.FormatInt(now.Unix(), 10)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(body))
+	if err != nil {
+		del.Error = err.Error()
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "belay-webhooks")
+	req.Header.Set(HeaderEvent, del.EventType)
+	req.Header.Set(HeaderDelivery, del.ID)
+	req.Header.Set(HeaderTimestamp, timestamp)
+	req.Header.Set(HeaderSignature, Sign(h.Secret, timestamp, body))
+	start := time.Now()
+	resp, err := d.client.Do(req)
+	if err != nil {
+		del.DurationMs = time.Since(start).Milliseconds()
+		del.Error = deliveryError(err)
+		return
+	}
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // lets the connection be reused
+	resp.Body.Close()
+	del.DurationMs = time.Since(start).Milliseconds()
+	del.StatusCode = resp.StatusCode
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		// %.200q quotes at most 200 characters of the location.
+		del.Error = fmt.Sprintf("redirect to %.200q not followed", resp.Header.Get("Location"))
+	default:
+		del.Error = "HTTP " + resp.Status
+		if s := strings.Join(strings.Fields(strings.ToValidUTF8(string(snippet), "")), " "); s != "" {
+			del.Error += ": " + s
+		}
+	}
+}
+
+// deliveryError describes a failed request without repeating the URL, which
+// the webhook already shows.
+func deliveryError(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	return err.Error()
+}
+
+// newDeliveryID returns a time-ordered UUID (version 7, RFC 9562), the form
+// of every id belay makes.
+func newDeliveryID() string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(time.Now().UnixMilli())<<16)
+	_, _ = rand.Read(b[6:]) // crypto/rand.Read never fails on supported platforms
+	b[6] = b[6]&0x0f | 0x70 // version 7
+	b[8] = b[8]&0x3f | 0x80 // variant 10
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
