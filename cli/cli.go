@@ -284,6 +284,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.exportCommand(),
 		a.importCommand(),
 		a.duCommand(),
+		a.demoCommand(),
 		a.versionCommand(),
 	)
 	return root
