@@ -291,6 +291,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.duCommand(),
 		a.searchCommand(),
 		a.reindexCommand(),
+		a.demoCommand(),
 		a.versionCommand(),
 	)
 	return root

@@ -1,0 +1,251 @@
+// Package graph runs Go workflows as graphs of nodes over a typed state,
+// durably on a belay.Service: every step is saved as a checkpoint of the run's
+// session, a node may pause the run for a person with Interrupt, and Resume
+// continues it — in the same process or another, in-process on core or
+// remotely through the Go client.
+//
+// A graph is built with New, AddNode, AddEdge and AddConditionalEdges, checked
+// by Compile, and run with Compiled.Run. The state S travels between nodes by
+// value and is stored as JSON after every step, so it must be serialisable.
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/belayhq/belay"
+)
+
+// START and END are the graph's virtual entry and exit. An edge from START
+// names the first node; reaching END completes the run.
+const (
+	START = "__start__"
+	END   = "__end__"
+)
+
+// DefaultRecursionLimit is how many node executions a run may take before it
+// fails, unless WithRecursionLimit says otherwise (LangGraph's default).
+const DefaultRecursionLimit = 25
+
+// Node is one step of a graph: it gets the state and returns the new state.
+// A node that calls Interrupt runs again from its start when the run resumes,
+// so what it does before the interrupt happens once per resume.
+type Node[S any] func(ctx context.Context, state S) (S, error)
+
+// Router picks the next node from a node's result; it must return one of the
+// targets given to AddConditionalEdges.
+type Router[S any] func(state S) string
+
+// Graph is a workflow under construction. Its methods record the first
+// mistake, which Compile reports; they return the graph for chaining.
+type Graph[S any] struct {
+	nodes   map[string]Node[S]
+	order   []string
+	edges   map[string]string
+	routers map[string]conditional[S]
+	errs    []error
+}
+
+type conditional[S any] struct {
+	route   Router[S]
+	targets []string
+}
+
+// New returns an empty graph over state S.
+func New[S any]() *Graph[S] {
+	return &Graph[S]{nodes: map[string]Node[S]{}, edges: map[string]string{}, routers: map[string]conditional[S]{}}
+}
+
+func (g *Graph[S]) fail(field, format string, args ...any) *Graph[S] {
+	g.errs = append(g.errs, belay.Invalid(field, format, args...))
+	return g
+}
+
+// AddNode adds a node. Names are unique, and START and END are reserved.
+func (g *Graph[S]) AddNode(name string, fn Node[S]) *Graph[S] {
+	switch {
+	case name == "" || name == START || name == END:
+		return g.fail("node", "a node needs a name other than %q and %q", START, END)
+	case len(name) > belay.MaxNameLen:
+		return g.fail("node", "node name %q is longer than %d characters", belay.Clip(name, 40), belay.MaxNameLen)
+	case fn == nil:
+		return g.fail("node", "node %q has no function", name)
+	case g.nodes[name] != nil:
+		return g.fail("node", "node %q is added twice", name)
+	}
+	g.nodes[name] = fn
+	g.order = append(g.order, name)
+	return g
+}
+
+// AddEdge makes to run after from. A node has one way out: one edge or one
+// set of conditional edges.
+func (g *Graph[S]) AddEdge(from, to string) *Graph[S] {
+	if g.hasExit(from) {
+		return g.fail("edge", "node %q already has a way out; a node takes one edge or one set of conditional edges", from)
+	}
+	g.edges[from] = to
+	return g
+}
+
+// AddConditionalEdges makes router pick, after from, which of targets runs
+// next (END among them ends the run).
+func (g *Graph[S]) AddConditionalEdges(from string, router Router[S], targets ...string) *Graph[S] {
+	switch {
+	case g.hasExit(from):
+		return g.fail("edge", "node %q already has a way out; a node takes one edge or one set of conditional edges", from)
+	case router == nil:
+		return g.fail("edge", "the conditional edges from %q have no router", from)
+	case len(targets) == 0:
+		return g.fail("edge", "the conditional edges from %q name no target", from)
+	}
+	g.routers[from] = conditional[S]{route: router, targets: slices.Clone(targets)}
+	return g
+}
+
+func (g *Graph[S]) hasExit(from string) bool {
+	_, edge := g.edges[from]
+	_, routed := g.routers[from]
+	return edge || routed
+}
+
+// Option changes how a compiled graph runs.
+type Option func(*options)
+
+type options struct {
+	recursionLimit int
+}
+
+// WithRecursionLimit sets how many node executions one run may take in all
+// (resumes included) before it fails with BUDGET_EXCEEDED.
+func WithRecursionLimit(n int) Option {
+	return func(o *options) { o.recursionLimit = n }
+}
+
+// Compiled is a checked graph, ready to run. It holds no run state: one
+// Compiled serves any number of concurrent runs.
+type Compiled[S any] struct {
+	nodes          map[string]Node[S]
+	edges          map[string]string
+	routers        map[string]conditional[S]
+	recursionLimit int
+}
+
+// Compile checks the graph and returns it ready to run. Every problem found
+// is reported, each a VALIDATION_ERROR naming it: a mistake while building,
+// an edge to or from an unknown node, a node with no way out, a node START
+// does not reach, or an END that START does not reach.
+func (g *Graph[S]) Compile(opts ...Option) (*Compiled[S], error) {
+	o := options{recursionLimit: DefaultRecursionLimit}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	errs := slices.Clone(g.errs)
+	if o.recursionLimit < 1 {
+		errs = append(errs, belay.Invalid("recursionLimit", "the recursion limit must be at least 1, got %d", o.recursionLimit))
+	}
+	known := func(name string) bool { return name == END || g.nodes[name] != nil }
+	if !g.hasExit(START) {
+		errs = append(errs, belay.Invalid("edge", "no edge from START: add one to the first node"))
+	}
+	for _, from := range g.sources() {
+		if from != START && g.nodes[from] == nil {
+			errs = append(errs, belay.Invalid("edge", "edge from unknown node %q", from))
+		}
+		for _, to := range g.targets(from) {
+			if to == START {
+				errs = append(errs, belay.Invalid("edge", "edge from %q to START: START is only a beginning", from))
+			} else if !known(to) {
+				kind := "edge"
+				if _, ok := g.routers[from]; ok {
+					kind = "router target"
+				}
+				errs = append(errs, belay.Invalid("edge", "%s from %q to unknown node %q", kind, from, to))
+			}
+		}
+	}
+	for _, name := range g.order {
+		if !g.hasExit(name) {
+			errs = append(errs, belay.Invalid("edge", "node %q has no way out: add an edge from it (to END when the run ends there)", name))
+		}
+	}
+	reached := g.reach()
+	for _, name := range g.order {
+		if !reached[name] {
+			errs = append(errs, belay.Invalid("node", "node %q cannot be reached from START", name))
+		}
+	}
+	if g.hasExit(START) && !reached[END] {
+		errs = append(errs, belay.Invalid("edge", "END cannot be reached from START: the run could never complete"))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return &Compiled[S]{nodes: g.nodes, edges: g.edges, routers: g.routers, recursionLimit: o.recursionLimit}, nil
+}
+
+// sources lists every node with a way out, in a stable order.
+func (g *Graph[S]) sources() []string {
+	var out []string
+	for from := range g.edges {
+		out = append(out, from)
+	}
+	for from := range g.routers {
+		out = append(out, from)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (g *Graph[S]) targets(from string) []string {
+	if to, ok := g.edges[from]; ok {
+		return []string{to}
+	}
+	return g.routers[from].targets
+}
+
+// reach returns the nodes reachable from START.
+func (g *Graph[S]) reach() map[string]bool {
+	seen := map[string]bool{START: true}
+	queue := []string{START}
+	for len(queue) > 0 {
+		from := queue[0]
+		queue = queue[1:]
+		for _, to := range g.targets(from) {
+			if !seen[to] {
+				seen[to] = true
+				queue = append(queue, to)
+			}
+		}
+	}
+	return seen
+}
+
+// next returns the node that runs after from, given from's result.
+func (c *Compiled[S]) next(from string, state S) (string, error) {
+	if to, ok := c.edges[from]; ok {
+		return to, nil
+	}
+	cond := c.routers[from]
+	to := cond.route(state)
+	if !slices.Contains(cond.targets, to) {
+		return "", belay.Errorf(belay.CodeValidation, "the router after %q returned %q, which is not one of its targets %v", from, to, cond.targets).
+			With("node", from).With("target", to)
+	}
+	return to, nil
+}
+
+// first is the node an edge from START names.
+func (c *Compiled[S]) first(state S) (string, error) {
+	return c.next(START, state)
+}
+
+func (c *Compiled[S]) known(name string) bool {
+	return name == END || c.nodes[name] != nil
+}
+
+func nodeError(node string, step int, err error) error {
+	return fmt.Errorf("graph: node %q (step %d): %w", node, step, err)
+}

@@ -1,0 +1,236 @@
+package graph
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+
+	"github.com/belayhq/belay"
+)
+
+// Status is how a call to Run, Resume or Wait left the run.
+type Status string
+
+// Run statuses.
+const (
+	Completed   Status = "completed"
+	Interrupted Status = "interrupted"
+	Failed      Status = "failed"
+)
+
+// RunInput starts a run: a new session of ProjectPath titled Title, from State.
+type RunInput[S any] struct {
+	ProjectPath string
+	Title       string
+	State       S
+}
+
+// Result is where a run stands after Run, Resume or Wait.
+type Result[S any] struct {
+	// RunID is the run's session id: what Resume and Wait take.
+	RunID  string
+	Status Status
+	// State is the state at END, or the state the interrupted or failed node
+	// started from.
+	State S
+	// Steps counts the node executions that completed, resumes included.
+	Steps int
+	// Interrupt is the pending interrupt of an interrupted run.
+	Interrupt *Pending
+}
+
+// Pending is an interrupt that waits for its resume value.
+type Pending struct {
+	// ID is the id of the interrupt's HITL checkpoint, which a person decides.
+	ID   string
+	Node string
+	// Index is the position of the Interrupt call among the node's, from 0.
+	Index      int
+	Checkpoint *belay.Checkpoint
+}
+
+// point is what every checkpoint of a run records (metadata key "graph"):
+// the node that runs next, as step Step.
+type point struct {
+	Next      string          `json:"next"`
+	Step      int             `json:"step"`
+	Interrupt *interruptPoint `json:"interrupt,omitempty"`
+}
+
+type interruptPoint struct {
+	Node  string `json:"node"`
+	Index int    `json:"index"`
+	// Resumes are the values of the node's earlier interrupts.
+	Resumes []json.RawMessage `json:"resumes,omitempty"`
+}
+
+// run is one run in progress.
+type run[S any] struct {
+	svc     belay.Service
+	id      string
+	node    string
+	step    int
+	state   S
+	raw     json.RawMessage
+	resumes []json.RawMessage
+	// settle answers the interrupt being resumed, before the run records
+	// anything else; nil when there is nothing to answer.
+	settle func(context.Context) error
+}
+
+// Run starts a run: it creates a session, saves the input as checkpoint
+// "__start__" and runs the graph from START, saving an auto checkpoint after
+// every node (named after it, with the state and the step number). It returns
+// when the run completes at END (the session completed), pauses at an
+// Interrupt (status Interrupted, the session awaiting input) or fails. A node
+// that returns an error or panics, a router that returns an unknown target, a
+// state JSON cannot hold or a run longer than the recursion limit fails it:
+// an "error" checkpoint records the message (and a panic's stack), the
+// session fails and Run returns the error with a Failed result. An error of
+// the service itself is returned as is and the run goes no further.
+func (c *Compiled[S]) Run(ctx context.Context, svc belay.Service, in RunInput[S]) (*Result[S], error) {
+	raw, err := encodeState(in.State)
+	if err != nil {
+		return nil, err
+	}
+	var first string
+	if err := protect(START, func() (err error) { first, err = c.first(in.State); return err }); err != nil {
+		return nil, err
+	}
+	sess, err := svc.CreateSession(ctx, belay.CreateSessionInput{ProjectPath: in.ProjectPath, Title: in.Title})
+	if err != nil {
+		return nil, err
+	}
+	r := &run[S]{svc: svc, id: sess.ID, node: first, step: 1, state: in.State, raw: raw}
+	if _, err := r.save(ctx, belay.CreateCheckpointInput{Name: START, Type: belay.TypeAuto, Summary: "input",
+		AgentState: raw}, point{Next: first, Step: 1}); err != nil {
+		return nil, err
+	}
+	return c.loop(ctx, r)
+}
+
+// loop runs nodes until END, an interrupt or a failure.
+func (c *Compiled[S]) loop(ctx context.Context, r *run[S]) (*Result[S], error) {
+	for {
+		if r.node == END {
+			if err := r.settleFirst(ctx); err != nil {
+				return nil, err
+			}
+			if _, err := r.svc.EndSession(ctx, belay.EndSessionInput{SessionID: r.id, Status: belay.SessionCompleted}); err != nil {
+				return nil, err
+			}
+			return &Result[S]{RunID: r.id, Status: Completed, State: r.state, Steps: r.step - 1}, nil
+		}
+		if r.step > c.recursionLimit {
+			err := belay.Errorf(belay.CodeBudgetExceeded, "the run reached its recursion limit of %d steps without reaching END", c.recursionLimit).
+				With("recursionLimit", c.recursionLimit)
+			return r.fail(ctx, err)
+		}
+		nr := &nodeRun{node: r.node, resumes: r.resumes}
+		nodeCtx := context.WithValue(ctx, nodeRunKey{}, nr)
+		var out S
+		var next string
+		err := protect(r.node, func() (err error) {
+			if out, err = c.nodes[r.node](nodeCtx, r.state); err != nil {
+				return err
+			}
+			next, err = c.next(r.node, out)
+			return err
+		})
+		if nr.badResume != nil {
+			return nil, nr.badResume
+		}
+		if nr.pending != nil {
+			return r.interrupt(ctx, nr)
+		}
+		if err != nil {
+			return r.fail(ctx, err)
+		}
+		raw, err := encodeState(out)
+		if err != nil {
+			return r.fail(ctx, err)
+		}
+		if _, err := r.save(ctx, belay.CreateCheckpointInput{Name: r.node, Type: belay.TypeAuto, Step: r.step,
+			Summary: fmt.Sprintf("step %d: %s", r.step, r.node), AgentState: raw}, point{Next: next, Step: r.step + 1}); err != nil {
+			return nil, err
+		}
+		r.node, r.step, r.state, r.raw, r.resumes = next, r.step+1, out, raw, nil
+	}
+}
+
+// protect runs fn and turns a panic into an INTERNAL_ERROR that carries the
+// stack (details "stack").
+func protect(node string, fn func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = belay.Errorf(belay.CodeInternal, "node %q panicked: %v", node, v).
+				With("node", node).With("stack", string(debug.Stack()))
+		}
+	}()
+	return fn()
+}
+
+func (r *run[S]) settleFirst(ctx context.Context) error {
+	if r.settle == nil {
+		return nil
+	}
+	if err := r.settle(ctx); err != nil {
+		return err
+	}
+	r.settle = nil
+	return nil
+}
+
+// save records a checkpoint of the run at p.
+func (r *run[S]) save(ctx context.Context, in belay.CreateCheckpointInput, p point) (*belay.Checkpoint, error) {
+	if err := r.settleFirst(ctx); err != nil {
+		return nil, err
+	}
+	meta, err := json.Marshal(map[string]point{"graph": p})
+	if err != nil {
+		return nil, err
+	}
+	in.SessionID, in.Metadata = r.id, meta
+	return r.svc.CreateCheckpoint(ctx, in)
+}
+
+// interrupt pauses the run at nr's pending interrupt: a HITL checkpoint of
+// the state the node started from.
+func (r *run[S]) interrupt(ctx context.Context, nr *nodeRun) (*Result[S], error) {
+	summary := nr.pending.Title
+	if summary == "" {
+		summary = fmt.Sprintf("%s asks for a decision", r.node)
+	}
+	p := point{Next: r.node, Step: r.step, Interrupt: &interruptPoint{Node: r.node, Index: nr.index, Resumes: nr.resumes[:nr.index]}}
+	cp, err := r.save(ctx, belay.CreateCheckpointInput{Name: r.node, Type: belay.TypeHITL, Step: r.step,
+		Summary: belay.Clip(summary, belay.MaxSummary), AgentState: r.raw, HITL: nr.pending}, p)
+	if err != nil {
+		return nil, err
+	}
+	return &Result[S]{RunID: r.id, Status: Interrupted, State: r.state, Steps: r.step - 1,
+		Interrupt: &Pending{ID: cp.ID, Node: r.node, Index: nr.index, Checkpoint: cp}}, nil
+}
+
+// fail records err as an error checkpoint of the node that was to run and
+// fails the session.
+func (r *run[S]) fail(ctx context.Context, err error) (*Result[S], error) {
+	err = nodeError(r.node, r.step, err)
+	desc := err.Error()
+	if be := (*belay.Error)(nil); errors.As(err, &be) {
+		if stack, ok := be.Details["stack"].(string); ok {
+			desc += "\n\n" + stack
+		}
+	}
+	if _, serr := r.save(ctx, belay.CreateCheckpointInput{Name: r.node, Type: belay.TypeError, Step: r.step,
+		Summary: belay.Clip(err.Error(), belay.MaxSummary), Description: belay.Clip(desc, belay.MaxDescription),
+		AgentState: r.raw}, point{Next: r.node, Step: r.step}); serr != nil {
+		return nil, serr
+	}
+	if _, serr := r.svc.EndSession(ctx, belay.EndSessionInput{SessionID: r.id, Status: belay.SessionFailed,
+		Reason: belay.Clip(err.Error(), 200)}); serr != nil {
+		return nil, serr
+	}
+	return &Result[S]{RunID: r.id, Status: Failed, State: r.state, Steps: r.step - 1}, err
+}
