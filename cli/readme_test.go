@@ -52,8 +52,8 @@ const readmeDefaultURL = "http://127.0.0.1:7420"
 // running them: building or starting belay and running the tests. Each must
 // be in README, so the list cannot outlive what README says.
 var readmeSetup = []string{
-	"go run ./cmd/belay serve",                                 // the test starts the built binary instead
-	"go test ./...",                                            // this is a test already
+	"go run ./cmd/belay serve", // the test starts the built binary instead
+	"go test ./...",            // this is a test already
 	"go build -o belay ./cmd/belay && export PATH=$PWD:$PATH", // the built binary is on PATH
 }
 
