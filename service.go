@@ -323,8 +323,12 @@ type WorkspaceService interface {
 	// DiskUsage reports the space used per workspace and per session.
 	DiskUsage(ctx context.Context) (*DiskUsageReport, error)
 	// DeleteSession deletes a session with its checkpoints and rollbacks and
-	// drops its snapshots so their space can be reclaimed.
+	// reclaims the space only its snapshots used.
 	DeleteSession(ctx context.Context, id string) (*DeleteSessionResult, error)
+	// CollectGarbage reclaims the space no snapshot needs, in every
+	// workspace, and removes the snapshots of workspaces no session refers
+	// to (admins only).
+	CollectGarbage(ctx context.Context, in GCInput) (*GCReport, error)
 }
 
 // RestoreInput asks to roll a session back to a checkpoint (seed 000's restore).
@@ -475,7 +479,11 @@ type WorkspaceUsage struct {
 	ProjectPath string `json:"projectPath"`
 	Bytes       int64  `json:"bytes"`
 	Sessions    int    `json:"sessions"`
-	// Error says why Bytes is unknown (e.g. the directory is gone).
+	// Orphaned snapshots belong to a workspace no session refers to any
+	// more (ProjectPath is empty when even that is unknown); `belay gc`
+	// removes them. Only admins see them.
+	Orphaned bool `json:"orphaned,omitempty"`
+	// Error says why Bytes is unknown.
 	Error string `json:"error,omitempty"`
 }
 
@@ -496,6 +504,9 @@ type DiskUsageReport struct {
 	Sessions       []SessionUsage   `json:"sessions"`
 	WorkspaceBytes int64            `json:"workspaceBytes"`
 	StateBytes     int64            `json:"stateBytes"`
+	// DatabaseBytes is the size of the database's files, for admins of a
+	// store that can tell.
+	DatabaseBytes int64 `json:"databaseBytes,omitempty"`
 }
 
 // DeleteSessionResult reports a deleted session.
@@ -506,4 +517,37 @@ type DeleteSessionResult struct {
 	// dropped (Warning says why); they then keep using space.
 	SnapshotsPruned bool   `json:"snapshotsPruned"`
 	Warning         string `json:"warning,omitempty"`
+	// FreedBytes is the space given back on disk.
+	FreedBytes int64 `json:"freedBytes"`
+}
+
+// GCInput asks CollectGarbage to reclaim space, or with DryRun only to say
+// how much it would.
+type GCInput struct {
+	DryRun bool `json:"dryRun,omitempty"`
+}
+
+// GCWorkspace is what CollectGarbage did in one workspace's snapshots.
+type GCWorkspace struct {
+	// ProjectPath is empty for a snapshot directory left over from an
+	// interrupted creation or removal.
+	ProjectPath string `json:"projectPath"`
+	// Orphaned is set when no session refers to the workspace.
+	Orphaned bool `json:"orphaned"`
+	// Removed is set when all its snapshots went.
+	Removed bool `json:"removed"`
+	// DeletedSessions counts deleted sessions whose snapshots were still there.
+	DeletedSessions int   `json:"deletedSessions,omitempty"`
+	BytesBefore     int64 `json:"bytesBefore"`
+	// BytesFreed is exact, except in a dry run for a workspace that stays,
+	// where it is an estimate.
+	BytesFreed int64  `json:"bytesFreed"`
+	Error      string `json:"error,omitempty"`
+}
+
+// GCReport is the outcome of CollectGarbage.
+type GCReport struct {
+	Workspaces []GCWorkspace `json:"workspaces"`
+	FreedBytes int64         `json:"freedBytes"`
+	DryRun     bool          `json:"dryRun,omitempty"`
 }

@@ -204,6 +204,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.exportCommand(),
 		a.importCommand(),
 		a.duCommand(),
+		a.gcCommand(),
 		a.versionCommand(),
 	)
 	return root

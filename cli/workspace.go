@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"charm.land/huh/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/belayhq/belay"
@@ -456,8 +457,13 @@ when it differs from where the session was exported.`,
 func (a *app) duCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "du",
-		Short: "Show the space snapshots and checkpoints use",
-		Args:  args(cobra.NoArgs),
+		Short: "Show the space belay uses: snapshots per workspace, checkpoints per session",
+		Long: `Show the space belay uses: each workspace's snapshots (belay's own git
+repository for it), each session's checkpoints in the database, and the
+database itself. On the local database (you are its admin) it also lists
+snapshots no session refers to any more, marked orphaned: 'belay gc' removes
+them.`,
+		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, svc, err := a.open(cmd)
 			if err != nil {
@@ -470,27 +476,115 @@ func (a *app) duCommand() *cobra.Command {
 			if a.json {
 				return a.printJSON(rep)
 			}
-			tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "WORKSPACE\tSESSIONS\tSNAPSHOTS")
-			for _, w := range rep.Workspaces {
-				size := humanBytes(w.Bytes)
-				if w.Error != "" {
-					size = "? (" + clip(w.Error, 60) + ")"
-				}
-				fmt.Fprintf(tw, "%s\t%d\t%s\n", w.ProjectPath, w.Sessions, size)
-			}
-			tw.Flush()
-			fmt.Fprintln(a.env.Stdout)
-			tw = tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SESSION\tCHECKPOINTS\tSTATE\tSTATUS\tPROJECT")
-			for _, s := range rep.Sessions {
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", s.ID, s.Checkpoints, humanBytes(s.StateBytes), s.Status, dash(s.ProjectPath))
-			}
-			tw.Flush()
-			fmt.Fprintf(a.env.Stdout, "\nTotal: %s of snapshots, %s of checkpoint state.\n", humanBytes(rep.WorkspaceBytes), humanBytes(rep.StateBytes))
+			a.printUsage(rep)
 			return nil
 		},
 	}
+}
+
+func (a *app) printUsage(rep *belay.DiskUsageReport) {
+	w := a.env.Stdout
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKSPACE\tSESSIONS\tSNAPSHOTS")
+	orphans := 0
+	for _, u := range rep.Workspaces {
+		size := humanBytes(u.Bytes)
+		if u.Error != "" {
+			size = "? (" + clip(u.Error, 60) + ")"
+		}
+		name := u.ProjectPath
+		if u.Orphaned {
+			orphans++
+			name = dash(name) + " (orphaned)"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", name, u.Sessions, size)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SESSION\tCHECKPOINTS\tSTATE\tSTATUS\tPROJECT")
+	for _, u := range rep.Sessions {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", u.ID, u.Checkpoints, humanBytes(u.StateBytes), u.Status, dash(u.ProjectPath))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nTotal: %s of snapshots, %s of checkpoint state", humanBytes(rep.WorkspaceBytes), humanBytes(rep.StateBytes))
+	if rep.DatabaseBytes > 0 {
+		fmt.Fprintf(w, " in a database of %s", humanBytes(rep.DatabaseBytes))
+	}
+	fmt.Fprintln(w, ".")
+	if orphans > 0 {
+		fmt.Fprintf(w, "%d orphaned: no session refers to them; 'belay gc' removes them.\n", orphans)
+	}
+}
+
+func (a *app) gcCommand() *cobra.Command {
+	var in belay.GCInput
+	cmd := &cobra.Command{
+		Use:   "gc",
+		Short: "Reclaim the space snapshots no longer need",
+		Long: `Reclaim disk space: in every workspace's snapshot repository, drop what no
+checkpoint needs (the snapshots of deleted sessions, objects of failed saves
+and diffs), and remove the snapshot repositories of workspaces no session
+refers to (listed as orphaned by 'belay du'). Admins only.
+
+--dry-run says what would go and changes nothing; for a workspace that stays,
+the space it would free is an estimate.`,
+		Example: `  belay gc --dry-run
+  belay gc`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, svc, err := a.open(cmd)
+			if err != nil {
+				return err
+			}
+			rep, err := svc.CollectGarbage(ctx, in)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(rep)
+			}
+			a.printGC(rep)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&in.DryRun, "dry-run", false, "say what would be freed and change nothing")
+	return cmd
+}
+
+func (a *app) printGC(rep *belay.GCReport) {
+	w := a.env.Stdout
+	verb, removeVerb := "freed", "removed"
+	if rep.DryRun {
+		verb, removeVerb = "would free", "would remove"
+	}
+	for _, g := range rep.Workspaces {
+		name := g.ProjectPath
+		if name == "" {
+			name = "(unknown workspace)"
+		}
+		switch {
+		case g.Error != "":
+			fmt.Fprintf(w, "  %s: %s\n", name, g.Error)
+		case g.Removed:
+			why := "no snapshot left"
+			if g.Orphaned {
+				why = "no session refers to it"
+			}
+			fmt.Fprintf(w, "  %s: %s all snapshots (%s), %s %s\n", name, removeVerb, why, verb, humanBytes(g.BytesFreed))
+		case g.BytesFreed > 0 || g.DeletedSessions > 0:
+			extra := ""
+			if g.DeletedSessions > 0 {
+				extra = fmt.Sprintf(" (snapshots of %d deleted sessions)", g.DeletedSessions)
+			}
+			fmt.Fprintf(w, "  %s: %s %s%s\n", name, verb, humanBytes(g.BytesFreed), extra)
+		}
+	}
+	if rep.DryRun {
+		fmt.Fprintf(w, "Would free about %s (dry run: nothing changed).\n", humanBytes(rep.FreedBytes))
+		return
+	}
+	fmt.Fprintf(w, "Freed %s in %d workspaces.\n", humanBytes(rep.FreedBytes), len(rep.Workspaces))
 }
 
 func humanBytes(n int64) string {
@@ -508,14 +602,30 @@ func humanBytes(n int64) string {
 
 // withSessionDelete adds `sessions delete` to the sessions command.
 func (a *app) withSessionDelete(sessions *cobra.Command) *cobra.Command {
-	sessions.AddCommand(&cobra.Command{
+	var yes bool
+	del := &cobra.Command{
 		Use:   "delete ID",
 		Short: "Delete a session with its checkpoints, rollbacks and snapshots",
-		Args:  args(cobra.ExactArgs(1)),
+		Long: `Delete a session with its checkpoints and rollback history, and give back the
+space only its snapshots used (all of the workspace's snapshot repository when
+no other session has snapshots there). It cannot be undone: on a terminal it
+asks first; scripts pass --yes.`,
+		Example: `  belay sessions delete 01a1f2c3-… --yes`,
+		Args:    args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err
+			}
+			if !yes {
+				sess, err := svc.GetSession(ctx, argv[0])
+				if err != nil {
+					return err
+				}
+				if err := a.confirm(fmt.Sprintf("Delete session %s (%s) with its %d checkpoints and their snapshots?",
+					sess.ID, dash(sess.ProjectPath), sess.CheckpointCount)); err != nil {
+					return err
+				}
 			}
 			res, err := svc.DeleteSession(ctx, argv[0])
 			if err != nil {
@@ -524,12 +634,35 @@ func (a *app) withSessionDelete(sessions *cobra.Command) *cobra.Command {
 			if a.json {
 				return a.printJSON(res)
 			}
-			fmt.Fprintf(a.env.Stdout, "Deleted session %s and its %d checkpoints.\n", res.SessionID, res.Checkpoints)
+			fmt.Fprintf(a.env.Stdout, "Deleted session %s and its %d checkpoints; freed %s.\n", res.SessionID, res.Checkpoints, humanBytes(res.FreedBytes))
 			if res.Warning != "" {
 				fmt.Fprintf(a.env.Stderr, "belay: warning: %s\n", res.Warning)
 			}
 			return nil
 		},
-	})
+	}
+	del.Flags().BoolVarP(&yes, "yes", "y", false, "delete without asking")
+	sessions.AddCommand(del)
 	return sessions
+}
+
+// errDeclined ends a command the user said no to, with exit code 1 and no
+// further message.
+var errDeclined = exitCode(ExitError)
+
+// confirm asks a yes/no question on the terminal; without one it refuses
+// with a usage error naming --yes.
+func (a *app) confirm(question string) error {
+	if !isTerminal(a.env.Stdin) {
+		return usagef("this cannot be undone and there is no terminal to ask on: pass --yes to go ahead")
+	}
+	var ok bool
+	if err := a.form(huh.NewGroup(huh.NewConfirm().Title(question).Affirmative("Delete").Negative("Keep").Value(&ok))).Run(); err != nil {
+		return promptError(err)
+	}
+	if !ok {
+		fmt.Fprintln(a.env.Stderr, "Nothing deleted.")
+		return errDeclined
+	}
+	return nil
 }

@@ -375,7 +375,7 @@ func (s *Service) ImportSession(ctx context.Context, in belay.ImportInput, r io.
 	if err != nil {
 		if arc.bundle != "" {
 			if _, gerr := s.store.GetSession(ctx, sess.ID); belay.IsCode(gerr, belay.CodeSessionNotFound) {
-				if derr := s.ws.DeleteRefs(context.WithoutCancel(ctx), sess.ProjectPath, sessionRefs(sess.ID)); derr != nil {
+				if _, derr := s.ws.DeleteRefs(context.WithoutCancel(ctx), sess.ProjectPath, sessionRefs(sess.ID)); derr != nil {
 					s.log.Error("drop snapshots of a failed import", "sessionId", sess.ID, "error", derr)
 				}
 			}

@@ -454,7 +454,10 @@ func sessionCheckpoints(ctx context.Context, r store.Reader, sessionID string) (
 }
 
 // DiskUsage reports the space each workspace's snapshots use and, per
-// session, its checkpoints and the bytes of their state in the database.
+// session, its checkpoints and the bytes of their state in the database. An
+// admin also sees the snapshots no session refers to any more (orphaned,
+// which `belay gc` removes) and the database's own size, so the report adds
+// up to everything belay keeps.
 func (s *Service) DiskUsage(ctx context.Context) (*belay.DiskUsageReport, error) {
 	c, err := authorize(ctx, belay.ScopeRead)
 	if err != nil {
@@ -488,28 +491,88 @@ func (s *Service) DiskUsage(ctx context.Context) (*belay.DiskUsageReport, error)
 	if err != nil {
 		return nil, err
 	}
+	if s.ws == nil {
+		for i := range rep.Workspaces {
+			rep.Workspaces[i].Error = errNoWorkspaces.Message
+		}
+	} else if err := s.shadowUsage(ctx, c, rep); err != nil {
+		return nil, err
+	}
+	if sz, ok := s.store.(store.Sizer); ok && c.Admin {
+		if rep.DatabaseBytes, err = sz.Size(ctx); err != nil {
+			return nil, err
+		}
+	}
+	slices.SortFunc(rep.Workspaces, func(a, b belay.WorkspaceUsage) int {
+		return cmp.Or(cmp.Compare(btoi(a.Orphaned), btoi(b.Orphaned)), strings.Compare(a.ProjectPath, b.ProjectPath))
+	})
+	return rep, nil
+}
+
+// shadowUsage fills in the bytes of rep's workspaces from the shadow
+// directories and, for an admin, adds those no session refers to.
+func (s *Service) shadowUsage(ctx context.Context, c caller, rep *belay.DiskUsageReport) error {
+	shadows, err := s.ws.Shadows(ctx)
+	if err != nil {
+		return err
+	}
+	byRoot := map[string]workspace.ShadowInfo{}
+	for _, sh := range shadows {
+		byRoot[sh.Root] = sh
+	}
+	seen := map[string]bool{}
 	for i := range rep.Workspaces {
 		w := &rep.Workspaces[i]
-		if s.ws == nil {
-			w.Error = errNoWorkspaces.Message
-			continue
+		root := s.ws.Canonical(w.ProjectPath)
+		if seen[root] {
+			continue // the same directory under another name
 		}
-		n, err := s.ws.DiskUsage(ctx, w.ProjectPath)
-		if err != nil {
-			w.Error = workspaceError(err).Error()
-			continue
-		}
-		w.Bytes = n
-		rep.WorkspaceBytes += n
+		seen[root] = true
+		w.Bytes = byRoot[root].Bytes
+		rep.WorkspaceBytes += w.Bytes
 	}
-	slices.SortFunc(rep.Workspaces, func(a, b belay.WorkspaceUsage) int { return strings.Compare(a.ProjectPath, b.ProjectPath) })
-	return rep, nil
+	if !c.Admin {
+		return nil
+	}
+	// The sessions of other users' workspaces are not orphans.
+	used, err := s.workspaceRoots(ctx)
+	if err != nil {
+		return err
+	}
+	for _, sh := range shadows {
+		if seen[sh.Root] || (sh.Root != "" && used[sh.Root]) {
+			continue
+		}
+		rep.Workspaces = append(rep.Workspaces, belay.WorkspaceUsage{ProjectPath: sh.Root, Bytes: sh.Bytes, Orphaned: true})
+		rep.WorkspaceBytes += sh.Bytes
+	}
+	return nil
+}
+
+// workspaceRoots returns the canonical roots of every session's workspace.
+func (s *Service) workspaceRoots(ctx context.Context) (map[string]bool, error) {
+	roots := map[string]bool{}
+	err := forEachSession(ctx, s.store, store.Everything, func(sess *belay.Session) error {
+		if sess.ProjectPath != "" {
+			roots[s.ws.Canonical(sess.ProjectPath)] = true
+		}
+		return nil
+	})
+	return roots, err
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // DeleteSession deletes a session with its checkpoints and rollbacks (the
 // session owner or an admin may), then deletes its snapshot refs and reclaims
-// the space they held. A failure to prune is reported, not returned: the
-// session is gone either way.
+// what only they used (the whole shadow directory when no other session of
+// the workspace has snapshots). A failure to reclaim is reported, not
+// returned: the session is gone either way, and `belay gc` retries.
 func (s *Service) DeleteSession(ctx context.Context, id string) (*belay.DeleteSessionResult, error) {
 	c, err := authorize(ctx, belay.ScopeWrite)
 	if err != nil {
@@ -541,13 +604,16 @@ func (s *Service) DeleteSession(ctx context.Context, id string) (*belay.DeleteSe
 	if sess.ProjectPath == "" || s.ws == nil {
 		return res, nil
 	}
-	if err := s.ws.DeleteRefs(ctx, sess.ProjectPath, sessionRefs(id)); err != nil {
-		var we *workspace.Error
-		if errors.As(err, &we) && we.Code == workspace.NotFound {
-			return res, nil // never snapshotted
-		}
+	rec, err := s.ws.DeleteRefs(ctx, sess.ProjectPath, sessionRefs(id))
+	var we *workspace.Error
+	switch {
+	case errors.As(err, &we) && we.Code == workspace.NotFound:
+		// never snapshotted
+	case err != nil:
 		res.SnapshotsPruned = false
-		res.Warning = "the session's snapshots could not be dropped: " + err.Error()
+		res.Warning = "the session's snapshots could not be dropped (`belay gc` tries again): " + err.Error()
+	default:
+		res.FreedBytes = max(rec.Before-rec.After, 0)
 	}
 	return res, nil
 }

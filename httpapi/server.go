@@ -106,6 +106,7 @@ func (s *Server) routes() {
 	s.stream("GET /v1/validate", s.validate)
 	s.stream("POST /v1/validate", s.validate)
 	s.stream("GET /v1/usage", s.diskUsage)
+	s.stream("POST /v1/gc", s.collectGarbage)
 	s.stream("GET /v1/events", s.sse)
 	s.stream("GET /v1/ws", s.websocket)
 	s.api("GET /v1/checkpoints/resolve", s.resolveCheckpoint)

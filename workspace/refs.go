@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -131,27 +130,32 @@ func (m *Manager) refs(ctx context.Context, s *shadow, prefix string) (map[strin
 	return refs, nil
 }
 
-// DeleteRefs deletes the shadow repository's refs below prefix and then
-// reclaims space: `git repack -a -d` (without -l, so objects still needed
-// that were borrowed from the user's repository are copied in, which makes
-// the shadow repository self-contained and lets it drop the borrowing) and
-// `git prune`. It takes the workspace lock.
-func (m *Manager) DeleteRefs(ctx context.Context, root, prefix string) error {
+// DeleteRefs deletes the shadow repository's refs below prefix and reclaims
+// what only they used, as Collect does: when no snapshot is left, the whole
+// shadow directory goes; otherwise the private index lets go of the deleted
+// snapshots' files, the repository is repacked (copying in objects borrowed
+// from the user's repository, so the borrowing ends) and pruned. The
+// workspace itself may be gone. It takes the workspace lock.
+func (m *Manager) DeleteRefs(ctx context.Context, root, prefix string) (*Reclaimed, error) {
 	if !strings.HasPrefix(prefix, "refs/") {
-		return fmt.Errorf("delete refs: prefix %q must start with refs/", prefix)
+		return nil, fmt.Errorf("delete refs: prefix %q must start with refs/", prefix)
 	}
-	s, err := m.existing(root)
+	s, err := m.locate(root)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	unlock, err := m.lock(ctx, s)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer unlock()
+	before, err := dirBytes(ctx, s.dir)
+	if err != nil {
+		return nil, err
+	}
 	refs, err := m.refs(ctx, s, prefix)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var cmds bytes.Buffer
 	for ref := range refs {
@@ -159,20 +163,15 @@ func (m *Manager) DeleteRefs(ctx context.Context, root, prefix string) error {
 	}
 	if cmds.Len() > 0 {
 		if _, err := m.run(ctx, s, runOpts{stdin: cmds.Bytes()}, "update-ref", "-z", "--stdin"); err != nil {
-			return fmt.Errorf("delete refs of %s: %w", s.root, err)
+			return nil, fmt.Errorf("delete refs of %s: %w", s.root, err)
 		}
 	}
-	// repack packs everything reachable from refs and the private index.
-	if _, err := m.run(ctx, s, runOpts{}, "repack", "-a", "-d", "-q"); err != nil {
-		return fmt.Errorf("repack %s: %w", s.root, err)
+	rec, err := m.reclaim(ctx, s, false)
+	if err != nil {
+		return nil, err
 	}
-	if err := os.Remove(filepath.Join(s.repo, "objects", "info", "alternates")); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("repack %s: %w", s.root, err)
-	}
-	if _, err := m.run(ctx, s, runOpts{}, "prune", "--expire=now"); err != nil {
-		return fmt.Errorf("prune %s: %w", s.root, err)
-	}
-	return nil
+	rec.Before = before
+	return rec, nil
 }
 
 // WriteBundle writes the given refs of the shadow repository, with all the
@@ -270,27 +269,9 @@ func (m *Manager) DiskUsage(ctx context.Context, root string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	var total int64
-	err = filepath.WalkDir(s.dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil // removed while walking (e.g. a temporary file)
-			}
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if d.Type().IsRegular() {
-			fi, err := d.Info()
-			if err == nil {
-				total += fi.Size()
-			}
-		}
-		return nil
-	})
+	n, err := dirBytes(ctx, s.dir)
 	if err != nil {
 		return 0, fmt.Errorf("disk usage of %s: %w", s.root, err)
 	}
-	return total, nil
+	return n, nil
 }

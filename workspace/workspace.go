@@ -200,6 +200,9 @@ type shadow struct {
 	key   string
 	repo  string // dir/repo.git
 	index string // dir/index
+	// gone is set when the workspace no longer exists: only the shadow
+	// repository is left to maintain, git runs without a work tree.
+	gone bool
 }
 
 func (s *shadow) journalPath() string { return filepath.Join(s.dir, "restore.json") }
@@ -280,7 +283,7 @@ var shadowConfig = [][2]string{
 	{"core.logAllRefUpdates", "false"},
 	// Large files go in without delta search; they are rare and slow to diff.
 	{"core.bigFileThreshold", "16m"},
-	// We gc explicitly in DeleteRefs; auto gc would stall a snapshot.
+	// We gc explicitly (DeleteRefs, Collect); auto gc would stall a snapshot.
 	{"gc.auto", "0"},
 	{"maintenance.auto", "false"},
 	// ReadBundle checks every object it imports.
@@ -521,6 +524,9 @@ func (m *Manager) command(ctx context.Context, s *shadow, o runOpts, args ...str
 	cmd := exec.CommandContext(ctx, m.git, args...)
 	cmd.Env = m.env(s, o)
 	cmd.Dir = s.root
+	if s.gone {
+		cmd.Dir = s.dir
+	}
 	if o.workTree != "" {
 		cmd.Dir = o.workTree
 	}
@@ -565,7 +571,10 @@ func (m *Manager) env(s *shadow, o runOpts) []string {
 		if o.workTree != "" {
 			workTree = o.workTree
 		}
-		env = append(env, "GIT_DIR="+s.repo, "GIT_WORK_TREE="+workTree, "GIT_INDEX_FILE="+index)
+		env = append(env, "GIT_DIR="+s.repo, "GIT_INDEX_FILE="+index)
+		if !s.gone {
+			env = append(env, "GIT_WORK_TREE="+workTree)
+		}
 	}
 	return append(env, o.env...)
 }
