@@ -25,7 +25,7 @@ func (a *app) saveCommand() *cobra.Command {
 		Use:   "save -m SUMMARY",
 		Short: "Save a checkpoint in the current project's active session",
 		Long: `Save a checkpoint. Without --session it goes to the active session of the
-project (the working directory, or --project), created on demand.
+project (found from the working directory, or --project), created on demand.
 
 The project's files are snapshotted into belay's own git repository (never
 yours), so 'belay rollback' can bring them back; --no-snapshot skips that and
@@ -53,14 +53,14 @@ yours), so 'belay rollback' can bring them back; --no-snapshot skips that and
 			if in.Context, err = parsePairs(contextPairs); err != nil {
 				return err
 			}
-			if in.SessionID == "" && in.ProjectPath == "" {
-				if in.ProjectPath, err = a.cwd(); err != nil {
-					return err
-				}
-			}
 			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err
+			}
+			if in.SessionID == "" || a.projectFlag != "" {
+				if in.ProjectPath, err = a.project(ctx, svc); err != nil {
+					return err
+				}
 			}
 			cp, err := svc.CreateCheckpoint(ctx, in)
 			if err != nil {
@@ -86,7 +86,6 @@ yours), so 'belay rollback' can bring them back; --no-snapshot skips that and
 	f.StringVar(&outputsFile, "outputs-file", "", "outputs as a JSON file, or - for standard input")
 	f.StringVar(&metadataFile, "metadata-file", "", "metadata as a JSON object file, or - for standard input")
 	f.StringVar(&in.SessionID, "session", "", "session id (default: the project's active session)")
-	f.StringVar(&in.ProjectPath, "project", "", "project path (default: the working directory)")
 	f.StringVar(&in.Phase, "phase", "", "the session's phase after this checkpoint")
 	f.IntVar(&in.Step, "step", 0, "the session's step number after this checkpoint")
 	f.BoolVar(&noSnapshot, "no-snapshot", false, "do not snapshot the project's files")
@@ -138,8 +137,9 @@ func (a *app) checkpointsCommand() *cobra.Command {
 		Use:     "checkpoints",
 		Aliases: []string{"list", "ls"},
 		Short:   "List checkpoints, newest first",
-		Long: `List checkpoints. By default those of the working directory's active session
-(or, when it has none, of every session of the project). --all lists every project.
+		Long: `List checkpoints. By default those of the project's active session (or, when
+it has none, of every session of the project); with --project, of every session
+of that project. --all lists every project.
 --tree draws one session's timeline: a rollback starts a new branch.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -155,15 +155,17 @@ func (a *app) checkpointsCommand() *cobra.Command {
 				yes, no := true, false
 				in.HITLRequired, in.HITLDecided = &yes, &no
 			}
-			if !all && in.SessionID == "" && in.ProjectPath == "" {
-				wd, err := a.cwd()
+			if !all && in.SessionID == "" {
+				root, err := a.project(ctx, svc)
 				if err != nil {
 					return err
 				}
-				if sess, err := svc.ActiveSession(ctx, wd); err == nil {
+				if a.projectFlag != "" {
+					in.ProjectPath = root
+				} else if sess, err := svc.ActiveSession(ctx, root); err == nil {
 					in.SessionID = sess.ID
 				} else if belay.IsCode(err, belay.CodeSessionNotFound) {
-					in.ProjectPath = wd
+					in.ProjectPath = root
 				} else {
 					return err
 				}
@@ -187,7 +189,6 @@ func (a *app) checkpointsCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&in.SessionID, "session", "", "only this session")
-	f.StringVar(&in.ProjectPath, "project", "", "only sessions of this project path")
 	f.BoolVar(&all, "all", false, "every project")
 	f.StringVar(&typ, "type", "", "only this type")
 	f.StringArrayVar(&in.Tags, "tag", nil, "only checkpoints with this tag (repeatable: all must match)")
@@ -282,27 +283,26 @@ func hitlState(c *belay.Checkpoint) string {
 }
 
 // resolveCheckpoint finds the checkpoint a person names (a number, an id, a
-// unique id prefix or a name) in --session or the working directory's
-// current session.
+// unique id prefix or a name) in --session or the project's current session.
 func (a *app) resolveCheckpoint(ctx context.Context, svc belay.Service, ref, sessionID string) (*belay.Checkpoint, error) {
 	in := belay.CheckpointRef{Ref: ref, SessionID: sessionID}
 	if sessionID == "" {
-		wd, err := a.cwd()
+		root, err := a.project(ctx, svc)
 		if err != nil {
 			return nil, err
 		}
-		in.ProjectPath = wd
+		in.ProjectPath = root
 	}
 	return svc.ResolveCheckpoint(ctx, in)
 }
 
-// activeSession returns the working directory's active session, else its newest one.
+// activeSession returns the project's active session, else its newest one.
 func (a *app) activeSession(ctx context.Context, svc belay.Service) (*belay.Session, error) {
-	wd, err := a.cwd()
+	root, err := a.project(ctx, svc)
 	if err != nil {
 		return nil, err
 	}
-	return svc.CurrentSession(ctx, wd)
+	return svc.CurrentSession(ctx, root)
 }
 
 func (a *app) showCommand() *cobra.Command {

@@ -99,6 +99,9 @@ type app struct {
 	dataDir string
 	json    bool
 
+	// projectFlag is --project; projectRoot the project found, once.
+	projectFlag, projectRoot string
+
 	svc   belay.Service
 	local *Local
 	// roots are the directories where users other than admins may snapshot (serve).
@@ -169,6 +172,11 @@ Without BELAY_URL the commands open the local database in the data directory
 ($BELAY_DATA_DIR, else $XDG_DATA_HOME/belay, else ~/.local/share/belay).
 With BELAY_URL (and BELAY_TOKEN) they talk to a belay server.
 
+The project is the working directory's workspace, found as git finds a
+repository: the nearest directory from the working directory up that holds a
+.git or that a belay session already works on (else the working directory
+itself); --project names it instead.
+
 Exit codes: 0 success, 1 error, 2 wrong usage ('belay wait --help' lists its own).`
 
 func (a *app) rootCommand() *cobra.Command {
@@ -183,6 +191,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().StringVar(&a.dataDir, "data-dir", "", "data directory (default $BELAY_DATA_DIR, $XDG_DATA_HOME/belay or ~/.local/share/belay)")
 	root.PersistentFlags().BoolVar(&a.json, "json", false, "print JSON instead of text")
+	root.PersistentFlags().StringVar(&a.projectFlag, "project", "", "the project's directory (default: found from the working directory, as git does)")
 	root.AddCommand(
 		a.serveCommand(),
 		a.saveCommand(),
@@ -330,6 +339,44 @@ func (a *app) close() {
 	if a.local != nil {
 		a.local.Close()
 	}
+}
+
+// project returns the project the command works on: --project, else the
+// nearest directory from the working directory up that holds a .git or is
+// already a session's project path, else the working directory.
+func (a *app) project(ctx context.Context, svc belay.Service) (string, error) {
+	if a.projectRoot != "" {
+		return a.projectRoot, nil
+	}
+	if a.projectFlag != "" {
+		p, err := a.absPath(a.projectFlag)
+		if err != nil {
+			return "", err
+		}
+		a.projectRoot = p
+		return p, nil
+	}
+	wd, err := a.cwd()
+	if err != nil {
+		return "", err
+	}
+	a.projectRoot = wd
+	for dir := wd; ; {
+		known, err := svc.ListSessions(ctx, belay.ListSessionsInput{ProjectPath: dir, Limit: 1})
+		if err != nil {
+			return "", err
+		}
+		if _, gitErr := os.Lstat(filepath.Join(dir, ".git")); len(known.Items) > 0 || gitErr == nil {
+			a.projectRoot = dir
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	return a.projectRoot, nil
 }
 
 func (a *app) cwd() (string, error) {
