@@ -196,6 +196,10 @@ type CreateCheckpointInput struct {
 	// Paths, with Snapshot, lists the paths (relative to the workspace) the
 	// agent touched: only those are looked at. Empty means the whole workspace.
 	Paths []string `json:"paths,omitempty"`
+	// MaxFileSize, with Snapshot, is the size in bytes above which a file is
+	// left out of the snapshot (and listed as skipped), at most
+	// MaxFileSizeLimit; 0 means the default of 50 MiB.
+	MaxFileSize int64 `json:"maxFileSize,omitempty"`
 }
 
 // Orderings and directions of a checkpoint list.

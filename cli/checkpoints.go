@@ -90,7 +90,34 @@ yours), so 'belay rollback' can bring them back; --no-snapshot skips that and
 	f.IntVar(&in.Step, "step", 0, "the session's step number after this checkpoint")
 	f.BoolVar(&noSnapshot, "no-snapshot", false, "do not snapshot the project's files")
 	f.StringSliceVar(&in.Paths, "paths", nil, "snapshot only these paths, relative to the project (comma separated)")
+	f.Var((*byteSize)(&in.MaxFileSize), "max-file-size", "leave out files larger than this, e.g. 200MiB (default 50MiB, at most 1GiB)")
 	return cmd
+}
+
+// byteSize is a flag holding a number of bytes, written as 1024, 4KiB,
+// 50MiB or 1GiB (K, M, G and KB, MB, GB count in 1024s too).
+type byteSize int64
+
+func (b *byteSize) String() string {
+	if *b == 0 {
+		return ""
+	}
+	return strconv.FormatInt(int64(*b), 10)
+}
+
+func (b *byteSize) Type() string { return "size" }
+
+func (b *byteSize) Set(s string) error {
+	num := strings.TrimRight(s, "BbKkMmGgIi")
+	unit := strings.ToUpper(strings.TrimSuffix(strings.TrimSuffix(s[len(num):], "B"), "b"))
+	shift := map[string]uint{"": 0, "K": 10, "KI": 10, "M": 20, "MI": 20, "G": 30, "GI": 30}
+	n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+	sh, ok := shift[unit]
+	if err != nil || !ok || n < 0 || n > 1<<40 {
+		return fmt.Errorf("want a size such as 4096, 512KiB, 200MiB or 1GiB")
+	}
+	*b = byteSize(n << sh)
+	return nil
 }
 
 // readJSONFile reads a JSON document from a file, or standard input for "-".

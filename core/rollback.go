@@ -135,7 +135,7 @@ func (s *Service) restoreWorkspace(ctx context.Context, sess *belay.Session, tar
 		return nil, err
 	}
 	res := &belay.RestoreResult{Checkpoint: target, SafetyCheckpoint: s.safetyCheckpoint(ctx, cur, target, reason)}
-	if err := s.saveSnapshotLocked(ctx, ws, root, cur, res.SafetyCheckpoint, nil, false); err != nil {
+	if err := s.saveSnapshotLocked(ctx, ws, root, cur, res.SafetyCheckpoint, snapshotOpts{}, false); err != nil {
 		return nil, s.restoreFailed(ctx, err, target)
 	}
 	current := res.SafetyCheckpoint.WorkspaceRef

@@ -117,7 +117,7 @@ func (s *Service) createWithSnapshot(ctx context.Context, c caller, in belay.Cre
 	if err := checkOpen(sess); err != nil {
 		return err
 	}
-	return s.saveSnapshotLocked(ctx, ws, root, sess, cp, in.Paths, true)
+	return s.saveSnapshotLocked(ctx, ws, root, sess, cp, snapshotOpts{paths: in.Paths, maxFileSize: in.MaxFileSize}, true)
 }
 
 func checkOpen(sess *belay.Session) error {
@@ -131,8 +131,14 @@ func checkOpen(sess *belay.Session) error {
 // saveSnapshotLocked snapshots root for cp as the next checkpoint of sess (as
 // read under the workspace lock, which the caller holds) and inserts it. It
 // fails with CONFLICT when the session moved on since it was read.
+// snapshotOpts are the caller's choices for one snapshot.
+type snapshotOpts struct {
+	paths       []string
+	maxFileSize int64
+}
+
 func (s *Service) saveSnapshotLocked(ctx context.Context, ws *workspace.Manager, root string, sess *belay.Session,
-	cp *belay.Checkpoint, paths []string, requireOpen bool) error {
+	cp *belay.Checkpoint, opts snapshotOpts, requireOpen bool) error {
 	parent, err := s.snapshotParent(ctx, sess.HeadCheckpointID)
 	if err != nil {
 		return err
@@ -141,7 +147,7 @@ func (s *Service) saveSnapshotLocked(ctx context.Context, ws *workspace.Manager,
 	if cp.ProjectPath == "" {
 		cp.ProjectPath = sess.ProjectPath
 	}
-	if err := snapshotRecord(ctx, ws, root, parent, cp, paths); err != nil {
+	if err := snapshotRecord(ctx, ws, root, parent, cp, opts); err != nil {
 		return err
 	}
 	return s.update(ctx, func(tx store.Tx) error {
@@ -188,10 +194,11 @@ func (s *Service) snapshotParent(ctx context.Context, id string) (string, error)
 // the changed files and carries cp's record (built once the tree is known,
 // before the commit). It sets cp.WorkspaceRef, cp.Files and the
 // "skippedFiles" metadata.
-func snapshotRecord(ctx context.Context, ws *workspace.Manager, root, parent string, cp *belay.Checkpoint, paths []string) error {
+func snapshotRecord(ctx context.Context, ws *workspace.Manager, root, parent string, cp *belay.Checkpoint, opts snapshotOpts) error {
 	base := cp.Metadata
 	for {
-		req := workspace.SnapshotRequest{Root: root, Ref: checkpointRef(cp.SessionID, cp.Seq), Parent: parent, Paths: paths,
+		req := workspace.SnapshotRequest{Root: root, Ref: checkpointRef(cp.SessionID, cp.Seq), Parent: parent,
+			Paths: opts.paths, MaxFileSize: opts.maxFileSize,
 			MessageFunc: func(snap *workspace.Snapshot) (string, error) {
 				meta, err := withSkipped(base, snap.Skipped)
 				if err != nil {

@@ -252,7 +252,8 @@ type meta struct {
 
 // builtinExcludes are never snapshotted unless a .gitignore re-includes them:
 // they are written to the shadow repository's core.excludesFile, which git
-// ranks below .gitignore files and info/exclude (where .belayignore goes).
+// ranks below .gitignore files and info/exclude (where .belayignore and the
+// user's .git/info/exclude go).
 var builtinExcludes = []string{
 	".git",
 	"node_modules/",
@@ -391,12 +392,25 @@ func (m *Manager) requireShadow(s *shadow) error {
 	return m.checkMeta(s)
 }
 
-// syncBelayIgnore copies <root>/.belayignore into the shadow repository's
-// info/exclude, whose patterns git applies relative to the workspace root.
-func syncBelayIgnore(s *shadow) error {
-	want, err := os.ReadFile(filepath.Join(s.root, ".belayignore"))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("read .belayignore: %w", err)
+// syncExcludes writes the shadow repository's info/exclude, whose patterns
+// git applies relative to the workspace root: the user's own
+// .git/info/exclude (which git would not read, the shadow repository being
+// another repository) followed by <root>/.belayignore, so .belayignore can
+// re-include what the former excludes.
+func syncExcludes(s *shadow) error {
+	var want []byte
+	for _, name := range []string{userExcludeFile(s.root), filepath.Join(s.root, ".belayignore")} {
+		if name == "" {
+			continue
+		}
+		data, err := os.ReadFile(name)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("read %s: %w", name, err)
+		}
+		if len(data) > 0 && data[len(data)-1] != '\n' {
+			data = append(data, '\n')
+		}
+		want = append(want, data...)
 	}
 	path := filepath.Join(s.repo, "info", "exclude")
 	have, err := os.ReadFile(path)
@@ -404,6 +418,40 @@ func syncBelayIgnore(s *shadow) error {
 		return nil
 	}
 	return writeFileAtomic(path, want, 0o600)
+}
+
+// userExcludeFile returns the info/exclude file of the git repository whose
+// work tree root is, found without running git: <root>/.git/info/exclude,
+// or for a linked worktree (.git is a file naming its git dir) the main
+// repository's. "" when root holds no .git.
+func userExcludeFile(root string) string {
+	dotGit := filepath.Join(root, ".git")
+	fi, err := os.Lstat(dotGit)
+	if err != nil {
+		return ""
+	}
+	if fi.IsDir() {
+		return filepath.Join(dotGit, "info", "exclude")
+	}
+	data, err := os.ReadFile(dotGit)
+	if err != nil {
+		return ""
+	}
+	gitDir, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "gitdir: ")
+	if !ok {
+		return ""
+	}
+	if !filepath.IsAbs(gitDir) {
+		gitDir = filepath.Join(root, gitDir)
+	}
+	if common, err := os.ReadFile(filepath.Join(gitDir, "commondir")); err == nil {
+		c := strings.TrimSpace(string(common))
+		if !filepath.IsAbs(c) {
+			c = filepath.Join(gitDir, c)
+		}
+		gitDir = c
+	}
+	return filepath.Join(gitDir, "info", "exclude")
 }
 
 // writeFileAtomic replaces path with data via a temporary file and rename, so
