@@ -317,7 +317,8 @@ type WorkspaceService interface {
 	// with Repair, rebuilds damaged or missing ones from their commits.
 	Validate(ctx context.Context, in ValidateInput) (*ValidationReport, error)
 	// ExportSession writes a session, its rollback history and its snapshots
-	// to w as a gzipped tar archive that ImportSession reads.
+	// to w as a gzipped tar archive that ImportSession reads. Files named
+	// *ArchiveSuffix are never snapshotted.
 	ExportSession(ctx context.Context, sessionID string, w io.Writer) error
 	// ImportSession reads an archive written by ExportSession.
 	ImportSession(ctx context.Context, in ImportInput, r io.Reader) (*ImportResult, error)
@@ -334,6 +335,11 @@ type WorkspaceService interface {
 	// to (admins only).
 	CollectGarbage(ctx context.Context, in GCInput) (*GCReport, error)
 }
+
+// ArchiveSuffix ends the name of an export archive. Snapshots never hold a
+// file so named, so an archive written into a workspace is neither saved by
+// the next snapshot nor removed by a rollback.
+const ArchiveSuffix = ".belay.tar.gz"
 
 // RestoreInput asks to roll a session back to a checkpoint (seed 000's restore).
 type RestoreInput struct {

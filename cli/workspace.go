@@ -324,6 +324,11 @@ func (a *app) exportCommand() *cobra.Command {
 manifest.json, one cp-NN-<name>.json per checkpoint, rollback-history.json
 and a git bundle of its snapshots; 'belay import' reads it on another machine.
 
+The archive is <session id>.belay.tar.gz in the working directory, or, when
+that is inside the session's project, in the data directory's exports/
+folder. Files named *.belay.tar.gz are never snapshotted, so an archive in the
+project is neither saved nor removed by a rollback.
+
 With --git-branch, write the snapshots instead as branch belay/<session id>
 (or --branch) of the project's own git repository: one commit per checkpoint,
 on top of your HEAD, which stays where it is.`,
@@ -335,18 +340,17 @@ on top of your HEAD, which stays where it is.`,
 			if err != nil {
 				return err
 			}
-			sessionID := ""
+			var sess *belay.Session
 			if len(argv) == 1 {
-				sessionID = argv[0]
+				sess, err = svc.GetSession(ctx, argv[0])
 			} else {
-				sess, err := a.activeSession(ctx, svc)
-				if err != nil {
-					return err
-				}
-				sessionID = sess.ID
+				sess, err = a.activeSession(ctx, svc)
+			}
+			if err != nil {
+				return err
 			}
 			if gitBranch {
-				res, err := svc.ExportBranch(ctx, belay.ExportBranchInput{SessionID: sessionID, Branch: branch})
+				res, err := svc.ExportBranch(ctx, belay.ExportBranchInput{SessionID: sess.ID, Branch: branch})
 				if err != nil {
 					return err
 				}
@@ -359,35 +363,60 @@ on top of your HEAD, which stays where it is.`,
 			if branch != "" {
 				return usagef("--branch goes with --git-branch")
 			}
-			return a.exportArchive(ctx, svc, sessionID, output)
+			return a.exportArchive(ctx, svc, sess, output)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&output, "output", "o", "", "archive file, - for standard output (default belay-<session id>.tar.gz)")
+	f.StringVarP(&output, "output", "o", "", "archive file, - for standard output (default <session id>.belay.tar.gz, outside the project)")
 	f.BoolVar(&gitBranch, "git-branch", false, "write the snapshots as a branch of the project's git repository")
 	f.StringVar(&branch, "branch", "", "branch name for --git-branch (default belay/<session id>)")
 	return cmd
 }
 
 // exportArchive writes the archive to a temporary file renamed into place,
-// so a failed export leaves no partial file.
-func (a *app) exportArchive(ctx context.Context, svc belay.Service, sessionID, output string) error {
+// so a failed export leaves no partial file. By default it goes to the
+// working directory, unless that is inside the session's project, where the
+// next save would snapshot it and a rollback remove it: then to the data
+// directory's exports/ folder.
+func (a *app) exportArchive(ctx context.Context, svc belay.Service, sess *belay.Session, output string) error {
 	if output == "-" {
-		return svc.ExportSession(ctx, sessionID, a.env.Stdout)
+		return svc.ExportSession(ctx, sess.ID, a.env.Stdout)
 	}
-	if output == "" {
-		output = "belay-" + sessionID + ".tar.gz"
-	}
-	path, err := a.absPath(output)
+	wd, err := a.cwd()
 	if err != nil {
 		return err
+	}
+	inProject := sess.ProjectPath != "" && within(wd, sess.ProjectPath)
+	var path, note string
+	switch {
+	case output != "":
+		if path, err = a.absPath(output); err != nil {
+			return err
+		}
+		if sess.ProjectPath != "" && within(path, sess.ProjectPath) && !strings.HasSuffix(path, belay.ArchiveSuffix) {
+			fmt.Fprintf(a.env.Stderr, "belay: warning: %s is inside the project: the next save will snapshot it and a rollback may remove it; name it *%s to keep it out\n",
+				output, belay.ArchiveSuffix)
+		}
+	case inProject:
+		dir, err := a.resolveDataDir()
+		if err != nil {
+			return err
+		}
+		dir = filepath.Join(dir, "exports")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+		path = filepath.Join(dir, sess.ID+belay.ArchiveSuffix)
+		note = " (in belay's data directory: the working directory is inside the project; -o names another place)"
+	default:
+		path = filepath.Join(wd, sess.ID+belay.ArchiveSuffix)
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
 	defer os.Remove(f.Name())
-	err = svc.ExportSession(ctx, sessionID, f)
+	err = svc.ExportSession(ctx, sess.ID, f)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -398,10 +427,26 @@ func (a *app) exportArchive(ctx context.Context, svc belay.Service, sessionID, o
 		return fmt.Errorf("export: %w", err)
 	}
 	if a.json {
-		return a.printJSON(map[string]any{"sessionId": sessionID, "file": path})
+		return a.printJSON(map[string]any{"sessionId": sess.ID, "file": path})
 	}
-	fmt.Fprintf(a.env.Stdout, "Exported session %s to %s\n", sessionID, path)
+	fmt.Fprintf(a.env.Stdout, "Exported session %s to %s%s\n", sess.ID, path, note)
 	return nil
+}
+
+// within reports whether path is dir or lies below it, comparing the paths
+// with symlinks resolved where they exist.
+func within(path, dir string) bool {
+	resolve := func(p string) string {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		if r, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
+			return filepath.Join(r, filepath.Base(p))
+		}
+		return filepath.Clean(p)
+	}
+	rel, err := filepath.Rel(resolve(dir), resolve(path))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 func (a *app) importCommand() *cobra.Command {

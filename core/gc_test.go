@@ -9,6 +9,7 @@ import (
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/internal/testtree"
 	"github.com/belayhq/belay/store"
+	"github.com/belayhq/belay/workspace"
 )
 
 // TestDeleteSessionLeavesNothingBehind: deleting a workspace's only session
@@ -136,5 +137,11 @@ func TestCollectGarbageDropsSnapshotsADeleteLeft(t *testing.T) {
 	}
 	if refs, _ := e.ws.Refs(localCtx, e.project, "refs/belay/"+other.ID); len(refs) != 0 {
 		t.Errorf("refs of the deleted session: %v", refs)
+	}
+}
+
+func TestArchiveSuffixIsTheWorkspaceExclude(t *testing.T) {
+	if belay.ArchiveSuffix != workspace.ArchiveSuffix {
+		t.Errorf("belay.ArchiveSuffix %q, workspace excludes %q", belay.ArchiveSuffix, workspace.ArchiveSuffix)
 	}
 }

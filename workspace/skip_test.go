@@ -103,3 +103,23 @@ func TestMaxFileSizePerSnapshot(t *testing.T) {
 		t.Errorf("with the default cap: stored %q, skipped %+v", s2.Created, s2.Skipped)
 	}
 }
+
+// TestBelayArchivesAreNeverSnapshotted: belay's own export archives (and
+// their temporary files) stay out of snapshots, in shadow repositories made
+// before the rule too.
+func TestBelayArchivesAreNeverSnapshotted(t *testing.T) {
+	m := newManager(t)
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{"a.txt": "a\n"})
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	// A shadow repository from before: its built-in excludes lack the rule.
+	s, _ := m.workspaceFor(root)
+	if err := os.WriteFile(filepath.Join(s.dir, "exclude"), []byte(".git\nnode_modules/\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, root, map[string]string{"0190aaaa.belay.tar.gz": "archive", ".0190aaaa.belay.tar.gz.tmp123": "partial", "b.txt": "b\n"})
+	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
+	if !slices.Equal(s2.Created, []string{"b.txt"}) {
+		t.Errorf("stored %q, want [b.txt]", s2.Created)
+	}
+}

@@ -73,10 +73,11 @@ type Snapshot struct {
 //
 // What is stored: every file git would add with `git add -A` under the
 // workspace's .gitignore files, its repository's .git/info/exclude,
-// .belayignore (gitignore syntax, at the root) and the built-in excludes (.git, node_modules/, .venv/, __pycache__/,
-// target/, dist/, build/, .DS_Store, *.pyc, .belay/); symlinks as symlinks;
-// the working files of nested git repositories as ordinary files (never their
-// .git). Files are stored byte for byte: .gitattributes conversions are off.
+// .belayignore (gitignore syntax, at the root) and the built-in excludes
+// (.git, node_modules/, .venv/, __pycache__/, target/, dist/, build/,
+// .DS_Store, *.pyc, .belay/, belay's own *.belay.tar.gz archives); symlinks
+// as symlinks; the working files of nested git repositories as ordinary
+// files (never their .git). Files are stored byte for byte: .gitattributes conversions are off.
 // As in git, a file stays stored once stored, even if an ignore rule later
 // matches it, until it is deleted.
 //

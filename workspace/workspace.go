@@ -265,7 +265,15 @@ var builtinExcludes = []string{
 	".DS_Store",
 	"*.pyc",
 	".belay/",
+	// belay's own export archives, and their temporary files while written.
+	"*" + ArchiveSuffix,
+	"*" + ArchiveSuffix + ".tmp*",
 }
+
+// ArchiveSuffix ends the name of belay's export archives, which snapshots
+// never hold: an archive written into the workspace would otherwise be
+// snapshotted by the next save and deleted by a rollback.
+const ArchiveSuffix = ".belay.tar.gz"
 
 // attributes switches off every content conversion a workspace .gitattributes
 // could ask for (eol, filters, ident, encodings): snapshots must store and
@@ -296,20 +304,22 @@ var shadowConfig = [][2]string{
 // meta.json is written last, so a crash midway makes the next call set the
 // repository up again (git init and the settings are idempotent).
 func (m *Manager) open(ctx context.Context, s *shadow) error {
+	excludesFile := filepath.Join(s.dir, "exclude")
+	excludes := m.excludes(s)
 	if _, err := os.Stat(filepath.Join(s.dir, "meta.json")); err == nil {
-		return m.checkMeta(s)
+		if err := m.checkMeta(s); err != nil {
+			return err
+		}
+		// Built-in excludes added since the repository was made apply too.
+		if have, err := os.ReadFile(excludesFile); err != nil || !bytes.Equal(have, excludes) {
+			return writeFileAtomic(excludesFile, excludes, 0o600)
+		}
+		return nil
 	}
 	if _, err := m.run(ctx, s, runOpts{gitDir: s.repo}, "init", "--bare", "-q", "--template="); err != nil {
 		return fmt.Errorf("create shadow repository: %w", err)
 	}
-	excludes := strings.Join(builtinExcludes, "\n") + "\n"
-	if rel, err := filepath.Rel(s.root, m.dataDir); err == nil && within(m.dataDir, s.root) && rel != "." {
-		// The data dir lives inside the workspace under another name than
-		// .belay: never snapshot belay's own files.
-		excludes += "/" + filepath.ToSlash(rel) + "/\n"
-	}
-	excludesFile := filepath.Join(s.dir, "exclude")
-	if err := writeFileAtomic(excludesFile, []byte(excludes), 0o600); err != nil {
+	if err := writeFileAtomic(excludesFile, excludes, 0o600); err != nil {
 		return err
 	}
 	// Appended in one write rather than one `git config` per key (each is a
@@ -338,6 +348,17 @@ func (m *Manager) open(ctx context.Context, s *shadow) error {
 		return err
 	}
 	return writeFileAtomic(filepath.Join(s.dir, "meta.json"), data, 0o600)
+}
+
+// excludes is the content of the shadow repository's core.excludesFile.
+func (m *Manager) excludes(s *shadow) []byte {
+	excludes := strings.Join(builtinExcludes, "\n") + "\n"
+	if rel, err := filepath.Rel(s.root, m.dataDir); err == nil && within(m.dataDir, s.root) && rel != "." {
+		// The data dir lives inside the workspace under another name than
+		// .belay: never snapshot belay's own files.
+		excludes += "/" + filepath.ToSlash(rel) + "/\n"
+	}
+	return []byte(excludes)
 }
 
 // quoteConfig quotes a git config value.
