@@ -62,7 +62,9 @@ yours), so 'belay rollback' can bring them back; --no-snapshot skips that and
 					return err
 				}
 			}
-			cp, err := svc.CreateCheckpoint(ctx, in)
+			pctx, done := a.withProgress(ctx, "saving")
+			cp, err := svc.CreateCheckpoint(pctx, in)
+			done()
 			if err != nil {
 				return err
 			}

@@ -82,7 +82,9 @@ touched. New checkpoints descend from the checkpoint rolled back to.`,
 				return err
 			}
 			in.CheckpointID = cp.ID
-			res, err := svc.RestoreCheckpoint(ctx, in)
+			pctx, done := a.withProgress(ctx, "rolling back")
+			res, err := svc.RestoreCheckpoint(pctx, in)
+			done()
 			if err != nil {
 				return err
 			}
@@ -262,7 +264,9 @@ Exits 1 when problems remain.`,
 			if err != nil {
 				return err
 			}
-			rep, err := svc.Validate(ctx, in)
+			pctx, done := a.withProgress(ctx, "validating")
+			rep, err := svc.Validate(pctx, in)
+			done()
 			if err != nil {
 				return err
 			}
@@ -416,7 +420,9 @@ func (a *app) exportArchive(ctx context.Context, svc belay.Service, sess *belay.
 		return fmt.Errorf("export: %w", err)
 	}
 	defer os.Remove(f.Name())
-	err = svc.ExportSession(ctx, sess.ID, f)
+	pctx, done := a.withProgress(ctx, "exporting")
+	err = svc.ExportSession(pctx, sess.ID, f)
+	done()
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -483,7 +489,9 @@ when it differs from where the session was exported.`,
 				defer f.Close()
 				r = f
 			}
-			res, err := svc.ImportSession(ctx, in, r)
+			pctx, done := a.withProgress(ctx, "importing")
+			res, err := svc.ImportSession(pctx, in, r)
+			done()
 			if err != nil {
 				return err
 			}

@@ -139,6 +139,7 @@ func (s *Service) restoreWorkspace(ctx context.Context, sess *belay.Session, tar
 		return nil, s.restoreFailed(ctx, err, target)
 	}
 	current := res.SafetyCheckpoint.WorkspaceRef
+	belay.ReportProgress(ctx, belay.Progress{Phase: "restoring files"})
 	moved, err := ws.RestoreLocked(ctx, root, current, target.WorkspaceRef, false)
 	if err != nil {
 		return nil, s.restoreFailed(ctx, err, target)

@@ -198,7 +198,7 @@ func snapshotRecord(ctx context.Context, ws *workspace.Manager, root, parent str
 	base := cp.Metadata
 	for {
 		req := workspace.SnapshotRequest{Root: root, Ref: checkpointRef(cp.SessionID, cp.Seq), Parent: parent,
-			Paths: opts.paths, MaxFileSize: opts.maxFileSize,
+			Paths: opts.paths, MaxFileSize: opts.maxFileSize, Progress: snapshotProgress(ctx),
 			MessageFunc: func(snap *workspace.Snapshot) (string, error) {
 				meta, err := withSkipped(base, snap.Skipped)
 				if err != nil {
@@ -219,6 +219,22 @@ func snapshotRecord(ctx context.Context, ws *workspace.Manager, root, parent str
 		}
 		cp.WorkspaceRef, cp.Files = snap.Commit, snapshotChanges(snap)
 		return nil
+	}
+}
+
+// snapshotProgress passes a snapshot's progress on to the caller's progress
+// function (belay.WithProgress), if any.
+func snapshotProgress(ctx context.Context) func(workspace.Progress) {
+	fn := belay.ProgressFunc(ctx)
+	if fn == nil {
+		return nil
+	}
+	return func(p workspace.Progress) {
+		phase := "snapshot: hashing files"
+		if p.Phase == "scanning" {
+			phase = "snapshot: looking for changed files"
+		}
+		fn(belay.Progress{Phase: phase, Done: p.Files, Total: p.TotalFiles, Bytes: p.Bytes, TotalBytes: p.TotalBytes})
 	}
 }
 

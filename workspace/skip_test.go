@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -121,5 +122,39 @@ func TestBelayArchivesAreNeverSnapshotted(t *testing.T) {
 	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
 	if !slices.Equal(s2.Created, []string{"b.txt"}) {
 		t.Errorf("stored %q, want [b.txt]", s2.Created)
+	}
+}
+
+// TestSnapshotProgress: a snapshot reports the files it hashes and their
+// bytes as it goes.
+func TestSnapshotProgress(t *testing.T) {
+	m := newManager(t)
+	root := t.TempDir()
+	files := map[string]string{}
+	var total int64
+	for i := range 1000 {
+		content := strings.Repeat("x", i)
+		files[filepath.Join("d", string(rune('a'+i%26)), fmt.Sprintf("f%04d.txt", i))] = content
+		total += int64(len(content))
+	}
+	writeFiles(t, root, files)
+	var seen []Progress
+	_, err := m.Snapshot(context.Background(), SnapshotRequest{Root: root, Ref: "refs/belay/s/1", Message: "one\n",
+		Progress: func(p Progress) { seen = append(seen, p) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Scanning, hashing from 0, then after each batch of 200 files.
+	if len(seen) != 7 || seen[0].Phase != "scanning" || seen[3].Files != 400 || seen[3].TotalFiles != 1000 {
+		t.Fatalf("progress reports: %+v", seen)
+	}
+	last := seen[len(seen)-1]
+	if last.Phase != "hashing" || last.Files != 1000 || last.TotalFiles != 1000 || last.Bytes != total || last.TotalBytes != total {
+		t.Errorf("last progress = %+v, want 1000 files and %d bytes", last, total)
+	}
+	for i := 1; i < len(seen); i++ {
+		if seen[i].Files < seen[i-1].Files || seen[i].Bytes < seen[i-1].Bytes {
+			t.Fatalf("progress went back: %+v then %+v", seen[i-1], seen[i])
+		}
 	}
 }

@@ -43,6 +43,18 @@ type SnapshotRequest struct {
 	// MaxFileSize, when positive, replaces Options.MaxFileSize for this
 	// snapshot.
 	MaxFileSize int64
+	// Progress, when set, is told how the snapshot is getting on, from the
+	// calling goroutine; it must return quickly.
+	Progress func(Progress)
+}
+
+// Progress is how far a snapshot has got: the files it hashes and stores,
+// and their bytes, out of how many. Phase is "scanning" (looking for
+// changed files, totals unknown) or "hashing".
+type Progress struct {
+	Phase             string
+	Files, TotalFiles int64
+	Bytes, TotalBytes int64
 }
 
 // Skipped is a file left out of a snapshot.
@@ -135,7 +147,7 @@ func (m *Manager) snapshot(ctx context.Context, s *shadow, req SnapshotRequest) 
 	if req.MaxFileSize > 0 {
 		maxSize = req.MaxFileSize
 	}
-	tree, skipped, err := m.buildTree(ctx, s, s.index, treeOpts{paths: req.Paths, maxFileSize: maxSize, specials: true})
+	tree, skipped, err := m.buildTree(ctx, s, s.index, treeOpts{paths: req.Paths, maxFileSize: maxSize, specials: true, progress: req.Progress})
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
 	}
@@ -227,6 +239,7 @@ type treeOpts struct {
 	// tree on a full scan, to report them as skipped: git's own listing
 	// passes over them without a word. A snapshot does; a diff need not.
 	specials bool
+	progress func(Progress)
 }
 
 // buildTree brings the index at indexPath up to date with the work tree and
@@ -236,6 +249,11 @@ func (m *Manager) buildTree(ctx context.Context, s *shadow, indexPath string, op
 		return "", nil, err
 	}
 	paths := opts.paths
+	report := func(Progress) {}
+	if opts.progress != nil {
+		report = opts.progress
+	}
+	report(Progress{Phase: "scanning"})
 	// Paths are relative to what the index holds; a new index holds nothing
 	// or the user's index, so the first snapshot always scans everything.
 	full := len(paths) == 0
@@ -272,7 +290,7 @@ func (m *Manager) buildTree(ctx context.Context, s *shadow, indexPath string, op
 		}
 		candidates = splitNUL(out)
 	}
-	add, remove, skipped, err := m.classify(ctx, s, candidates, opts.maxFileSize)
+	add, sizes, remove, skipped, err := m.classify(ctx, s, candidates, opts.maxFileSize)
 	if err != nil {
 		return "", nil, err
 	}
@@ -290,8 +308,24 @@ func (m *Manager) buildTree(ctx context.Context, s *shadow, indexPath string, op
 		}
 	}
 	if len(add) > 0 {
-		if _, err := m.run(ctx, s, runOpts{index: indexPath, stdin: joinNUL(add)}, "update-index", "--add", "--replace", "-z", "--stdin"); err != nil {
-			return "", nil, fmt.Errorf("record changed files: %w", err)
+		p := Progress{Phase: "hashing", TotalFiles: int64(len(add))}
+		for _, n := range sizes {
+			p.TotalBytes += n
+		}
+		report(p)
+		batches := [][]string{add}
+		if opts.progress != nil {
+			batches = progressBatches(add, sizes)
+		}
+		for _, batch := range batches {
+			if _, err := m.run(ctx, s, runOpts{index: indexPath, stdin: joinNUL(batch)}, "update-index", "--add", "--replace", "-z", "--stdin"); err != nil {
+				return "", nil, fmt.Errorf("record changed files: %w", err)
+			}
+			for range batch {
+				p.Bytes += sizes[p.Files]
+				p.Files++
+			}
+			report(p)
 		}
 	}
 	out, err := m.run(ctx, s, o, "write-tree")
@@ -438,7 +472,7 @@ func beyondSymlink(root, rel string, dirs map[string]bool) bool {
 // classify decides, for each candidate path, whether update-index should add
 // it, drop it from the index, or skip it. Entries ending in "/" are nested
 // git repositories: their files are listed and classified instead.
-func (m *Manager) classify(ctx context.Context, s *shadow, candidates []string, maxFileSize int64) (add, remove []string, skipped []Skipped, err error) {
+func (m *Manager) classify(ctx context.Context, s *shadow, candidates []string, maxFileSize int64) (add []string, sizes []int64, remove []string, skipped []Skipped, err error) {
 	seen := make(map[string]bool, len(candidates))
 	dirs := make(map[string]bool)
 	queue := candidates
@@ -452,7 +486,7 @@ func (m *Manager) classify(ctx context.Context, s *shadow, candidates []string, 
 		if strings.HasSuffix(rel, "/") {
 			files, err := m.nestedRepoFiles(ctx, s, rel)
 			if err != nil {
-				return nil, nil, nil, err
+				return nil, nil, nil, nil, err
 			}
 			queue = append(queue, files...)
 			continue
@@ -469,7 +503,7 @@ func (m *Manager) classify(ctx context.Context, s *shadow, candidates []string, 
 		case err != nil:
 			skipped = append(skipped, Skipped{Path: rel, Reason: err.Error()})
 		case fi.Mode()&fs.ModeSymlink != 0:
-			add = append(add, rel)
+			add, sizes = append(add, rel), append(sizes, fi.Size())
 		case fi.IsDir():
 			// A tracked file became a directory; its files are listed as new.
 			remove = append(remove, rel)
@@ -485,10 +519,35 @@ func (m *Manager) classify(ctx context.Context, s *shadow, candidates []string, 
 				continue
 			}
 			f.Close()
-			add = append(add, rel)
+			add, sizes = append(add, rel), append(sizes, fi.Size())
 		}
 	}
-	return add, remove, skipped, nil
+	return add, sizes, remove, skipped, nil
+}
+
+// progressBatches splits the files to hash into about twenty batches, so
+// that progress can be told between them (git tells nothing while it hashes),
+// each of at least 200 files or 16 MiB. A set too small to take long stays
+// one batch.
+func progressBatches(add []string, sizes []int64) [][]string {
+	var total int64
+	for _, n := range sizes {
+		total += n
+	}
+	maxFiles, maxBytes := max(len(add)/20, 200), max(total/20, 16<<20)
+	var batches [][]string
+	start, bytes := 0, int64(0)
+	for i := range add {
+		bytes += sizes[i]
+		if i+1-start >= maxFiles || bytes >= maxBytes {
+			batches = append(batches, add[start:i+1])
+			start, bytes = i+1, 0
+		}
+	}
+	if start < len(add) {
+		batches = append(batches, add[start:])
+	}
+	return batches
 }
 
 // specialModes are the file types a snapshot cannot store.

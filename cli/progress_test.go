@@ -1,0 +1,126 @@
+//go:build linux
+
+package cli_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/belayhq/belay/cli"
+	"github.com/belayhq/belay/cmd/belay/wire"
+	"github.com/belayhq/belay/internal/testtree"
+)
+
+// openPTY returns a pseudo-terminal: what the program writes to tty, the
+// test reads from the returned buffer.
+func openPTY(t *testing.T) (tty *os.File, out *lockedBuffer) {
+	t.Helper()
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals here: %v", err)
+	}
+	var n uint32
+	var unlock int32
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, master.Fd(), syscall.TIOCGPTN, uintptr(unsafe.Pointer(&n))); e != 0 {
+		t.Fatal(e)
+	}
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, master.Fd(), syscall.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); e != 0 {
+		t.Fatal(e)
+	}
+	tty, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = &lockedBuffer{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 4096)
+		for {
+			n, err := master.Read(buf)
+			out.Write(buf[:n])
+			if err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		tty.Close()
+		master.Close()
+		<-done
+	})
+	return tty, out
+}
+
+// TestProgressOnATerminal: a save shows the files it hashes on a terminal,
+// and nothing extra with --json or when standard error is not a terminal.
+func TestProgressOnATerminal(t *testing.T) {
+	defer cli.SetProgressDelay(0)()
+	project := t.TempDir()
+	files := map[string]string{}
+	for i := range 1000 {
+		files[fmt.Sprintf("d%02d/f%03d.txt", i%10, i)] = strings.Repeat("x", 1000+i)
+	}
+	testtree.Write(t, project, files)
+	data, home := t.TempDir(), t.TempDir()
+	run := func(stderr *os.File, args ...string) (int, string) {
+		var out strings.Builder
+		env := map[string]string{"HOME": home, "BELAY_DATA_DIR": data}
+		code := cli.Run(context.Background(), args, cli.Env{Backend: wire.Backend(),
+			Stdin: strings.NewReader(""), Stdout: &out, Stderr: stderr,
+			Getenv: func(k string) string { return env[k] },
+			Getwd:  func() (string, error) { return project, nil },
+		})
+		return code, out.String()
+	}
+
+	tty, shown := openPTY(t)
+	if code, out := run(tty, "save", "-m", "on a terminal"); code != 0 || !strings.HasPrefix(out, "Saved checkpoint #1") {
+		t.Fatalf("save: exit %d, %q", code, out)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.HasSuffix(shown.String(), "\r\x1b[K") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	got := shown.String()
+	if !strings.Contains(got, "snapshot: hashing files") || !strings.Contains(got, "/1000") || !strings.Contains(got, "KiB of") ||
+		!strings.HasSuffix(got, "\r\x1b[K") {
+		t.Errorf("progress on the terminal: %q", got)
+	}
+
+	jsonTTY, jsonShown := openPTY(t)
+	testtree.Write(t, project, map[string]string{"d00/f000.txt": "changed"})
+	if code, out := run(jsonTTY, "--json", "save", "-m", "json"); code != 0 || !strings.HasPrefix(out, "{") {
+		t.Fatalf("save --json: exit %d, %q", code, out)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if got := jsonShown.String(); got != "" {
+		t.Errorf("--json showed progress: %q", got)
+	}
+
+	pipeR, pipeW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testtree.Write(t, project, map[string]string{"d00/f000.txt": "changed again"})
+	code, _ := run(pipeW, "save", "-m", "piped")
+	pipeW.Close()
+	var piped strings.Builder
+	buf := make([]byte, 4096)
+	for {
+		n, err := pipeR.Read(buf)
+		piped.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	if code != 0 || piped.Len() != 0 {
+		t.Errorf("piped save: exit %d, stderr %q", code, piped.String())
+	}
+}
