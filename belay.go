@@ -75,14 +75,11 @@ const (
 	TypeManual CheckpointType = "manual"
 )
 
+// CheckpointTypes lists every checkpoint type.
+var CheckpointTypes = []CheckpointType{TypeAuto, TypePhase, TypeHITL, TypeError, TypeManual}
+
 // Valid reports whether t is a known type.
-func (t CheckpointType) Valid() bool {
-	switch t {
-	case TypeAuto, TypePhase, TypeHITL, TypeError, TypeManual:
-		return true
-	}
-	return false
-}
+func (t CheckpointType) Valid() bool { return slices.Contains(CheckpointTypes, t) }
 
 // Trigger says what caused a checkpoint.
 type Trigger string
@@ -97,15 +94,12 @@ const (
 	TriggerUserRequest     Trigger = "user_request"
 )
 
+// Triggers lists every checkpoint trigger.
+var Triggers = []Trigger{TriggerPeriodic, TriggerPhaseChange, TriggerSubtaskComplete,
+	TriggerValidationFail, TriggerCostThreshold, TriggerUserRequest}
+
 // Valid reports whether t is a known trigger.
-func (t Trigger) Valid() bool {
-	switch t {
-	case TriggerPeriodic, TriggerPhaseChange, TriggerSubtaskComplete,
-		TriggerValidationFail, TriggerCostThreshold, TriggerUserRequest:
-		return true
-	}
-	return false
-}
+func (t Trigger) Valid() bool { return slices.Contains(Triggers, t) }
 
 // FileChanges lists the workspace paths changed since the parent checkpoint.
 type FileChanges struct {

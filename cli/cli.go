@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"os/user"
@@ -74,8 +75,10 @@ type ServeConfig struct {
 	Local   LocalConfig
 	Addr    string
 	Version string
-	// Stdout gets what a person reads (the URL, the first token); Stderr the log.
-	Stdout, Stderr io.Writer
+	// Stdout gets what a person reads (the URL, the first token).
+	Stdout io.Writer
+	// Logger gets the log: each request at info.
+	Logger *slog.Logger
 }
 
 // OSEnv is the real process environment running on backend.
@@ -216,6 +219,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.gcCommand(),
 		a.versionCommand(),
 	)
+	a.completions(root)
 	return root
 }
 

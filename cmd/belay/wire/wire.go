@@ -25,7 +25,7 @@ import (
 func Backend() cli.Backend {
 	return cli.Backend{
 		Open: func(ctx context.Context, cfg cli.LocalConfig) (*cli.Local, error) {
-			l, err := open(ctx, cfg)
+			l, err := open(ctx, cfg, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -41,7 +41,9 @@ type local struct {
 	svc *core.Service
 }
 
-func open(ctx context.Context, cfg cli.LocalConfig) (*local, error) {
+// open opens the database and the service on it, logging to log (the
+// default logger when nil).
+func open(ctx context.Context, cfg cli.LocalConfig, log *slog.Logger) (*local, error) {
 	db, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "belay.db"))
 	if err != nil {
 		return nil, err
@@ -57,7 +59,7 @@ func open(ctx context.Context, cfg cli.LocalConfig) (*local, error) {
 		db.Close()
 		return nil, err
 	}
-	svc := core.New(core.Options{Store: db, Workspaces: ws, WorkspaceRoots: cfg.WorkspaceRoots})
+	svc := core.New(core.Options{Store: db, Workspaces: ws, WorkspaceRoots: cfg.WorkspaceRoots, Logger: log})
 	return &local{db: db, svc: svc}, nil
 }
 
@@ -65,13 +67,16 @@ func open(ctx context.Context, cfg cli.LocalConfig) (*local, error) {
 // dispatcher on the local database, until ctx ends; then it finishes the
 // requests in flight and stops the background work before the database closes.
 func serve(ctx context.Context, cfg cli.ServeConfig) error {
-	l, err := open(ctx, cfg.Local)
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	l, err := open(ctx, cfg.Local, log)
 	if err != nil {
 		return err
 	}
 	defer l.db.Close()
 	svc := l.svc
-	log := slog.New(slog.NewTextHandler(cfg.Stderr, nil))
 	token, err := svc.Bootstrap(ctx)
 	if err != nil {
 		return err
