@@ -203,7 +203,7 @@ of that project. --all lists every project.
 				if in.SessionID == "" {
 					return usagef("--tree draws one session: pass --session ID, or run it in a project with a session")
 				}
-				return a.printTree(ctx, svc, in.SessionID)
+				return a.paged(func(bool) error { return a.printTree(ctx, svc, in.SessionID) })
 			}
 			list, err := svc.ListCheckpoints(ctx, in)
 			if err != nil {
@@ -212,8 +212,10 @@ of that project. --all lists every project.
 			if a.json {
 				return a.printJSON(list)
 			}
-			a.printCheckpoints(list)
-			return nil
+			return a.paged(func(bool) error {
+				a.printCheckpoints(list)
+				return nil
+			})
 		},
 	}
 	f := cmd.Flags()

@@ -102,6 +102,8 @@ type app struct {
 	dataDir string
 	json    bool
 
+	// noPager is --no-pager.
+	noPager bool
 	// projectFlag is --project; projectRoot the project found, once.
 	projectFlag, projectRoot string
 
@@ -180,6 +182,9 @@ repository: the nearest directory from the working directory up that holds a
 .git or that a belay session already works on (else the working directory
 itself); --project names it instead.
 
+On a terminal, diffs and long lists go through $PAGER (else less; --no-pager
+or PAGER=cat turn it off) and diffs are coloured (NO_COLOR turns it off).
+
 Exit codes: 0 success, 1 error, 2 wrong usage ('belay wait --help' lists its own).`
 
 func (a *app) rootCommand() *cobra.Command {
@@ -194,6 +199,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().StringVar(&a.dataDir, "data-dir", "", "data directory (default $BELAY_DATA_DIR, $XDG_DATA_HOME/belay or ~/.local/share/belay)")
 	root.PersistentFlags().BoolVar(&a.json, "json", false, "print JSON instead of text")
+	root.PersistentFlags().BoolVar(&a.noPager, "no-pager", false, "print diffs and long lists directly, not through $PAGER (or less)")
 	root.PersistentFlags().StringVar(&a.projectFlag, "project", "", "the project's directory (default: found from the working directory, as git does)")
 	root.AddCommand(
 		a.serveCommand(),

@@ -160,13 +160,15 @@ func (a *app) rollbacksCommand() *cobra.Command {
 				fmt.Fprintln(a.env.Stdout, "No rollbacks.")
 				return nil
 			}
-			tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tTARGET\tPRE-ROLLBACK\tUSER\tFILES\tWHEN\tREASON")
-			for _, rb := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", short(rb.ID), short(rb.TargetID), dash(short(rb.FromCheckpointID)),
-					rb.UserID, len(rb.RestoredFiles), ago(rb.CreatedAt), dash(clip(rb.Reason, 40)))
-			}
-			return tw.Flush()
+			return a.paged(func(bool) error {
+				tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tTARGET\tPRE-ROLLBACK\tUSER\tFILES\tWHEN\tREASON")
+				for _, rb := range list {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", short(rb.ID), short(rb.TargetID), dash(short(rb.FromCheckpointID)),
+						rb.UserID, len(rb.RestoredFiles), ago(rb.CreatedAt), dash(clip(rb.Reason, 40)))
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	cmd.Flags().StringVar(&sessionID, "session", "", "session id (default: the active session)")
@@ -208,8 +210,10 @@ summary only.`,
 			if a.json {
 				return a.printJSON(res)
 			}
-			a.printDiff(res, stat)
-			return nil
+			return a.paged(func(color bool) error {
+				a.printDiff(res, stat, color)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&sessionID, "session", "", "session of checkpoint numbers (default: the active session)")
@@ -217,7 +221,11 @@ summary only.`,
 	return cmd
 }
 
-func (a *app) printDiff(res *belay.DiffResult, stat bool) {
+// diffColors colour a file's status in a diff's summary.
+var diffColors = map[string]string{belay.FileAdded: colorGreen, belay.FileDeleted: colorRed,
+	belay.FileModified: colorYellow, belay.FileRenamed: colorCyan}
+
+func (a *app) printDiff(res *belay.DiffResult, stat, color bool) {
 	w := a.env.Stdout
 	to := "the working tree"
 	if res.To != nil {
@@ -238,12 +246,23 @@ func (a *app) printDiff(res *belay.DiffResult, stat bool) {
 		if f.Binary {
 			counts = "binary"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", f.Status, name, counts)
+		status := f.Status
+		if color {
+			// Padded before it is painted: tabwriter would count the escapes.
+			status = paint(color, diffColors[f.Status], fmt.Sprintf("%-8s", f.Status))
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", status, name, counts)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "%d files changed, %d insertions(+), %d deletions(-)\n", len(res.Files), res.Additions, res.Deletions)
-	if !stat && res.Patch != "" {
-		fmt.Fprintf(w, "\n%s", res.Patch)
+	if stat || res.Patch == "" {
+		return
+	}
+	fmt.Fprintln(w)
+	if color {
+		colorPatch(w, res.Patch)
+	} else {
+		fmt.Fprint(w, res.Patch)
 	}
 }
 
@@ -529,8 +548,10 @@ them.`,
 			if a.json {
 				return a.printJSON(rep)
 			}
-			a.printUsage(rep)
-			return nil
+			return a.paged(func(bool) error {
+				a.printUsage(rep)
+				return nil
+			})
 		},
 	}
 }

@@ -124,3 +124,56 @@ func TestProgressOnATerminal(t *testing.T) {
 		t.Errorf("piped save: exit %d, stderr %q", code, piped.String())
 	}
 }
+
+// TestPagerAndColor: on a terminal a diff goes through $PAGER, coloured;
+// NO_COLOR turns the colour off, --no-pager the pager, and neither applies
+// when standard output is not a terminal.
+func TestPagerAndColor(t *testing.T) {
+	project := t.TempDir()
+	testtree.Write(t, project, map[string]string{"a.txt": "one\n"})
+	data, home := t.TempDir(), t.TempDir()
+	run := func(stdout *os.File, extra map[string]string, args ...string) int {
+		env := map[string]string{"HOME": home, "BELAY_DATA_DIR": data, "PAGER": "sed s/^/paged:/"}
+		for k, v := range extra {
+			env[k] = v
+		}
+		var errOut strings.Builder
+		code := cli.Run(context.Background(), args, cli.Env{Backend: wire.Backend(),
+			Stdin: strings.NewReader(""), Stdout: stdout, Stderr: &errOut,
+			Getenv: func(k string) string { return env[k] },
+			Getwd:  func() (string, error) { return project, nil },
+		})
+		if code != 0 {
+			t.Errorf("belay %q: exit %d, %s", args, code, errOut.String())
+		}
+		return code
+	}
+	devNull, _ := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	defer devNull.Close()
+	run(devNull, nil, "save", "-m", "one")
+	testtree.Write(t, project, map[string]string{"a.txt": "two\n"})
+
+	shown := func(extra map[string]string, until string, args ...string) string {
+		t.Helper()
+		tty, out := openPTY(t)
+		run(tty, extra, args...)
+		deadline := time.Now().Add(5 * time.Second)
+		for !strings.Contains(out.String(), until) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		return out.String()
+	}
+	got := shown(nil, "two", "diff", "1")
+	if !strings.Contains(got, "paged:") || !strings.Contains(got, "\x1b[32m+two\x1b[0m") || !strings.Contains(got, "\x1b[31m-one") {
+		t.Errorf("diff on a terminal: %q", got)
+	}
+	if got := shown(map[string]string{"NO_COLOR": "1"}, "two", "diff", "1"); !strings.Contains(got, "paged:") || strings.Contains(got, "\x1b[") {
+		t.Errorf("diff with NO_COLOR: %q", got)
+	}
+	if got := shown(nil, "two", "--no-pager", "diff", "1"); strings.Contains(got, "paged:") || !strings.Contains(got, "\x1b[32m+two") {
+		t.Errorf("diff --no-pager: %q", got)
+	}
+	if got := shown(nil, "1 of 1", "checkpoints"); !strings.Contains(got, "paged:SEQ") {
+		t.Errorf("checkpoints on a terminal: %q", got)
+	}
+}
