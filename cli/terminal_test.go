@@ -12,6 +12,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/cli"
 	"github.com/belayhq/belay/cmd/belay/wire"
 	"github.com/belayhq/belay/internal/testtree"
@@ -20,6 +21,13 @@ import (
 // openPTY returns a pseudo-terminal: what the program writes to tty, the
 // test reads from the returned buffer.
 func openPTY(t *testing.T) (tty *os.File, out *lockedBuffer) {
+	t.Helper()
+	tty, out, _ = openPTYWithInput(t)
+	return tty, out
+}
+
+// openPTYWithInput is openPTY with a function that types keys on the terminal.
+func openPTYWithInput(t *testing.T) (tty *os.File, out *lockedBuffer, keys func(string)) {
 	t.Helper()
 	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
 	if err != nil {
@@ -31,6 +39,10 @@ func openPTY(t *testing.T) (tty *os.File, out *lockedBuffer) {
 		t.Fatal(e)
 	}
 	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, master.Fd(), syscall.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); e != 0 {
+		t.Fatal(e)
+	}
+	size := [4]uint16{24, 80, 0, 0} // rows, columns: a terminal people use
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, master.Fd(), syscall.TIOCSWINSZ, uintptr(unsafe.Pointer(&size))); e != 0 {
 		t.Fatal(e)
 	}
 	tty, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
@@ -55,7 +67,7 @@ func openPTY(t *testing.T) (tty *os.File, out *lockedBuffer) {
 		master.Close()
 		<-done
 	})
-	return tty, out
+	return tty, out, func(s string) { master.WriteString(s) }
 }
 
 // TestProgressOnATerminal: a save shows the files it hashes on a terminal,
@@ -175,5 +187,45 @@ func TestPagerAndColor(t *testing.T) {
 	}
 	if got := shown(nil, "1 of 1", "checkpoints"); !strings.Contains(got, "paged:SEQ") {
 		t.Errorf("checkpoints on a terminal: %q", got)
+	}
+}
+
+// TestSessionsDeleteAsksOnATerminal: on a terminal, sessions delete asks
+// first; no keeps the session.
+func TestSessionsDeleteAsksOnATerminal(t *testing.T) {
+	project := t.TempDir()
+	testtree.Write(t, project, map[string]string{"a.txt": "a"})
+	c := newWSCLI(t, project)
+	cp := wsJSON[belay.Checkpoint](t, c, "save", "-m", "one")
+	for _, answer := range []string{"n", "y"} {
+		tty, out, keys := openPTYWithInput(t)
+		env := map[string]string{"HOME": c.home, "BELAY_DATA_DIR": c.data, "TERM": "xterm"}
+		done := make(chan int, 1)
+		go func() {
+			done <- cli.Run(context.Background(), []string{"sessions", "delete", cp.SessionID}, cli.Env{Backend: wire.Backend(),
+				Stdin: tty, Stdout: tty, Stderr: tty,
+				Getenv: func(k string) string { return env[k] },
+				Getwd:  func() (string, error) { return project, nil },
+			})
+		}()
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(hitlANSI.ReplaceAllString(out.String(), ""), "Delete session") && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		keys(answer)
+		var code int
+		select {
+		case code = <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("answer %q: no exit; the terminal shows %q", answer, out.String())
+		}
+		if shown := hitlANSI.ReplaceAllString(out.String(), ""); !strings.Contains(shown, "Delete session "+cp.SessionID) {
+			t.Errorf("answer %q: the terminal shows %q", answer, shown)
+		}
+		_, _, errOut := c.run("session-info", cp.SessionID)
+		gone := strings.Contains(errOut, "SESSION_NOT_FOUND")
+		if answer == "n" && (code != cli.ExitError || gone) || answer == "y" && (code != 0 || !gone) {
+			t.Errorf("answer %q: exit %d, session gone %v; the terminal shows %q", answer, code, gone, out.String())
+		}
 	}
 }
