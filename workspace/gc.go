@@ -174,7 +174,7 @@ func (m *Manager) shadowByID(id string) (*shadow, error) {
 // locate returns the shadow of root for maintenance: as workspaceFor when
 // root exists, else found by the root its metadata records. NotFound when
 // there is none.
-func (m *Manager) locate(root string) (*shadow, error) {
+func (m *Manager) locate(ctx context.Context, root string) (*shadow, error) {
 	s, err := m.workspaceFor(root)
 	if err == nil {
 		return s, m.requireShadow(s)
@@ -182,7 +182,7 @@ func (m *Manager) locate(root string) (*shadow, error) {
 	if !filepath.IsAbs(root) {
 		return nil, err
 	}
-	shadows, lerr := m.Shadows(context.Background())
+	shadows, lerr := m.Shadows(ctx)
 	if lerr != nil {
 		return nil, lerr
 	}

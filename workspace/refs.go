@@ -140,7 +140,7 @@ func (m *Manager) DeleteRefs(ctx context.Context, root, prefix string) (*Reclaim
 	if !strings.HasPrefix(prefix, "refs/") {
 		return nil, fmt.Errorf("delete refs: prefix %q must start with refs/", prefix)
 	}
-	s, err := m.locate(root)
+	s, err := m.locate(ctx, root)
 	if err != nil {
 		return nil, err
 	}
