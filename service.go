@@ -370,6 +370,10 @@ type CreateCheckpointInput struct {
 	// Paths, with Snapshot, lists the paths (relative to the workspace) the
 	// agent touched: only those are looked at. Empty means the whole workspace.
 	Paths []string `json:"paths,omitempty"`
+	// MaxFileSize, with Snapshot, is the size in bytes above which a file is
+	// left out of the snapshot (and listed as skipped), at most
+	// MaxFileSizeLimit; 0 means the default of 50 MiB.
+	MaxFileSize int64 `json:"maxFileSize,omitempty"`
 }
 
 // Orderings and directions of a checkpoint list.
@@ -492,7 +496,8 @@ type WorkspaceService interface {
 	// with Repair, rebuilds damaged or missing ones from their commits.
 	Validate(ctx context.Context, in ValidateInput) (*ValidationReport, error)
 	// ExportSession writes a session, its rollback history and its snapshots
-	// to w as a gzipped tar archive that ImportSession reads.
+	// to w as a gzipped tar archive that ImportSession reads. Files named
+	// *ArchiveSuffix are never snapshotted.
 	ExportSession(ctx context.Context, sessionID string, w io.Writer) error
 	// ImportSession reads an archive written by ExportSession.
 	ImportSession(ctx context.Context, in ImportInput, r io.Reader) (*ImportResult, error)
@@ -502,9 +507,18 @@ type WorkspaceService interface {
 	// DiskUsage reports the space used per workspace and per session.
 	DiskUsage(ctx context.Context) (*DiskUsageReport, error)
 	// DeleteSession deletes a session with its checkpoints and rollbacks and
-	// drops its snapshots so their space can be reclaimed.
+	// reclaims the space only its snapshots used.
 	DeleteSession(ctx context.Context, id string) (*DeleteSessionResult, error)
+	// CollectGarbage reclaims the space no snapshot needs, in every
+	// workspace, and removes the snapshots of workspaces no session refers
+	// to (admins only).
+	CollectGarbage(ctx context.Context, in GCInput) (*GCReport, error)
 }
+
+// ArchiveSuffix ends the name of an export archive. Snapshots never hold a
+// file so named, so an archive written into a workspace is neither saved by
+// the next snapshot nor removed by a rollback.
+const ArchiveSuffix = ".belay.tar.gz"
 
 // RestoreInput asks to roll a session back to a checkpoint (seed 000's restore).
 type RestoreInput struct {
@@ -671,7 +685,11 @@ type WorkspaceUsage struct {
 	ProjectPath string `json:"projectPath"`
 	Bytes       int64  `json:"bytes"`
 	Sessions    int    `json:"sessions"`
-	// Error says why Bytes is unknown (e.g. the directory is gone).
+	// Orphaned snapshots belong to a workspace no session refers to any
+	// more (ProjectPath is empty when even that is unknown); `belay gc`
+	// removes them. Only admins see them.
+	Orphaned bool `json:"orphaned,omitempty"`
+	// Error says why Bytes is unknown.
 	Error string `json:"error,omitempty"`
 }
 
@@ -692,6 +710,9 @@ type DiskUsageReport struct {
 	Sessions       []SessionUsage   `json:"sessions"`
 	WorkspaceBytes int64            `json:"workspaceBytes"`
 	StateBytes     int64            `json:"stateBytes"`
+	// DatabaseBytes is the size of the database's files, for admins of a
+	// store that can tell.
+	DatabaseBytes int64 `json:"databaseBytes,omitempty"`
 }
 
 // DeleteSessionResult reports a deleted session.
@@ -702,6 +723,39 @@ type DeleteSessionResult struct {
 	// dropped (Warning says why); they then keep using space.
 	SnapshotsPruned bool   `json:"snapshotsPruned"`
 	Warning         string `json:"warning,omitempty"`
+	// FreedBytes is the space given back on disk.
+	FreedBytes int64 `json:"freedBytes"`
+}
+
+// GCInput asks CollectGarbage to reclaim space, or with DryRun only to say
+// how much it would.
+type GCInput struct {
+	DryRun bool `json:"dryRun,omitempty"`
+}
+
+// GCWorkspace is what CollectGarbage did in one workspace's snapshots.
+type GCWorkspace struct {
+	// ProjectPath is empty for a snapshot directory left over from an
+	// interrupted creation or removal.
+	ProjectPath string `json:"projectPath"`
+	// Orphaned is set when no session refers to the workspace.
+	Orphaned bool `json:"orphaned"`
+	// Removed is set when all its snapshots went.
+	Removed bool `json:"removed"`
+	// DeletedSessions counts deleted sessions whose snapshots were still there.
+	DeletedSessions int   `json:"deletedSessions,omitempty"`
+	BytesBefore     int64 `json:"bytesBefore"`
+	// BytesFreed is exact, except in a dry run for a workspace that stays,
+	// where it is an estimate.
+	BytesFreed int64  `json:"bytesFreed"`
+	Error      string `json:"error,omitempty"`
+}
+
+// GCReport is the outcome of CollectGarbage.
+type GCReport struct {
+	Workspaces []GCWorkspace `json:"workspaces"`
+	FreedBytes int64         `json:"freedBytes"`
+	DryRun     bool          `json:"dryRun,omitempty"`
 }
 
 // RetentionPolicy bounds how many checkpoints a project keeps: beyond the

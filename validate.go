@@ -42,6 +42,9 @@ const (
 	MaxPathLen = 4096
 	// MaxReason bounds the reason given for a rollback.
 	MaxReason = 2000
+	// MaxFileSizeLimit bounds CreateCheckpointInput.MaxFileSize: larger
+	// files belong in git LFS or an artifact store, not in snapshots.
+	MaxFileSizeLimit = 1 << 30
 )
 
 func runes(s string) int { return utf8.RuneCountInString(s) }
@@ -225,11 +228,17 @@ func (in *CreateCheckpointInput) Validate() error {
 }
 
 // validateSnapshot checks the snapshot request: touched paths must stay
-// inside the workspace.
+// inside the workspace, the file size cap within bounds.
 func (in *CreateCheckpointInput) validateSnapshot() error {
+	if in.MaxFileSize < 0 || in.MaxFileSize > MaxFileSizeLimit {
+		return Invalid("maxFileSize", "maxFileSize must be between 1 and %d bytes (1 GiB), got %d", int64(MaxFileSizeLimit), in.MaxFileSize)
+	}
 	if !in.Snapshot {
 		if len(in.Paths) > 0 {
 			return Invalid("paths", "paths are only allowed with snapshot")
+		}
+		if in.MaxFileSize != 0 {
+			return Invalid("maxFileSize", "maxFileSize is only allowed with snapshot")
 		}
 		return nil
 	}

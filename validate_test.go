@@ -150,6 +150,12 @@ func TestCreateCheckpointInputValidate(t *testing.T) {
 		{"Tag51", func(in *belay.CreateCheckpointInput) { in.Tags = []string{"ok", rep(51)} }, "tags[1]"},
 		{"TagEmpty", func(in *belay.CreateCheckpointInput) { in.Tags = []string{""} }, "tags[0]"},
 
+		{"MaxFileSizeWithSnapshot", func(in *belay.CreateCheckpointInput) { in.Snapshot, in.MaxFileSize = true, 1<<20 }, ""},
+		{"MaxFileSizeAtLimit", func(in *belay.CreateCheckpointInput) { in.Snapshot, in.MaxFileSize = true, belay.MaxFileSizeLimit }, ""},
+		{"MaxFileSizeTooBig", func(in *belay.CreateCheckpointInput) { in.Snapshot, in.MaxFileSize = true, belay.MaxFileSizeLimit+1 }, "maxFileSize"},
+		{"MaxFileSizeNegative", func(in *belay.CreateCheckpointInput) { in.Snapshot, in.MaxFileSize = true, -1 }, "maxFileSize"},
+		{"MaxFileSizeWithoutSnapshot", func(in *belay.CreateCheckpointInput) { in.MaxFileSize = 1 << 20 }, "maxFileSize"},
+
 		{"HITLValid", func(in *belay.CreateCheckpointInput) { in.HITL = validHITL() }, ""},
 		{"HITLInvalid", func(in *belay.CreateCheckpointInput) {
 			in.HITL = validHITL()

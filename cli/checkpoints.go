@@ -27,7 +27,7 @@ func (a *app) saveCommand() *cobra.Command {
 		Use:   "save -m SUMMARY",
 		Short: "Save a checkpoint in the current project's active session",
 		Long: `Save a checkpoint. Without --session it goes to the active session of the
-project (the working directory, or --project), created on demand.
+project (found from the working directory, or --project), created on demand.
 
 The project's files are snapshotted into belay's own git repository (never
 yours), so 'belay rollback' can bring them back; --no-snapshot skips that and
@@ -55,11 +55,6 @@ yours), so 'belay rollback' can bring them back; --no-snapshot skips that and
 			if in.Context, err = parsePairs(contextPairs); err != nil {
 				return err
 			}
-			if in.SessionID == "" && in.ProjectPath == "" {
-				if in.ProjectPath, err = a.cwd(); err != nil {
-					return err
-				}
-			}
 			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err
@@ -67,7 +62,14 @@ yours), so 'belay rollback' can bring them back; --no-snapshot skips that and
 			if in.SessionID, err = a.sessionFlag(ctx, svc, in.SessionID); err != nil {
 				return err
 			}
-			cp, err := svc.CreateCheckpoint(ctx, in)
+			if in.SessionID == "" || a.projectFlag != "" {
+				if in.ProjectPath, err = a.project(ctx, svc); err != nil {
+					return err
+				}
+			}
+			pctx, done := a.withProgress(ctx, "saving")
+			cp, err := svc.CreateCheckpoint(pctx, in)
+			done()
 			if err != nil {
 				return err
 			}
@@ -92,11 +94,11 @@ yours), so 'belay rollback' can bring them back; --no-snapshot skips that and
 	f.StringVar(&outputsFile, "outputs-file", "", "outputs as a JSON file, or - for standard input")
 	f.StringVar(&metadataFile, "metadata-file", "", "metadata as a JSON object file, or - for standard input")
 	f.StringVar(&in.SessionID, "session", "", "session id or unique prefix (default: the project's active session)")
-	f.StringVar(&in.ProjectPath, "project", "", "project path (default: the working directory)")
 	f.StringVar(&in.Phase, "phase", "", "the session's phase after this checkpoint")
 	f.IntVar(&in.Step, "step", 0, "the session's step number after this checkpoint")
 	f.BoolVar(&noSnapshot, "no-snapshot", false, "do not snapshot the project's files")
 	f.StringSliceVar(&in.Paths, "paths", nil, "snapshot only these paths, relative to the project (comma separated)")
+	f.Var((*byteSize)(&in.MaxFileSize), "max-file-size", "leave out files larger than this, e.g. 200MiB (default 50MiB, at most 1GiB)")
 	return cmd
 }
 
@@ -109,6 +111,32 @@ func (a *app) printStarted(cp *belay.Checkpoint) {
 	}
 	fmt.Fprintf(a.env.Stderr, "belay: session %s is %s; started session %s — checkpoint numbers restart at #1.\n"+
 		"The earlier checkpoints: belay checkpoints --session %s\n", st.PreviousID, st.PreviousStatus, cp.SessionID, st.PreviousID)
+}
+
+// byteSize is a flag holding a number of bytes, written as 1024, 4KiB,
+// 50MiB or 1GiB (K, M, G and KB, MB, GB count in 1024s too).
+type byteSize int64
+
+func (b *byteSize) String() string {
+	if *b == 0 {
+		return ""
+	}
+	return strconv.FormatInt(int64(*b), 10)
+}
+
+func (b *byteSize) Type() string { return "size" }
+
+func (b *byteSize) Set(s string) error {
+	num := strings.TrimRight(s, "BbKkMmGgIi")
+	unit := strings.ToUpper(strings.TrimSuffix(strings.TrimSuffix(s[len(num):], "B"), "b"))
+	shift := map[string]uint{"": 0, "K": 10, "KI": 10, "M": 20, "MI": 20, "G": 30, "GI": 30}
+	n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+	sh, ok := shift[unit]
+	if err != nil || !ok || n < 0 || n > 1<<40 {
+		return fmt.Errorf("want a size such as 4096, 512KiB, 200MiB or 1GiB")
+	}
+	*b = byteSize(n << sh)
+	return nil
 }
 
 // readJSONFile reads a JSON document from a file, or standard input for "-".
@@ -155,8 +183,9 @@ func (a *app) checkpointsCommand() *cobra.Command {
 		Use:     "checkpoints",
 		Aliases: []string{"list", "ls"},
 		Short:   "List checkpoints, newest first",
-		Long: `List checkpoints. By default those of the working directory's active session
-(or, when it has none, of every session of the project). --all lists every project.
+		Long: `List checkpoints. By default those of the project's active session (or, when
+it has none, of every session of the project); with --project, of every session
+of that project. --all lists every project.
 --tree draws one session's timeline: a rollback starts a new branch.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -175,18 +204,20 @@ func (a *app) checkpointsCommand() *cobra.Command {
 				yes, no := true, false
 				in.HITLRequired, in.HITLDecided = &yes, &no
 			}
-			// active is the session listed because it is the working
-			// directory's: the one earlier sessions are pointed out beside.
+			// active is the session listed because it is the project's:
+			// the one earlier sessions are pointed out beside.
 			var active *belay.Session
-			if !all && in.SessionID == "" && in.ProjectPath == "" {
-				wd, err := a.cwd()
+			if !all && in.SessionID == "" {
+				root, err := a.project(ctx, svc)
 				if err != nil {
 					return err
 				}
-				if active, err = svc.ActiveSession(ctx, wd); err == nil {
+				if a.projectFlag != "" {
+					in.ProjectPath = root
+				} else if active, err = svc.ActiveSession(ctx, root); err == nil {
 					in.SessionID = active.ID
 				} else if belay.IsCode(err, belay.CodeSessionNotFound) {
-					in.ProjectPath = wd
+					in.ProjectPath = root
 				} else {
 					return err
 				}
@@ -195,7 +226,7 @@ func (a *app) checkpointsCommand() *cobra.Command {
 				if in.SessionID == "" {
 					return usagef("--tree draws one session: pass --session ID, or run it in a project with a session")
 				}
-				return a.printTree(ctx, svc, in.SessionID)
+				return a.paged(func(bool) error { return a.printTree(ctx, svc, in.SessionID) })
 			}
 			list, err := svc.ListCheckpoints(ctx, in)
 			if err != nil {
@@ -204,16 +235,17 @@ func (a *app) checkpointsCommand() *cobra.Command {
 			if a.json {
 				return a.printJSON(list)
 			}
-			a.printCheckpoints(list)
-			if active != nil {
-				return a.printEarlierSession(ctx, svc, active)
-			}
-			return nil
+			return a.paged(func(bool) error {
+				a.printCheckpoints(list)
+				if active != nil {
+					return a.printEarlierSession(ctx, svc, active)
+				}
+				return nil
+			})
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&in.SessionID, "session", "", "only this session (id or unique prefix)")
-	f.StringVar(&in.ProjectPath, "project", "", "only sessions of this project path")
 	f.BoolVar(&all, "all", false, "every project")
 	f.StringVar(&typ, "type", "", "only this type")
 	f.StringArrayVar(&in.Tags, "tag", nil, "only checkpoints with this tag (repeatable: all must match)")
@@ -332,8 +364,7 @@ func hitlState(c *belay.Checkpoint) string {
 }
 
 // resolveCheckpoint finds the checkpoint a person names (a number, an id, a
-// unique id prefix or a name) in --session or the working directory's
-// current session.
+// unique id prefix or a name) in --session or the project's current session.
 func (a *app) resolveCheckpoint(ctx context.Context, svc belay.Service, ref, sessionID string) (*belay.Checkpoint, error) {
 	sessionID, err := a.sessionFlag(ctx, svc, sessionID)
 	if err != nil {
@@ -341,12 +372,21 @@ func (a *app) resolveCheckpoint(ctx context.Context, svc belay.Service, ref, ses
 	}
 	in := belay.CheckpointRef{Ref: ref, SessionID: sessionID}
 	if sessionID == "" {
-		if in.ProjectPath, err = a.cwd(); err != nil {
+		if in.ProjectPath, err = a.project(ctx, svc); err != nil {
 			return nil, err
 		}
 	}
 	cp, err := svc.ResolveCheckpoint(ctx, in)
 	return cp, withHint(err, sessionHint)
+}
+
+// activeSession returns the project's active session, else its newest one.
+func (a *app) activeSession(ctx context.Context, svc belay.Service) (*belay.Session, error) {
+	root, err := a.project(ctx, svc)
+	if err != nil {
+		return nil, err
+	}
+	return svc.CurrentSession(ctx, root)
 }
 
 func (a *app) showCommand() *cobra.Command {

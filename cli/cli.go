@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"os/user"
@@ -113,8 +114,10 @@ type ServeConfig struct {
 	Local   LocalConfig
 	Addr    string
 	Version string
-	// Stdout gets what a person reads (the URL, the first token); Stderr the log.
-	Stdout, Stderr io.Writer
+	// Stdout gets what a person reads (the URL, the first token).
+	Stdout io.Writer
+	// Logger gets the log: each request at info.
+	Logger *slog.Logger
 }
 
 // OSEnv is the real process environment running on backend.
@@ -138,6 +141,11 @@ type app struct {
 	dataDir  string
 	database string
 	json     bool
+
+	// noPager is --no-pager.
+	noPager bool
+	// projectFlag is --project; projectRoot the project found, once.
+	projectFlag, projectRoot string
 
 	svc   belay.Service
 	local *Local
@@ -240,6 +248,14 @@ Where a command takes the id of a checkpoint, session, token or webhook, a
 unique prefix of it (at least 4 characters) will do; lists show each id as its
 shortest prefix unique among those listed.
 
+The project is the working directory's workspace, found as git finds a
+repository: the nearest directory from the working directory up that holds a
+.git or that a belay session already works on (else the working directory
+itself); --project names it instead.
+
+On a terminal, diffs and long lists go through $PAGER (else less; --no-pager
+or PAGER=cat turn it off) and diffs are coloured (NO_COLOR turns it off).
+
 Exit codes: 0 success, 1 error, 2 wrong usage, 130 interrupted (Ctrl-C);
 'belay wait --help' lists its own.`
 
@@ -256,6 +272,8 @@ func (a *app) rootCommand() *cobra.Command {
 	root.PersistentFlags().StringVar(&a.dataDir, "data-dir", "", "data directory (default $BELAY_DATA_DIR, $XDG_DATA_HOME/belay or ~/.local/share/belay)")
 	root.PersistentFlags().StringVar(&a.database, "db", "", "a PostgreSQL database (postgres://…) instead of the embedded one (default $BELAY_DATABASE_URL)")
 	root.PersistentFlags().BoolVar(&a.json, "json", false, "print JSON instead of text")
+	root.PersistentFlags().BoolVar(&a.noPager, "no-pager", false, "print diffs and long lists directly, not through $PAGER (or less)")
+	root.PersistentFlags().StringVar(&a.projectFlag, "project", "", "the project's directory (default: found from the working directory, as git does)")
 	root.AddCommand(
 		a.serveCommand(),
 		a.saveCommand(),
@@ -292,8 +310,10 @@ func (a *app) rootCommand() *cobra.Command {
 		a.searchCommand(),
 		a.reindexCommand(),
 		a.demoCommand(),
+		a.gcCommand(),
 		a.versionCommand(),
 	)
+	a.completions(root)
 	return root
 }
 
@@ -454,6 +474,44 @@ func (a *app) close() {
 	if a.local != nil {
 		a.local.Close()
 	}
+}
+
+// project returns the project the command works on: --project, else the
+// nearest directory from the working directory up that holds a .git or is
+// already a session's project path, else the working directory.
+func (a *app) project(ctx context.Context, svc belay.Service) (string, error) {
+	if a.projectRoot != "" {
+		return a.projectRoot, nil
+	}
+	if a.projectFlag != "" {
+		p, err := a.absPath(a.projectFlag)
+		if err != nil {
+			return "", err
+		}
+		a.projectRoot = p
+		return p, nil
+	}
+	wd, err := a.cwd()
+	if err != nil {
+		return "", err
+	}
+	a.projectRoot = wd
+	for dir := wd; ; {
+		known, err := svc.ListSessions(ctx, belay.ListSessionsInput{ProjectPath: dir, Limit: 1})
+		if err != nil {
+			return "", err
+		}
+		if _, gitErr := os.Lstat(filepath.Join(dir, ".git")); len(known.Items) > 0 || gitErr == nil {
+			a.projectRoot = dir
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	return a.projectRoot, nil
 }
 
 func (a *app) cwd() (string, error) {

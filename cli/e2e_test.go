@@ -76,11 +76,11 @@ func (l *lockedBuffer) String() string {
 
 var servingRE = regexp.MustCompile(`serving on (http://\S+)`)
 
-// startServer runs `belay serve` on a free loopback port and returns its URL
-// and the admin token it prints on first start.
-func startServer(t *testing.T, bin string, env []string) (cmd *exec.Cmd, url, token string, stderr *lockedBuffer, exited <-chan error) {
+// startServer runs `belay serve` on a free loopback port, with extra flags,
+// and returns its URL and the admin token it prints on first start.
+func startServer(t *testing.T, bin string, env []string, extra ...string) (cmd *exec.Cmd, url, token string, stderr *lockedBuffer, exited <-chan error) {
 	t.Helper()
-	cmd = exec.Command(bin, "serve", "--addr", "127.0.0.1:0")
+	cmd = exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0"}, extra...)...)
 	cmd.Env = env
 	stderr = &lockedBuffer{}
 	cmd.Stderr = stderr

@@ -79,17 +79,17 @@ func (a *app) sessionFlag(ctx context.Context, svc belay.Service, ref string) (s
 }
 
 // namedSession returns the session ref names (an id or a unique prefix), or
-// without ref the working directory's current session; hint says how to
+// without ref the project's current session; hint says how to
 // name one when the working directory has none.
 func (a *app) namedSession(ctx context.Context, svc belay.Service, ref, hint string) (*belay.Session, error) {
 	if ref != "" {
 		return svc.ResolveSession(ctx, ref)
 	}
-	wd, err := a.cwd()
+	root, err := a.project(ctx, svc)
 	if err != nil {
 		return nil, err
 	}
-	sess, err := svc.CurrentSession(ctx, wd)
+	sess, err := svc.CurrentSession(ctx, root)
 	return sess, withHint(err, hint)
 }
 

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"runtime/debug"
+	"slices"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -15,24 +18,54 @@ import (
 // DefaultAddr is where `belay serve` listens unless told otherwise.
 const DefaultAddr = "127.0.0.1:7420"
 
+// Values of serve's --log-level and --log-format.
+var (
+	logLevels  = map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}
+	logFormats = []string{"text", "json"}
+)
+
 func (a *app) serveCommand() *cobra.Command {
-	var addr string
+	var addr, level, format string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the HTTP API on the local database",
 		Long: `Serve belay's HTTP API (/v1), /healthz and /metrics on the embedded database.
-Stops gracefully on SIGINT or SIGTERM, finishing requests in flight.`,
+Stops gracefully on SIGINT or SIGTERM, finishing requests in flight.
+
+The log goes to standard error: each request (method, path, status, duration,
+user) at info, health checks and metrics scrapes at debug.`,
+		Example: `  belay serve --addr 0.0.0.0:7420 --workspace-root /srv/agents
+  belay serve --log-format json --log-level warn`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.serve(cmd.Context(), addr)
+			lvl, ok := logLevels[level]
+			if !ok {
+				return usagef("--log-level must be debug, info, warn or error, not %q", level)
+			}
+			opts := &slog.HandlerOptions{Level: lvl}
+			var log *slog.Logger
+			switch format {
+			case "text":
+				log = slog.New(slog.NewTextHandler(a.env.Stderr, opts))
+			case "json":
+				log = slog.New(slog.NewJSONHandler(a.env.Stderr, opts))
+			default:
+				return usagef("--log-format must be text or json, not %q", format)
+			}
+			return a.serve(cmd.Context(), addr, log)
 		},
 	}
-	cmd.Flags().StringVar(&addr, "addr", DefaultAddr, "address to listen on")
-	cmd.Flags().StringArrayVar(&a.roots, "workspace-root", nil, "directory under which users other than admins may snapshot and restore workspaces (repeatable)")
+	f := cmd.Flags()
+	f.StringVar(&addr, "addr", DefaultAddr, "address to listen on")
+	f.StringArrayVar(&a.roots, "workspace-root", nil, "directory under which users other than admins may snapshot and restore workspaces (repeatable)")
+	f.StringVar(&level, "log-level", "info", "least level logged: debug, info, warn or error")
+	f.StringVar(&format, "log-format", "text", "log format: text or json")
+	completeValues(cmd, "log-level", slices.Sorted(maps.Keys(logLevels)))
+	completeValues(cmd, "log-format", logFormats)
 	return cmd
 }
 
-func (a *app) serve(ctx context.Context, addr string) error {
+func (a *app) serve(ctx context.Context, addr string, log *slog.Logger) error {
 	if a.env.Backend.Serve == nil {
 		return errors.New("this build of belay cannot serve")
 	}
@@ -43,7 +76,7 @@ func (a *app) serve(ctx context.Context, addr string) error {
 	if cfg.SavesPerMinute, err = a.savesPerMinute(); err != nil {
 		return err
 	}
-	return a.env.Backend.Serve(ctx, ServeConfig{Local: cfg, Addr: addr, Version: version(), Stdout: a.env.Stdout, Stderr: a.env.Stderr})
+	return a.env.Backend.Serve(ctx, ServeConfig{Local: cfg, Addr: addr, Version: version(), Stdout: a.env.Stdout, Logger: log})
 }
 
 func (a *app) versionCommand() *cobra.Command {

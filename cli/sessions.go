@@ -34,17 +34,19 @@ func (a *app) sessionsCommand() *cobra.Command {
 				fmt.Fprintln(a.env.Stdout, "No sessions. `belay save -m SUMMARY` in a project starts one.")
 				return nil
 			}
-			tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSTATUS\tCHECKPOINTS\tPROGRESS\tCOST\tPROJECT\tTITLE\tUPDATED")
-			for _, s := range list.Items {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Status, s.CheckpointCount, progressCell(s),
-					belay.FormatUSD(s.CostMicros), dash(s.ProjectPath), dash(belay.OneLine(s.Title, 40)), ago(s.UpdatedAt))
-			}
-			tw.Flush()
-			if list.HasMore {
-				fmt.Fprintf(a.env.Stdout, "%d of %d; next page: --cursor %s\n", len(list.Items), list.TotalCount, list.NextCursor)
-			}
-			return nil
+			return a.paged(func(bool) error {
+				tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tSTATUS\tCHECKPOINTS\tPROGRESS\tCOST\tPROJECT\tTITLE\tUPDATED")
+				for _, s := range list.Items {
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Status, s.CheckpointCount, progressCell(s),
+						belay.FormatUSD(s.CostMicros), dash(s.ProjectPath), dash(belay.OneLine(s.Title, 40)), ago(s.UpdatedAt))
+				}
+				tw.Flush()
+				if list.HasMore {
+					fmt.Fprintf(a.env.Stdout, "%d of %d; next page: --cursor %s\n", len(list.Items), list.TotalCount, list.NextCursor)
+				}
+				return nil
+			})
 		},
 	}
 	f := cmd.Flags()

@@ -15,7 +15,6 @@ import (
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/cli"
 	"github.com/belayhq/belay/cmd/belay/wire"
-	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/webhook"
 )
 

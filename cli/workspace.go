@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"charm.land/huh/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/belayhq/belay"
@@ -82,7 +83,9 @@ touched. New checkpoints descend from the checkpoint rolled back to.`,
 				return err
 			}
 			in.CheckpointID = cp.ID
-			res, err := svc.RestoreCheckpoint(ctx, in)
+			pctx, done := a.withProgress(ctx, "rolling back")
+			res, err := svc.RestoreCheckpoint(pctx, in)
+			done()
 			if err != nil {
 				return err
 			}
@@ -162,19 +165,21 @@ func (a *app) rollbacksCommand() *cobra.Command {
 				fmt.Fprintln(a.env.Stdout, "No rollbacks.")
 				return nil
 			}
-			ids, checkpoints := newAbbrev(), newAbbrev()
-			for _, rb := range list {
-				ids.add(rb.ID)
-				checkpoints.add(rb.TargetID)
-				checkpoints.add(rb.FromCheckpointID)
-			}
-			tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tTARGET\tPRE-ROLLBACK\tUSER\tRESTORED\tWHEN\tREASON")
-			for _, rb := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", ids.of(rb.ID), checkpoints.of(rb.TargetID), checkpoints.of(rb.FromCheckpointID),
-					rb.UserID, len(rb.RestoredFiles), ago(rb.CreatedAt), dash(belay.OneLine(rb.Reason, 40)))
-			}
-			return tw.Flush()
+			return a.paged(func(bool) error {
+				ids, checkpoints := newAbbrev(), newAbbrev()
+				for _, rb := range list {
+					ids.add(rb.ID)
+					checkpoints.add(rb.TargetID)
+					checkpoints.add(rb.FromCheckpointID)
+				}
+				tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tTARGET\tPRE-ROLLBACK\tUSER\tRESTORED\tWHEN\tREASON")
+				for _, rb := range list {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", ids.of(rb.ID), checkpoints.of(rb.TargetID), checkpoints.of(rb.FromCheckpointID),
+						rb.UserID, len(rb.RestoredFiles), ago(rb.CreatedAt), dash(belay.OneLine(rb.Reason, 40)))
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	cmd.Flags().StringVar(&sessionID, "session", "", "session id or unique prefix (default: the active session)")
@@ -216,8 +221,10 @@ summary only.`,
 			if a.json {
 				return a.printJSON(res)
 			}
-			a.printDiff(res, stat)
-			return nil
+			return a.paged(func(color bool) error {
+				a.printDiff(res, stat, color)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&sessionID, "session", "", "session of checkpoint numbers (default: the active session)")
@@ -225,7 +232,11 @@ summary only.`,
 	return cmd
 }
 
-func (a *app) printDiff(res *belay.DiffResult, stat bool) {
+// diffColors colour a file's status in a diff's summary.
+var diffColors = map[string]string{belay.FileAdded: colorGreen, belay.FileDeleted: colorRed,
+	belay.FileModified: colorYellow, belay.FileRenamed: colorCyan}
+
+func (a *app) printDiff(res *belay.DiffResult, stat, color bool) {
 	w := a.env.Stdout
 	to := "the working tree"
 	if res.To != nil {
@@ -246,12 +257,23 @@ func (a *app) printDiff(res *belay.DiffResult, stat bool) {
 		if f.Binary {
 			counts = "binary"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", f.Status, name, counts)
+		status := f.Status
+		if color {
+			// Padded before it is painted: tabwriter would count the escapes.
+			status = paint(color, diffColors[f.Status], fmt.Sprintf("%-8s", f.Status))
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", status, name, counts)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "%d files changed, %d insertions(+), %d deletions(-)\n", len(res.Files), res.Additions, res.Deletions)
-	if !stat && res.Patch != "" {
-		fmt.Fprintf(w, "\n%s", res.Patch)
+	if stat || res.Patch == "" {
+		return
+	}
+	fmt.Fprintln(w)
+	if color {
+		colorPatch(w, res.Patch)
+	} else {
+		fmt.Fprint(w, res.Patch)
 	}
 }
 
@@ -275,7 +297,9 @@ Exits 1 when problems remain.`,
 			if in.SessionID, err = a.sessionFlag(ctx, svc, in.SessionID); err != nil {
 				return err
 			}
-			rep, err := svc.Validate(ctx, in)
+			pctx, done := a.withProgress(ctx, "validating")
+			rep, err := svc.Validate(pctx, in)
+			done()
 			if err != nil {
 				return err
 			}
@@ -337,6 +361,11 @@ func (a *app) exportCommand() *cobra.Command {
 manifest.json, one cp-NN-<name>.json per checkpoint, rollback-history.json
 and a git bundle of its snapshots; 'belay import' reads it on another machine.
 
+The archive is <session id>.belay.tar.gz in the working directory, or, when
+that is inside the session's project, in the data directory's exports/
+folder. Files named *.belay.tar.gz are never snapshotted, so an archive in the
+project is neither saved nor removed by a rollback.
+
 With --git-branch, write the snapshots instead as branch belay/<session id>
 (or --branch) of the project's own git repository: one commit per checkpoint,
 on top of your HEAD, which stays where it is.`,
@@ -356,9 +385,8 @@ on top of your HEAD, which stays where it is.`,
 			if err != nil {
 				return err
 			}
-			sessionID := sess.ID
 			if gitBranch {
-				res, err := svc.ExportBranch(ctx, belay.ExportBranchInput{SessionID: sessionID, Branch: branch})
+				res, err := svc.ExportBranch(ctx, belay.ExportBranchInput{SessionID: sess.ID, Branch: branch})
 				if err != nil {
 					return err
 				}
@@ -371,35 +399,62 @@ on top of your HEAD, which stays where it is.`,
 			if branch != "" {
 				return usagef("--branch goes with --git-branch")
 			}
-			return a.exportArchive(ctx, svc, sessionID, output)
+			return a.exportArchive(ctx, svc, sess, output)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&output, "output", "o", "", "archive file, - for standard output (default belay-<session id>.tar.gz)")
+	f.StringVarP(&output, "output", "o", "", "archive file, - for standard output (default <session id>.belay.tar.gz, outside the project)")
 	f.BoolVar(&gitBranch, "git-branch", false, "write the snapshots as a branch of the project's git repository")
 	f.StringVar(&branch, "branch", "", "branch name for --git-branch (default belay/<session id>)")
 	return cmd
 }
 
 // exportArchive writes the archive to a temporary file renamed into place,
-// so a failed export leaves no partial file.
-func (a *app) exportArchive(ctx context.Context, svc belay.Service, sessionID, output string) error {
+// so a failed export leaves no partial file. By default it goes to the
+// working directory, unless that is inside the session's project, where the
+// next save would snapshot it and a rollback remove it: then to the data
+// directory's exports/ folder.
+func (a *app) exportArchive(ctx context.Context, svc belay.Service, sess *belay.Session, output string) error {
 	if output == "-" {
-		return svc.ExportSession(ctx, sessionID, a.env.Stdout)
+		return svc.ExportSession(ctx, sess.ID, a.env.Stdout)
 	}
-	if output == "" {
-		output = "belay-" + sessionID + ".tar.gz"
-	}
-	path, err := a.absPath(output)
+	wd, err := a.cwd()
 	if err != nil {
 		return err
+	}
+	inProject := sess.ProjectPath != "" && within(wd, sess.ProjectPath)
+	var path, note string
+	switch {
+	case output != "":
+		if path, err = a.absPath(output); err != nil {
+			return err
+		}
+		if sess.ProjectPath != "" && within(path, sess.ProjectPath) && !strings.HasSuffix(path, belay.ArchiveSuffix) {
+			fmt.Fprintf(a.env.Stderr, "belay: warning: %s is inside the project: the next save will snapshot it and a rollback may remove it; name it *%s to keep it out\n",
+				output, belay.ArchiveSuffix)
+		}
+	case inProject:
+		dir, err := a.resolveDataDir()
+		if err != nil {
+			return err
+		}
+		dir = filepath.Join(dir, "exports")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+		path = filepath.Join(dir, sess.ID+belay.ArchiveSuffix)
+		note = " (in belay's data directory: the working directory is inside the project; -o names another place)"
+	default:
+		path = filepath.Join(wd, sess.ID+belay.ArchiveSuffix)
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
 	defer os.Remove(f.Name())
-	err = svc.ExportSession(ctx, sessionID, f)
+	pctx, done := a.withProgress(ctx, "exporting")
+	err = svc.ExportSession(pctx, sess.ID, f)
+	done()
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -410,10 +465,26 @@ func (a *app) exportArchive(ctx context.Context, svc belay.Service, sessionID, o
 		return fmt.Errorf("export: %w", err)
 	}
 	if a.json {
-		return a.printJSON(map[string]any{"sessionId": sessionID, "file": path})
+		return a.printJSON(map[string]any{"sessionId": sess.ID, "file": path})
 	}
-	fmt.Fprintf(a.env.Stdout, "Exported session %s to %s\n", sessionID, path)
+	fmt.Fprintf(a.env.Stdout, "Exported session %s to %s%s\n", sess.ID, path, note)
 	return nil
+}
+
+// within reports whether path is dir or lies below it, comparing the paths
+// with symlinks resolved where they exist.
+func within(path, dir string) bool {
+	resolve := func(p string) string {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		if r, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
+			return filepath.Join(r, filepath.Base(p))
+		}
+		return filepath.Clean(p)
+	}
+	rel, err := filepath.Rel(resolve(dir), resolve(path))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 func (a *app) importCommand() *cobra.Command {
@@ -450,7 +521,9 @@ when it differs from where the session was exported.`,
 				defer f.Close()
 				r = f
 			}
-			res, err := svc.ImportSession(ctx, in, r)
+			pctx, done := a.withProgress(ctx, "importing")
+			res, err := svc.ImportSession(pctx, in, r)
+			done()
 			if err != nil {
 				return err
 			}
@@ -469,8 +542,13 @@ when it differs from where the session was exported.`,
 func (a *app) duCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "du",
-		Short: "Show the space snapshots and checkpoints use",
-		Args:  args(cobra.NoArgs),
+		Short: "Show the space belay uses: snapshots per workspace, checkpoints per session",
+		Long: `Show the space belay uses: each workspace's snapshots (belay's own git
+repository for it), each session's checkpoints in the database, and the
+database itself. On the local database (you are its admin) it also lists
+snapshots no session refers to any more, marked orphaned: 'belay gc' removes
+them.`,
+		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, svc, err := a.open(cmd)
 			if err != nil {
@@ -483,27 +561,117 @@ func (a *app) duCommand() *cobra.Command {
 			if a.json {
 				return a.printJSON(rep)
 			}
-			tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "WORKSPACE\tSESSIONS\tSNAPSHOTS")
-			for _, w := range rep.Workspaces {
-				size := humanBytes(w.Bytes)
-				if w.Error != "" {
-					size = "? (" + belay.OneLine(w.Error, 60) + ")"
-				}
-				fmt.Fprintf(tw, "%s\t%d\t%s\n", w.ProjectPath, w.Sessions, size)
+			return a.paged(func(bool) error {
+				a.printUsage(rep)
+				return nil
+			})
+		},
+	}
+}
+
+func (a *app) printUsage(rep *belay.DiskUsageReport) {
+	w := a.env.Stdout
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKSPACE\tSESSIONS\tSNAPSHOTS")
+	orphans := 0
+	for _, u := range rep.Workspaces {
+		size := humanBytes(u.Bytes)
+		if u.Error != "" {
+			size = "? (" + belay.OneLine(u.Error, 60) + ")"
+		}
+		name := u.ProjectPath
+		if u.Orphaned {
+			orphans++
+			name = dash(name) + " (orphaned)"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", name, u.Sessions, size)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SESSION\tCHECKPOINTS\tSTATE\tSTATUS\tPROJECT")
+	for _, u := range rep.Sessions {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", u.ID, u.Checkpoints, humanBytes(u.StateBytes), u.Status, dash(u.ProjectPath))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nTotal: %s of snapshots, %s of checkpoint state", humanBytes(rep.WorkspaceBytes), humanBytes(rep.StateBytes))
+	if rep.DatabaseBytes > 0 {
+		fmt.Fprintf(w, " in a database of %s", humanBytes(rep.DatabaseBytes))
+	}
+	fmt.Fprintln(w, ".")
+	if orphans > 0 {
+		fmt.Fprintf(w, "%d orphaned: no session refers to them; 'belay gc' removes them.\n", orphans)
+	}
+}
+
+func (a *app) gcCommand() *cobra.Command {
+	var in belay.GCInput
+	cmd := &cobra.Command{
+		Use:   "gc",
+		Short: "Reclaim the space snapshots no longer need",
+		Long: `Reclaim disk space: in every workspace's snapshot repository, drop what no
+checkpoint needs (the snapshots of deleted sessions, objects of failed saves
+and diffs), and remove the snapshot repositories of workspaces no session
+refers to (listed as orphaned by 'belay du'). Admins only.
+
+--dry-run says what would go and changes nothing; for a workspace that stays,
+the space it would free is an estimate.`,
+		Example: `  belay gc --dry-run
+  belay gc`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, svc, err := a.open(cmd)
+			if err != nil {
+				return err
 			}
-			tw.Flush()
-			fmt.Fprintln(a.env.Stdout)
-			tw = tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SESSION\tCHECKPOINTS\tSTATE\tSTATUS\tPROJECT")
-			for _, s := range rep.Sessions {
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", s.ID, s.Checkpoints, humanBytes(s.StateBytes), s.Status, dash(s.ProjectPath))
+			rep, err := svc.CollectGarbage(ctx, in)
+			if err != nil {
+				return err
 			}
-			tw.Flush()
-			fmt.Fprintf(a.env.Stdout, "\nTotal: %s of snapshots, %s of checkpoint state.\n", humanBytes(rep.WorkspaceBytes), humanBytes(rep.StateBytes))
+			if a.json {
+				return a.printJSON(rep)
+			}
+			a.printGC(rep)
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&in.DryRun, "dry-run", false, "say what would be freed and change nothing")
+	return cmd
+}
+
+func (a *app) printGC(rep *belay.GCReport) {
+	w := a.env.Stdout
+	verb, removeVerb := "freed", "removed"
+	if rep.DryRun {
+		verb, removeVerb = "would free", "would remove"
+	}
+	for _, g := range rep.Workspaces {
+		name := g.ProjectPath
+		if name == "" {
+			name = "(unknown workspace)"
+		}
+		switch {
+		case g.Error != "":
+			fmt.Fprintf(w, "  %s: %s\n", name, g.Error)
+		case g.Removed:
+			why := "no snapshot left"
+			if g.Orphaned {
+				why = "no session refers to it"
+			}
+			fmt.Fprintf(w, "  %s: %s all snapshots (%s), %s %s\n", name, removeVerb, why, verb, humanBytes(g.BytesFreed))
+		case g.BytesFreed > 0 || g.DeletedSessions > 0:
+			extra := ""
+			if g.DeletedSessions > 0 {
+				extra = fmt.Sprintf(" (snapshots of %d deleted sessions)", g.DeletedSessions)
+			}
+			fmt.Fprintf(w, "  %s: %s %s%s\n", name, verb, humanBytes(g.BytesFreed), extra)
+		}
+	}
+	if rep.DryRun {
+		fmt.Fprintf(w, "Would free about %s (dry run: nothing changed).\n", humanBytes(rep.FreedBytes))
+		return
+	}
+	fmt.Fprintf(w, "Freed %s in %d workspaces.\n", humanBytes(rep.FreedBytes), len(rep.Workspaces))
 }
 
 func humanBytes(n int64) string {
@@ -521,10 +689,16 @@ func humanBytes(n int64) string {
 
 // withSessionDelete adds `sessions delete` to the sessions command.
 func (a *app) withSessionDelete(sessions *cobra.Command) *cobra.Command {
-	sessions.AddCommand(&cobra.Command{
+	var yes bool
+	del := &cobra.Command{
 		Use:   "delete ID",
 		Short: "Delete a session with its checkpoints, rollbacks and snapshots (ID or a unique prefix)",
-		Args:  args(cobra.ExactArgs(1)),
+		Long: `Delete a session with its checkpoints and rollback history, and give back the
+space only its snapshots used (all of the workspace's snapshot repository when
+no other session has snapshots there). It cannot be undone: on a terminal it
+asks first; scripts pass --yes.`,
+		Example: `  belay sessions delete 01a1f2c3-… --yes`,
+		Args:    args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			ctx, svc, err := a.open(cmd)
 			if err != nil {
@@ -534,6 +708,12 @@ func (a *app) withSessionDelete(sessions *cobra.Command) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if !yes {
+				if err := a.confirm(ctx, fmt.Sprintf("Delete session %s (%s) with its %d checkpoints and their snapshots?",
+					sess.ID, dash(sess.ProjectPath), sess.CheckpointCount)); err != nil {
+					return err
+				}
+			}
 			res, err := svc.DeleteSession(ctx, sess.ID)
 			if err != nil {
 				return err
@@ -541,13 +721,15 @@ func (a *app) withSessionDelete(sessions *cobra.Command) *cobra.Command {
 			if a.json {
 				return a.printJSON(res)
 			}
-			fmt.Fprintf(a.env.Stdout, "Deleted session %s and its %d checkpoints.\n", res.SessionID, res.Checkpoints)
+			fmt.Fprintf(a.env.Stdout, "Deleted session %s and its %d checkpoints; freed %s.\n", res.SessionID, res.Checkpoints, humanBytes(res.FreedBytes))
 			if res.Warning != "" {
 				fmt.Fprintf(a.env.Stderr, "belay: warning: %s\n", res.Warning)
 			}
 			return nil
 		},
-	})
+	}
+	del.Flags().BoolVarP(&yes, "yes", "y", false, "delete without asking")
+	sessions.AddCommand(del)
 	return sessions
 }
 
@@ -562,4 +744,25 @@ func recoveryCommand(o belay.RecoveryOption) string {
 		return "belay sessions delete " + o.SessionID
 	}
 	return o.Action
+}
+
+// errDeclined ends a command the user said no to, with exit code 1 and no
+// further message.
+var errDeclined = exitCode(ExitError)
+
+// confirm asks a yes/no question on the terminal; without one it refuses
+// with a usage error naming --yes.
+func (a *app) confirm(ctx context.Context, question string) error {
+	if !isTerminal(a.env.Stdin) {
+		return usagef("this cannot be undone and there is no terminal to ask on: pass --yes to go ahead")
+	}
+	var ok bool
+	if err := a.prompt(ctx, huh.NewGroup(huh.NewConfirm().Title(question).Affirmative("Delete").Negative("Keep").Value(&ok))); err != nil {
+		return err
+	}
+	if !ok {
+		fmt.Fprintln(a.env.Stderr, "Nothing deleted.")
+		return errDeclined
+	}
+	return nil
 }

@@ -270,7 +270,7 @@ func TestWorkspaceValidateRepairStorageAndBranch(t *testing.T) {
 	if out := c.ok(t, "rollbacks"); !strings.Contains(out, second.SessionID[:8]) && !strings.Contains(out, "PRE-ROLLBACK") {
 		t.Errorf("rollbacks printed:\n%s", out)
 	}
-	if out := c.ok(t, "sessions", "delete", second.SessionID); !strings.Contains(out, "Deleted session "+second.SessionID) {
+	if out := c.ok(t, "sessions", "delete", second.SessionID, "--yes"); !strings.Contains(out, "Deleted session "+second.SessionID) {
 		t.Errorf("sessions delete printed %q", out)
 	}
 	if errOut := c.fails(t, cli.ExitError, "session-info", second.SessionID); !strings.Contains(errOut, "SESSION_NOT_FOUND") {

@@ -81,9 +81,14 @@ func (c *Client) DiskUsage(ctx context.Context) (*belay.DiskUsageReport, error) 
 	return call[belay.DiskUsageReport](ctx, c, http.MethodGet, "/v1/usage", nil, nil)
 }
 
-// DeleteSession deletes a session and drops its snapshots.
+// DeleteSession deletes a session and reclaims the space of its snapshots.
 func (c *Client) DeleteSession(ctx context.Context, id string) (*belay.DeleteSessionResult, error) {
 	return call[belay.DeleteSessionResult](ctx, c, http.MethodDelete, "/v1/sessions/"+url.PathEscape(id), nil, nil)
+}
+
+// CollectGarbage reclaims the space no snapshot needs (admins only).
+func (c *Client) CollectGarbage(ctx context.Context, in belay.GCInput) (*belay.GCReport, error) {
+	return call[belay.GCReport](ctx, c, http.MethodPost, "/v1/gc", nil, in)
 }
 
 // request builds and sends one request: the one place where the URL, the

@@ -213,6 +213,7 @@ func TestReadOnlyTokenOnlyReads(t *testing.T) {
 		{"SearchCheckpoints", []any{belay.SearchInput{Query: "more"}}, belay.ScopeRead},
 		{"Reindex", []any{belay.ReindexInput{}}, belay.ScopeAdmin},
 		{"IndexStatus", nil, belay.ScopeAdmin},
+		{"CollectGarbage", []any{belay.GCInput{DryRun: true}}, belay.ScopeAdmin},
 	}
 	covered := map[string]bool{}
 	for _, c := range calls {

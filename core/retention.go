@@ -99,7 +99,8 @@ func (s *Service) applyPolicy(ctx context.Context, p belay.RetentionPolicy) (int
 	if err != nil || len(refs) == 0 || s.ws == nil {
 		return deleted, err
 	}
-	return deleted, workspaceError(s.ws.DeleteRefList(ctx, p.ProjectPath, refs))
+	_, err = s.ws.DeleteRefList(ctx, p.ProjectPath, refs)
+	return deleted, workspaceError(err)
 }
 
 // expired returns the checkpoints of one session that policy p lets go, in

@@ -154,13 +154,14 @@ func (s *Service) restoreWorkspace(ctx context.Context, sess *belay.Session, tar
 		purpose = forRollbackFromHead
 	}
 	res := &belay.RestoreResult{Checkpoint: target, SafetyCheckpoint: s.safetyCheckpoint(ctx, cur, target, reason)}
-	switch err := s.saveSnapshotLocked(ctx, ws, root, cur, res.SafetyCheckpoint, nil, purpose); {
+	switch err := s.saveSnapshotLocked(ctx, ws, root, cur, res.SafetyCheckpoint, snapshotOpts{}, purpose); {
 	case errors.Is(err, errUnchanged):
 		res.SafetyCheckpoint = head
 	case err != nil:
 		return nil, s.restoreFailed(ctx, err, target)
 	}
 	current := res.SafetyCheckpoint.WorkspaceRef
+	belay.ReportProgress(ctx, belay.Progress{Phase: "restoring files"})
 	moved, err := ws.RestoreLocked(ctx, root, current, target.WorkspaceRef, false)
 	if err != nil {
 		return nil, s.restoreFailed(ctx, err, target)

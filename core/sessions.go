@@ -214,13 +214,16 @@ func (s *Service) DeleteSession(ctx context.Context, id string) (*belay.DeleteSe
 	if sess.ProjectPath == "" || s.ws == nil {
 		return res, nil
 	}
-	if err := s.ws.DeleteRefs(ctx, sess.ProjectPath, sessionRefs(id)); err != nil {
-		var we *workspace.Error
-		if errors.As(err, &we) && we.Code == workspace.NotFound {
-			return res, nil // never snapshotted
-		}
+	rec, err := s.ws.DeleteRefs(ctx, sess.ProjectPath, sessionRefs(id))
+	var we *workspace.Error
+	switch {
+	case errors.As(err, &we) && we.Code == workspace.NotFound:
+		// never snapshotted
+	case err != nil:
 		res.SnapshotsPruned = false
-		res.Warning = "the session's snapshots could not be dropped: " + err.Error()
+		res.Warning = "the session's snapshots could not be dropped (`belay gc` tries again): " + err.Error()
+	default:
+		res.FreedBytes = max(rec.Before-rec.After, 0)
 	}
 	return res, nil
 }

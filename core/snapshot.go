@@ -110,7 +110,7 @@ func (s *Service) createWithSnapshot(ctx context.Context, c caller, in belay.Cre
 	if err := checkOpen(sess); err != nil {
 		return err
 	}
-	return s.saveSnapshotLocked(ctx, ws, root, sess, cp, in.Paths, forSave)
+	return s.saveSnapshotLocked(ctx, ws, root, sess, cp, snapshotOpts{paths: in.Paths, maxFileSize: in.MaxFileSize}, forSave)
 }
 
 func checkOpen(sess *belay.Session) error {
@@ -140,11 +140,17 @@ const (
 // checkpoint, which already holds them.
 var errUnchanged = errors.New("nothing changed since the head checkpoint")
 
+// snapshotOpts are the caller's choices for one snapshot.
+type snapshotOpts struct {
+	paths       []string
+	maxFileSize int64
+}
+
 // saveSnapshotLocked snapshots root for cp as the next checkpoint of sess (as
 // read under the workspace lock, which the caller holds) and inserts it. It
 // fails with CONFLICT when the session moved on since it was read.
 func (s *Service) saveSnapshotLocked(ctx context.Context, ws *workspace.Manager, root string, sess *belay.Session,
-	cp *belay.Checkpoint, paths []string, purpose snapshotFor) error {
+	cp *belay.Checkpoint, opts snapshotOpts, purpose snapshotFor) error {
 	parent, err := s.snapshotParent(ctx, sess.HeadCheckpointID)
 	if err != nil {
 		return err
@@ -153,7 +159,7 @@ func (s *Service) saveSnapshotLocked(ctx context.Context, ws *workspace.Manager,
 	if cp.ProjectPath == "" {
 		cp.ProjectPath = sess.ProjectPath
 	}
-	if err := snapshotRecord(ctx, ws, root, parent, cp, paths, purpose == forRollbackFromHead); err != nil {
+	if err := snapshotRecord(ctx, ws, root, parent, cp, opts, purpose == forRollbackFromHead); err != nil {
 		return err
 	}
 	return s.update(ctx, func(tx store.Tx) error {
@@ -201,10 +207,11 @@ func (s *Service) snapshotParent(ctx context.Context, id string) (string, error)
 // before the commit). It sets cp.WorkspaceRef, cp.Files and the
 // "skippedFiles" metadata. With unlessSame, a snapshot with no change from
 // parent (and no file left out) is not committed: errUnchanged.
-func snapshotRecord(ctx context.Context, ws *workspace.Manager, root, parent string, cp *belay.Checkpoint, paths []string, unlessSame bool) error {
+func snapshotRecord(ctx context.Context, ws *workspace.Manager, root, parent string, cp *belay.Checkpoint, opts snapshotOpts, unlessSame bool) error {
 	base := cp.Metadata
 	for {
-		req := workspace.SnapshotRequest{Root: root, Ref: checkpointRef(cp.SessionID, cp.Seq), Parent: parent, Paths: paths,
+		req := workspace.SnapshotRequest{Root: root, Ref: checkpointRef(cp.SessionID, cp.Seq), Parent: parent,
+			Paths: opts.paths, MaxFileSize: opts.maxFileSize, Progress: snapshotProgress(ctx),
 			MessageFunc: func(snap *workspace.Snapshot) (string, error) {
 				if unlessSame && parent != "" && len(snap.Created)+len(snap.Modified)+len(snap.Deleted)+len(snap.Skipped) == 0 {
 					return "", errUnchanged
@@ -228,6 +235,22 @@ func snapshotRecord(ctx context.Context, ws *workspace.Manager, root, parent str
 		}
 		cp.WorkspaceRef, cp.Files = snap.Commit, snapshotChanges(snap)
 		return nil
+	}
+}
+
+// snapshotProgress passes a snapshot's progress on to the caller's progress
+// function (belay.WithProgress), if any.
+func snapshotProgress(ctx context.Context) func(workspace.Progress) {
+	fn := belay.ProgressFunc(ctx)
+	if fn == nil {
+		return nil
+	}
+	return func(p workspace.Progress) {
+		phase := "snapshot: hashing files"
+		if p.Phase == "scanning" {
+			phase = "snapshot: looking for changed files"
+		}
+		fn(belay.Progress{Phase: phase, Done: p.Files, Total: p.TotalFiles, Bytes: p.Bytes, TotalBytes: p.TotalBytes})
 	}
 }
 

@@ -144,12 +144,13 @@ func (s *Service) ExportSession(ctx context.Context, sessionID string, w io.Writ
 	}
 	defer os.RemoveAll(tmp)
 	if len(refs) > 0 {
+		belay.ReportProgress(ctx, belay.Progress{Phase: "bundling snapshots"})
 		if err := s.bundleSession(ctx, sess, cps, refs, filepath.Join(tmp, bundleFile)); err != nil {
 			return err
 		}
 		m.Bundle = bundleFile
 	}
-	gz := gzip.NewWriter(w)
+	gz := gzip.NewWriter(progressWriter(ctx, w, "exporting"))
 	tw := tar.NewWriter(gz)
 	add := func(name string, v any) error {
 		data, err := json.MarshalIndent(v, "", "  ")
@@ -317,7 +318,7 @@ func (s *Service) ImportSession(ctx context.Context, in belay.ImportInput, r io.
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	arc, err := readArchive(r, tmp)
+	arc, err := readArchive(progressReader(ctx, r, "reading the archive"), tmp)
 	if err != nil {
 		return nil, err
 	}
@@ -376,7 +377,7 @@ func (s *Service) ImportSession(ctx context.Context, in belay.ImportInput, r io.
 	if err != nil {
 		if arc.bundle != "" {
 			if _, gerr := s.store.GetSession(ctx, sess.ID); belay.IsCode(gerr, belay.CodeSessionNotFound) {
-				if derr := s.ws.DeleteRefs(context.WithoutCancel(ctx), sess.ProjectPath, sessionRefs(sess.ID)); derr != nil {
+				if _, derr := s.ws.DeleteRefs(context.WithoutCancel(ctx), sess.ProjectPath, sessionRefs(sess.ID)); derr != nil {
 					s.log.Error("drop snapshots of a failed import", "sessionId", sess.ID, "error", derr)
 				}
 			}
@@ -758,4 +759,50 @@ func validImportedCheckpoint(cp *belay.Checkpoint) error {
 func isHex(s string) bool {
 	_, err := hex.DecodeString(s)
 	return err == nil
+}
+
+// progressWriter counts the bytes written to w as progress of phase, when
+// ctx asks for progress (belay.WithProgress).
+func progressWriter(ctx context.Context, w io.Writer, phase string) io.Writer {
+	fn := belay.ProgressFunc(ctx)
+	if fn == nil {
+		return w
+	}
+	return &countingWriter{w: w, report: func(n int64) { fn(belay.Progress{Phase: phase, Bytes: n}) }}
+}
+
+// progressReader counts the bytes read from r as progress of phase, when
+// ctx asks for progress.
+func progressReader(ctx context.Context, r io.Reader, phase string) io.Reader {
+	fn := belay.ProgressFunc(ctx)
+	if fn == nil {
+		return r
+	}
+	return &countingReader{r: r, report: func(n int64) { fn(belay.Progress{Phase: phase, Bytes: n}) }}
+}
+
+type countingWriter struct {
+	w      io.Writer
+	n      int64
+	report func(int64)
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	c.report(c.n)
+	return n, err
+}
+
+type countingReader struct {
+	r      io.Reader
+	n      int64
+	report func(int64)
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	c.report(c.n)
+	return n, err
 }

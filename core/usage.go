@@ -1,15 +1,21 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strings"
 
 	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/store"
+	"github.com/belayhq/belay/workspace"
 )
 
 // DiskUsage reports the space each workspace's snapshots use and, per
-// session, its checkpoints and the bytes of their state in the database.
+// session, its checkpoints and the bytes of their state in the database. An
+// admin also sees the snapshots no session refers to any more (orphaned,
+// which `belay gc` removes) and the database's own size, so the report adds
+// up to everything belay keeps.
 func (s *Service) DiskUsage(ctx context.Context) (*belay.DiskUsageReport, error) {
 	c, err := authorize(ctx, belay.ScopeRead)
 	if err != nil {
@@ -43,20 +49,79 @@ func (s *Service) DiskUsage(ctx context.Context) (*belay.DiskUsageReport, error)
 	if err != nil {
 		return nil, err
 	}
+	if s.ws == nil {
+		for i := range rep.Workspaces {
+			rep.Workspaces[i].Error = errNoWorkspaces.Message
+		}
+	} else if err := s.shadowUsage(ctx, c, rep); err != nil {
+		return nil, err
+	}
+	if sz, ok := s.store.(store.Sizer); ok && c.Admin {
+		if rep.DatabaseBytes, err = sz.Size(ctx); err != nil {
+			return nil, err
+		}
+	}
+	slices.SortFunc(rep.Workspaces, func(a, b belay.WorkspaceUsage) int {
+		return cmp.Or(cmp.Compare(btoi(a.Orphaned), btoi(b.Orphaned)), strings.Compare(a.ProjectPath, b.ProjectPath))
+	})
+	return rep, nil
+}
+
+// shadowUsage fills in the bytes of rep's workspaces from the shadow
+// directories and, for an admin, adds those no session refers to.
+func (s *Service) shadowUsage(ctx context.Context, c caller, rep *belay.DiskUsageReport) error {
+	shadows, err := s.ws.Shadows(ctx)
+	if err != nil {
+		return err
+	}
+	byRoot := map[string]workspace.ShadowInfo{}
+	for _, sh := range shadows {
+		byRoot[sh.Root] = sh
+	}
+	seen := map[string]bool{}
 	for i := range rep.Workspaces {
 		w := &rep.Workspaces[i]
-		if s.ws == nil {
-			w.Error = errNoWorkspaces.Message
-			continue
+		root := s.ws.Canonical(w.ProjectPath)
+		if seen[root] {
+			continue // the same directory under another name
 		}
-		n, err := s.ws.DiskUsage(ctx, w.ProjectPath)
-		if err != nil {
-			w.Error = workspaceError(err).Error()
-			continue
-		}
-		w.Bytes = n
-		rep.WorkspaceBytes += n
+		seen[root] = true
+		w.Bytes = byRoot[root].Bytes
+		rep.WorkspaceBytes += w.Bytes
 	}
-	slices.SortFunc(rep.Workspaces, func(a, b belay.WorkspaceUsage) int { return strings.Compare(a.ProjectPath, b.ProjectPath) })
-	return rep, nil
+	if !c.Admin {
+		return nil
+	}
+	// The sessions of other users' workspaces are not orphans.
+	used, err := s.workspaceRoots(ctx)
+	if err != nil {
+		return err
+	}
+	for _, sh := range shadows {
+		if seen[sh.Root] || (sh.Root != "" && used[sh.Root]) {
+			continue
+		}
+		rep.Workspaces = append(rep.Workspaces, belay.WorkspaceUsage{ProjectPath: sh.Root, Bytes: sh.Bytes, Orphaned: true})
+		rep.WorkspaceBytes += sh.Bytes
+	}
+	return nil
+}
+
+// workspaceRoots returns the canonical roots of every session's workspace.
+func (s *Service) workspaceRoots(ctx context.Context) (map[string]bool, error) {
+	roots := map[string]bool{}
+	err := forEachSession(ctx, s.store, store.Everything, func(sess *belay.Session) error {
+		if sess.ProjectPath != "" {
+			roots[s.ws.Canonical(sess.ProjectPath)] = true
+		}
+		return nil
+	})
+	return roots, err
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -61,7 +61,8 @@ func (s *Service) Validate(ctx context.Context, in belay.ValidateInput) (*belay.
 	rep := &belay.ValidationReport{Problems: []belay.ValidationProblem{}}
 	roots := map[string]bool{}
 	var order []string
-	for _, sess := range sessions {
+	for i, sess := range sessions {
+		belay.ReportProgress(ctx, belay.Progress{Phase: "checking sessions", Done: int64(i), Total: int64(len(sessions))})
 		if err := s.validateSession(ctx, sess, in.Repair, rep); err != nil {
 			return nil, err
 		}
@@ -70,7 +71,8 @@ func (s *Service) Validate(ctx context.Context, in belay.ValidateInput) (*belay.
 			order = append(order, p)
 		}
 	}
-	for _, root := range order {
+	for i, root := range order {
+		belay.ReportProgress(ctx, belay.Progress{Phase: "checking snapshot repositories", Done: int64(i), Total: int64(len(order))})
 		s.validateWorkspace(ctx, root, rep)
 	}
 	rep.OK = true

@@ -106,6 +106,7 @@ func (s *Server) routes() {
 	s.stream("GET /v1/validate", s.validate)
 	s.stream("POST /v1/validate", s.validate)
 	s.stream("GET /v1/usage", s.diskUsage)
+	s.stream("POST /v1/gc", s.collectGarbage)
 	s.stream("GET /v1/events", s.sse)
 	s.stream("GET /v1/ws", s.websocket)
 	s.api("GET /v1/checkpoints/resolve", s.resolveCheckpoint)
@@ -163,6 +164,9 @@ func (s *Server) stream(pattern string, h apiHandler) {
 			s.writeError(w, r, err)
 			return
 		}
+		if rec, ok := w.(*statusRecorder); ok {
+			rec.user = a.UserID
+		}
 		r = r.WithContext(belay.WithActor(r.Context(), a))
 		if err := h(w, r); err != nil {
 			s.writeError(w, r, err)
@@ -218,8 +222,16 @@ func (s *Server) Handler() http.Handler {
 			if route == "" {
 				route = "/" // no route: one label for all of them
 			}
+			took := time.Since(start)
 			s.reqs.WithLabelValues(r.Method, route, strconv.Itoa(rec.status)).Inc()
-			s.latency.WithLabelValues(r.Method, route).Observe(time.Since(start).Seconds())
+			s.latency.WithLabelValues(r.Method, route).Observe(took.Seconds())
+			// Health checks and scrapes come every few seconds: debug only.
+			level := slog.LevelInfo
+			if route == "GET /healthz" || route == "GET /metrics" {
+				level = slog.LevelDebug
+			}
+			s.log.LogAttrs(r.Context(), level, "request", slog.String("method", r.Method), slog.String("path", r.URL.Path),
+				slog.Int("status", rec.status), slog.Duration("duration", took), slog.String("user", rec.user))
 		}()
 		if _, pattern := s.mux.Handler(r); pattern == "" {
 			s.noRoute(rec, r)
@@ -260,12 +272,14 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": s.version})
 }
 
-// statusRecorder remembers the status for metrics and passes Flush through
+// statusRecorder remembers the status for metrics and the log and passes Flush through
 // for streaming responses.
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
 	wrote  bool
+	// user is who the request authenticated as, for the request log.
+	user string
 }
 
 func (r *statusRecorder) WriteHeader(code int) {

@@ -167,6 +167,21 @@ func (s *Server) diskUsage(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+func (s *Server) collectGarbage(w http.ResponseWriter, r *http.Request) error {
+	var in belay.GCInput
+	if r.ContentLength != 0 {
+		if err := decodeJSON(w, r, &in); err != nil {
+			return err
+		}
+	}
+	rep, err := s.svc.CollectGarbage(r.Context(), in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, rep)
+	return nil
+}
+
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r, "id")
 	if err != nil {

@@ -210,6 +210,15 @@ func apiEndToEnd(t *testing.T, withGit bool) {
 	}
 	_, err = alice.GetSession(ctx, first.SessionID)
 	testutil.WantCode(t, err, belay.CodeSessionNotFound)
+	if del.FreedBytes == 0 {
+		t.Errorf("delete freed nothing: %+v", del)
+	}
+
+	_, err = alice.CollectGarbage(ctx, belay.GCInput{})
+	testutil.WantCode(t, err, belay.CodeUnauthorized)
+	if gc, err := srv.as(t, "root").CollectGarbage(ctx, belay.GCInput{DryRun: true}); err != nil || !gc.DryRun {
+		t.Errorf("gc --dry-run over HTTP = %+v, %v", gc, err)
+	}
 }
 
 func TestWorkspaceAPIErrors(t *testing.T) {

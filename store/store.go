@@ -33,6 +33,11 @@ type Notifier interface {
 	Listen() (<-chan struct{}, func())
 }
 
+// Sizer is implemented by a store that can tell how much space its files use.
+type Sizer interface {
+	Size(ctx context.Context) (int64, error)
+}
+
 // Reader holds the queries. Not-found results are *belay.Error with
 // SESSION_NOT_FOUND or CHECKPOINT_NOT_FOUND (NOT_FOUND for other records).
 type Reader interface {

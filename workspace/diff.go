@@ -78,7 +78,7 @@ func (m *Manager) workTreeTree(ctx context.Context, s *shadow) (string, error) {
 	} else if err != nil {
 		return "", err
 	}
-	tree, _, err := m.buildTree(ctx, s, tmp, nil)
+	tree, _, err := m.buildTree(ctx, s, tmp, treeOpts{maxFileSize: m.maxFileSize})
 	return tree, err
 }
 

@@ -80,18 +80,25 @@ func (m *Manager) held(s *shadow) bool {
 // timeout, so while another process holds it we retry without blocking, with
 // a short backoff, until ctx is done.
 func flock(ctx context.Context, s *shadow) (*os.File, error) {
-	if err := os.MkdirAll(s.dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create shadow directory: %w", err)
-	}
-	f, err := os.OpenFile(filepath.Join(s.dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	path := filepath.Join(s.dir, "lock")
+	f, err := openLock(s, path)
 	if err != nil {
-		return nil, fmt.Errorf("open workspace lock: %w", err)
+		return nil, err
 	}
 	backoff := time.Millisecond
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
-			return f, nil
+			if current(f, path) {
+				return f, nil
+			}
+			// The shadow directory was removed while we waited (see
+			// removeShadow): lock the one that takes its place.
+			f.Close()
+			if f, err = openLock(s, path); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
 			f.Close()
@@ -107,4 +114,25 @@ func flock(ctx context.Context, s *shadow) (*os.File, error) {
 		}
 		backoff = min(2*backoff, 50*time.Millisecond)
 	}
+}
+
+func openLock(s *shadow, path string) (*os.File, error) {
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create shadow directory: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace lock: %w", err)
+	}
+	return f, nil
+}
+
+// current reports whether f is still the lock file at path.
+func current(f *os.File, path string) bool {
+	held, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	now, err := os.Stat(path)
+	return err == nil && os.SameFile(held, now)
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -133,73 +132,74 @@ func (m *Manager) refs(ctx context.Context, s *shadow, prefix string) (map[strin
 	return refs, nil
 }
 
-// DeleteRefs deletes the shadow repository's refs below prefix and then
-// reclaims space: `git repack -a -d` (without -l, so objects still needed
-// that were borrowed from the user's repository are copied in, which makes
-// the shadow repository self-contained and lets it drop the borrowing) and
-// `git prune`. It takes the workspace lock.
-func (m *Manager) DeleteRefs(ctx context.Context, root, prefix string) error {
+// DeleteRefs deletes the shadow repository's refs below prefix and reclaims
+// what only they used, as Collect does: when no snapshot is left, the whole
+// shadow directory goes; otherwise the private index lets go of the deleted
+// snapshots' files, the repository is repacked (copying in objects borrowed
+// from the user's repository, so the borrowing ends) and pruned. The
+// workspace itself may be gone. It takes the workspace lock.
+func (m *Manager) DeleteRefs(ctx context.Context, root, prefix string) (*Reclaimed, error) {
 	if !strings.HasPrefix(prefix, "refs/") {
-		return fmt.Errorf("delete refs: prefix %q must start with refs/", prefix)
+		return nil, fmt.Errorf("delete refs: prefix %q must start with refs/", prefix)
 	}
-	s, err := m.existing(root)
+	s, err := m.locate(ctx, root)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	unlock, err := m.lock(ctx, s)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer unlock()
 	refs, err := m.refs(ctx, s, prefix)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return m.deleteAndRepack(ctx, s, slices.Collect(maps.Keys(refs)))
+	return m.deleteAndReclaim(ctx, s, slices.Collect(maps.Keys(refs)))
 }
 
 // DeleteRefList deletes exactly the given refs (missing ones are fine) and
 // reclaims the space only they held, like DeleteRefs.
-func (m *Manager) DeleteRefList(ctx context.Context, root string, refs []string) error {
+func (m *Manager) DeleteRefList(ctx context.Context, root string, refs []string) (*Reclaimed, error) {
 	for _, ref := range refs {
 		if !strings.HasPrefix(ref, "refs/") {
-			return fmt.Errorf("delete refs: %q must start with refs/", ref)
+			return nil, fmt.Errorf("delete refs: %q must start with refs/", ref)
 		}
 	}
-	s, err := m.existing(root)
+	s, err := m.locate(ctx, root)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	unlock, err := m.lock(ctx, s)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer unlock()
-	return m.deleteAndRepack(ctx, s, refs)
+	return m.deleteAndReclaim(ctx, s, refs)
 }
 
-// deleteAndRepack deletes refs and repacks; the caller holds the lock.
-func (m *Manager) deleteAndRepack(ctx context.Context, s *shadow, refs []string) error {
+// deleteAndReclaim deletes refs and reclaims what only they used; the
+// caller holds the lock.
+func (m *Manager) deleteAndReclaim(ctx context.Context, s *shadow, refs []string) (*Reclaimed, error) {
+	before, err := dirBytes(ctx, s.dir)
+	if err != nil {
+		return nil, err
+	}
 	var cmds bytes.Buffer
 	for _, ref := range refs {
 		fmt.Fprintf(&cmds, "delete %s\x00\x00", ref)
 	}
 	if cmds.Len() > 0 {
 		if _, err := m.run(ctx, s, runOpts{stdin: cmds.Bytes()}, "update-ref", "-z", "--stdin"); err != nil {
-			return fmt.Errorf("delete refs of %s: %w", s.root, err)
+			return nil, fmt.Errorf("delete refs of %s: %w", s.root, err)
 		}
 	}
-	// repack packs everything reachable from refs and the private index.
-	if _, err := m.run(ctx, s, runOpts{}, "repack", "-a", "-d", "-q"); err != nil {
-		return fmt.Errorf("repack %s: %w", s.root, err)
+	rec, err := m.reclaim(ctx, s, false)
+	if err != nil {
+		return nil, err
 	}
-	if err := os.Remove(filepath.Join(s.repo, "objects", "info", "alternates")); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("repack %s: %w", s.root, err)
-	}
-	if _, err := m.run(ctx, s, runOpts{}, "prune", "--expire=now"); err != nil {
-		return fmt.Errorf("prune %s: %w", s.root, err)
-	}
-	return nil
+	rec.Before = before
+	return rec, nil
 }
 
 // WriteBundle writes the given refs of the shadow repository, with all the
@@ -297,27 +297,9 @@ func (m *Manager) DiskUsage(ctx context.Context, root string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	var total int64
-	err = filepath.WalkDir(s.dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil // removed while walking (e.g. a temporary file)
-			}
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if d.Type().IsRegular() {
-			fi, err := d.Info()
-			if err == nil {
-				total += fi.Size()
-			}
-		}
-		return nil
-	})
+	n, err := dirBytes(ctx, s.dir)
 	if err != nil {
 		return 0, fmt.Errorf("disk usage of %s: %w", s.root, err)
 	}
-	return total, nil
+	return n, nil
 }

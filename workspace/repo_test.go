@@ -75,7 +75,7 @@ func TestFirstSnapshotReusesUserRepository(t *testing.T) {
 	// DeleteRefs makes the shadow repository self-contained.
 	writeFiles(t, root, map[string]string{"src/d02/f0002.txt": "changed\n"})
 	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
-	if err := m.DeleteRefs(context.Background(), root, "refs/belay/s/1"); err != nil {
+	if _, err := m.DeleteRefs(context.Background(), root, "refs/belay/s/1"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(m.dataDir, "workspaces", mustKey(t, m, root), "repo.git", "objects", "info", "alternates")); !os.IsNotExist(err) {

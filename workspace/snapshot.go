@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -39,6 +40,21 @@ type SnapshotRequest struct {
 	// (which is also cheap: unchanged files are recognised by their stat
 	// data).
 	Paths []string
+	// MaxFileSize, when positive, replaces Options.MaxFileSize for this
+	// snapshot.
+	MaxFileSize int64
+	// Progress, when set, is told how the snapshot is getting on, from the
+	// calling goroutine; it must return quickly.
+	Progress func(Progress)
+}
+
+// Progress is how far a snapshot has got: the files it hashes and stores,
+// and their bytes, out of how many. Phase is "scanning" (looking for
+// changed files, totals unknown) or "hashing".
+type Progress struct {
+	Phase             string
+	Files, TotalFiles int64
+	Bytes, TotalBytes int64
 }
 
 // Skipped is a file left out of a snapshot.
@@ -56,9 +72,9 @@ type Snapshot struct {
 	// modified.
 	Created, Modified, Deleted []string
 	// Skipped lists new or changed files that were not stored: larger than
-	// MaxFileSize, unreadable, or not a regular file or symlink. A skipped
-	// file that an earlier snapshot stored keeps its earlier content in
-	// this snapshot.
+	// MaxFileSize, unreadable, or not a regular file or symlink (a named
+	// pipe, a socket, a device). A skipped file that an earlier snapshot
+	// stored keeps its earlier content in this snapshot.
 	Skipped []Skipped
 }
 
@@ -68,11 +84,12 @@ type Snapshot struct {
 // work tree or to the user's repository.
 //
 // What is stored: every file git would add with `git add -A` under the
-// workspace's .gitignore files, .belayignore (gitignore syntax, at the root)
-// and the built-in excludes (.git, node_modules/, .venv/, __pycache__/,
-// target/, dist/, build/, .DS_Store, *.pyc, .belay/); symlinks as symlinks;
-// the working files of nested git repositories as ordinary files (never their
-// .git). Files are stored byte for byte: .gitattributes conversions are off.
+// workspace's .gitignore files, its repository's .git/info/exclude,
+// .belayignore (gitignore syntax, at the root) and the built-in excludes
+// (.git, node_modules/, .venv/, __pycache__/, target/, dist/, build/,
+// .DS_Store, *.pyc, .belay/, belay's own *.belay.tar.gz archives); symlinks
+// as symlinks; the working files of nested git repositories as ordinary
+// files (never their .git). Files are stored byte for byte: .gitattributes conversions are off.
 // As in git, a file stays stored once stored, even if an ignore rule later
 // matches it, until it is deleted.
 //
@@ -126,7 +143,11 @@ func (m *Manager) snapshot(ctx context.Context, s *shadow, req SnapshotRequest) 
 			return nil, fmt.Errorf("snapshot %s: parent: %w", s.root, err)
 		}
 	}
-	tree, skipped, err := m.buildTree(ctx, s, s.index, req.Paths)
+	maxSize := m.maxFileSize
+	if req.MaxFileSize > 0 {
+		maxSize = req.MaxFileSize
+	}
+	tree, skipped, err := m.buildTree(ctx, s, s.index, treeOpts{paths: req.Paths, maxFileSize: maxSize, specials: true, progress: req.Progress})
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
 	}
@@ -209,12 +230,30 @@ func (m *Manager) treeChanges(ctx context.Context, s *shadow, from, to string) (
 	return changes, nil
 }
 
+// treeOpts tailors buildTree.
+type treeOpts struct {
+	// paths, when not empty, are the only paths looked at.
+	paths       []string
+	maxFileSize int64
+	// specials looks for the named pipes, sockets and devices of the work
+	// tree on a full scan, to report them as skipped: git's own listing
+	// passes over them without a word. A snapshot does; a diff need not.
+	specials bool
+	progress func(Progress)
+}
+
 // buildTree brings the index at indexPath up to date with the work tree and
-// writes its tree. With paths, only those are looked at.
-func (m *Manager) buildTree(ctx context.Context, s *shadow, indexPath string, paths []string) (string, []Skipped, error) {
-	if err := syncBelayIgnore(s); err != nil {
+// writes its tree.
+func (m *Manager) buildTree(ctx context.Context, s *shadow, indexPath string, opts treeOpts) (string, []Skipped, error) {
+	if err := syncExcludes(s); err != nil {
 		return "", nil, err
 	}
+	paths := opts.paths
+	report := func(Progress) {}
+	if opts.progress != nil {
+		report = opts.progress
+	}
+	report(Progress{Phase: "scanning"})
 	// Paths are relative to what the index holds; a new index holds nothing
 	// or the user's index, so the first snapshot always scans everything.
 	full := len(paths) == 0
@@ -232,6 +271,18 @@ func (m *Manager) buildTree(ctx context.Context, s *shadow, indexPath string, pa
 			return "", nil, err
 		}
 	}
+	var scan specialScan
+	var walked chan struct{}
+	if full && opts.specials {
+		// The walk reads the same directories as git's scan beside it, so
+		// running both at once costs little more than git's alone.
+		walked = make(chan struct{})
+		go func() {
+			scan = m.walkSpecials(ctx, s)
+			close(walked)
+		}()
+		defer func() { <-walked }()
+	}
 	if full {
 		out, err := m.run(ctx, s, o, "ls-files", "-z", "--others", "--modified", "--exclude-standard")
 		if err != nil {
@@ -239,9 +290,17 @@ func (m *Manager) buildTree(ctx context.Context, s *shadow, indexPath string, pa
 		}
 		candidates = splitNUL(out)
 	}
-	add, remove, skipped, err := m.classify(ctx, s, candidates)
+	add, sizes, remove, skipped, err := m.classify(ctx, s, candidates, opts.maxFileSize)
 	if err != nil {
 		return "", nil, err
+	}
+	if walked != nil {
+		<-walked
+		special, err := m.reportSpecials(ctx, s, o, scan)
+		if err != nil {
+			return "", nil, err
+		}
+		skipped = append(skipped, special...)
 	}
 	if len(remove) > 0 {
 		if _, err := m.run(ctx, s, runOpts{index: indexPath, stdin: joinNUL(remove)}, "update-index", "--force-remove", "-z", "--stdin"); err != nil {
@@ -249,8 +308,24 @@ func (m *Manager) buildTree(ctx context.Context, s *shadow, indexPath string, pa
 		}
 	}
 	if len(add) > 0 {
-		if _, err := m.run(ctx, s, runOpts{index: indexPath, stdin: joinNUL(add)}, "update-index", "--add", "--replace", "-z", "--stdin"); err != nil {
-			return "", nil, fmt.Errorf("record changed files: %w", err)
+		p := Progress{Phase: "hashing", TotalFiles: int64(len(add))}
+		for _, n := range sizes {
+			p.TotalBytes += n
+		}
+		report(p)
+		batches := [][]string{add}
+		if opts.progress != nil {
+			batches = progressBatches(add, sizes)
+		}
+		for _, batch := range batches {
+			if _, err := m.run(ctx, s, runOpts{index: indexPath, stdin: joinNUL(batch)}, "update-index", "--add", "--replace", "-z", "--stdin"); err != nil {
+				return "", nil, fmt.Errorf("record changed files: %w", err)
+			}
+			for range batch {
+				p.Bytes += sizes[p.Files]
+				p.Files++
+			}
+			report(p)
 		}
 	}
 	out, err := m.run(ctx, s, o, "write-tree")
@@ -397,7 +472,7 @@ func beyondSymlink(root, rel string, dirs map[string]bool) bool {
 // classify decides, for each candidate path, whether update-index should add
 // it, drop it from the index, or skip it. Entries ending in "/" are nested
 // git repositories: their files are listed and classified instead.
-func (m *Manager) classify(ctx context.Context, s *shadow, candidates []string) (add, remove []string, skipped []Skipped, err error) {
+func (m *Manager) classify(ctx context.Context, s *shadow, candidates []string, maxFileSize int64) (add []string, sizes []int64, remove []string, skipped []Skipped, err error) {
 	seen := make(map[string]bool, len(candidates))
 	dirs := make(map[string]bool)
 	queue := candidates
@@ -411,7 +486,7 @@ func (m *Manager) classify(ctx context.Context, s *shadow, candidates []string) 
 		if strings.HasSuffix(rel, "/") {
 			files, err := m.nestedRepoFiles(ctx, s, rel)
 			if err != nil {
-				return nil, nil, nil, err
+				return nil, nil, nil, nil, err
 			}
 			queue = append(queue, files...)
 			continue
@@ -428,15 +503,15 @@ func (m *Manager) classify(ctx context.Context, s *shadow, candidates []string) 
 		case err != nil:
 			skipped = append(skipped, Skipped{Path: rel, Reason: err.Error()})
 		case fi.Mode()&fs.ModeSymlink != 0:
-			add = append(add, rel)
+			add, sizes = append(add, rel), append(sizes, fi.Size())
 		case fi.IsDir():
 			// A tracked file became a directory; its files are listed as new.
 			remove = append(remove, rel)
 		case !fi.Mode().IsRegular():
 			remove = append(remove, rel)
-			skipped = append(skipped, Skipped{Path: rel, Reason: "not a regular file or symlink"})
-		case fi.Size() > m.maxFileSize:
-			skipped = append(skipped, Skipped{Path: rel, Reason: fmt.Sprintf("larger than %d bytes (%d bytes)", m.maxFileSize, fi.Size())})
+			skipped = append(skipped, Skipped{Path: rel, Reason: specialReason(fi.Mode())})
+		case fi.Size() > maxFileSize:
+			skipped = append(skipped, Skipped{Path: rel, Reason: fmt.Sprintf("larger than %d bytes (%d bytes)", maxFileSize, fi.Size())})
 		default:
 			f, err := m.openFile(name)
 			if err != nil {
@@ -444,10 +519,122 @@ func (m *Manager) classify(ctx context.Context, s *shadow, candidates []string) 
 				continue
 			}
 			f.Close()
-			add = append(add, rel)
+			add, sizes = append(add, rel), append(sizes, fi.Size())
 		}
 	}
-	return add, remove, skipped, nil
+	return add, sizes, remove, skipped, nil
+}
+
+// progressBatches splits the files to hash into about twenty batches, so
+// that progress can be told between them (git tells nothing while it hashes),
+// each of at least 200 files or 16 MiB. A set too small to take long stays
+// one batch.
+func progressBatches(add []string, sizes []int64) [][]string {
+	var total int64
+	for _, n := range sizes {
+		total += n
+	}
+	maxFiles, maxBytes := max(len(add)/20, 200), max(total/20, 16<<20)
+	var batches [][]string
+	start, bytes := 0, int64(0)
+	for i := range add {
+		bytes += sizes[i]
+		if i+1-start >= maxFiles || bytes >= maxBytes {
+			batches = append(batches, add[start:i+1])
+			start, bytes = i+1, 0
+		}
+	}
+	if start < len(add) {
+		batches = append(batches, add[start:])
+	}
+	return batches
+}
+
+// specialModes are the file types a snapshot cannot store.
+const specialModes = fs.ModeNamedPipe | fs.ModeSocket | fs.ModeDevice | fs.ModeCharDevice | fs.ModeIrregular
+
+// specialReason says why a file that is neither a regular file, a directory
+// nor a symlink was skipped.
+func specialReason(mode fs.FileMode) string {
+	kind := "a special file"
+	switch {
+	case mode&fs.ModeNamedPipe != 0:
+		kind = "a named pipe (FIFO)"
+	case mode&fs.ModeSocket != 0:
+		kind = "a socket"
+	case mode&fs.ModeDevice != 0:
+		kind = "a device"
+	}
+	return kind + ": only regular files and symlinks are snapshotted"
+}
+
+// unsearched are directory names a search for special files does not enter:
+// git never stores .git, and the built-in excludes rarely hold anything but
+// many files.
+var unsearched = map[string]bool{".git": true, "node_modules": true, ".venv": true, "__pycache__": true,
+	"target": true, "dist": true, "build": true, ".belay": true}
+
+// specialScan is what walkSpecials found: special files by path (relative,
+// slash separated) with their type.
+type specialScan struct {
+	found map[string]fs.FileMode
+	err   error
+}
+
+// walkSpecials looks for the named pipes, sockets and devices in the work
+// tree. It reads directories only (their entries carry the file type),
+// never a file's inode.
+func (m *Manager) walkSpecials(ctx context.Context, s *shadow) specialScan {
+	found := map[string]fs.FileMode{}
+	err := filepath.WalkDir(s.root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == s.root {
+				return err
+			}
+			return nil // unreadable: git reports what it cannot read
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p != s.root && (unsearched[d.Name()] || p == m.dataDir) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.Type()&specialModes != 0 {
+			rel, err := filepath.Rel(s.root, p)
+			if err != nil {
+				return err
+			}
+			found[filepath.ToSlash(rel)] = d.Type()
+		}
+		return nil
+	})
+	if err != nil {
+		err = fmt.Errorf("look for special files: %w", err)
+	}
+	return specialScan{found: found, err: err}
+}
+
+// reportSpecials turns the special files no ignore rule covers into skipped
+// files.
+func (m *Manager) reportSpecials(ctx context.Context, s *shadow, o runOpts, scan specialScan) ([]Skipped, error) {
+	if scan.err != nil || len(scan.found) == 0 {
+		return nil, scan.err
+	}
+	paths := slices.Sorted(maps.Keys(scan.found))
+	ignored, err := m.ignored(ctx, s, o, paths)
+	if err != nil {
+		return nil, err
+	}
+	var out []Skipped
+	for _, rel := range paths {
+		if !ignored[rel] {
+			out = append(out, Skipped{Path: rel, Reason: specialReason(scan.found[rel])})
+		}
+	}
+	return out, nil
 }
 
 // nestedRepoFiles lists the files of the nested git repository at dir (a

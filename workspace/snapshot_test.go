@@ -267,8 +267,8 @@ func TestSkippedFiles(t *testing.T) {
 		}
 	}
 	slices.Sort(skipped)
-	if !slices.Equal(skipped, []string{"big.bin", "locked.txt"}) {
-		t.Errorf("skipped %v, want big.bin and locked.txt", s1.Skipped)
+	if !slices.Equal(skipped, []string{"big.bin", "fifo", "locked.txt"}) {
+		t.Errorf("skipped %v, want big.bin, fifo and locked.txt", s1.Skipped)
 	}
 	// A skipped file is neither tree's, so a restore leaves it alone.
 	writeFiles(t, root, map[string]string{"small.txt": "changed\n"})

@@ -200,6 +200,9 @@ type shadow struct {
 	key   string
 	repo  string // dir/repo.git
 	index string // dir/index
+	// gone is set when the workspace no longer exists: only the shadow
+	// repository is left to maintain, git runs without a work tree.
+	gone bool
 }
 
 func (s *shadow) journalPath() string { return filepath.Join(s.dir, "restore.json") }
@@ -249,7 +252,8 @@ type meta struct {
 
 // builtinExcludes are never snapshotted unless a .gitignore re-includes them:
 // they are written to the shadow repository's core.excludesFile, which git
-// ranks below .gitignore files and info/exclude (where .belayignore goes).
+// ranks below .gitignore files and info/exclude (where .belayignore and the
+// user's .git/info/exclude go).
 var builtinExcludes = []string{
 	".git",
 	"node_modules/",
@@ -261,7 +265,15 @@ var builtinExcludes = []string{
 	".DS_Store",
 	"*.pyc",
 	".belay/",
+	// belay's own export archives, and their temporary files while written.
+	"*" + ArchiveSuffix,
+	"*" + ArchiveSuffix + ".tmp*",
 }
+
+// ArchiveSuffix ends the name of belay's export archives, which snapshots
+// never hold: an archive written into the workspace would otherwise be
+// snapshotted by the next save and deleted by a rollback.
+const ArchiveSuffix = ".belay.tar.gz"
 
 // attributes switches off every content conversion a workspace .gitattributes
 // could ask for (eol, filters, ident, encodings): snapshots must store and
@@ -280,7 +292,7 @@ var shadowConfig = [][2]string{
 	{"core.logAllRefUpdates", "false"},
 	// Large files go in without delta search; they are rare and slow to diff.
 	{"core.bigFileThreshold", "16m"},
-	// We gc explicitly in DeleteRefs; auto gc would stall a snapshot.
+	// We gc explicitly (DeleteRefs, Collect); auto gc would stall a snapshot.
 	{"gc.auto", "0"},
 	{"maintenance.auto", "false"},
 	// ReadBundle checks every object it imports.
@@ -292,20 +304,22 @@ var shadowConfig = [][2]string{
 // meta.json is written last, so a crash midway makes the next call set the
 // repository up again (git init and the settings are idempotent).
 func (m *Manager) open(ctx context.Context, s *shadow) error {
+	excludesFile := filepath.Join(s.dir, "exclude")
+	excludes := m.excludes(s)
 	if _, err := os.Stat(filepath.Join(s.dir, "meta.json")); err == nil {
-		return m.checkMeta(s)
+		if err := m.checkMeta(s); err != nil {
+			return err
+		}
+		// Built-in excludes added since the repository was made apply too.
+		if have, err := os.ReadFile(excludesFile); err != nil || !bytes.Equal(have, excludes) {
+			return writeFileAtomic(excludesFile, excludes, 0o600)
+		}
+		return nil
 	}
 	if _, err := m.run(ctx, s, runOpts{gitDir: s.repo}, "init", "--bare", "-q", "--template="); err != nil {
 		return fmt.Errorf("create shadow repository: %w", err)
 	}
-	excludes := strings.Join(builtinExcludes, "\n") + "\n"
-	if rel, err := filepath.Rel(s.root, m.dataDir); err == nil && within(m.dataDir, s.root) && rel != "." {
-		// The data dir lives inside the workspace under another name than
-		// .belay: never snapshot belay's own files.
-		excludes += "/" + filepath.ToSlash(rel) + "/\n"
-	}
-	excludesFile := filepath.Join(s.dir, "exclude")
-	if err := writeFileAtomic(excludesFile, []byte(excludes), 0o600); err != nil {
+	if err := writeFileAtomic(excludesFile, excludes, 0o600); err != nil {
 		return err
 	}
 	// Appended in one write rather than one `git config` per key (each is a
@@ -334,6 +348,17 @@ func (m *Manager) open(ctx context.Context, s *shadow) error {
 		return err
 	}
 	return writeFileAtomic(filepath.Join(s.dir, "meta.json"), data, 0o600)
+}
+
+// excludes is the content of the shadow repository's core.excludesFile.
+func (m *Manager) excludes(s *shadow) []byte {
+	excludes := strings.Join(builtinExcludes, "\n") + "\n"
+	if rel, err := filepath.Rel(s.root, m.dataDir); err == nil && within(m.dataDir, s.root) && rel != "." {
+		// The data dir lives inside the workspace under another name than
+		// .belay: never snapshot belay's own files.
+		excludes += "/" + filepath.ToSlash(rel) + "/\n"
+	}
+	return []byte(excludes)
 }
 
 // quoteConfig quotes a git config value.
@@ -388,12 +413,25 @@ func (m *Manager) requireShadow(s *shadow) error {
 	return m.checkMeta(s)
 }
 
-// syncBelayIgnore copies <root>/.belayignore into the shadow repository's
-// info/exclude, whose patterns git applies relative to the workspace root.
-func syncBelayIgnore(s *shadow) error {
-	want, err := os.ReadFile(filepath.Join(s.root, ".belayignore"))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("read .belayignore: %w", err)
+// syncExcludes writes the shadow repository's info/exclude, whose patterns
+// git applies relative to the workspace root: the user's own
+// .git/info/exclude (which git would not read, the shadow repository being
+// another repository) followed by <root>/.belayignore, so .belayignore can
+// re-include what the former excludes.
+func syncExcludes(s *shadow) error {
+	var want []byte
+	for _, name := range []string{userExcludeFile(s.root), filepath.Join(s.root, ".belayignore")} {
+		if name == "" {
+			continue
+		}
+		data, err := os.ReadFile(name)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("read %s: %w", name, err)
+		}
+		if len(data) > 0 && data[len(data)-1] != '\n' {
+			data = append(data, '\n')
+		}
+		want = append(want, data...)
 	}
 	path := filepath.Join(s.repo, "info", "exclude")
 	have, err := os.ReadFile(path)
@@ -401,6 +439,40 @@ func syncBelayIgnore(s *shadow) error {
 		return nil
 	}
 	return writeFileAtomic(path, want, 0o600)
+}
+
+// userExcludeFile returns the info/exclude file of the git repository whose
+// work tree root is, found without running git: <root>/.git/info/exclude,
+// or for a linked worktree (.git is a file naming its git dir) the main
+// repository's. "" when root holds no .git.
+func userExcludeFile(root string) string {
+	dotGit := filepath.Join(root, ".git")
+	fi, err := os.Lstat(dotGit)
+	if err != nil {
+		return ""
+	}
+	if fi.IsDir() {
+		return filepath.Join(dotGit, "info", "exclude")
+	}
+	data, err := os.ReadFile(dotGit)
+	if err != nil {
+		return ""
+	}
+	gitDir, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "gitdir: ")
+	if !ok {
+		return ""
+	}
+	if !filepath.IsAbs(gitDir) {
+		gitDir = filepath.Join(root, gitDir)
+	}
+	if common, err := os.ReadFile(filepath.Join(gitDir, "commondir")); err == nil {
+		c := strings.TrimSpace(string(common))
+		if !filepath.IsAbs(c) {
+			c = filepath.Join(gitDir, c)
+		}
+		gitDir = c
+	}
+	return filepath.Join(gitDir, "info", "exclude")
 }
 
 // writeFileAtomic replaces path with data via a temporary file and rename, so
@@ -521,6 +593,9 @@ func (m *Manager) command(ctx context.Context, s *shadow, o runOpts, args ...str
 	cmd := exec.CommandContext(ctx, m.git, args...)
 	cmd.Env = m.env(s, o)
 	cmd.Dir = s.root
+	if s.gone {
+		cmd.Dir = s.dir
+	}
 	if o.workTree != "" {
 		cmd.Dir = o.workTree
 	}
@@ -565,7 +640,10 @@ func (m *Manager) env(s *shadow, o runOpts) []string {
 		if o.workTree != "" {
 			workTree = o.workTree
 		}
-		env = append(env, "GIT_DIR="+s.repo, "GIT_WORK_TREE="+workTree, "GIT_INDEX_FILE="+index)
+		env = append(env, "GIT_DIR="+s.repo, "GIT_INDEX_FILE="+index)
+		if !s.gone {
+			env = append(env, "GIT_WORK_TREE="+workTree)
+		}
 	}
 	return append(env, o.env...)
 }

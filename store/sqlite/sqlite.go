@@ -9,6 +9,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -145,6 +146,23 @@ func checkPragmas(ctx context.Context, conn querier) error {
 
 // Path returns the database file's path.
 func (db *DB) Path() string { return db.path }
+
+// Size returns the bytes of the database file with its write-ahead log and
+// shared-memory index.
+func (db *DB) Size(context.Context) (int64, error) {
+	var total int64
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		fi, err := os.Stat(db.path + suffix)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("sqlite: size: %w", err)
+		}
+		total += fi.Size()
+	}
+	return total, nil
+}
 
 // Close closes both connection pools.
 func (db *DB) Close() error {

@@ -36,7 +36,7 @@ import (
 func Backend() cli.Backend {
 	return cli.Backend{
 		Open: func(ctx context.Context, cfg cli.LocalConfig) (*cli.Local, error) {
-			l, err := open(ctx, cfg)
+			l, err := open(ctx, cfg, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -88,7 +88,9 @@ func openStore(ctx context.Context, cfg cli.LocalConfig) (store.Store, string, e
 	return db, db.Path(), nil
 }
 
-func open(ctx context.Context, cfg cli.LocalConfig) (*local, error) {
+// open opens the database and the service on it, logging to log (the
+// default logger when nil).
+func open(ctx context.Context, cfg cli.LocalConfig, log *slog.Logger) (*local, error) {
 	db, where, err := openStore(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -110,7 +112,7 @@ func open(ctx context.Context, cfg cli.LocalConfig) (*local, error) {
 		return nil, err
 	}
 	svc := core.New(core.Options{Store: db, Workspaces: ws, WorkspaceRoots: cfg.WorkspaceRoots, SavesPerMinute: cfg.SavesPerMinute,
-		Embedder: embedder})
+		Embedder: embedder, Logger: log})
 	return &local{db: db, svc: svc, where: where}, nil
 }
 
@@ -119,13 +121,16 @@ func open(ctx context.Context, cfg cli.LocalConfig) (*local, error) {
 // then it finishes the requests in flight and stops the background work
 // before the database closes.
 func serve(ctx context.Context, cfg cli.ServeConfig) error {
-	l, err := open(ctx, cfg.Local)
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	l, err := open(ctx, cfg.Local, log)
 	if err != nil {
 		return err
 	}
 	defer l.close()
 	svc := l.svc
-	log := slog.New(slog.NewTextHandler(cfg.Stderr, nil))
 	token, err := svc.Bootstrap(ctx)
 	if err != nil {
 		return err

@@ -1,0 +1,148 @@
+package core_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/internal/testtree"
+	"github.com/belayhq/belay/internal/testutil"
+	"github.com/belayhq/belay/store"
+	"github.com/belayhq/belay/workspace"
+)
+
+// TestDeleteSessionLeavesNothingBehind: deleting a workspace's only session
+// gives back all of its snapshots' space, and du then lists nothing.
+func TestDeleteSessionLeavesNothingBehind(t *testing.T) {
+	e := newWSEnv(t)
+	testtree.Write(t, e.project, map[string]string{"a.txt": strings.Repeat("a", 100<<10)})
+	cp := e.save(t, "first")
+	before, err := e.svc.DiskUsage(admin)
+	if err != nil || len(before.Workspaces) != 1 || before.WorkspaceBytes == 0 || before.DatabaseBytes == 0 {
+		t.Fatalf("du before = %+v, %v", before, err)
+	}
+	res, err := e.svc.DeleteSession(alice, cp.SessionID)
+	if err != nil || !res.SnapshotsPruned || res.FreedBytes != before.WorkspaceBytes {
+		t.Fatalf("delete = %+v, %v (workspace bytes before: %d)", res, err, before.WorkspaceBytes)
+	}
+	after, err := e.svc.DiskUsage(admin)
+	if err != nil || len(after.Workspaces) != 0 || after.WorkspaceBytes != 0 {
+		t.Errorf("du after = %+v, %v", after, err)
+	}
+}
+
+// TestCollectGarbage: du shows snapshots no session refers to, and gc
+// removes them, with the snapshots a failed delete left and the objects no
+// snapshot reaches; a dry run changes nothing.
+func TestCollectGarbage(t *testing.T) {
+	e := newWSEnv(t)
+	testtree.Write(t, e.project, map[string]string{"a.txt": "kept\n"})
+	kept := e.save(t, "kept")
+
+	// A second project whose session vanished behind belay's back.
+	orphan := filepath.Join(filepath.Dir(e.project), filepath.Base(e.project)+"-orphan")
+	testtree.Write(t, orphan, map[string]string{"o.txt": strings.Repeat("o", 64<<10)})
+	t.Cleanup(func() { os.RemoveAll(orphan) })
+	ocp, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{ProjectPath: orphan, Summary: "orphan", Snapshot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.db.Update(localCtx, func(tx store.Tx) error { return tx.DeleteSession(localCtx, ocp.SessionID) }); err != nil {
+		t.Fatal(err)
+	}
+
+	du, err := e.svc.DiskUsage(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var orphaned *belay.WorkspaceUsage
+	for i, w := range du.Workspaces {
+		if w.Orphaned {
+			orphaned = &du.Workspaces[i]
+		}
+	}
+	if len(du.Workspaces) != 2 || orphaned == nil || orphaned.ProjectPath != orphan || orphaned.Bytes < 1000 ||
+		du.WorkspaceBytes != du.Workspaces[0].Bytes+du.Workspaces[1].Bytes {
+		t.Fatalf("du = %+v", du)
+	}
+	if mine, err := e.svc.DiskUsage(alice); err != nil || len(mine.Workspaces) != 1 || mine.DatabaseBytes != 0 {
+		t.Errorf("du as alice (no admin) = %+v, %v", mine, err)
+	}
+
+	_, err = e.svc.CollectGarbage(alice, belay.GCInput{})
+	testutil.WantCode(t, err, belay.CodeUnauthorized)
+
+	dry, err := e.svc.CollectGarbage(admin, belay.GCInput{DryRun: true})
+	if err != nil || !dry.DryRun || dry.FreedBytes < orphaned.Bytes {
+		t.Fatalf("dry run = %+v, %v", dry, err)
+	}
+	if again, _ := e.svc.DiskUsage(admin); len(again.Workspaces) != 2 {
+		t.Errorf("the dry run removed something: %+v", again)
+	}
+
+	rep, err := e.svc.CollectGarbage(admin, belay.GCInput{})
+	if err != nil || rep.FreedBytes < orphaned.Bytes || len(rep.Workspaces) != 2 {
+		t.Fatalf("gc = %+v, %v", rep, err)
+	}
+	for _, w := range rep.Workspaces {
+		if w.ProjectPath == orphan && (!w.Orphaned || !w.Removed || w.BytesFreed != orphaned.Bytes) {
+			t.Errorf("gc of the orphan = %+v", w)
+		}
+		if w.ProjectPath == e.project && (w.Orphaned || w.Removed || w.Error != "") {
+			t.Errorf("gc of the kept workspace = %+v", w)
+		}
+	}
+	du, err = e.svc.DiskUsage(admin)
+	if err != nil || len(du.Workspaces) != 1 || du.Workspaces[0].ProjectPath != e.project {
+		t.Errorf("du after gc = %+v, %v", du, err)
+	}
+	if ok, err := e.ws.HasCommit(localCtx, e.project, kept.WorkspaceRef); !ok || err != nil {
+		t.Errorf("gc lost a kept snapshot: %v, %v", ok, err)
+	}
+	if v, err := e.svc.Validate(admin, belay.ValidateInput{}); err != nil || !v.OK {
+		t.Errorf("validate after gc = %+v, %v", v, err)
+	}
+}
+
+// TestCollectGarbageDropsSnapshotsADeleteLeft: a session deleted while its
+// snapshots could not be dropped has them dropped by gc.
+func TestCollectGarbageDropsSnapshotsADeleteLeft(t *testing.T) {
+	e := newWSEnv(t)
+	testtree.Write(t, e.project, map[string]string{"a.txt": "a\n"})
+	e.save(t, "kept")
+	other, err := e.svc.CreateSession(alice, belay.CreateSessionInput{ProjectPath: e.project})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testtree.Write(t, e.project, map[string]string{"b.txt": "b\n"})
+	gone := e.save(t, "gone", func(in *belay.CreateCheckpointInput) { in.SessionID, in.ProjectPath = other.ID, "" })
+	// The delete's clean-up fails: git finds the session's ref locked.
+	entries, _ := os.ReadDir(filepath.Join(e.data, "workspaces"))
+	lock := filepath.Join(e.data, "workspaces", entries[0].Name(), "repo.git", "refs", "belay", other.ID, "1.lock")
+	if err := os.WriteFile(lock, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.svc.DeleteSession(alice, other.ID)
+	if err != nil || res.SnapshotsPruned || !strings.Contains(res.Warning, "belay gc") {
+		t.Fatalf("delete with a locked ref = %+v, %v", res, err)
+	}
+	os.Remove(lock)
+	rep, err := e.svc.CollectGarbage(admin, belay.GCInput{})
+	if err != nil || len(rep.Workspaces) != 1 || rep.Workspaces[0].Error != "" {
+		t.Fatalf("gc = %+v, %v", rep, err)
+	}
+	if ok, _ := e.ws.HasCommit(localCtx, e.project, gone.WorkspaceRef); ok {
+		t.Error("the deleted session's snapshot survived gc")
+	}
+	if refs, _ := e.ws.Refs(localCtx, e.project, "refs/belay/"+other.ID); len(refs) != 0 {
+		t.Errorf("refs of the deleted session: %v", refs)
+	}
+}
+
+func TestArchiveSuffixIsTheWorkspaceExclude(t *testing.T) {
+	if belay.ArchiveSuffix != workspace.ArchiveSuffix {
+		t.Errorf("belay.ArchiveSuffix %q, workspace excludes %q", belay.ArchiveSuffix, workspace.ArchiveSuffix)
+	}
+}

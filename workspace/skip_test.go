@@ -1,0 +1,160 @@
+package workspace
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestUserInfoExcludeIsHonoured: what the user's .git/info/exclude lists is
+// not snapshotted (a secret listed there was), in a worktree too, and
+// .belayignore still applies beside it.
+func TestUserInfoExcludeIsHonoured(t *testing.T) {
+	m := newManager(t)
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{"main.go": "package main\n", ".belayignore": "*.tmp\n"})
+	initUserRepo(t, root)
+	writeFiles(t, root, map[string]string{"secret.env": "TOKEN=x\n", "local/notes.txt": "mine\n", "scratch.tmp": "tmp\n",
+		".git/info/exclude": "# git ls-files --others --exclude-from=.git/info/exclude\nsecret.env\n/local/\n"})
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	if want := []string{".belayignore", "main.go"}; !slices.Equal(s1.Created, want) {
+		t.Errorf("stored %q, want %q", s1.Created, want)
+	}
+	// An edit of info/exclude takes effect at the next snapshot.
+	writeFiles(t, root, map[string]string{".git/info/exclude": "secret.env\n"})
+	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
+	if want := []string{"local/notes.txt"}; !slices.Equal(s2.Created, want) {
+		t.Errorf("after editing info/exclude stored %q, want %q", s2.Created, want)
+	}
+
+	// A linked worktree reads the main repository's info/exclude.
+	wt := filepath.Join(t.TempDir(), "wt")
+	userGit(t, root, "worktree", "add", "-q", "-b", "other", wt)
+	writeFiles(t, wt, map[string]string{"secret.env": "TOKEN=y\n", "b.txt": "b\n"})
+	s3 := snapshot(t, m, wt, "refs/belay/w/1", "")
+	if slices.Contains(s3.Created, "secret.env") || !slices.Contains(s3.Created, "b.txt") {
+		t.Errorf("worktree snapshot stored %q", s3.Created)
+	}
+}
+
+// TestSpecialFilesAreReported: named pipes and sockets cannot be stored;
+// they are listed as skipped (git itself passes over them without a word),
+// unless ignored.
+func TestSpecialFilesAreReported(t *testing.T) {
+	m := newManager(t)
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{"a.txt": "a\n", ".gitignore": "ignored.fifo\n", "sub/b.txt": "b\n"})
+	for _, p := range []string{"pipe", "sub/deep.fifo", "ignored.fifo", "node_modules/x.fifo"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755)
+		if err := syscall.Mkfifo(filepath.Join(root, p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Socket paths are short: listen in the directory itself.
+	wd, _ := os.Getwd()
+	if err := os.Chdir(filepath.Join(root, "sub")); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", "agent.sock")
+	os.Chdir(wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	reasons := map[string]string{}
+	for _, sk := range s1.Skipped {
+		reasons[sk.Path] = sk.Reason
+	}
+	if len(reasons) != 3 || !strings.Contains(reasons["pipe"], "named pipe") || !strings.Contains(reasons["sub/deep.fifo"], "named pipe") ||
+		!strings.Contains(reasons["sub/agent.sock"], "socket") {
+		t.Errorf("skipped %+v", s1.Skipped)
+	}
+	if want := []string{".gitignore", "a.txt", "sub/b.txt"}; !slices.Equal(s1.Created, want) {
+		t.Errorf("stored %q, want %q", s1.Created, want)
+	}
+	// Naming it among the touched paths reports it too.
+	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit, "pipe")
+	if len(s2.Skipped) != 1 || s2.Skipped[0].Path != "pipe" {
+		t.Errorf("skipped with paths %+v", s2.Skipped)
+	}
+}
+
+// TestMaxFileSizePerSnapshot: a snapshot may raise or lower the size cap.
+func TestMaxFileSizePerSnapshot(t *testing.T) {
+	m := newManager(t)
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{"small.txt": "small\n", "mid.bin": strings.Repeat("m", 2000)})
+	s1, err := m.Snapshot(context.Background(), SnapshotRequest{Root: root, Ref: "refs/belay/s/1", Message: "one\n", MaxFileSize: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(s1.Created, []string{"small.txt"}) || len(s1.Skipped) != 1 || !strings.Contains(s1.Skipped[0].Reason, "larger than 1000 bytes") {
+		t.Errorf("with a 1000-byte cap: stored %q, skipped %+v", s1.Created, s1.Skipped)
+	}
+	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
+	if !slices.Equal(s2.Created, []string{"mid.bin"}) || len(s2.Skipped) != 0 {
+		t.Errorf("with the default cap: stored %q, skipped %+v", s2.Created, s2.Skipped)
+	}
+}
+
+// TestBelayArchivesAreNeverSnapshotted: belay's own export archives (and
+// their temporary files) stay out of snapshots, in shadow repositories made
+// before the rule too.
+func TestBelayArchivesAreNeverSnapshotted(t *testing.T) {
+	m := newManager(t)
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{"a.txt": "a\n"})
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	// A shadow repository from before: its built-in excludes lack the rule.
+	s, _ := m.workspaceFor(root)
+	if err := os.WriteFile(filepath.Join(s.dir, "exclude"), []byte(".git\nnode_modules/\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, root, map[string]string{"0190aaaa.belay.tar.gz": "archive", ".0190aaaa.belay.tar.gz.tmp123": "partial", "b.txt": "b\n"})
+	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
+	if !slices.Equal(s2.Created, []string{"b.txt"}) {
+		t.Errorf("stored %q, want [b.txt]", s2.Created)
+	}
+}
+
+// TestSnapshotProgress: a snapshot reports the files it hashes and their
+// bytes as it goes.
+func TestSnapshotProgress(t *testing.T) {
+	m := newManager(t)
+	root := t.TempDir()
+	files := map[string]string{}
+	var total int64
+	for i := range 1000 {
+		content := strings.Repeat("x", i)
+		files[filepath.Join("d", string(rune('a'+i%26)), fmt.Sprintf("f%04d.txt", i))] = content
+		total += int64(len(content))
+	}
+	writeFiles(t, root, files)
+	var seen []Progress
+	_, err := m.Snapshot(context.Background(), SnapshotRequest{Root: root, Ref: "refs/belay/s/1", Message: "one\n",
+		Progress: func(p Progress) { seen = append(seen, p) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Scanning, hashing from 0, then after each batch of 200 files.
+	if len(seen) != 7 || seen[0].Phase != "scanning" || seen[3].Files != 400 || seen[3].TotalFiles != 1000 {
+		t.Fatalf("progress reports: %+v", seen)
+	}
+	last := seen[len(seen)-1]
+	if last.Phase != "hashing" || last.Files != 1000 || last.TotalFiles != 1000 || last.Bytes != total || last.TotalBytes != total {
+		t.Errorf("last progress = %+v, want 1000 files and %d bytes", last, total)
+	}
+	for i := 1; i < len(seen); i++ {
+		if seen[i].Files < seen[i-1].Files || seen[i].Bytes < seen[i-1].Bytes {
+			t.Fatalf("progress went back: %+v then %+v", seen[i-1], seen[i])
+		}
+	}
+}
