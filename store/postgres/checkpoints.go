@@ -16,24 +16,26 @@ import (
 
 const checkpointCols = `id, session_id, seq, name, type, trigger_kind, summary, description, project_path,
 	workspace_ref, files, agent_state, outputs, metadata, context, tags, phase, step, parent_id, checksum,
-	hitl_required, hitl, timeout_fired, decision, decision_key, created_by, created_at, expires_at`
+	hitl_required, hitl, timeout_fired, decision, decision_key, created_by, created_at, expires_at,
+	updated_at, token_count, token_encoding`
 
 func scanCheckpoint(row scanner) (*belay.Checkpoint, error) {
 	var c belay.Checkpoint
 	var files, state, outputs, meta, ctxJSON, tags, hitl, decision []byte
 	var hitlRequired, fired int
-	var created int64
+	var created, updated int64
 	var decisionKey string
 	var expires sql.NullInt64
 	err := row.Scan(&c.ID, &c.SessionID, &c.Seq, &c.Name, &c.Type, &c.Trigger, &c.Summary, &c.Description,
 		&c.ProjectPath, &c.WorkspaceRef, &files, &state, &outputs, &meta, &ctxJSON, &tags, &c.Phase, &c.Step,
-		&c.ParentID, &c.Checksum, &hitlRequired, &hitl, &fired, &decision, &decisionKey, &c.CreatedBy, &created, &expires)
+		&c.ParentID, &c.Checksum, &hitlRequired, &hitl, &fired, &decision, &decisionKey, &c.CreatedBy, &created, &expires,
+		&updated, &c.TokenCount, &c.TokenEncoding)
 	if err != nil {
 		return nil, err
 	}
 	c.AgentState, c.Outputs, c.Metadata = fromRaw(state), fromRaw(outputs), fromRaw(meta)
 	c.HITLRequired, c.TimeoutFired = hitlRequired == 1, fired == 1
-	c.CreatedAt, c.ExpiresAt = fromTS(created), fromNullTS(expires)
+	c.CreatedAt, c.ExpiresAt, c.UpdatedAt = fromTS(created), fromNullTS(expires), fromTS(updated)
 	if files != nil {
 		c.Files = new(belay.FileChanges)
 	}
@@ -276,11 +278,12 @@ func (t *tx) InsertCheckpoint(ctx context.Context, c *belay.Checkpoint) error {
 		decidedAt, decisionKey = ts(c.Decision.DecidedAt), c.Decision.IdempotencyKey
 	}
 	_, err = t.q.ExecContext(ctx, `INSERT INTO checkpoints (`+checkpointCols+`, hitl_expires_at, decided_at)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		c.ID, c.SessionID, c.Seq, c.Name, string(c.Type), string(c.Trigger), c.Summary, c.Description,
 		c.ProjectPath, c.WorkspaceRef, files, raw(c.AgentState), raw(c.Outputs), raw(c.Metadata), cx, tags,
 		c.Phase, c.Step, c.ParentID, c.Checksum, boolInt(c.HITLRequired), hitl, boolInt(c.TimeoutFired),
-		decision, decisionKey, c.CreatedBy, ts(c.CreatedAt), nullTS(c.ExpiresAt), hitlExpires, decidedAt)
+		decision, decisionKey, c.CreatedBy, ts(c.CreatedAt), nullTS(c.ExpiresAt),
+		ts(c.UpdatedAt), c.TokenCount, c.TokenEncoding, hitlExpires, decidedAt)
 	if err != nil {
 		return fmt.Errorf("postgres: insert checkpoint: %w", err)
 	}
@@ -288,6 +291,14 @@ func (t *tx) InsertCheckpoint(ctx context.Context, c *belay.Checkpoint) error {
 		if _, err := t.q.ExecContext(ctx, `INSERT INTO checkpoint_tags (checkpoint_id, tag) VALUES (?, ?) ON CONFLICT DO NOTHING`, c.ID, tag); err != nil {
 			return fmt.Errorf("postgres: insert tag: %w", err)
 		}
+	}
+	// Searchable by text from this transaction on, and waiting for a vector.
+	_, err = t.q.ExecContext(ctx, `WITH doc AS (INSERT INTO checkpoint_search (checkpoint_id, session_id, project_path, doc)
+		VALUES (?, ?, ?, ?::tsvector))
+		INSERT INTO embedding_queue (checkpoint_id, queued_at) VALUES (?, ?)`,
+		c.ID, c.SessionID, c.ProjectPath, searchDoc(c.Name, c.Summary, c.Description, c.Tags), c.ID, ts(c.CreatedAt))
+	if err != nil {
+		return fmt.Errorf("postgres: index checkpoint: %w", err)
 	}
 	return nil
 }
@@ -305,8 +316,8 @@ func (t *tx) DecideIfPending(ctx context.Context, id string, d *belay.Decision) 
 	if err != nil {
 		return false, err
 	}
-	res, err := t.q.ExecContext(ctx, `UPDATE checkpoints SET decision = ?, decided_at = ?, decision_key = ?
-		WHERE id = ? AND hitl_required = 1 AND decided_at IS NULL`, b, ts(d.DecidedAt), d.IdempotencyKey, id)
+	res, err := t.q.ExecContext(ctx, `UPDATE checkpoints SET decision = ?, decided_at = ?, decision_key = ?, updated_at = ?
+		WHERE id = ? AND hitl_required = 1 AND decided_at IS NULL`, b, ts(d.DecidedAt), d.IdempotencyKey, ts(d.DecidedAt), id)
 	if err != nil {
 		return false, fmt.Errorf("postgres: decide: %w", err)
 	}

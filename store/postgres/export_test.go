@@ -9,3 +9,7 @@ import (
 func (d *DB) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
 	return d.db.QueryRowContext(ctx, query, args...)
 }
+
+// Migrations are the embedded schema migrations, for tests that start from
+// an older schema.
+var Migrations = migrations

@@ -98,7 +98,7 @@ func (d *DB) migrate(ctx context.Context) error {
 	if _, err := p.Up(ctx); err != nil {
 		return fmt.Errorf("postgres: migrate: %w", err)
 	}
-	return nil
+	return buildSearchDocs(ctx, d.db)
 }
 
 // Close closes the connections and stops listening.
