@@ -210,6 +210,9 @@ func TestReadOnlyTokenOnlyReads(t *testing.T) {
 		{"AddCost", []any{belay.CostInput{SessionID: sessionID, Micros: 1}}, belay.ScopeWrite},
 		{"AdjustPlan", []any{sessionID, belay.PlanAdjustment{}}, belay.ScopeWrite},
 		{"TaskContext", []any{sessionID}, belay.ScopeRead},
+		{"SearchCheckpoints", []any{belay.SearchInput{Query: "checkpoint"}}, belay.ScopeRead},
+		{"IndexStatus", nil, belay.ScopeAdmin},
+		{"Reindex", []any{belay.ReindexInput{}}, belay.ScopeAdmin},
 	}
 	covered := map[string]bool{}
 	for _, c := range calls {
