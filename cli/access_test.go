@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -316,6 +317,26 @@ var accessActions = []accessAction{
 		cliCell: cliCall(func(sc accessScene) []string { return []string{"checkpoints", "--session", sc.session} }, totalCount),
 	},
 	{
+		name: "search checkpoints (found)", route: "GET /v1/search", cli: "belay search QUERY --project P",
+		want:   "200 200 200 200 200 200 200 200 200 401",
+		counts: "1 1 1 1 1 0 0 1 0 -",
+		raw: rawCall(http.MethodGet, func(sc accessScene) string {
+			return "/v1/search?q=plan&projectPath=" + url.QueryEscape(sc.project)
+		}, "", foundPlain),
+		client: clientCall(func(ctx context.Context, c *client.Client, sc accessScene) (int, error) {
+			res, err := c.SearchCheckpoints(ctx, belay.SearchInput{Query: "plan", ProjectPath: sc.project})
+			if err != nil {
+				return 0, err
+			}
+			b, err := json.Marshal(res)
+			if err != nil {
+				return 0, err
+			}
+			return foundPlain(sc, b)
+		}),
+		cliCell: cliCall(func(sc accessScene) []string { return []string{"search", "plan", "--project", sc.project} }, foundPlain),
+	},
+	{
 		name: "create checkpoint in the session", route: "POST /v1/checkpoints",
 		want: "201 201 403 201 403 404 404 403 404 401", write: true,
 		raw: rawCall(http.MethodPost, func(accessScene) string { return "/v1/checkpoints" },
@@ -516,6 +537,21 @@ func itemCount(_ accessScene, body []byte) (int, error) {
 		return 0, fmt.Errorf("no items in %s (%v)", body, err)
 	}
 	return len(v.Items), nil
+}
+
+// foundPlain counts the scene's plain checkpoint among a search's results.
+func foundPlain(sc accessScene, body []byte) (int, error) {
+	var res belay.SearchResult
+	if err := json.Unmarshal(body, &res); err != nil || res.Results == nil {
+		return 0, fmt.Errorf("no results in %s (%v)", body, err)
+	}
+	n := 0
+	for _, h := range res.Results {
+		if h.Checkpoint.ID == sc.plain {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // usageCount counts the scene's session in a disk usage report.
