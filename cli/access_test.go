@@ -409,14 +409,14 @@ var accessActions = []accessAction{
 		}),
 	},
 	{
-		name: "delete session", route: "DELETE /v1/sessions/{id}", cli: "belay sessions delete ID",
+		name: "delete session", route: "DELETE /v1/sessions/{id}", cli: "belay sessions delete ID --yes",
 		want: "200 200 403 403 403 404 404 403 404 401", write: true,
 		raw: rawCall(http.MethodDelete, func(sc accessScene) string { return "/v1/sessions/" + sc.session }, "", nil),
 		client: clientCall(func(ctx context.Context, c *client.Client, sc accessScene) (int, error) {
 			_, err := c.DeleteSession(ctx, sc.session)
 			return 0, err
 		}),
-		cliCell: cliCall(func(sc accessScene) []string { return []string{"sessions", "delete", sc.session} }, nil),
+		cliCell: cliCall(func(sc accessScene) []string { return []string{"sessions", "delete", sc.session, "--yes"} }, nil),
 	},
 	{
 		name: "grant a role", route: "POST /v1/sessions/{id}/grants", cli: "belay session grant ID USER --role ROLE",

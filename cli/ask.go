@@ -60,7 +60,7 @@ With --wait, ask blocks until the decision and exits as 'belay wait' does:
 				return err
 			}
 			if in.SessionID == "" && in.ProjectPath == "" {
-				if in.ProjectPath, err = a.cwd(); err != nil {
+				if in.ProjectPath, err = a.project(ctx, svc); err != nil {
 					return err
 				}
 			}

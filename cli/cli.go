@@ -440,7 +440,7 @@ func (a *app) openCheckpoint(cmd *cobra.Command, argv []string, step int, sessio
 			return nil, nil, nil, err
 		}
 		in.SessionID = sess.ID
-	} else if in.ProjectPath, err = a.cwd(); err != nil {
+	} else if in.ProjectPath, err = a.project(ctx, svc); err != nil {
 		return nil, nil, nil, err
 	}
 	cp, err := svc.ResolveCheckpoint(ctx, in)

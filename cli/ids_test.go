@@ -114,7 +114,7 @@ func TestSessionsByPrefix(t *testing.T) {
 	}
 
 	common := here.ID[:belay.MinIDPrefix]
-	for _, args := range [][]string{{"session-info", common}, {"checkpoints", "--session", common}, {"sessions", "delete", common}} {
+	for _, args := range [][]string{{"session-info", common}, {"checkpoints", "--session", common}, {"sessions", "delete", common, "--yes"}} {
 		r := h.run(t, "", args...)
 		if r.code != cli.ExitError || !strings.Contains(r.stderr, "is ambiguous: matches ") ||
 			!strings.Contains(r.stderr, here.ID) || !strings.Contains(r.stderr, there.ID) {
@@ -125,7 +125,7 @@ func TestSessionsByPrefix(t *testing.T) {
 		t.Errorf("unknown prefix: exit %d, stderr %q", r.code, r.stderr)
 	}
 
-	if out := h.ok(t, "", "sessions", "delete", ref); !strings.Contains(out, "Deleted session "+there.ID) {
+	if out := h.ok(t, "", "sessions", "delete", ref, "--yes"); !strings.Contains(out, "Deleted session "+there.ID) {
 		t.Errorf("sessions delete %s printed %q", ref, out)
 	}
 	if left := okJSON[belay.SessionList](t, h, "sessions"); len(left.Items) != 1 || left.Items[0].ID != here.ID {

@@ -80,7 +80,7 @@ answer for an agent. An abandoned or ended session cannot be resumed.`,
 			in := belay.ResumeInput{Holder: holderName()}
 			if len(argv) == 1 {
 				in.SessionID = argv[0]
-			} else if in.ProjectPath, err = a.cwd(); err != nil {
+			} else if in.ProjectPath, err = a.project(ctx, svc); err != nil {
 				return err
 			}
 			res, err := svc.ResumeSession(ctx, in)
@@ -154,7 +154,7 @@ func (a *app) run(ctx context.Context, svc belay.Service, sessionID string, rest
 	if restarts < 0 {
 		return usagef("--restart must not be negative")
 	}
-	wd, err := a.cwd()
+	wd, err := a.project(ctx, svc)
 	if err != nil {
 		return err
 	}
@@ -398,7 +398,7 @@ from are always kept. --keep-last 0 --max-age 0 removes the policy.`,
 				return err
 			}
 			if p.ProjectPath == "" {
-				if p.ProjectPath, err = a.cwd(); err != nil {
+				if p.ProjectPath, err = a.project(ctx, svc); err != nil {
 					return err
 				}
 			}

@@ -121,9 +121,9 @@ func TestREADMEWalkthrough(t *testing.T) {
 		}
 	}
 	var asked belay.Checkpoint
-	belayJSON(&asked, "show", "4")
+	belayJSON(&asked, "show", "3")
 	if asked.Decision == nil || asked.Decision.Action != belay.ActionApprove || asked.Decision.SelectedOption != "pg" {
-		t.Errorf("checkpoint #4 after the walkthrough: %+v", asked)
+		t.Errorf("checkpoint #3 after the walkthrough: %+v", asked)
 	}
 
 	t.Run("Go client", func(t *testing.T) {

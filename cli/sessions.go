@@ -150,7 +150,7 @@ open keeps its checkpoints; 'belay checkpoints --session ID' lists them.`,
 				return err
 			}
 			if in.ProjectPath == "" {
-				if in.ProjectPath, err = a.cwd(); err != nil {
+				if in.ProjectPath, err = a.project(ctx, svc); err != nil {
 					return err
 				}
 			}
