@@ -49,6 +49,7 @@ type Service struct {
 	hub     *eventHub
 	roots   []string
 	saves   *saveLimiter
+	imports chan struct{} // one value per import running (importSlot)
 }
 
 var _ belay.Service = (*Service)(nil)
@@ -58,6 +59,7 @@ func New(opts Options) *Service {
 	s := &Service{store: opts.Store, clock: opts.Clock, log: opts.Logger, ws: opts.Workspaces, waiters: map[chan struct{}]struct{}{}}
 	s.hub = newEventHub(s)
 	s.saves = newSaveLimiter(opts.SavesPerMinute)
+	s.imports = make(chan struct{}, MaxImports)
 	for _, r := range opts.WorkspaceRoots {
 		s.roots = append(s.roots, filepath.Clean(r))
 	}
