@@ -89,6 +89,12 @@ var checkpointFile = regexp.MustCompile(`^cp-[0-9]{2,19}(-[a-z0-9]+(-[a-z0-9]+)*
 // VALIDATION_ERROR, one past a limit PAYLOAD_TOO_LARGE, a checkpoint that
 // does not match its checksum CHECKPOINT_CORRUPTED.
 func Read(r io.Reader, opts ReadOptions) (*Contents, error) {
+	c, _, err := read(r, opts)
+	return c, err
+}
+
+// read is Read, also returning its byte counts.
+func read(r io.Reader, opts ReadOptions) (*Contents, *meter, error) {
 	lim := DefaultLimits()
 	if opts.Limits != nil {
 		lim = *opts.Limits
@@ -96,7 +102,7 @@ func Read(r io.Reader, opts ReadOptions) (*Contents, error) {
 	m := &meter{lim: lim}
 	gz, err := gzip.NewReader(&packedReader{r: r, m: m})
 	if err != nil {
-		return nil, m.failure(err, Invalid("not a gzip file"))
+		return nil, m, m.failure(err, Invalid("not a gzip file"))
 	}
 	tr := tar.NewReader(&unpackedReader{r: gz, m: m})
 	rd := &reader{m: m, seen: map[string]bool{}, cps: map[string]*belay.Checkpoint{}}
@@ -106,13 +112,14 @@ func Read(r io.Reader, opts ReadOptions) (*Contents, error) {
 			break
 		}
 		if err != nil {
-			return nil, m.failure(err, Invalid("damaged archive: %v", err))
+			return nil, m, m.failure(err, Invalid("damaged archive: %v", err))
 		}
 		if err := rd.entry(tr, hdr, opts.Bundle); err != nil {
-			return nil, err
+			return nil, m, err
 		}
 	}
-	return rd.check()
+	c, err := rd.check()
+	return c, m, err
 }
 
 // reader is what Read has found so far.
@@ -122,6 +129,7 @@ type reader struct {
 	records   int64
 	seen      map[string]bool
 	manifest  *Manifest
+	listed    map[string]bool // the manifest's checkpoint files
 	cps       map[string]*belay.Checkpoint
 	rollbacks []*belay.Rollback
 	bundle    bool
@@ -149,7 +157,7 @@ func (rd *reader) entry(tr *tar.Reader, hdr *tar.Header, bundle func(io.Reader) 
 	if hdr.Size < 0 || hdr.Size > lim.MaxBytes {
 		return belay.Errorf(belay.CodeTooLarge, "entry %q is larger than %d bytes", name, lim.MaxBytes)
 	}
-	if isCheckpoint && rd.manifest != nil && !rd.listed(name) {
+	if isCheckpoint && rd.listed != nil && !rd.listed[name] {
 		return Invalid("%s is not listed in the manifest", name)
 	}
 	er := &entryReader{r: tr, m: rd.m, name: name, bundle: name == BundleFile}
@@ -176,7 +184,14 @@ func (rd *reader) entry(tr *tar.Reader, hdr *tar.Header, bundle func(io.Reader) 
 	switch name {
 	case ManifestFile:
 		rd.manifest = new(Manifest)
-		return rd.decode(er, rd.manifest)
+		if err := rd.decode(er, rd.manifest); err != nil {
+			return err
+		}
+		rd.listed = map[string]bool{}
+		for _, e := range rd.manifest.Checkpoints {
+			rd.listed[e.File] = true
+		}
+		return nil
 	case RollbacksFile:
 		if err := rd.decode(er, &rd.rollbacks); err != nil {
 			return err
@@ -189,15 +204,6 @@ func (rd *reader) entry(tr *tar.Reader, hdr *tar.Header, bundle func(io.Reader) 
 	cp := new(belay.Checkpoint)
 	rd.cps[name] = cp
 	return rd.decode(er, cp)
-}
-
-func (rd *reader) listed(name string) bool {
-	for _, e := range rd.manifest.Checkpoints {
-		if e.File == name {
-			return true
-		}
-	}
-	return false
 }
 
 // sparse reports whether hdr describes a GNU sparse file, whose holes a

@@ -162,9 +162,10 @@ func (s *Service) ExportBranch(ctx context.Context, in belay.ExportBranchInput) 
 // rollback writes into the workspace. With in.ProjectPath the session moves
 // to that workspace (checksums are recomputed).
 //
-// The archive is untrusted: archive.Read checks it within its limits, and
-// the bundle's header must name exactly the session's snapshot refs before
-// the bundle is written to a temporary file. At most MaxImports run at once;
+// The archive is untrusted: archive.Read checks it within its limits; the
+// bundle's header must list only snapshot refs of one session before the
+// bundle is written to a temporary file, and exactly the checkpoints'
+// snapshots before git fetches it. At most MaxImports run at once;
 // one more is RATE_LIMITED. A session that exists already is a CONFLICT.
 // Nothing is half imported: the rows are written in one transaction,
 // snapshots fetched before a failed write are dropped again, and the

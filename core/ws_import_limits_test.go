@@ -21,92 +21,9 @@ import (
 	"github.com/belayhq/belay/internal/testutil"
 )
 
-// streamEntry is one file of a hostile archive: head, then fill repeated
-// up to size, then tail.
-type streamEntry struct {
-	hdr        tar.Header
-	head, tail []byte
-	fill       byte
-}
-
-// streamTar builds a gzipped tar whose entries may be gigabytes of one
-// repeated byte at the cost of kilobytes: each mebibyte of fill is one gzip
-// member compressed once and repeated (a gzip stream may hold many members).
-func streamTar(tb testing.TB, entries ...streamEntry) []byte {
-	tb.Helper()
-	var out bytes.Buffer
-	member := func(p []byte) {
-		gz := gzip.NewWriter(&out)
-		if _, err := gz.Write(p); err != nil {
-			tb.Fatal(err)
-		}
-		if err := gz.Close(); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	const chunk = 1 << 20
-	fills := map[byte][]byte{}
-	for _, e := range entries {
-		var hdr bytes.Buffer
-		tw := tar.NewWriter(&hdr)
-		if err := tw.WriteHeader(&e.hdr); err != nil {
-			tb.Fatal(err)
-		}
-		member(append(hdr.Bytes(), e.head...))
-		n := e.hdr.Size - int64(len(e.head)) - int64(len(e.tail))
-		if n < 0 {
-			n = 0
-		}
-		if n >= chunk && fills[e.fill] == nil {
-			var b bytes.Buffer
-			gz, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
-			gz.Write(bytes.Repeat([]byte{e.fill}, chunk))
-			gz.Close()
-			fills[e.fill] = b.Bytes()
-		}
-		for ; n >= chunk; n -= chunk {
-			out.Write(fills[e.fill])
-		}
-		rest := append(bytes.Repeat([]byte{e.fill}, int(n)), e.tail...)
-		if pad := (int64(len(e.head)) + n + int64(len(e.tail))) % 512; pad != 0 {
-			rest = append(rest, make([]byte, 512-pad)...)
-		}
-		member(rest)
-	}
-	member(make([]byte, 1024))
-	return out.Bytes()
-}
-
-func regular(name string, size int64) tar.Header {
-	return tar.Header{Name: name, Mode: 0o644, Size: size, Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0)}
-}
-
 // asIs is an entry of a real archive, unchanged.
-func asIs(e tarEntry) streamEntry {
-	return streamEntry{hdr: regular(e.hdr.Name, int64(len(e.data))), head: e.data}
-}
-
-// sparseBundle is an archive of one workspace.bundle stored as a GNU sparse
-// file (PAX 1.0) of size bytes that are all a hole: a reader honouring sparse
-// maps makes them up from nothing. tar.Writer refuses GNU.sparse records, so
-// a look-alike key of the same length is written and renamed in the bytes.
-func sparseBundle(tb testing.TB, size int64) []byte {
-	tb.Helper()
-	hdr := regular("GNUSparseFile.0/workspace.bundle", 512)
-	hdr.Format = tar.FormatPAX
-	hdr.PAXRecords = map[string]string{"XXX.sparse.major": "1", "XXX.sparse.minor": "0",
-		"XXX.sparse.name": "workspace.bundle", "XXX.sparse.realsize": fmt.Sprint(size)}
-	var raw bytes.Buffer
-	if err := tar.NewWriter(&raw).WriteHeader(&hdr); err != nil {
-		tb.Fatal(err)
-	}
-	var b bytes.Buffer
-	gz := gzip.NewWriter(&b)
-	gz.Write(bytes.ReplaceAll(raw.Bytes(), []byte("XXX.sparse."), []byte("GNU.sparse.")))
-	sparseMap := []byte("1\n0\n0\n")
-	gz.Write(append(sparseMap, make([]byte, 512-len(sparseMap)+1024)...))
-	gz.Close()
-	return b.Bytes()
+func asIs(e tarEntry) testutil.TarEntry {
+	return testutil.TarEntry{Header: testutil.RegularFile(e.hdr.Name, int64(len(e.data))), Head: e.data}
 }
 
 // manyEntries is an archive of n tiny checkpoint files and nothing else.
@@ -189,8 +106,8 @@ func TestImportRefusesAmplifyingArchives(t *testing.T) {
 	one := src.save(t, "one")
 	src.save(t, "two")
 	good := wsUntar(t, src.export(t, one.SessionID))
-	var records []streamEntry
-	var bundle streamEntry
+	var records []testutil.TarEntry
+	var bundle testutil.TarEntry
 	for _, e := range good {
 		if e.hdr.Name == "workspace.bundle" {
 			bundle = asIs(e)
@@ -202,14 +119,14 @@ func TestImportRefusesAmplifyingArchives(t *testing.T) {
 	// A bundle header naming the session's refs as they are, so only the
 	// size of what follows is wrong.
 	bundleHead := fmt.Sprintf("# v2 git bundle\n%s refs/belay/%s/1\n\n", one.WorkspaceRef, one.SessionID)
-	padded := func(name string, size int64) streamEntry {
+	padded := func(name string, size int64) testutil.TarEntry {
 		for _, e := range good {
 			if e.hdr.Name == name {
-				return streamEntry{hdr: regular(name, size), head: e.data[:1], tail: e.data[1:], fill: ' '}
+				return testutil.TarEntry{Header: testutil.RegularFile(name, size), Head: e.data[:1], Tail: e.data[1:], Fill: ' '}
 			}
 		}
 		t.Fatalf("no %s", name)
-		return streamEntry{}
+		return testutil.TarEntry{}
 	}
 
 	cases := []struct {
@@ -220,22 +137,22 @@ func TestImportRefusesAmplifyingArchives(t *testing.T) {
 		// while the archive is read.
 		maxTemp, maxHeap uint64
 	}{
-		{"bundle of zeros", streamTar(t, append(slices.Clone(records),
-			streamEntry{hdr: regular("workspace.bundle", 4*gib-(1<<20))})...), belay.CodeValidation, 0, 64 << 20},
-		{"bundle header then zeros", streamTar(t, append(slices.Clone(records),
-			streamEntry{hdr: regular("workspace.bundle", 4*gib-(1<<20)), head: []byte(bundleHead)})...), belay.CodeTooLarge, 64 << 20, 64 << 20},
-		{"sparse bundle", sparseBundle(t, 4*gib-(1<<20)), belay.CodeValidation, 0, 64 << 20},
-		{"JSON padding", streamTar(t, func() []streamEntry {
-			var es []streamEntry
+		{"bundle of zeros", testutil.StreamTar(t, append(slices.Clone(records),
+			testutil.TarEntry{Header: testutil.RegularFile("workspace.bundle", 4*gib-(1<<20))})...), belay.CodeValidation, 0, 64 << 20},
+		{"bundle header then zeros", testutil.StreamTar(t, append(slices.Clone(records),
+			testutil.TarEntry{Header: testutil.RegularFile("workspace.bundle", 4*gib-(1<<20)), Head: []byte(bundleHead)})...), belay.CodeTooLarge, 64 << 20, 64 << 20},
+		{"sparse bundle", testutil.SparseTar(t, "workspace.bundle", 4*gib-(1<<20)), belay.CodeValidation, 0, 64 << 20},
+		{"JSON padding", testutil.StreamTar(t, func() []testutil.TarEntry {
+			var es []testutil.TarEntry
 			for i := range 8 {
-				es = append(es, streamEntry{hdr: regular(fmt.Sprintf("cp-%d.json", 11+i), 64<<20), head: []byte("{"), tail: []byte("}"), fill: ' '})
+				es = append(es, testutil.TarEntry{Header: testutil.RegularFile(fmt.Sprintf("cp-%d.json", 11+i), 64<<20), Head: []byte("{"), Tail: []byte("}"), Fill: ' '})
 			}
 			return append(es, records...)
 		}()...), belay.CodeTooLarge, 0, 128 << 20},
-		{"padded valid records", streamTar(t, padded("manifest.json", 60<<20), padded("cp-01.json", 60<<20),
+		{"padded valid records", testutil.StreamTar(t, padded("manifest.json", 60<<20), padded("cp-01.json", 60<<20),
 			padded("cp-02.json", 60<<20), padded("rollback-history.json", 60<<20), bundle), belay.CodeTooLarge, 0, 128 << 20},
-		{"huge declared record", streamTar(t, streamEntry{hdr: regular("manifest.json", 65<<20), head: []byte("{")}), belay.CodeTooLarge, 0, 64 << 20},
-		{"huge declared bundle", streamTar(t, streamEntry{hdr: regular("workspace.bundle", 5*gib), head: []byte(bundleHead)}), belay.CodeTooLarge, 0, 64 << 20},
+		{"huge declared record", testutil.StreamTar(t, testutil.TarEntry{Header: testutil.RegularFile("manifest.json", 65<<20), Head: []byte("{")}), belay.CodeTooLarge, 0, 64 << 20},
+		{"huge declared bundle", testutil.StreamTar(t, testutil.TarEntry{Header: testutil.RegularFile("workspace.bundle", 5*gib), Head: []byte(bundleHead)}), belay.CodeTooLarge, 0, 64 << 20},
 		{"many entries", manyEntries(t, 100001), belay.CodeValidation, 0, 128 << 20},
 	}
 	dst := newWSEnv(t)
