@@ -54,6 +54,7 @@ type Service struct {
 	roots   []string
 	saves   *saveLimiter
 	embed   search.Embedder
+	imports chan struct{} // one value per import running (importSlot)
 }
 
 var _ belay.Service = (*Service)(nil)
@@ -67,6 +68,7 @@ func New(opts Options) *Service {
 	if s.embed == nil {
 		s.embed = search.NewHash(0)
 	}
+	s.imports = make(chan struct{}, MaxImports)
 	for _, r := range opts.WorkspaceRoots {
 		s.roots = append(s.roots, filepath.Clean(r))
 	}

@@ -4,7 +4,7 @@ import (
 	"net/http"
 
 	"github.com/belayhq/belay"
-	"github.com/belayhq/belay/core"
+	"github.com/belayhq/belay/archive"
 )
 
 func (s *Server) restoreCheckpoint(w http.ResponseWriter, r *http.Request) error {
@@ -124,7 +124,7 @@ func (s *Server) importSession(w http.ResponseWriter, r *http.Request) error {
 	if err := q.done(); err != nil {
 		return err
 	}
-	res, err := s.svc.ImportSession(r.Context(), in, http.MaxBytesReader(w, r.Body, core.MaxImportBytes))
+	res, err := s.svc.ImportSession(r.Context(), in, http.MaxBytesReader(w, r.Body, archive.MaxBytes))
 	if err != nil {
 		return err
 	}

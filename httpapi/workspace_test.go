@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/client"
@@ -282,5 +283,54 @@ func TestWorkspaceAPIErrors(t *testing.T) {
 	testutil.WantCode(t, err, belay.CodeInternal)
 	if !strings.Contains(err.Error(), "needs git") {
 		t.Errorf("error without git = %v; want it to say belay needs git", err)
+	}
+}
+
+// TestBusyImportAnswers429 holds every import slot with uploads that do not
+// arrive: one more import is told to come back later, not queued.
+func TestBusyImportAnswers429(t *testing.T) {
+	srv := newWSServer(t, true)
+	post := func(body io.Reader) *http.Response {
+		req, err := http.NewRequest(http.MethodPost, srv.url+"/v1/sessions/import", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer root")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	var held []*io.PipeWriter
+	done := make(chan int)
+	for range core.MaxImports {
+		pr, pw := io.Pipe()
+		held = append(held, pw)
+		go func() { done <- post(pr).StatusCode }()
+		pw.Write([]byte{0x1f})
+	}
+	// The held uploads take their slots as the server gets to them.
+	var resp *http.Response
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		resp = post(strings.NewReader("x"))
+		if resp.StatusCode == http.StatusTooManyRequests || time.Now().After(deadline) {
+			break
+		}
+	}
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("import while %d run: %d, Retry-After %q; want 429 with Retry-After", core.MaxImports, resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	for _, pw := range held {
+		pw.Close()
+	}
+	for range held {
+		if status := <-done; status != http.StatusBadRequest {
+			t.Errorf("a held import ended with %d, want 400", status)
+		}
+	}
+	if resp := post(strings.NewReader("x")); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("import after the others ended: %d, want 400", resp.StatusCode)
 	}
 }
