@@ -36,7 +36,7 @@ func (a *app) colorOn() bool {
 // terminal: $PAGER, else less, run with LESS=FRX unless LESS is set (so
 // output shorter than a screen is simply printed, colours kept). --no-pager,
 // --json or PAGER=cat print directly. print is told whether to colour.
-func (a *app) paged(print func(color bool) error) error {
+func (a *app) paged(show func(color bool) error) error {
 	color := a.colorOn()
 	pager := a.env.Getenv("PAGER")
 	if pager == "" {
@@ -45,7 +45,7 @@ func (a *app) paged(print func(color bool) error) error {
 		}
 	}
 	if a.noPager || a.json || pager == "" || strings.TrimSpace(pager) == "cat" || !a.stdoutTerminal() {
-		return print(color)
+		return show(color)
 	}
 	cmd := exec.Command("sh", "-c", pager)
 	cmd.Stdout, cmd.Stderr = a.env.Stdout, a.env.Stderr
@@ -55,15 +55,15 @@ func (a *app) paged(print func(color bool) error) error {
 	}
 	in, err := cmd.StdinPipe()
 	if err != nil {
-		return print(color)
+		return show(color)
 	}
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(a.env.Stderr, "belay: cannot run the pager %q (%v); set PAGER or pass --no-pager\n", pager, err)
-		return print(color)
+		return show(color)
 	}
 	stdout := a.env.Stdout
 	a.env.Stdout = in
-	err = print(color)
+	err = show(color)
 	a.env.Stdout = stdout
 	in.Close()
 	cmd.Wait()
