@@ -72,6 +72,8 @@ type app struct {
 	// prompts is standard input as read by interactive prompts without a terminal.
 	prompts io.Reader
 	db      *sqlite.DB
+	// durability is what a commit of the local database waits for (--durability).
+	durability sqlite.Durability
 }
 
 // Run executes belay with args (without the program name) and returns the exit code.
@@ -150,6 +152,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().StringVar(&a.dataDir, "data-dir", "", "data directory (default $BELAY_DATA_DIR, $XDG_DATA_HOME/belay or ~/.local/share/belay)")
 	root.PersistentFlags().BoolVar(&a.json, "json", false, "print JSON instead of text")
+	root.PersistentFlags().Var(&a.durability, "durability", "full: a saved write survives a power loss; relaxed: faster, the last writes before a power loss or OS crash may be lost")
 	root.AddCommand(
 		a.serveCommand(),
 		a.saveCommand(),
@@ -217,7 +220,7 @@ func (a *app) openLocal(ctx context.Context) (*core.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := sqlite.Open(ctx, filepath.Join(dir, "belay.db"))
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "belay.db"), sqlite.WithDurability(a.durability))
 	if err != nil {
 		return nil, err
 	}

@@ -49,17 +49,26 @@ type DB struct {
 var _ store.Store = (*DB)(nil)
 
 // Open opens (creating when needed) the database at path and migrates it to
-// the newest schema. Several processes may open the same file at once.
-func Open(ctx context.Context, path string) (*DB, error) {
+// the newest schema. Several processes may open the same file at once. Unless
+// an option says otherwise, a write is on disk when Update returns (Full).
+func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 	if strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("sqlite: database path %q must not contain '?' or '#'", path)
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	synchronous, err := o.durability.synchronous()
+	if err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("sqlite: create data dir: %w", err)
 	}
 	// busy_timeout first, so the pragmas after it already wait for a lock
 	// held by another process instead of failing.
-	base := path + fmt.Sprintf("?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_pragma=temp_store(MEMORY)", BusyTimeoutMillis)
+	base := path + fmt.Sprintf("?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(%d)&_pragma=foreign_keys(1)&_pragma=temp_store(MEMORY)", BusyTimeoutMillis, synchronous)
 	write, err := sql.Open("sqlite", base+"&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
@@ -91,7 +100,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	}
 	db.wstmts = map[string]*sql.Stmt{}
 	for _, q := range []querier{db.wconn, read} {
-		if err := checkPragmas(ctx, q); err != nil {
+		if err := checkPragmas(ctx, q, synchronous); err != nil {
 			db.Close()
 			return nil, err
 		}
@@ -125,11 +134,14 @@ func (db *DB) migrate(ctx context.Context) error {
 
 // checkPragmas verifies that the settings belay relies on really took effect:
 // SQLite ignores a pragma it cannot apply instead of failing.
-func checkPragmas(ctx context.Context, conn querier) error {
+func checkPragmas(ctx context.Context, conn querier, synchronous int) error {
 	var mode string
-	var fk, busy int
+	var fk, busy, syncMode int
 	if err := conn.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
 		return fmt.Errorf("sqlite: read journal_mode: %w", err)
+	}
+	if err := conn.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&syncMode); err != nil {
+		return fmt.Errorf("sqlite: read synchronous: %w", err)
 	}
 	if err := conn.QueryRowContext(ctx, "PRAGMA foreign_keys").Scan(&fk); err != nil {
 		return fmt.Errorf("sqlite: read foreign_keys: %w", err)
@@ -137,8 +149,9 @@ func checkPragmas(ctx context.Context, conn querier) error {
 	if err := conn.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&busy); err != nil {
 		return fmt.Errorf("sqlite: read busy_timeout: %w", err)
 	}
-	if mode != "wal" || fk != 1 || busy != BusyTimeoutMillis {
-		return fmt.Errorf("sqlite: pragmas did not take effect: journal_mode=%s foreign_keys=%d busy_timeout=%d", mode, fk, busy)
+	if mode != "wal" || fk != 1 || busy != BusyTimeoutMillis || syncMode != synchronous {
+		return fmt.Errorf("sqlite: pragmas did not take effect: journal_mode=%s foreign_keys=%d busy_timeout=%d synchronous=%d",
+			mode, fk, busy, syncMode)
 	}
 	return nil
 }
