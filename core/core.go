@@ -45,6 +45,9 @@ type Service struct {
 	waiters map[chan struct{}]struct{}
 	hub     *eventHub
 	roots   []string
+
+	// health is the outcome of the last write, for Health.
+	health writeHealth
 }
 
 var _ belay.Service = (*Service)(nil)
@@ -113,9 +116,12 @@ func pause(ctx context.Context, wake <-chan struct{}, d time.Duration) bool {
 	return true
 }
 
-// update runs fn in a write transaction and wakes event readers after it commits.
+// update runs fn in a write transaction and wakes event readers after it
+// commits. Its outcome feeds Health.
 func (s *Service) update(ctx context.Context, fn func(tx store.Tx) error) error {
-	if err := s.store.Update(ctx, fn); err != nil {
+	err := s.store.Update(ctx, fn)
+	s.health.note(err)
+	if err != nil {
 		return err
 	}
 	s.notify()

@@ -206,9 +206,8 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	if _, err := s.svc.Store().LastEventSeq(ctx); err != nil {
-		s.log.Error("health check failed", "error", err)
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable"})
+	if err := s.svc.Health(ctx); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "error": s.publicError(r, err)})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": s.version})

@@ -27,7 +27,7 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-func pragma(t *testing.T, pool querier, name string) string {
+func pragma(t *testing.T, pool pragmaQuerier, name string) string {
 	t.Helper()
 	var v string
 	if err := pool.QueryRowContext(t.Context(), "PRAGMA "+name).Scan(&v); err != nil {
@@ -44,7 +44,7 @@ func TestPragmas(t *testing.T) {
 	defer db.Close()
 	for _, tc := range []struct {
 		pool string
-		db   querier
+		db   pragmaQuerier
 		want map[string]string
 	}{
 		{"write", db.wconn, map[string]string{"journal_mode": "wal", "foreign_keys": "1", "busy_timeout": "10000", "synchronous": "2", "query_only": "0"}},
@@ -69,7 +69,7 @@ func TestDurabilityRelaxed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	for pool, q := range map[string]querier{"write": db.wconn, "read": db.read} {
+	for pool, q := range map[string]pragmaQuerier{"write": db.wconn, "read": db.read} {
 		if got := pragma(t, q, "synchronous"); got != "1" {
 			t.Errorf("%s pool: PRAGMA synchronous = %s, want 1 (NORMAL)", pool, got)
 		}
