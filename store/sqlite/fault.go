@@ -78,18 +78,20 @@ func faultMessage(err error) string {
 	return ""
 }
 
-// row is a result row whose Scan reports storage faults as such.
+// row is a result row whose Scan reports storage faults as such; on the
+// writer connection (db set) it also notes them for the batch.
 type row struct {
 	*sql.Row
-	fault func(error) error
+	db *DB
 }
 
-func (r row) Scan(dest ...any) error { return r.fault(r.Row.Scan(dest...)) }
+func (r row) Scan(dest ...any) error { return r.db.noteFault(r.Row.Scan(dest...)) }
 
-// rows are result rows whose Err reports storage faults as such.
+// rows are result rows whose Err reports storage faults as such; on the
+// writer connection (db set) it also notes them for the batch.
 type rows struct {
 	*sql.Rows
-	fault func(error) error
+	db *DB
 }
 
-func (r *rows) Err() error { return r.fault(r.Rows.Err()) }
+func (r *rows) Err() error { return r.db.noteFault(r.Rows.Err()) }

@@ -259,6 +259,11 @@ type fnOutcome struct {
 // continues in the caller. Calls run one at a time in arrival order and each
 // sees the writes of those before it, exactly as if they had run one by one,
 // but the cost of a commit is shared.
+//
+// A failure of the storage (a full disk, a read-only file system, an I/O
+// error) is a STORAGE_UNAVAILABLE error. When SQLite rolls the transaction
+// back on its own after one, every caller of the batch gets an error and
+// nothing of the batch is kept, even if a fn ignores the error and goes on.
 func (db *DB) Update(ctx context.Context, fn func(store.Tx) error) error {
 	w := &pendingWrite{ctx: ctx, fn: fn, turn: make(chan *tx), ran: make(chan fnOutcome, 1), committed: make(chan error, 1)}
 	select {
@@ -314,11 +319,12 @@ func (db *DB) lostError(fnErr error) error {
 	return errors.New("sqlite: transaction rolled back")
 }
 
-// noteFault returns err as a storage fault when it is one and remembers the
-// batch's first, which explains a transaction SQLite then rolls back.
+// noteFault returns err as a storage fault when it is one. On the writer
+// connection (db not nil) it remembers the batch's first, which explains a
+// transaction SQLite then rolls back.
 func (db *DB) noteFault(err error) error {
 	err = storageFault(err)
-	if db.fault == nil && isFault(err) {
+	if db != nil && db.fault == nil && isFault(err) {
 		db.fault = err
 	}
 	return err
@@ -486,14 +492,14 @@ func (w writerQuerier) QueryContext(ctx context.Context, query string, args ...a
 	if err != nil {
 		return nil, w.db.noteFault(err)
 	}
-	return &rows{Rows: rs, fault: w.db.noteFault}, nil
+	return &rows{Rows: rs, db: w.db}, nil
 }
 
 func (w writerQuerier) QueryRowContext(ctx context.Context, query string, args ...any) scanner {
 	ctx = context.WithoutCancel(ctx)
 	st, err := w.stmt(ctx, query)
 	if err != nil || st == nil {
-		return row{w.db.wconn.QueryRowContext(ctx, query, args...), w.db.noteFault}
+		return row{w.db.wconn.QueryRowContext(ctx, query, args...), w.db}
 	}
-	return row{st.QueryRowContext(ctx, args...), w.db.noteFault}
+	return row{st.QueryRowContext(ctx, args...), w.db}
 }

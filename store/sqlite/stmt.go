@@ -77,13 +77,13 @@ func (c cachedDB) QueryContext(ctx context.Context, query string, args ...any) (
 	if err != nil {
 		return nil, storageFault(err)
 	}
-	return &rows{Rows: rs, fault: storageFault}, nil
+	return &rows{Rows: rs}, nil
 }
 
 func (c cachedDB) QueryRowContext(ctx context.Context, query string, args ...any) scanner {
 	st, err := c.cache.get(ctx, query)
 	if err != nil || st == nil {
-		return row{c.db.QueryRowContext(ctx, query, args...), storageFault}
+		return row{c.db.QueryRowContext(ctx, query, args...), nil}
 	}
-	return row{st.QueryRowContext(ctx, args...), storageFault}
+	return row{st.QueryRowContext(ctx, args...), nil}
 }
