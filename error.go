@@ -31,6 +31,10 @@ const (
 	CodeTooLarge           Code = "PAYLOAD_TOO_LARGE"
 	CodeMethodNotAllowed   Code = "METHOD_NOT_ALLOWED"
 	CodeInternal           Code = "INTERNAL_ERROR"
+	// CodeStorageUnavailable: the database's storage failed the request (disk
+	// full, read-only file system, I/O error); it lasts until the storage is
+	// fixed. HTTP answers it with 503.
+	CodeStorageUnavailable Code = "STORAGE_UNAVAILABLE"
 )
 
 // Error is the one error type of belay. Message is meant for a person; Details

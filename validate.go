@@ -93,12 +93,19 @@ func ValidateProjectPath(field, p string) error {
 	return nil
 }
 
+// validJSON checks a JSON document given as is (agent state, outputs,
+// metadata, context, modifications): within the size limit and valid JSON
+// text, which is UTF-8. Invalid UTF-8 is refused rather than stored, since it
+// would be echoed as invalid JSON (json.Valid does not check it).
 func validJSON(field string, raw json.RawMessage) error {
 	if raw == nil {
 		return nil
 	}
 	if len(raw) > MaxStateBytes {
 		return Invalid(field, "%s is %d bytes, more than the limit of %d", field, len(raw), MaxStateBytes)
+	}
+	if !utf8.Valid(raw) {
+		return Invalid(field, "%s is not valid UTF-8", field)
 	}
 	if !json.Valid(raw) {
 		return Invalid(field, "%s is not valid JSON", field)

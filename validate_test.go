@@ -127,6 +127,10 @@ func TestCreateCheckpointInputValidate(t *testing.T) {
 
 		{"AgentStateAnyJSON", func(in *belay.CreateCheckpointInput) { in.AgentState = json.RawMessage(`[1,"a"]`) }, ""},
 		{"AgentStateInvalid", func(in *belay.CreateCheckpointInput) { in.AgentState = json.RawMessage(`{"a":`) }, "agentState"},
+		{"AgentStateInvalidUTF8", func(in *belay.CreateCheckpointInput) { in.AgentState = json.RawMessage("{\"a\":\"\xff\"}") }, "agentState"},
+		{"AgentStateUTF8", func(in *belay.CreateCheckpointInput) { in.AgentState = json.RawMessage(`{"é":"\u00e9 🚀"}`) }, ""},
+		{"OutputsInvalidUTF8", func(in *belay.CreateCheckpointInput) { in.Outputs = json.RawMessage("[\"\xc3\"]") }, "outputs"},
+		{"MetadataInvalidUTF8", func(in *belay.CreateCheckpointInput) { in.Metadata = json.RawMessage("{\"\xed\xa0\x80\":1}") }, "metadata"},
 		{"AgentStateAtLimit", func(in *belay.CreateCheckpointInput) { in.AgentState = jsonString(belay.MaxStateBytes) }, ""},
 		{"AgentStateTooBig", func(in *belay.CreateCheckpointInput) { in.AgentState = jsonString(belay.MaxStateBytes + 1) }, "agentState"},
 		{"OutputsInvalid", func(in *belay.CreateCheckpointInput) { in.Outputs = json.RawMessage(`nope`) }, "outputs"},
@@ -230,6 +234,7 @@ func TestHITLInputValidate(t *testing.T) {
 
 		{"ContextArray", func(h *belay.HITLInput) { h.Context = json.RawMessage(`[]`) }, "hitl.context"},
 		{"ContextInvalid", func(h *belay.HITLInput) { h.Context = json.RawMessage(`{`) }, "hitl.context"},
+		{"ContextInvalidUTF8", func(h *belay.HITLInput) { h.Context = json.RawMessage("{\"a\":\"\xfe\"}") }, "hitl.context"},
 
 		{"Timeout59", func(h *belay.HITLInput) { h.Timeout.Duration = 59 }, "hitl.timeout.duration"},
 		{"Timeout60", func(h *belay.HITLInput) { h.Timeout.Duration = 60 }, ""},
@@ -310,6 +315,7 @@ func TestCreateSessionInputValidate(t *testing.T) {
 		{"Phase201", belay.CreateSessionInput{Phase: rep(201)}, "phase"},
 		{"MetadataArray", belay.CreateSessionInput{Metadata: json.RawMessage(`[]`)}, "metadata"},
 		{"MetadataInvalid", belay.CreateSessionInput{Metadata: json.RawMessage(`{"a"}`)}, "metadata"},
+		{"MetadataInvalidUTF8", belay.CreateSessionInput{Metadata: json.RawMessage("{\"a\":\"\xff\"}")}, "metadata"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wantField(t, tc.in.Validate(), tc.field)
@@ -356,6 +362,9 @@ func TestDecideInputValidate(t *testing.T) {
 		{"ModificationsWithApprove", func(in *belay.DecideInput) { in.Modifications = json.RawMessage(`{"db":"sqlite"}`) }, "modifications"},
 		{"ModificationsArray", func(in *belay.DecideInput) {
 			in.Action, in.Modifications = belay.ActionModify, json.RawMessage(`[1]`)
+		}, "modifications"},
+		{"ModificationsInvalidUTF8", func(in *belay.DecideInput) {
+			in.Action, in.Modifications = belay.ActionModify, json.RawMessage("{\"db\":\"\xff\"}")
 		}, "modifications"},
 		{"IdempotencyKey201", func(in *belay.DecideInput) { in.IdempotencyKey = rep(201) }, "idempotencyKey"},
 	} {
@@ -430,8 +439,8 @@ func checkAccepted(t *testing.T, in *belay.CreateCheckpointInput) {
 		if raw == nil {
 			return
 		}
-		if !json.Valid(raw) || len(raw) > belay.MaxStateBytes {
-			t.Fatalf("accepted %s that is not valid JSON within the size limit: %q", field, raw)
+		if !json.Valid(raw) || !utf8.Valid(raw) || len(raw) > belay.MaxStateBytes {
+			t.Fatalf("accepted %s that is not valid UTF-8 JSON within the size limit: %q", field, raw)
 		}
 		if s := bytes.TrimSpace(raw); s[0] != '{' && string(s) != "null" {
 			t.Fatalf("accepted %s that is not an object: %s", field, raw)
@@ -456,8 +465,8 @@ func checkAccepted(t *testing.T, in *belay.CreateCheckpointInput) {
 		t.Fatalf("accepted type %q, trigger %q, step %d", in.Type, in.Trigger, in.Step)
 	}
 	for _, raw := range []json.RawMessage{in.AgentState, in.Outputs} {
-		if raw != nil && (!json.Valid(raw) || len(raw) > belay.MaxStateBytes) {
-			t.Fatalf("accepted invalid JSON %q", raw)
+		if raw != nil && (!json.Valid(raw) || !utf8.Valid(raw) || len(raw) > belay.MaxStateBytes) {
+			t.Fatalf("accepted invalid JSON or invalid UTF-8 %q", raw)
 		}
 	}
 	object("metadata", in.Metadata)

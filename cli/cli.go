@@ -96,6 +96,9 @@ type LocalConfig struct {
 	SavesPerMinute int
 	// Embedding is the search's embedding endpoint, when one is set.
 	Embedding EmbeddingConfig
+	// Relaxed (--durability relaxed) lets the embedded database acknowledge
+	// a commit before it is on disk.
+	Relaxed bool
 }
 
 // Local is an open local database.
@@ -153,6 +156,8 @@ type app struct {
 	roots []string
 	// prompts is standard input as read by interactive prompts without a terminal.
 	prompts io.Reader
+	// durability is --durability: full or relaxed.
+	durability string
 }
 
 // Run executes belay with args (without the program name) and returns the exit code.
@@ -274,6 +279,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.PersistentFlags().BoolVar(&a.json, "json", false, "print JSON instead of text")
 	root.PersistentFlags().BoolVar(&a.noPager, "no-pager", false, "print diffs and long lists directly, not through $PAGER (or less)")
 	root.PersistentFlags().StringVar(&a.projectFlag, "project", "", "the project's directory (default: found from the working directory, as git does)")
+	root.PersistentFlags().StringVar(&a.durability, "durability", "full", "full: a saved write survives a power loss; relaxed: faster, the last writes before a power loss or OS crash may be lost (the embedded database; PostgreSQL keeps its own settings)")
 	root.AddCommand(
 		a.serveCommand(),
 		a.saveCommand(),
@@ -359,7 +365,15 @@ func (a *app) localConfig() (LocalConfig, error) {
 	if db == "" {
 		db = a.env.Getenv("BELAY_DATABASE_URL")
 	}
-	return LocalConfig{DataDir: dir, DatabaseURL: db, WorkspaceRoots: a.roots, Embedding: a.embeddingConfig()}, nil
+	var relaxed bool
+	switch a.durability {
+	case "", "full":
+	case "relaxed":
+		relaxed = true
+	default:
+		return LocalConfig{}, usagef("--durability must be full or relaxed, got %q", a.durability)
+	}
+	return LocalConfig{DataDir: dir, DatabaseURL: db, WorkspaceRoots: a.roots, Embedding: a.embeddingConfig(), Relaxed: relaxed}, nil
 }
 
 // openLocal opens the local database once per invocation.

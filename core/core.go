@@ -55,6 +55,9 @@ type Service struct {
 	saves   *saveLimiter
 	embed   search.Embedder
 	imports chan struct{} // one value per import running (importSlot)
+
+	// health is the outcome of the last write, for Health.
+	health writeHealth
 }
 
 var _ belay.Service = (*Service)(nil)
@@ -150,9 +153,12 @@ func pause(ctx context.Context, wake <-chan struct{}, d time.Duration) bool {
 	return true
 }
 
-// update runs fn in a write transaction and wakes event readers after it commits.
+// update runs fn in a write transaction and wakes event readers after it
+// commits. Its outcome feeds Health.
 func (s *Service) update(ctx context.Context, fn func(tx store.Tx) error) error {
-	if err := s.store.Update(ctx, fn); err != nil {
+	err := s.store.Update(ctx, fn)
+	s.health.note(err)
+	if err != nil {
 		return err
 	}
 	s.notify()
@@ -183,8 +189,3 @@ func (s *Service) setStatus(ctx context.Context, tx store.Tx, sess *belay.Sessio
 		map[string]any{"from": from, "to": to, "reason": reason})
 }
 
-// Health returns nil when the database answers a read.
-func (s *Service) Health(ctx context.Context) error {
-	_, err := s.store.LastEventSeq(ctx)
-	return err
-}

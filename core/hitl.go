@@ -325,6 +325,7 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 			n = len(list)
 			return nil
 		})
+		s.health.note(err)
 		if err != nil {
 			return total, err
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
@@ -135,8 +136,34 @@ type query struct {
 	err    error
 }
 
+// newQuery reads r's query string. A malformed one (a bad %-escape, a ';'
+// separator) is an error naming the parameter, or "query" when its name is
+// what is malformed: r.URL.Query would drop the pair and answer as if it had
+// not been sent.
 func newQuery(r *http.Request) *query {
-	return &query{values: r.URL.Query(), used: map[string]bool{}}
+	q := &query{used: map[string]bool{}}
+	values, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		q.fail(malformedQuery(r.URL.RawQuery))
+	}
+	q.values = values
+	return q
+}
+
+// malformedQuery names the first parameter of a query string that does not
+// parse.
+func malformedQuery(raw string) error {
+	for pair := range strings.SplitSeq(raw, "&") {
+		name, value, _ := strings.Cut(pair, "=")
+		key, err := url.QueryUnescape(name)
+		if err != nil || strings.Contains(pair, ";") {
+			break
+		}
+		if _, err := url.QueryUnescape(value); err != nil {
+			return belay.Invalid(key, "%s is not valid query encoding: %v", key, err)
+		}
+	}
+	return belay.Invalid("query", "the query string is malformed; escape '%%' as %%25 and separate parameters with '&'")
 }
 
 func (q *query) fail(err error) {

@@ -32,6 +32,7 @@ var statusByCode = map[belay.Code]int{
 	belay.CodeTooLarge:           http.StatusRequestEntityTooLarge,
 	belay.CodeMethodNotAllowed:   http.StatusMethodNotAllowed,
 	belay.CodeInternal:           http.StatusInternalServerError,
+	belay.CodeStorageUnavailable: http.StatusServiceUnavailable,
 }
 
 // StatusOf returns the HTTP status for an error code.
@@ -48,12 +49,17 @@ type errorBody struct {
 
 // publicError turns any error into the *belay.Error a client may see. A
 // *belay.Error is written for people (even an INTERNAL_ERROR such as "git is
-// not available") and passes through; any other error is internal: it is
-// logged and never shown.
+// not available") and passes through, logged with its cause when it is the
+// server's failure (a 5xx status, such as STORAGE_UNAVAILABLE); any other
+// error is internal: it is logged and never shown.
 func (s *Server) publicError(r *http.Request, err error) *belay.Error {
 	var be *belay.Error
 	switch {
 	case errors.As(err, &be):
+		if StatusOf(be.Code) >= http.StatusInternalServerError {
+			s.log.LogAttrs(r.Context(), slog.LevelError, "server error", slog.String("method", r.Method),
+				slog.String("path", r.URL.Path), slog.Any("error", err))
+		}
 		return be
 	case errors.Is(err, context.DeadlineExceeded):
 		return belay.Errorf(belay.CodeTimeout, "operation exceeded timeout").With("timeout", s.timeout.String())

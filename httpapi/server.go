@@ -265,8 +265,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := s.svc.Health(ctx); err != nil {
-		s.log.Error("health check failed", "error", err)
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable"})
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "error": s.publicError(r, err)})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": s.version})

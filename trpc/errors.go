@@ -53,6 +53,7 @@ var codeByCode = map[belay.Code]code{
 	belay.CodeTooLarge:           tooLarge,
 	belay.CodeMethodNotAllowed:   notSupported,
 	belay.CodeInternal:           internal,
+	belay.CodeStorageUnavailable: {"SERVICE_UNAVAILABLE", -32603, 503},
 }
 
 // errorShape is tRPC's error object.

@@ -3,6 +3,9 @@
 // checksum and event log included):
 //
 //	go run ./bench/checkpoints -n 20000 -state 2048 -rows 100000
+//
+// -durability relaxed measures the opt-in synchronous=NORMAL mode beside the
+// default (full).
 package main
 
 import (
@@ -32,6 +35,8 @@ func main() {
 	rows := flag.Int("rows", 100000, "checkpoints in the database for the list run")
 	queries := flag.Int("queries", 500, "list queries per filter")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the create run here")
+	var durability sqlite.Durability
+	flag.Var(&durability, "durability", "full or relaxed: what a commit waits for")
 	flag.Parse()
 	ctx := belay.WithActor(context.Background(), belay.Actor{UserID: "bench", Admin: true})
 	dir, err := os.MkdirTemp("", "belay-bench-")
@@ -56,7 +61,7 @@ func main() {
 			log.Fatalf("-workers: %q is not a positive count", field)
 		}
 		// Each run on a fresh database, so runs do not see each other's rows.
-		db, err := sqlite.Open(ctx, filepath.Join(dir, fmt.Sprintf("create-%d.db", w)))
+		db, err := sqlite.Open(ctx, filepath.Join(dir, fmt.Sprintf("create-%d.db", w)), sqlite.WithDurability(durability))
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -66,14 +71,14 @@ func main() {
 			log.Fatal(err)
 		}
 		rate := create(ctx, svc, sess.ID, state, *n, w)
-		fmt.Printf("create: %d checkpoints with %d B agent state, %2d writer(s): %6.0f checkpoints/s (target >= 10000/s)\n",
-			*n, *stateSize, w, rate)
+		fmt.Printf("create: %d checkpoints with %d B agent state, %2d writer(s), durability %s: %6.0f checkpoints/s (target >= 10000/s)\n",
+			*n, *stateSize, w, durability, rate)
 		db.Close()
 	}
 	pprof.StopCPUProfile()
 
 	// A fresh database with rows checkpoints over 100 sessions, then timed lists.
-	db, err := sqlite.Open(ctx, filepath.Join(dir, "list.db"))
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "list.db"), sqlite.WithDurability(durability))
 	if err != nil {
 		log.Fatal(err)
 	}

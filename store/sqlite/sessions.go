@@ -12,10 +12,12 @@ import (
 	"github.com/belayhq/belay/store"
 )
 
+// querier runs the driver's statements; its errors report storage faults as
+// STORAGE_UNAVAILABLE (see storageFault).
 type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) scanner
 }
 
 // reader runs the queries, on the read pool or inside a write transaction.

@@ -18,7 +18,7 @@ import (
 	"syscall"
 
 	"github.com/pressly/goose/v3"
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	msqlite "modernc.org/sqlite" // also registers the "sqlite" driver
 
 	"github.com/belayhq/belay/store"
 )
@@ -45,22 +45,45 @@ type DB struct {
 	closeOnce  sync.Once
 	rcache     *stmtCache
 	path       string
+
+	// The fields below belong, like wconn, to the goroutine that holds the
+	// writer connection: the writer, or the caller whose fn runs.
+
+	// txLost is set by SQLite's rollback hook: the batch's transaction is
+	// gone, rolled back by the writer or by SQLite itself after a failed
+	// statement (an I/O error, a full disk).
+	txLost bool
+	// commitAllowed lets the writer's own COMMIT through the commit hook,
+	// which refuses every other commit on the writer connection: a statement
+	// run after SQLite lost the transaction would otherwise commit on its own.
+	commitAllowed bool
+	// fault is the first storage fault a statement of the batch met.
+	fault error
 }
 
 var _ store.Store = (*DB)(nil)
 
 // Open opens (creating when needed) the database at path and migrates it to
-// the newest schema. Several processes may open the same file at once.
-func Open(ctx context.Context, path string) (*DB, error) {
+// the newest schema. Several processes may open the same file at once. Unless
+// an option says otherwise, a write is on disk when Update returns (Full).
+func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 	if strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("sqlite: database path %q must not contain '?' or '#'", path)
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	synchronous, err := o.durability.synchronous()
+	if err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("sqlite: create data dir: %w", err)
 	}
 	// busy_timeout first, so the pragmas after it already wait for a lock
 	// held by another process instead of failing.
-	base := path + fmt.Sprintf("?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_pragma=temp_store(MEMORY)", BusyTimeoutMillis)
+	base := path + fmt.Sprintf("?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(%d)&_pragma=foreign_keys(1)&_pragma=temp_store(MEMORY)", BusyTimeoutMillis, synchronous)
 	write, err := sql.Open("sqlite", base+"&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
@@ -91,8 +114,12 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		return nil, fmt.Errorf("sqlite: writer connection: %w", err)
 	}
 	db.wstmts = map[string]*sql.Stmt{}
-	for _, q := range []querier{db.wconn, read} {
-		if err := checkPragmas(ctx, q); err != nil {
+	if err := db.hook(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	for _, q := range []pragmaQuerier{db.wconn, read} {
+		if err := checkPragmas(ctx, q, synchronous); err != nil {
 			db.Close()
 			return nil, err
 		}
@@ -124,13 +151,44 @@ func (db *DB) migrate(ctx context.Context) error {
 	return nil
 }
 
+// hook registers the writer connection's commit and rollback hooks, which
+// keep a fn from writing outside the batch's transaction (see commitAllowed).
+func (db *DB) hook() error {
+	type hooks interface {
+		RegisterCommitHook(msqlite.CommitHookFn)
+		RegisterRollbackHook(msqlite.RollbackHookFn)
+	}
+	return db.wconn.Raw(func(dc any) error {
+		h, ok := dc.(hooks)
+		if !ok {
+			return fmt.Errorf("sqlite: driver connection %T has no commit and rollback hooks", dc)
+		}
+		h.RegisterCommitHook(func() int32 {
+			if db.commitAllowed {
+				return 0
+			}
+			return 1 // turns the commit into a rollback
+		})
+		h.RegisterRollbackHook(func() { db.txLost = true })
+		return nil
+	})
+}
+
+// pragmaQuerier reads a pragma on a connection or a pool.
+type pragmaQuerier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
 // checkPragmas verifies that the settings belay relies on really took effect:
 // SQLite ignores a pragma it cannot apply instead of failing.
-func checkPragmas(ctx context.Context, conn querier) error {
+func checkPragmas(ctx context.Context, conn pragmaQuerier, synchronous int) error {
 	var mode string
-	var fk, busy int
+	var fk, busy, syncMode int
 	if err := conn.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
 		return fmt.Errorf("sqlite: read journal_mode: %w", err)
+	}
+	if err := conn.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&syncMode); err != nil {
+		return fmt.Errorf("sqlite: read synchronous: %w", err)
 	}
 	if err := conn.QueryRowContext(ctx, "PRAGMA foreign_keys").Scan(&fk); err != nil {
 		return fmt.Errorf("sqlite: read foreign_keys: %w", err)
@@ -138,8 +196,9 @@ func checkPragmas(ctx context.Context, conn querier) error {
 	if err := conn.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&busy); err != nil {
 		return fmt.Errorf("sqlite: read busy_timeout: %w", err)
 	}
-	if mode != "wal" || fk != 1 || busy != BusyTimeoutMillis {
-		return fmt.Errorf("sqlite: pragmas did not take effect: journal_mode=%s foreign_keys=%d busy_timeout=%d", mode, fk, busy)
+	if mode != "wal" || fk != 1 || busy != BusyTimeoutMillis || syncMode != synchronous {
+		return fmt.Errorf("sqlite: pragmas did not take effect: journal_mode=%s foreign_keys=%d busy_timeout=%d synchronous=%d",
+			mode, fk, busy, syncMode)
 	}
 	return nil
 }
@@ -218,6 +277,11 @@ type fnOutcome struct {
 // continues in the caller. Calls run one at a time in arrival order and each
 // sees the writes of those before it, exactly as if they had run one by one,
 // but the cost of a commit is shared.
+//
+// A failure of the storage (a full disk, a read-only file system, an I/O
+// error) is a STORAGE_UNAVAILABLE error. When SQLite rolls the transaction
+// back on its own after one, every caller of the batch gets an error and
+// nothing of the batch is kept, even if a fn ignores the error and goes on.
 func (db *DB) Update(ctx context.Context, fn func(store.Tx) error) error {
 	w := &pendingWrite{ctx: ctx, fn: fn, turn: make(chan *tx), ran: make(chan fnOutcome, 1), committed: make(chan error, 1)}
 	select {
@@ -232,16 +296,18 @@ func (db *DB) Update(ctx context.Context, fn func(store.Tx) error) error {
 	// write that then commits.
 	t := <-w.turn
 	if t == nil {
-		return <-w.committed
+		return storageFault(<-w.committed)
 	}
-	if err := w.run(t); err != nil {
+	if err := w.run(db, t); err != nil {
 		return err
 	}
-	return <-w.committed
+	return storageFault(<-w.committed)
 }
 
-// run calls fn and reports how it ended, also when it panics or exits the goroutine.
-func (w *pendingWrite) run(t *tx) error {
+// run calls fn and reports how it ended, also when it panics or exits the
+// goroutine. When SQLite lost the transaction while fn ran, fn failed,
+// whatever it returned.
+func (w *pendingWrite) run(db *DB, t *tx) error {
 	normal := false
 	defer func() {
 		if !normal {
@@ -249,12 +315,38 @@ func (w *pendingWrite) run(t *tx) error {
 		}
 	}()
 	err := w.fn(t)
+	if db.txLost {
+		err = db.lostError(err)
+	}
 	normal = true
 	w.ran <- fnOutcome{err: err, failed: err != nil}
 	return err
 }
 
 var errClosed = fmt.Errorf("sqlite: database is closed")
+
+// lostError is the error of a fn during which SQLite rolled the transaction
+// back: the storage fault that made it do so, when a statement met one.
+func (db *DB) lostError(fnErr error) error {
+	switch {
+	case db.fault != nil:
+		return db.fault
+	case fnErr != nil:
+		return fmt.Errorf("sqlite: transaction rolled back: %w", storageFault(fnErr))
+	}
+	return errors.New("sqlite: transaction rolled back")
+}
+
+// noteFault returns err as a storage fault when it is one. On the writer
+// connection (db not nil) it remembers the batch's first, which explains a
+// transaction SQLite then rolls back.
+func (db *DB) noteFault(err error) error {
+	err = storageFault(err)
+	if db != nil && db.fault == nil && isFault(err) {
+		db.fault = err
+	}
+	return err
+}
 
 // writer runs queued Updates in batches until the database closes.
 func (db *DB) writer() {
@@ -291,6 +383,7 @@ func (db *DB) runBatch(batch []*pendingWrite) {
 		}
 		return
 	}
+	db.txLost, db.fault = false, nil
 	t := &tx{reader: reader{q: writerQuerier{db}}}
 	// A batch of one needs no savepoint: on failure the transaction rolls back.
 	alone := len(batch) == 1
@@ -316,9 +409,11 @@ func (db *DB) runBatch(batch []*pendingWrite) {
 	}
 	err := broken
 	if err == nil {
+		db.commitAllowed = true
 		if _, err = db.wconn.ExecContext(bg, "COMMIT"); err != nil {
 			err = fmt.Errorf("sqlite: commit: %w", err)
 		}
+		db.commitAllowed = false
 	}
 	if err != nil {
 		db.wconn.ExecContext(bg, "ROLLBACK")
@@ -349,6 +444,9 @@ func (db *DB) runOne(t *tx, w *pendingWrite, alone bool) (bool, error) {
 	}
 	w.turn <- t
 	out := <-w.ran
+	if db.txLost {
+		return false, db.lostError(out.err)
+	}
 	if alone {
 		return !out.failed, nil
 	}
@@ -391,26 +489,35 @@ func (w writerQuerier) stmt(ctx context.Context, query string) (*sql.Stmt, error
 func (w writerQuerier) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	ctx = context.WithoutCancel(ctx)
 	st, err := w.stmt(ctx, query)
+	var res sql.Result
 	if err != nil || st == nil {
-		return w.db.wconn.ExecContext(ctx, query, args...)
+		res, err = w.db.wconn.ExecContext(ctx, query, args...)
+	} else {
+		res, err = st.ExecContext(ctx, args...)
 	}
-	return st.ExecContext(ctx, args...)
+	return res, w.db.noteFault(err)
 }
 
-func (w writerQuerier) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+func (w writerQuerier) QueryContext(ctx context.Context, query string, args ...any) (*rows, error) {
+	ctx = context.WithoutCancel(ctx)
+	st, err := w.stmt(ctx, query)
+	var rs *sql.Rows
+	if err != nil || st == nil {
+		rs, err = w.db.wconn.QueryContext(ctx, query, args...)
+	} else {
+		rs, err = st.QueryContext(ctx, args...)
+	}
+	if err != nil {
+		return nil, w.db.noteFault(err)
+	}
+	return &rows{Rows: rs, db: w.db}, nil
+}
+
+func (w writerQuerier) QueryRowContext(ctx context.Context, query string, args ...any) scanner {
 	ctx = context.WithoutCancel(ctx)
 	st, err := w.stmt(ctx, query)
 	if err != nil || st == nil {
-		return w.db.wconn.QueryContext(ctx, query, args...)
+		return row{w.db.wconn.QueryRowContext(ctx, query, args...), w.db}
 	}
-	return st.QueryContext(ctx, args...)
-}
-
-func (w writerQuerier) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	ctx = context.WithoutCancel(ctx)
-	st, err := w.stmt(ctx, query)
-	if err != nil || st == nil {
-		return w.db.wconn.QueryRowContext(ctx, query, args...)
-	}
-	return st.QueryRowContext(ctx, args...)
+	return row{st.QueryRowContext(ctx, args...), w.db}
 }

@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/belayhq/belay"
@@ -26,7 +27,7 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-func pragma(t *testing.T, pool querier, name string) string {
+func pragma(t *testing.T, pool pragmaQuerier, name string) string {
 	t.Helper()
 	var v string
 	if err := pool.QueryRowContext(t.Context(), "PRAGMA "+name).Scan(&v); err != nil {
@@ -36,17 +37,18 @@ func pragma(t *testing.T, pool querier, name string) string {
 }
 
 // TestPragmas checks, like Open does, that the settings belay relies on took
-// effect on the writer connection and the read pool.
+// effect on the writer connection and the read pool. An acknowledged write
+// must survive a power loss, so synchronous is FULL (2) by default.
 func TestPragmas(t *testing.T) {
 	db := mustOpen(t, filepath.Join(t.TempDir(), "belay.db"))
 	defer db.Close()
 	for _, tc := range []struct {
 		pool string
-		db   querier
+		db   pragmaQuerier
 		want map[string]string
 	}{
-		{"write", db.wconn, map[string]string{"journal_mode": "wal", "foreign_keys": "1", "busy_timeout": "10000", "synchronous": "1", "query_only": "0"}},
-		{"read", db.read, map[string]string{"journal_mode": "wal", "foreign_keys": "1", "busy_timeout": "10000", "synchronous": "1", "query_only": "1"}},
+		{"write", db.wconn, map[string]string{"journal_mode": "wal", "foreign_keys": "1", "busy_timeout": "10000", "synchronous": "2", "query_only": "0"}},
+		{"read", db.read, map[string]string{"journal_mode": "wal", "foreign_keys": "1", "busy_timeout": "10000", "synchronous": "2", "query_only": "1"}},
 	} {
 		for name, want := range tc.want {
 			if got := pragma(t, tc.db, name); got != want {
@@ -56,6 +58,34 @@ func TestPragmas(t *testing.T) {
 	}
 	if _, err := db.read.ExecContext(t.Context(), `INSERT INTO users (name, created_at) VALUES ('x', 1)`); err == nil {
 		t.Error("the read pool accepted a write")
+	}
+}
+
+// TestDurabilityRelaxed: the opt-in relaxed mode runs synchronous=NORMAL (1)
+// on both pools, and a name that is not a mode is refused.
+func TestDurabilityRelaxed(t *testing.T) {
+	db, err := Open(t.Context(), filepath.Join(t.TempDir(), "belay.db"), WithDurability(Relaxed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for pool, q := range map[string]pragmaQuerier{"write": db.wconn, "read": db.read} {
+		if got := pragma(t, q, "synchronous"); got != "1" {
+			t.Errorf("%s pool: PRAGMA synchronous = %s, want 1 (NORMAL)", pool, got)
+		}
+	}
+	for _, tc := range []struct {
+		in   string
+		want Durability
+	}{{"full", Full}, {"relaxed", Relaxed}, {"FULL", Full}} {
+		var d Durability
+		if err := d.Set(tc.in); err != nil || d != tc.want || d.String() != strings.ToLower(tc.in) {
+			t.Errorf("Set(%q) = %v, %v (String %q); want %v", tc.in, err, d, d.String(), tc.want)
+		}
+	}
+	var d Durability
+	if err := d.Set("normal"); err == nil {
+		t.Error(`Set("normal") succeeded; the modes are full and relaxed`)
 	}
 }
 

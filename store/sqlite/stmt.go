@@ -57,24 +57,33 @@ type cachedDB struct {
 
 func (c cachedDB) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	st, err := c.cache.get(ctx, query)
+	var res sql.Result
 	if err != nil || st == nil {
-		return c.db.ExecContext(ctx, query, args...)
+		res, err = c.db.ExecContext(ctx, query, args...)
+	} else {
+		res, err = st.ExecContext(ctx, args...)
 	}
-	return st.ExecContext(ctx, args...)
+	return res, storageFault(err)
 }
 
-func (c cachedDB) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+func (c cachedDB) QueryContext(ctx context.Context, query string, args ...any) (*rows, error) {
 	st, err := c.cache.get(ctx, query)
+	var rs *sql.Rows
 	if err != nil || st == nil {
-		return c.db.QueryContext(ctx, query, args...)
+		rs, err = c.db.QueryContext(ctx, query, args...)
+	} else {
+		rs, err = st.QueryContext(ctx, args...)
 	}
-	return st.QueryContext(ctx, args...)
+	if err != nil {
+		return nil, storageFault(err)
+	}
+	return &rows{Rows: rs}, nil
 }
 
-func (c cachedDB) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+func (c cachedDB) QueryRowContext(ctx context.Context, query string, args ...any) scanner {
 	st, err := c.cache.get(ctx, query)
 	if err != nil || st == nil {
-		return c.db.QueryRowContext(ctx, query, args...)
+		return row{c.db.QueryRowContext(ctx, query, args...), nil}
 	}
-	return st.QueryRowContext(ctx, args...)
+	return row{st.QueryRowContext(ctx, args...), nil}
 }

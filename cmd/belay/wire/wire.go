@@ -81,7 +81,11 @@ func openStore(ctx context.Context, cfg cli.LocalConfig) (store.Store, string, e
 		}
 		return db, parsed.Redacted(), nil
 	}
-	db, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "belay.db"))
+	durability := sqlite.Full
+	if cfg.Relaxed {
+		durability = sqlite.Relaxed
+	}
+	db, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "belay.db"), sqlite.WithDurability(durability))
 	if err != nil {
 		return nil, "", err
 	}

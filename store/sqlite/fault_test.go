@@ -1,0 +1,177 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/store"
+)
+
+func wantFault(t *testing.T, what string, err error, msg string) {
+	t.Helper()
+	var be *belay.Error
+	if !errors.As(err, &be) || be.Code != belay.CodeStorageUnavailable || be.Message != msg {
+		t.Errorf("%s: %v; want STORAGE_UNAVAILABLE %q", what, err, msg)
+	}
+}
+
+func testSession(n int) *belay.Session {
+	return &belay.Session{ID: fmt.Sprintf("0190c2a0-0000-7000-8000-%012d", n), Status: belay.SessionRunning}
+}
+
+// TestStorageFaults: SQLite's and the OS's storage errors become
+// STORAGE_UNAVAILABLE with a message for people (no path, no SQLite text);
+// other errors pass unchanged.
+func TestStorageFaults(t *testing.T) {
+	ctx := t.Context()
+	db := mustOpen(t, filepath.Join(t.TempDir(), "belay.db"))
+	defer db.Close()
+
+	// SQLITE_FULL: the database may grow no further.
+	big := testSession(1)
+	big.State = []byte(`"` + strings.Repeat("x", 1<<20) + `"`)
+	err := db.Update(ctx, func(stx store.Tx) error {
+		if _, err := stx.(*tx).q.ExecContext(ctx, "PRAGMA max_page_count = 1"); err != nil {
+			return err
+		}
+		return stx.InsertSession(ctx, big)
+	})
+	wantFault(t, "SQLITE_FULL", err, msgDiskFull)
+	if _, err := db.GetSession(ctx, big.ID); !belay.IsCode(err, belay.CodeSessionNotFound) {
+		t.Errorf("GetSession of the session that did not fit: %v", err)
+	}
+	err = db.Update(ctx, func(stx store.Tx) error {
+		if _, err := stx.(*tx).q.ExecContext(ctx, "PRAGMA max_page_count = 4294967294"); err != nil {
+			return err
+		}
+		return stx.InsertSession(ctx, big)
+	})
+	if err != nil {
+		t.Errorf("Update once the database may grow again: %v", err)
+	}
+
+	// SQLITE_READONLY: the read pool is query_only.
+	_, err = db.reader.q.ExecContext(ctx, `INSERT INTO users (name, created_at) VALUES ('x', 1)`)
+	wantFault(t, "SQLITE_READONLY", err, msgReadOnly)
+
+	// SQLITE_CANTOPEN.
+	missing, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "no", "such", "belay.db")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer missing.Close()
+	wantFault(t, "SQLITE_CANTOPEN", storageFault(missing.PingContext(ctx)), msgCannotOpen)
+
+	for errno, msg := range map[syscall.Errno]string{syscall.ENOSPC: msgDiskFull, syscall.EFBIG: msgDiskFull,
+		syscall.EROFS: msgReadOnly, syscall.EIO: msgIOError} {
+		err := fmt.Errorf("sqlite: write: %w", &fs.PathError{Op: "write", Path: "/srv/belay/belay.db", Err: errno})
+		f := storageFault(err)
+		wantFault(t, errno.Error(), f, msg)
+		if !errors.Is(f, errno) {
+			t.Errorf("%v does not keep its cause", f)
+		}
+	}
+
+	for _, err := range []error{nil, sql.ErrNoRows, errors.New("plain"), belay.Errorf(belay.CodeConflict, "x")} {
+		if got := storageFault(err); got != err {
+			t.Errorf("storageFault(%v) = %v; want it unchanged", err, got)
+		}
+	}
+}
+
+// envFaultDB makes this test binary, run again, the fault helper.
+const envFaultDB = "BELAY_SQLITE_FAULT_DB"
+
+// TestFaultHelper is not a test: it is the child process of
+// TestIOErrorMidTransaction.
+func TestFaultHelper(t *testing.T) {
+	path := os.Getenv(envFaultDB)
+	if path == "" {
+		t.Skip("child process of TestIOErrorMidTransaction")
+	}
+	if err := faultHelper(path); err != nil {
+		fmt.Fprintln(os.Stderr, "fault helper:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// faultHelper forbids this process to write files (RLIMIT_FSIZE 0: a write
+// fails with EFBIG, Go ignores SIGXFSZ), runs a transaction too big for the
+// page cache, so SQLite must spill it to the log mid-transaction and fails,
+// and has the fn go on after the failure. Then it lifts the limit and writes
+// again.
+func faultHelper(path string) error {
+	ctx := context.Background()
+	db, err := Open(ctx, path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+		return err
+	}
+	soft := lim.Cur
+	lim.Cur = 0
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+		return err
+	}
+	var first error
+	err = db.Update(ctx, func(stx store.Tx) error {
+		for i := range 3 {
+			s := testSession(i + 1)
+			s.State = []byte(`"` + strings.Repeat("x", 4<<20) + `"`)
+			if err := stx.InsertSession(ctx, s); err != nil && first == nil {
+				first = err // tolerated: the fn goes on
+			}
+		}
+		return nil
+	})
+	if first == nil || !db.txLost {
+		return fmt.Errorf("no statement failed mid-transaction (first error %v); the test does not test its case", first)
+	}
+	var be *belay.Error
+	if !errors.As(err, &be) || be.Code != belay.CodeStorageUnavailable {
+		return fmt.Errorf("Update with the writes failing = %v, want STORAGE_UNAVAILABLE", err)
+	}
+	fmt.Println(be.Message)
+	lim.Cur = soft
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+		return err
+	}
+	return db.Update(ctx, func(stx store.Tx) error { return stx.InsertSession(ctx, testSession(9)) })
+}
+
+// TestIOErrorMidTransaction: a real I/O error in the middle of a transaction
+// (SQLite rolls it back) fails the Update with STORAGE_UNAVAILABLE, keeps
+// nothing of it, and the database works once the fault is gone.
+func TestIOErrorMidTransaction(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "belay.db")
+	mustOpen(t, path).Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestFaultHelper$")
+	cmd.Env = append(os.Environ(), envFaultDB+"="+path)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("fault helper: %v\n%s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != msgIOError {
+		t.Errorf("the failed Update said %q", got)
+	}
+	db := mustOpen(t, path)
+	defer db.Close()
+	list, total, err := db.ListSessions(t.Context(), store.SessionQuery{Scope: store.Everything, Limit: 10})
+	if err != nil || total != 1 || len(list) != 1 || list[0].ID != testSession(9).ID {
+		t.Errorf("sessions after the fault: %d, %v; want only the one written after it", total, err)
+	}
+}
