@@ -188,4 +188,3 @@ func (s *Service) setStatus(ctx context.Context, tx store.Tx, sess *belay.Sessio
 	return s.appendEvent(ctx, tx, belay.EventSessionStatusChanged, sess.ID, "",
 		map[string]any{"from": from, "to": to, "reason": reason})
 }
-
