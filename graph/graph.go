@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/belayhq/belay"
 )
@@ -116,6 +117,15 @@ type Option func(*options)
 
 type options struct {
 	recursionLimit int
+	lease          time.Duration
+}
+
+// WithLease sets how long a run's lease lasts without renewal (1s to
+// belay.MaxLease; belay.DefaultLease when not set): how soon after its
+// process dies a run becomes interrupted and another process may resume it.
+// The lease is renewed every third of it while nodes run.
+func WithLease(d time.Duration) Option {
+	return func(o *options) { o.lease = d }
 }
 
 // WithRecursionLimit sets how many node executions one run may take in all
@@ -131,6 +141,7 @@ type Compiled[S any] struct {
 	edges          map[string]string
 	routers        map[string]conditional[S]
 	recursionLimit int
+	lease          time.Duration
 }
 
 // Compile checks the graph and returns it ready to run. Every problem found
@@ -138,11 +149,14 @@ type Compiled[S any] struct {
 // an edge to or from an unknown node, a node with no way out, a node START
 // does not reach, or an END that START does not reach.
 func (g *Graph[S]) Compile(opts ...Option) (*Compiled[S], error) {
-	o := options{recursionLimit: DefaultRecursionLimit}
+	o := options{recursionLimit: DefaultRecursionLimit, lease: belay.DefaultLease}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	errs := slices.Clone(g.errs)
+	if o.lease < time.Second || o.lease > belay.MaxLease {
+		errs = append(errs, belay.Invalid("lease", "the lease must be between 1s and %s, got %s", belay.MaxLease, o.lease))
+	}
 	if o.recursionLimit < 1 {
 		errs = append(errs, belay.Invalid("recursionLimit", "the recursion limit must be at least 1, got %d", o.recursionLimit))
 	}
@@ -183,7 +197,7 @@ func (g *Graph[S]) Compile(opts ...Option) (*Compiled[S], error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	return &Compiled[S]{nodes: g.nodes, edges: g.edges, routers: g.routers, recursionLimit: o.recursionLimit}, nil
+	return &Compiled[S]{nodes: g.nodes, edges: g.edges, routers: g.routers, recursionLimit: o.recursionLimit, lease: o.lease}, nil
 }
 
 // sources lists every node with a way out, in a stable order.

@@ -9,16 +9,29 @@ import (
 
 // Resume continues an interrupted run as cmd says (see Command), from the
 // state its interrupt checkpoint holds, in this process or any other, and
-// returns like Run. A run that is not interrupted (running, completed,
-// failed, or whose newest checkpoint is not its interrupt) is a CONFLICT;
+// returns like Run.
+//
+// Resume also continues a run whose process died (or whose context was
+// cancelled) mid-node, as LangGraph's invoke(None) on a thread does: with no
+// resume value, it goes on from the run's last checkpoint — the state after
+// the last completed node — at the node that was to run next, which runs
+// again from its start. One entry point serves both, so whoever restarts runs
+// needs not know why one stopped. While the dead process's lease lasts (see
+// WithLease) the run is still held: LEASE_LOST, try again when it lapses.
+//
+// A run that has ended (completed or failed), or a resume value for a run
+// with no pending interrupt, is a CONFLICT;
 // an InterruptID or Goto that names nothing pending or known is a
 // VALIDATION_ERROR; a Decision naming an option the request does not offer is
 // INVALID_OPTION. None of these changes the run. One run is resumed from one
 // place at a time.
 func (c *Compiled[S]) Resume(ctx context.Context, svc belay.Service, runID string, cmd Command) (*Result[S], error) {
-	p, cp, err := pendingInterrupt(ctx, svc, runID)
+	p, cp, err := headPoint(ctx, svc, runID)
 	if err != nil {
 		return nil, err
+	}
+	if cp.Type != belay.TypeHITL || cp.HITL == nil || p.Interrupt == nil {
+		return c.recover(ctx, svc, runID, p, cp, cmd)
 	}
 	switch {
 	case cmd.InterruptID != "" && cmd.InterruptID != cp.ID:
@@ -62,7 +75,50 @@ func (c *Compiled[S]) Resume(ctx context.Context, svc belay.Service, runID strin
 		}
 		r.resumes = append(prior[:len(prior):len(prior)], v)
 	}
-	return c.loop(ctx, r)
+	return c.take(ctx, r)
+}
+
+// recover continues a run that stopped without ending and with no interrupt
+// pending — its process died mid-node, or its context was cancelled — from
+// its last checkpoint: the state after the last node that completed, at the
+// node that was to run next. The node that was running when it stopped runs
+// again from its start; no completed node runs twice.
+func (c *Compiled[S]) recover(ctx context.Context, svc belay.Service, runID string, p *point, cp *belay.Checkpoint, cmd Command) (*Result[S], error) {
+	switch {
+	case cmd.Resume != nil || cmd.InterruptID != "":
+		return nil, belay.Errorf(belay.CodeConflict, "run %s is not interrupted: it has no pending interrupt to answer (it stopped before %q, step %d); resume it with no resume value to continue there",
+			runID, p.Next, p.Step).With("sessionId", runID).With("next", p.Next)
+	case cmd.Goto != "" && !c.known(cmd.Goto):
+		return nil, belay.Invalid("goto", "goto names unknown node %q", belay.Clip(cmd.Goto, 60))
+	case p.Next != END && !c.known(p.Next):
+		return nil, belay.Errorf(belay.CodeConflict, "run %s stopped before node %q, which this graph does not have", runID, belay.Clip(p.Next, 60)).
+			With("next", p.Next)
+	}
+	state, err := decodeState[S](cp.AgentState)
+	if err != nil {
+		return nil, err
+	}
+	raw := cp.AgentState
+	if cmd.Update != nil {
+		if state, raw, err = applyUpdate[S](raw, cmd.Update); err != nil {
+			return nil, err
+		}
+	}
+	r := &run[S]{svc: svc, id: runID, node: p.Next, step: p.Step, state: state, raw: raw}
+	if cmd.Goto != "" {
+		r.node = cmd.Goto
+	}
+	return c.take(ctx, r)
+}
+
+// take takes the run's lease — refused with LEASE_LOST while a live process
+// holds it — and runs it on.
+func (c *Compiled[S]) take(ctx context.Context, r *run[S]) (*Result[S], error) {
+	lease := belay.LeaseInput{SessionID: r.id, Holder: newHolder(), Lease: c.lease}
+	if _, err := r.svc.ResumeSession(ctx, belay.ResumeInput{SessionID: r.id, Holder: lease.Holder, Lease: lease.Lease}); err != nil {
+		return nil, err
+	}
+	return c.drive(ctx, r, lease, func(context.Context) error { return nil })
 }
 
 // Wait blocks until the run's pending interrupt is decided through belay
@@ -71,9 +127,12 @@ func (c *Compiled[S]) Resume(ctx context.Context, svc belay.Service, runID strin
 // Resume, or when ctx ends with its error.
 func (c *Compiled[S]) Wait(ctx context.Context, svc belay.Service, runID string) (*Result[S], error) {
 	for {
-		_, cp, err := pendingInterrupt(ctx, svc, runID)
+		p, cp, err := headPoint(ctx, svc, runID)
 		if err != nil {
 			return nil, err
+		}
+		if cp.Type != belay.TypeHITL || cp.HITL == nil || p.Interrupt == nil {
+			return c.Resume(ctx, svc, runID, Command{}) // nothing to wait for: continue
 		}
 		if cp.Decision != nil {
 			return c.Resume(ctx, svc, runID, Command{})
@@ -84,9 +143,9 @@ func (c *Compiled[S]) Wait(ctx context.Context, svc belay.Service, runID string)
 	}
 }
 
-// pendingInterrupt returns the interrupt run runID is paused at: its newest
-// checkpoint, when that is an interrupt of the graph.
-func pendingInterrupt(ctx context.Context, svc belay.Service, runID string) (*point, *belay.Checkpoint, error) {
+// headPoint returns where run runID stands: its newest checkpoint, and the
+// graph's point in it, when the run has not ended.
+func headPoint(ctx context.Context, svc belay.Service, runID string) (*point, *belay.Checkpoint, error) {
 	sess, err := svc.GetSession(ctx, runID)
 	if err != nil {
 		return nil, nil, err
@@ -108,9 +167,8 @@ func pendingInterrupt(ctx context.Context, svc belay.Service, runID string) (*po
 	var meta struct {
 		Graph *point `json:"graph"`
 	}
-	if cp.Type != belay.TypeHITL || cp.HITL == nil || json.Unmarshal(cp.Metadata, &meta) != nil ||
-		meta.Graph == nil || meta.Graph.Interrupt == nil {
-		return nil, nil, notInterrupted("its newest checkpoint is not a pending interrupt")
+	if json.Unmarshal(cp.Metadata, &meta) != nil || meta.Graph == nil {
+		return nil, nil, notInterrupted("its newest checkpoint is not one of a graph run")
 	}
 	return meta.Graph, cp, nil
 }

@@ -78,6 +78,7 @@ type run[S any] struct {
 	// settle answers the interrupt being resumed, before the run records
 	// anything else; nil when there is nothing to answer.
 	settle func(context.Context) error
+	hold   *holding
 }
 
 // Run starts a run: it creates a session, saves the input as checkpoint
@@ -103,12 +104,45 @@ func (c *Compiled[S]) Run(ctx context.Context, svc belay.Service, in RunInput[S]
 	if err != nil {
 		return nil, err
 	}
-	r := &run[S]{svc: svc, id: sess.ID, node: first, step: 1, state: in.State, raw: raw}
-	if _, err := r.save(ctx, belay.CreateCheckpointInput{Name: START, Type: belay.TypeAuto, Summary: "input",
-		AgentState: raw}, point{Next: first, Step: 1}); err != nil {
+	lease := belay.LeaseInput{SessionID: sess.ID, Holder: newHolder(), Lease: c.lease}
+	if _, err := svc.Heartbeat(ctx, lease); err != nil {
 		return nil, err
 	}
-	return c.loop(ctx, r)
+	r := &run[S]{svc: svc, id: sess.ID, node: first, step: 1, state: in.State, raw: raw}
+	return c.drive(ctx, r, lease, func(ctx context.Context) error {
+		_, err := r.save(ctx, belay.CreateCheckpointInput{Name: START, Type: belay.TypeAuto, Summary: "input",
+			AgentState: raw}, point{Next: first, Step: 1})
+		return err
+	})
+}
+
+// drive runs r while holding its lease (taken already): it renews the lease
+// as nodes run and gives it up as the run stops. A run stopped by an error of
+// the service, a lost lease or a cancelled context is left interrupted, to be
+// resumed from its last checkpoint.
+func (c *Compiled[S]) drive(ctx context.Context, r *run[S], lease belay.LeaseInput, first func(context.Context) error) (*Result[S], error) {
+	h, hctx := hold(ctx, r.svc, lease)
+	defer h.stop()
+	r.hold = h
+	var res *Result[S]
+	err := first(hctx)
+	if err == nil {
+		res, err = c.loop(hctx, r)
+	}
+	switch {
+	case res != nil && res.Status == Interrupted:
+		// The interrupt is saved; should the release fail, the lease lapses
+		// and the run is resumed all the same.
+		_ = h.release(ctx)
+	case res != nil:
+		h.stop() // ending the session released the lease
+	default:
+		if lost := h.lost(); lost != nil && err != nil {
+			err = lost
+		}
+		_ = h.release(ctx)
+	}
+	return res, err
 }
 
 // loop runs nodes until END, an interrupt or a failure.
@@ -144,6 +178,11 @@ func (c *Compiled[S]) loop(ctx context.Context, r *run[S]) (*Result[S], error) {
 		}
 		if nr.pending != nil {
 			return r.interrupt(ctx, nr)
+		}
+		if err != nil && ctx.Err() != nil {
+			// Cancelled, or the lease is lost: the run stops where it is,
+			// resumable, rather than failing.
+			return nil, err
 		}
 		if err != nil {
 			return r.fail(ctx, err)
@@ -185,6 +224,11 @@ func (r *run[S]) settleFirst(ctx context.Context) error {
 
 // save records a checkpoint of the run at p.
 func (r *run[S]) save(ctx context.Context, in belay.CreateCheckpointInput, p point) (*belay.Checkpoint, error) {
+	if r.hold != nil {
+		if err := r.hold.lost(); err != nil {
+			return nil, err // another process holds the run now: write nothing
+		}
+	}
 	if err := r.settleFirst(ctx); err != nil {
 		return nil, err
 	}
