@@ -118,6 +118,21 @@ type Option func(*options)
 type options struct {
 	recursionLimit int
 	lease          time.Duration
+	before, after  []string
+}
+
+// InterruptBefore sets static breakpoints: the run pauses before any of
+// nodes runs, with a HITL request ("Breakpoint before <node>", one option,
+// continue) that Resume with no value, or a decision through belay, goes on
+// from. Command.Update and UpdateState change the state meanwhile.
+func InterruptBefore(nodes ...string) Option {
+	return func(o *options) { o.before = append(o.before, nodes...) }
+}
+
+// InterruptAfter sets static breakpoints after nodes: the run pauses once
+// any of them completed (its checkpoint saved), before the next node.
+func InterruptAfter(nodes ...string) Option {
+	return func(o *options) { o.after = append(o.after, nodes...) }
 }
 
 // WithLease sets how long a run's lease lasts without renewal (1s to
@@ -142,6 +157,7 @@ type Compiled[S any] struct {
 	routers        map[string]conditional[S]
 	recursionLimit int
 	lease          time.Duration
+	before, after  map[string]bool
 }
 
 // Compile checks the graph and returns it ready to run. Every problem found
@@ -194,10 +210,22 @@ func (g *Graph[S]) Compile(opts ...Option) (*Compiled[S], error) {
 	if g.hasExit(START) && !reached[END] {
 		errs = append(errs, belay.Invalid("edge", "END cannot be reached from START: the run could never complete"))
 	}
+	breaks := func(kind string, nodes []string) map[string]bool {
+		m := map[string]bool{}
+		for _, n := range nodes {
+			if g.nodes[n] == nil {
+				errs = append(errs, belay.Invalid("breakpoint", "%s names unknown node %q", kind, belay.Clip(n, 60)))
+			}
+			m[n] = true
+		}
+		return m
+	}
+	before, after := breaks("InterruptBefore", o.before), breaks("InterruptAfter", o.after)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	return &Compiled[S]{nodes: g.nodes, edges: g.edges, routers: g.routers, recursionLimit: o.recursionLimit, lease: o.lease}, nil
+	return &Compiled[S]{nodes: g.nodes, edges: g.edges, routers: g.routers, recursionLimit: o.recursionLimit, lease: o.lease,
+		before: before, after: after}, nil
 }
 
 // sources lists every node with a way out, in a stable order.

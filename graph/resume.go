@@ -26,13 +26,18 @@ import (
 // INVALID_OPTION. None of these changes the run. One run is resumed from one
 // place at a time.
 func (c *Compiled[S]) Resume(ctx context.Context, svc belay.Service, runID string, cmd Command) (*Result[S], error) {
-	p, cp, err := headPoint(ctx, svc, runID)
+	p, head, err := headPoint(ctx, svc, runID)
 	if err != nil {
 		return nil, err
 	}
-	if cp.Type != belay.TypeHITL || cp.HITL == nil || p.Interrupt == nil {
-		return c.recover(ctx, svc, runID, p, cp, cmd)
+	if p.Interrupt == nil {
+		return c.recover(ctx, svc, runID, p, head, cmd)
 	}
+	cp, err := request(ctx, svc, p, head)
+	if err != nil {
+		return nil, err
+	}
+	bp := p.Interrupt.Breakpoint
 	switch {
 	case cmd.InterruptID != "" && cmd.InterruptID != cp.ID:
 		return nil, belay.Invalid("interruptId", "run %s has no pending interrupt %q; its pending interrupt is %s", runID, belay.Clip(cmd.InterruptID, 60), cp.ID).
@@ -41,12 +46,15 @@ func (c *Compiled[S]) Resume(ctx context.Context, svc belay.Service, runID strin
 		return nil, belay.Invalid("goto", "goto names unknown node %q", belay.Clip(cmd.Goto, 60))
 	case cmd.Goto != "" && cmd.Resume != nil:
 		return nil, belay.Invalid("resume", "give Resume or Goto, not both: Goto leaves the interrupted node without running it again")
+	case bp != "" && cmd.Resume != nil:
+		return nil, belay.Invalid("resume", "run %s stopped at a breakpoint %s %q, which takes no resume value: resume with no value to go on", runID, bp, p.Interrupt.Node).
+			With("breakpoint", bp)
 	}
-	state, err := decodeState[S](cp.AgentState)
+	state, err := decodeState[S](head.AgentState)
 	if err != nil {
 		return nil, err
 	}
-	raw := cp.AgentState
+	raw := head.AgentState
 	if cmd.Update != nil {
 		if state, raw, err = applyUpdate[S](raw, cmd.Update); err != nil {
 			return nil, err
@@ -57,6 +65,11 @@ func (c *Compiled[S]) Resume(ctx context.Context, svc belay.Service, runID strin
 	switch {
 	case cmd.Goto != "":
 		r.node = cmd.Goto
+		r.settle = answer(svc, cp, nil)
+	case bp != "":
+		// A breakpoint goes on when resumed, decided or not; the node it
+		// stopped before runs this time.
+		r.pass = bp == breakBefore
 		r.settle = answer(svc, cp, nil)
 	case cmd.Resume != nil:
 		v, d, err := resumeValue(cp, cmd.Resume)
@@ -76,6 +89,22 @@ func (c *Compiled[S]) Resume(ctx context.Context, svc belay.Service, runID strin
 		r.resumes = append(prior[:len(prior):len(prior)], v)
 	}
 	return c.take(ctx, r)
+}
+
+// request is the HITL checkpoint of the interrupt p records: head itself, or
+// the one an UpdateState after it names.
+func request(ctx context.Context, svc belay.Service, p *point, head *belay.Checkpoint) (*belay.Checkpoint, error) {
+	cp := head
+	if p.Interrupt.Request != "" && p.Interrupt.Request != head.ID {
+		var err error
+		if cp, err = svc.GetCheckpoint(ctx, p.Interrupt.Request); err != nil {
+			return nil, err
+		}
+	}
+	if cp.HITL == nil {
+		return nil, belay.Errorf(belay.CodeCheckpointCorrupt, "checkpoint %s records an interrupt but holds no request", cp.ID).With("checkpointId", cp.ID)
+	}
+	return cp, nil
 }
 
 // recover continues a run that stopped without ending and with no interrupt
@@ -127,12 +156,16 @@ func (c *Compiled[S]) take(ctx context.Context, r *run[S]) (*Result[S], error) {
 // Resume, or when ctx ends with its error.
 func (c *Compiled[S]) Wait(ctx context.Context, svc belay.Service, runID string) (*Result[S], error) {
 	for {
-		p, cp, err := headPoint(ctx, svc, runID)
+		p, head, err := headPoint(ctx, svc, runID)
 		if err != nil {
 			return nil, err
 		}
-		if cp.Type != belay.TypeHITL || cp.HITL == nil || p.Interrupt == nil {
+		if p.Interrupt == nil {
 			return c.Resume(ctx, svc, runID, Command{}) // nothing to wait for: continue
+		}
+		cp, err := request(ctx, svc, p, head)
+		if err != nil {
+			return nil, err
 		}
 		if cp.Decision != nil {
 			return c.Resume(ctx, svc, runID, Command{})

@@ -47,21 +47,31 @@ type Pending struct {
 	ID   string
 	Node string
 	// Index is the position of the Interrupt call among the node's, from 0.
-	Index      int
+	Index int
+	// Breakpoint is "before" or "after" when the run stopped at a static
+	// breakpoint (InterruptBefore, InterruptAfter) rather than an Interrupt.
+	Breakpoint string
 	Checkpoint *belay.Checkpoint
 }
 
 // point is what every checkpoint of a run records (metadata key "graph"):
 // the node that runs next, as step Step.
 type point struct {
-	Next      string          `json:"next"`
-	Step      int             `json:"step"`
+	Next string `json:"next"`
+	Step int    `json:"step"`
+	// Update marks a checkpoint written by UpdateState.
+	Update    bool            `json:"update,omitempty"`
 	Interrupt *interruptPoint `json:"interrupt,omitempty"`
 }
 
 type interruptPoint struct {
 	Node  string `json:"node"`
 	Index int    `json:"index"`
+	// Breakpoint is "before" or "after" for a static breakpoint at Node.
+	Breakpoint string `json:"breakpoint,omitempty"`
+	// Request is the id of the interrupt's HITL checkpoint when another
+	// checkpoint (an UpdateState) came after it; empty when it is this one.
+	Request string `json:"request,omitempty"`
 	// Resumes are the values of the node's earlier interrupts.
 	Resumes []json.RawMessage `json:"resumes,omitempty"`
 }
@@ -79,6 +89,9 @@ type run[S any] struct {
 	// anything else; nil when there is nothing to answer.
 	settle func(context.Context) error
 	hold   *holding
+	// pass lets the run through the breakpoint before its first node once:
+	// it is resuming from there.
+	pass bool
 }
 
 // Run starts a run: it creates a session, saves the input as checkpoint
@@ -162,6 +175,10 @@ func (c *Compiled[S]) loop(ctx context.Context, r *run[S]) (*Result[S], error) {
 				With("recursionLimit", c.recursionLimit)
 			return r.fail(ctx, err)
 		}
+		if c.before[r.node] && !r.pass {
+			return r.breakpoint(ctx, breakBefore, r.node, point{Next: r.node, Step: r.step})
+		}
+		r.pass = false
 		nr := &nodeRun{node: r.node, resumes: r.resumes}
 		nodeCtx := context.WithValue(ctx, nodeRunKey{}, nr)
 		var out S
@@ -195,8 +212,35 @@ func (c *Compiled[S]) loop(ctx context.Context, r *run[S]) (*Result[S], error) {
 			Summary: fmt.Sprintf("step %d: %s", r.step, r.node), AgentState: raw}, point{Next: next, Step: r.step + 1}); err != nil {
 			return nil, err
 		}
+		done := r.node
 		r.node, r.step, r.state, r.raw, r.resumes = next, r.step+1, out, raw, nil
+		if c.after[done] {
+			return r.breakpoint(ctx, breakAfter, done, point{Next: next, Step: r.step})
+		}
 	}
+}
+
+// Static breakpoints (see InterruptBefore and InterruptAfter).
+const (
+	breakBefore = "before"
+	breakAfter  = "after"
+)
+
+// breakpoint pauses the run at a static breakpoint: a HITL checkpoint of the
+// current state with one option, "continue", that `belay decide` or Resume
+// answers.
+func (r *run[S]) breakpoint(ctx context.Context, where, node string, p point) (*Result[S], error) {
+	p.Interrupt = &interruptPoint{Node: node, Breakpoint: where}
+	title := fmt.Sprintf("Breakpoint %s %s", where, node)
+	cp, err := r.save(ctx, belay.CreateCheckpointInput{Name: node, Type: belay.TypeHITL, Step: p.Step,
+		Summary: belay.Clip(title, belay.MaxSummary), AgentState: r.raw, HITL: &belay.HITLInput{Required: true, Title: title,
+			Message: fmt.Sprintf("The run stopped %s node %q; continue when ready.", where, node), OnReject: belay.OnRejectContinue,
+			Options: []belay.HITLOption{{ID: "continue", Label: "Continue", Action: belay.ActionApprove, IsDefault: true}}}}, p)
+	if err != nil {
+		return nil, err
+	}
+	return &Result[S]{RunID: r.id, Status: Interrupted, State: r.state, Steps: r.step - 1,
+		Interrupt: &Pending{ID: cp.ID, Node: node, Breakpoint: where, Checkpoint: cp}}, nil
 }
 
 // protect runs fn and turns a panic into an INTERNAL_ERROR that carries the

@@ -1,0 +1,147 @@
+package graph_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/graph"
+)
+
+func TestGetStateAndHistory(t *testing.T) {
+	svc := newService(t)
+	runs := 0
+	c := reviewGraph(t, reviewNode(&runs, "Ship it?"))
+	res, err := c.Run(ctx, svc, graph.RunInput[doc]{ProjectPath: t.TempDir()})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	st, err := c.GetState(ctx, svc, res.RunID)
+	if err != nil {
+		t.Fatalf("GetState: %v", err)
+	}
+	if !slices.Equal(st.Values.Steps, []string{"plan"}) || !slices.Equal(st.Next, []string{"review"}) || st.Step != 2 ||
+		st.Status != belay.SessionAwaitingInput || st.Interrupt == nil || st.Interrupt.ID != res.Interrupt.ID || st.Interrupt.Node != "review" {
+		t.Fatalf("GetState at the interrupt = %+v, want plan done, review next and pending", st)
+	}
+	if _, err := c.Resume(ctx, svc, res.RunID, graph.Command{Resume: "yes"}); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	st, err = c.GetState(ctx, svc, res.RunID)
+	if err != nil || len(st.Next) != 0 || st.Status != belay.SessionCompleted || st.Interrupt != nil ||
+		!slices.Equal(st.Values.Steps, []string{"plan", "review", "finalize"}) || st.Node != "finalize" {
+		t.Fatalf("GetState at the end = %+v, %v; want completed with nothing next", st, err)
+	}
+	var got []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		page, err := c.History(ctx, svc, res.RunID, graph.HistoryOptions{Limit: 2, Cursor: cursor})
+		if err != nil {
+			t.Fatalf("History: %v", err)
+		}
+		for _, s := range page.Items {
+			line := s.Node + "→" + strings.Join(s.Next, ",")
+			if s.Interrupt != nil {
+				line += " (interrupt)"
+			}
+			got = append(got, line)
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+		if pages > 5 {
+			t.Fatal("History pages without end")
+		}
+	}
+	want := []string{"finalize→", "review→finalize", "review→review (interrupt)", "plan→review", "__start__→plan"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("History = %v, want newest first %v", got, want)
+	}
+}
+
+func TestStaticBreakpoints(t *testing.T) {
+	svc := newService(t)
+	ran := map[string]int{}
+	node := func(name string) graph.Node[doc] {
+		return func(_ context.Context, s doc) (doc, error) {
+			ran[name]++
+			s.Steps = append(s.Steps, name)
+			return s, nil
+		}
+	}
+	g := func() *graph.Graph[doc] {
+		return graph.New[doc]().AddNode("a", node("a")).AddNode("b", node("b")).AddNode("c", node("c")).
+			AddEdge(graph.START, "a").AddEdge("a", "b").AddEdge("b", "c").AddEdge("c", graph.END)
+	}
+	if _, err := g().Compile(graph.InterruptBefore("nope")); !belay.IsCode(err, belay.CodeValidation) || !strings.Contains(err.Error(), `"nope"`) {
+		t.Fatalf("Compile with a breakpoint at an unknown node = %v, want VALIDATION_ERROR naming it", err)
+	}
+	c := compile(t, g(), graph.InterruptAfter("a"), graph.InterruptBefore("c"))
+	res, err := c.Run(ctx, svc, graph.RunInput[doc]{ProjectPath: t.TempDir()})
+	if err != nil || res.Status != graph.Interrupted || res.Interrupt.Breakpoint != "after" || res.Interrupt.Node != "a" ||
+		!slices.Equal(res.State.Steps, []string{"a"}) {
+		t.Fatalf("Run = %+v, %v; want stopped after a", res, err)
+	}
+	if _, err := c.Resume(ctx, svc, res.RunID, graph.Command{Resume: "x"}); !belay.IsCode(err, belay.CodeValidation) {
+		t.Fatalf("Resume of a breakpoint with a value = %v, want VALIDATION_ERROR", err)
+	}
+	res, err = c.Resume(ctx, svc, res.RunID, graph.Command{})
+	if err != nil || res.Status != graph.Interrupted || res.Interrupt.Breakpoint != "before" || res.Interrupt.Node != "c" ||
+		!slices.Equal(res.State.Steps, []string{"a", "b"}) {
+		t.Fatalf("Resume = %+v, %v; want stopped before c", res, err)
+	}
+	// The state changes while the run waits; it still waits.
+	st, err := c.UpdateState(ctx, svc, res.RunID, map[string]any{"notes": "edited"}, "")
+	if err != nil || st.Values.Notes != "edited" || !slices.Equal(st.Next, []string{"c"}) || st.Interrupt == nil || st.Interrupt.ID != res.Interrupt.ID {
+		t.Fatalf("UpdateState = %+v, %v; want the edit, still before c", st, err)
+	}
+	if s := sessionStatus(t, svc, res.RunID); s != belay.SessionAwaitingInput {
+		t.Fatalf("session after UpdateState = %s, want awaiting_input", s)
+	}
+	// A person continues it with `belay decide`; Wait picks the decision up.
+	if _, err := svc.Decide(ctx, belay.DecideInput{CheckpointID: res.Interrupt.ID, SelectedOption: "continue"}); err != nil {
+		t.Fatalf("Decide: %v", err)
+	}
+	res, err = c.Wait(ctx, svc, res.RunID)
+	if err != nil || res.Status != graph.Completed || res.State.Notes != "edited" || !slices.Equal(res.State.Steps, []string{"a", "b", "c"}) {
+		t.Fatalf("Wait = %+v, %v; want completed with the edit", res, err)
+	}
+	if ran["a"] != 1 || ran["b"] != 1 || ran["c"] != 1 {
+		t.Fatalf("nodes ran %v, want each once", ran)
+	}
+}
+
+func TestUpdateStateAsNode(t *testing.T) {
+	svc := newService(t)
+	runs := 0
+	c := reviewGraph(t, reviewNode(&runs, "Ship it?"))
+	res, err := c.Run(ctx, svc, graph.RunInput[doc]{ProjectPath: t.TempDir()})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if _, err := c.UpdateState(ctx, svc, res.RunID, map[string]any{"notes": "x"}, "nowhere"); !belay.IsCode(err, belay.CodeValidation) {
+		t.Fatalf("UpdateState as an unknown node = %v, want VALIDATION_ERROR", err)
+	}
+	// The update stands in for review: the run goes on at finalize.
+	st, err := c.UpdateState(ctx, svc, res.RunID, map[string]any{"answers": []string{"typed by hand"}}, "review")
+	if err != nil || !slices.Equal(st.Next, []string{"finalize"}) || st.Interrupt != nil || st.Node != "review" || !st.Update {
+		t.Fatalf("UpdateState as review = %+v, %v; want finalize next, no interrupt", st, err)
+	}
+	req, err := svc.GetCheckpoint(ctx, res.Interrupt.ID)
+	if err != nil || req.Decision == nil {
+		t.Fatalf("the interrupt's request after UpdateState = %+v, %v; want it answered", req, err)
+	}
+	res, err = c.Resume(ctx, svc, res.RunID, graph.Command{})
+	if err != nil || res.Status != graph.Completed || !slices.Equal(res.State.Steps, []string{"plan", "finalize"}) ||
+		!slices.Equal(res.State.Answers, []string{"typed by hand"}) {
+		t.Fatalf("Resume = %+v, %v; want finalize after the update", res, err)
+	}
+	if runs != 1 {
+		t.Fatalf("review ran %d times, want 1", runs)
+	}
+	if _, err := c.UpdateState(ctx, svc, res.RunID, map[string]any{"notes": "late"}, ""); !belay.IsCode(err, belay.CodeConflict) {
+		t.Fatalf("UpdateState of a completed run = %v, want CONFLICT", err)
+	}
+}
