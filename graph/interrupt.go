@@ -87,6 +87,8 @@ type nodeRun struct {
 	index   int
 	// badResume is set when a resume value did not fit its interrupt.
 	badResume error
+	// emit sends a custom event to the run's stream; nil when none.
+	emit func(name string, data any) bool
 }
 
 // Interrupt pauses the run for a person, inside a node. The Nth call of a

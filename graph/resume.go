@@ -26,6 +26,10 @@ import (
 // INVALID_OPTION. None of these changes the run. One run is resumed from one
 // place at a time.
 func (c *Compiled[S]) Resume(ctx context.Context, svc belay.Service, runID string, cmd Command) (*Result[S], error) {
+	return collect(c.StreamResume(ctx, svc, runID, cmd))
+}
+
+func (c *Compiled[S]) resume(ctx context.Context, svc belay.Service, runID string, cmd Command) (*Result[S], error) {
 	p, head, err := headPoint(ctx, svc, runID)
 	if err != nil {
 		return nil, err

@@ -89,6 +89,7 @@ type run[S any] struct {
 	// anything else; nil when there is nothing to answer.
 	settle func(context.Context) error
 	hold   *holding
+	em     *emitter
 	// pass lets the run through the breakpoint before its first node once:
 	// it is resuming from there.
 	pass bool
@@ -105,6 +106,10 @@ type run[S any] struct {
 // session fails and Run returns the error with a Failed result. An error of
 // the service itself is returned as is and the run goes no further.
 func (c *Compiled[S]) Run(ctx context.Context, svc belay.Service, in RunInput[S]) (*Result[S], error) {
+	return collect(c.Stream(ctx, svc, in))
+}
+
+func (c *Compiled[S]) start(ctx context.Context, svc belay.Service, in RunInput[S]) (*Result[S], error) {
 	raw, err := encodeState(in.State)
 	if err != nil {
 		return nil, err
@@ -136,7 +141,7 @@ func (c *Compiled[S]) Run(ctx context.Context, svc belay.Service, in RunInput[S]
 func (c *Compiled[S]) drive(ctx context.Context, r *run[S], lease belay.LeaseInput, first func(context.Context) error) (*Result[S], error) {
 	h, hctx := hold(ctx, r.svc, lease)
 	defer h.stop()
-	r.hold = h
+	r.hold, r.em = h, emitterOf(ctx)
 	var res *Result[S]
 	err := first(hctx)
 	if err == nil {
@@ -144,6 +149,7 @@ func (c *Compiled[S]) drive(ctx context.Context, r *run[S], lease belay.LeaseInp
 	}
 	switch {
 	case res != nil && res.Status == Interrupted:
+		r.em.send(Event[S]{Type: EventInterrupt, RunID: r.id, Node: res.Interrupt.Node, Step: r.step, State: res.State, Interrupt: res.Interrupt})
 		// The interrupt is saved; should the release fail, the lease lapses
 		// and the run is resumed all the same.
 		_ = h.release(ctx)
@@ -179,7 +185,16 @@ func (c *Compiled[S]) loop(ctx context.Context, r *run[S]) (*Result[S], error) {
 			return r.breakpoint(ctx, breakBefore, r.node, point{Next: r.node, Step: r.step})
 		}
 		r.pass = false
+		if !r.em.send(Event[S]{Type: EventNodeStart, RunID: r.id, Node: r.node, Step: r.step, State: r.state}) {
+			return nil, context.Canceled
+		}
 		nr := &nodeRun{node: r.node, resumes: r.resumes}
+		if r.em != nil {
+			node, step := r.node, r.step
+			nr.emit = func(name string, data any) bool {
+				return r.em.send(Event[S]{Type: EventCustom, RunID: r.id, Node: node, Step: step, Name: name, Data: data})
+			}
+		}
 		nodeCtx := context.WithValue(ctx, nodeRunKey{}, nr)
 		var out S
 		var next string
@@ -208,9 +223,14 @@ func (c *Compiled[S]) loop(ctx context.Context, r *run[S]) (*Result[S], error) {
 		if err != nil {
 			return r.fail(ctx, err)
 		}
-		if _, err := r.save(ctx, belay.CreateCheckpointInput{Name: r.node, Type: belay.TypeAuto, Step: r.step,
-			Summary: fmt.Sprintf("step %d: %s", r.step, r.node), AgentState: raw}, point{Next: next, Step: r.step + 1}); err != nil {
+		cp, err := r.save(ctx, belay.CreateCheckpointInput{Name: r.node, Type: belay.TypeAuto, Step: r.step,
+			Summary: fmt.Sprintf("step %d: %s", r.step, r.node), AgentState: raw}, point{Next: next, Step: r.step + 1})
+		if err != nil {
 			return nil, err
+		}
+		if !r.em.send(Event[S]{Type: EventNodeEnd, RunID: r.id, Node: r.node, Step: r.step, State: out, CheckpointID: cp.ID, Next: next}) {
+			r.node, r.step = next, r.step+1
+			return nil, context.Canceled
 		}
 		done := r.node
 		r.node, r.step, r.state, r.raw, r.resumes = next, r.step+1, out, raw, nil
