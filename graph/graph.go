@@ -11,8 +11,10 @@ package graph
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"time"
 
@@ -44,7 +46,7 @@ type Router[S any] func(state S) string
 type Graph[S any] struct {
 	nodes   map[string]Node[S]
 	order   []string
-	edges   map[string]string
+	edges   map[string][]string
 	routers map[string]conditional[S]
 	errs    []error
 }
@@ -56,7 +58,7 @@ type conditional[S any] struct {
 
 // New returns an empty graph over state S.
 func New[S any]() *Graph[S] {
-	return &Graph[S]{nodes: map[string]Node[S]{}, edges: map[string]string{}, routers: map[string]conditional[S]{}}
+	return &Graph[S]{nodes: map[string]Node[S]{}, edges: map[string][]string{}, routers: map[string]conditional[S]{}}
 }
 
 func (g *Graph[S]) fail(field, format string, args ...any) *Graph[S] {
@@ -81,13 +83,23 @@ func (g *Graph[S]) AddNode(name string, fn Node[S]) *Graph[S] {
 	return g
 }
 
-// AddEdge makes to run after from. A node has one way out: one edge or one
-// set of conditional edges.
+// AddEdge makes to run after from. A node's way out is its edges or one set
+// of conditional edges. Several edges from one node fan out: their targets
+// run in parallel, as one step, each from a copy of the state, and their
+// writes are merged (see WithReducer). A node that several parallel
+// branches lead to (fan-in) runs once, in the step after them, with the
+// merged state; branches of different lengths reach it in different steps,
+// and it then runs once for each.
 func (g *Graph[S]) AddEdge(from, to string) *Graph[S] {
-	if g.hasExit(from) {
-		return g.fail("edge", "node %q already has a way out; a node takes one edge or one set of conditional edges", from)
+	_, routed := g.routers[from]
+	old := g.edges[from]
+	switch {
+	case routed || len(old) > 0 && (to == END || slices.Contains(old, END)):
+		return g.fail("edge", "node %q already has a way out; a node takes edges (none of several to END) or one set of conditional edges", from)
+	case slices.Contains(old, to):
+		return g.fail("edge", "the edge from %q to %q is added twice", from, to)
 	}
-	g.edges[from] = to
+	g.edges[from] = append(old, to)
 	return g
 }
 
@@ -119,6 +131,43 @@ type options struct {
 	recursionLimit int
 	lease          time.Duration
 	before, after  []string
+	reducers       map[string]reducer
+}
+
+// reducer merges what a parallel branch wrote to a field into the field.
+type reducer func(current, update json.RawMessage) (json.RawMessage, error)
+
+// WithReducer declares how the writes of parallel branches to the state's
+// field (its JSON name) are merged: each branch's update is folded in with
+// reduce(current, update), in the order of the branches' edges, starting
+// from the field's value before the step. For a list a branch extended, its
+// update is the items it added, as a LangGraph node returns only its new
+// items — Append is the usual reducer for a list. Two branches writing a
+// field with no reducer fail the step. Sequential nodes write the state
+// whole and take no reducer.
+func WithReducer[T any](field string, reduce func(current, update T) T) Option {
+	return func(o *options) {
+		if o.reducers == nil {
+			o.reducers = map[string]reducer{}
+		}
+		o.reducers[field] = func(cur, upd json.RawMessage) (json.RawMessage, error) {
+			var a, b T
+			if len(cur) > 0 {
+				if err := json.Unmarshal(cur, &a); err != nil {
+					return nil, belay.Invalid("state."+field, "the reducer of %q cannot read the current value: %v", field, err)
+				}
+			}
+			if err := json.Unmarshal(upd, &b); err != nil {
+				return nil, belay.Invalid("state."+field, "the reducer of %q cannot read a branch's update: %v", field, err)
+			}
+			return json.Marshal(reduce(a, b))
+		}
+	}
+}
+
+// Append is the reducer that appends a branch's new items to a list.
+func Append[T any](current, update []T) []T {
+	return append(current, update...)
 }
 
 // InterruptBefore sets static breakpoints: the run pauses before any of
@@ -153,11 +202,12 @@ func WithRecursionLimit(n int) Option {
 // Compiled serves any number of concurrent runs.
 type Compiled[S any] struct {
 	nodes          map[string]Node[S]
-	edges          map[string]string
+	edges          map[string][]string
 	routers        map[string]conditional[S]
 	recursionLimit int
 	lease          time.Duration
 	before, after  map[string]bool
+	reducers       map[string]reducer
 }
 
 // Compile checks the graph and returns it ready to run. Every problem found
@@ -221,11 +271,19 @@ func (g *Graph[S]) Compile(opts ...Option) (*Compiled[S], error) {
 		return m
 	}
 	before, after := breaks("InterruptBefore", o.before), breaks("InterruptAfter", o.after)
+	if len(o.reducers) > 0 {
+		fields := stateFields(reflect.TypeFor[S]())
+		for f := range o.reducers {
+			if fields != nil && !fields[f] {
+				errs = append(errs, belay.Invalid("reducer", "WithReducer names %q, which is not a field of the state %s", belay.Clip(f, 60), reflect.TypeFor[S]()))
+			}
+		}
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return &Compiled[S]{nodes: g.nodes, edges: g.edges, routers: g.routers, recursionLimit: o.recursionLimit, lease: o.lease,
-		before: before, after: after}, nil
+		before: before, after: after, reducers: o.reducers}, nil
 }
 
 // sources lists every node with a way out, in a stable order.
@@ -243,7 +301,7 @@ func (g *Graph[S]) sources() []string {
 
 func (g *Graph[S]) targets(from string) []string {
 	if to, ok := g.edges[from]; ok {
-		return []string{to}
+		return to
 	}
 	return g.routers[from].targets
 }
@@ -265,22 +323,23 @@ func (g *Graph[S]) reach() map[string]bool {
 	return seen
 }
 
-// next returns the node that runs after from, given from's result.
-func (c *Compiled[S]) next(from string, state S) (string, error) {
+// next returns the nodes that run after from, given from's result: one, or
+// several in parallel.
+func (c *Compiled[S]) next(from string, state S) ([]string, error) {
 	if to, ok := c.edges[from]; ok {
 		return to, nil
 	}
 	cond := c.routers[from]
 	to := cond.route(state)
 	if !slices.Contains(cond.targets, to) {
-		return "", belay.Errorf(belay.CodeValidation, "the router after %q returned %q, which is not one of its targets %v", from, to, cond.targets).
+		return nil, belay.Errorf(belay.CodeValidation, "the router after %q returned %q, which is not one of its targets %v", from, to, cond.targets).
 			With("node", from).With("target", to)
 	}
-	return to, nil
+	return []string{to}, nil
 }
 
-// first is the node an edge from START names.
-func (c *Compiled[S]) first(state S) (string, error) {
+// first is the node (or the parallel nodes) the edges from START name.
+func (c *Compiled[S]) first(state S) ([]string, error) {
 	return c.next(START, state)
 }
 
@@ -290,4 +349,31 @@ func (c *Compiled[S]) known(name string) bool {
 
 func nodeError(node string, step int, err error) error {
 	return fmt.Errorf("graph: node %q (step %d): %w", node, step, err)
+}
+
+// stateFields lists the JSON keys of a struct state; nil when S is not a
+// struct, whose keys cannot be known before it runs.
+func stateFields(t reflect.Type) map[string]bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	out := map[string]bool{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, skip := jsonName(f)
+		if skip {
+			continue
+		}
+		if f.Anonymous && f.Type.Kind() == reflect.Struct && f.Tag.Get("json") == "" {
+			for k := range stateFields(f.Type) {
+				out[k] = true
+			}
+			continue
+		}
+		out[name] = true
+	}
+	return out
 }

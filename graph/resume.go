@@ -64,11 +64,12 @@ func (c *Compiled[S]) resume(ctx context.Context, svc belay.Service, runID strin
 			return nil, err
 		}
 	}
-	r := &run[S]{svc: svc, id: runID, node: p.Next, step: p.Step, state: state, raw: raw}
+	r := &run[S]{svc: svc, id: runID, node: p.Next, also: p.Also, writes: p.Writes, resumeFor: p.Interrupt.Node,
+		step: p.Step, state: state, raw: raw}
 	prior := p.Interrupt.Resumes
 	switch {
 	case cmd.Goto != "":
-		r.node = cmd.Goto
+		r.node, r.also, r.writes = cmd.Goto, nil, nil
 		r.settle = answer(svc, cp, nil)
 	case bp != "":
 		// A breakpoint goes on when resumed, decided or not; the node it
@@ -123,7 +124,7 @@ func (c *Compiled[S]) recover(ctx context.Context, svc belay.Service, runID stri
 			runID, p.Next, p.Step).With("sessionId", runID).With("next", p.Next)
 	case cmd.Goto != "" && !c.known(cmd.Goto):
 		return nil, belay.Invalid("goto", "goto names unknown node %q", belay.Clip(cmd.Goto, 60))
-	case p.Next != END && !c.known(p.Next):
+	case !c.known(p.Next):
 		return nil, belay.Errorf(belay.CodeConflict, "run %s stopped before node %q, which this graph does not have", runID, belay.Clip(p.Next, 60)).
 			With("next", p.Next)
 	}
@@ -137,9 +138,9 @@ func (c *Compiled[S]) recover(ctx context.Context, svc belay.Service, runID stri
 			return nil, err
 		}
 	}
-	r := &run[S]{svc: svc, id: runID, node: p.Next, step: p.Step, state: state, raw: raw}
+	r := &run[S]{svc: svc, id: runID, node: p.Next, also: p.Also, step: p.Step, state: state, raw: raw}
 	if cmd.Goto != "" {
-		r.node = cmd.Goto
+		r.node, r.also = cmd.Goto, nil
 	}
 	return c.take(ctx, r)
 }

@@ -1,11 +1,16 @@
 package graph
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
 
 	"github.com/belayhq/belay"
 )
@@ -58,7 +63,12 @@ type Pending struct {
 // the node that runs next, as step Step.
 type point struct {
 	Next string `json:"next"`
-	Step int    `json:"step"`
+	// Also are the nodes that run in parallel with Next.
+	Also []string `json:"also,omitempty"`
+	Step int      `json:"step"`
+	// Writes are the states of the parallel branches of the step that
+	// completed before a sibling paused or failed, by node.
+	Writes map[string]json.RawMessage `json:"writes,omitempty"`
 	// Update marks a checkpoint written by UpdateState.
 	Update    bool            `json:"update,omitempty"`
 	Interrupt *interruptPoint `json:"interrupt,omitempty"`
@@ -88,8 +98,13 @@ type run[S any] struct {
 	// settle answers the interrupt being resumed, before the run records
 	// anything else; nil when there is nothing to answer.
 	settle func(context.Context) error
-	hold   *holding
-	em     *emitter
+	// also are the parallel siblings of node; writes the states of those
+	// that completed already; resumeFor the node resumes are for.
+	also      []string
+	writes    map[string]json.RawMessage
+	resumeFor string
+	hold      *holding
+	em        *emitter
 	// pass lets the run through the breakpoint before its first node once:
 	// it is resuming from there.
 	pass bool
@@ -114,7 +129,7 @@ func (c *Compiled[S]) start(ctx context.Context, svc belay.Service, in RunInput[
 	if err != nil {
 		return nil, err
 	}
-	var first string
+	var first []string
 	if err := protect(START, func() (err error) { first, err = c.first(in.State); return err }); err != nil {
 		return nil, err
 	}
@@ -126,10 +141,10 @@ func (c *Compiled[S]) start(ctx context.Context, svc belay.Service, in RunInput[
 	if _, err := svc.Heartbeat(ctx, lease); err != nil {
 		return nil, err
 	}
-	r := &run[S]{svc: svc, id: sess.ID, node: first, step: 1, state: in.State, raw: raw}
+	r := &run[S]{svc: svc, id: sess.ID, node: first[0], also: first[1:], step: 1, state: in.State, raw: raw}
 	return c.drive(ctx, r, lease, func(ctx context.Context) error {
 		_, err := r.save(ctx, belay.CreateCheckpointInput{Name: START, Type: belay.TypeAuto, Summary: "input",
-			AgentState: raw}, point{Next: first, Step: 1})
+			AgentState: raw}, nextPoint(first, 1))
 		return err
 	})
 }
@@ -164,7 +179,8 @@ func (c *Compiled[S]) drive(ctx context.Context, r *run[S], lease belay.LeaseInp
 	return res, err
 }
 
-// loop runs nodes until END, an interrupt or a failure.
+// loop runs steps until END, an interrupt or a failure. A step is one node,
+// or several parallel branches (see AddEdge) merged as WithReducer says.
 func (c *Compiled[S]) loop(ctx context.Context, r *run[S]) (*Result[S], error) {
 	for {
 		if r.node == END {
@@ -179,65 +195,308 @@ func (c *Compiled[S]) loop(ctx context.Context, r *run[S]) (*Result[S], error) {
 		if r.step > c.recursionLimit {
 			err := belay.Errorf(belay.CodeBudgetExceeded, "the run reached its recursion limit of %d steps without reaching END", c.recursionLimit).
 				With("recursionLimit", c.recursionLimit)
-			return r.fail(ctx, err)
+			return r.fail(ctx, r.node, err)
 		}
-		if c.before[r.node] && !r.pass {
-			return r.breakpoint(ctx, breakBefore, r.node, point{Next: r.node, Step: r.step})
+		step := r.frontier()
+		if !r.pass {
+			for _, n := range step {
+				if c.before[n] {
+					return r.breakpoint(ctx, breakBefore, n, r.at())
+				}
+			}
 		}
 		r.pass = false
-		if !r.em.send(Event[S]{Type: EventNodeStart, RunID: r.id, Node: r.node, Step: r.step, State: r.state}) {
-			return nil, context.Canceled
-		}
-		nr := &nodeRun{node: r.node, resumes: r.resumes}
-		if r.em != nil {
-			node, step := r.node, r.step
-			nr.emit = func(name string, data any) bool {
-				return r.em.send(Event[S]{Type: EventCustom, RunID: r.id, Node: node, Step: step, Name: name, Data: data})
-			}
-		}
-		nodeCtx := context.WithValue(ctx, nodeRunKey{}, nr)
 		var out S
-		var next string
-		err := protect(r.node, func() (err error) {
-			if out, err = c.nodes[r.node](nodeCtx, r.state); err != nil {
-				return err
+		var raw json.RawMessage
+		var next []string
+		var res *Result[S]
+		var err error
+		if len(step) == 1 {
+			out, raw, next, res, err = c.single(ctx, r)
+		} else {
+			out, raw, next, res, err = c.parallel(ctx, r, step)
+		}
+		if res != nil || err != nil {
+			return res, err
+		}
+		name := belay.Clip(strings.Join(step, "+"), belay.MaxNameLen)
+		np := nextPoint(next, r.step+1)
+		cp, err := r.save(ctx, belay.CreateCheckpointInput{Name: name, Type: belay.TypeAuto, Step: r.step,
+			Summary: belay.Clip(fmt.Sprintf("step %d: %s", r.step, strings.Join(step, ", ")), belay.MaxSummary), AgentState: raw}, np)
+		if err != nil {
+			return nil, err
+		}
+		r.node, r.also, r.step, r.state, r.raw = np.Next, np.Also, r.step+1, out, raw
+		r.resumes, r.resumeFor, r.writes = nil, "", nil
+		for _, n := range step {
+			if !r.em.send(Event[S]{Type: EventNodeEnd, RunID: r.id, Node: n, Step: r.step - 1, State: out, CheckpointID: cp.ID, Next: np.Next}) {
+				return nil, context.Canceled
 			}
-			next, err = c.next(r.node, out)
-			return err
-		})
-		if nr.badResume != nil {
-			return nil, nr.badResume
 		}
-		if nr.pending != nil {
-			return r.interrupt(ctx, nr)
-		}
-		if err != nil && ctx.Err() != nil {
-			// Cancelled, or the lease is lost: the run stops where it is,
-			// resumable, rather than failing.
-			return nil, err
-		}
-		if err != nil {
-			return r.fail(ctx, err)
-		}
-		raw, err := encodeState(out)
-		if err != nil {
-			return r.fail(ctx, err)
-		}
-		cp, err := r.save(ctx, belay.CreateCheckpointInput{Name: r.node, Type: belay.TypeAuto, Step: r.step,
-			Summary: fmt.Sprintf("step %d: %s", r.step, r.node), AgentState: raw}, point{Next: next, Step: r.step + 1})
-		if err != nil {
-			return nil, err
-		}
-		if !r.em.send(Event[S]{Type: EventNodeEnd, RunID: r.id, Node: r.node, Step: r.step, State: out, CheckpointID: cp.ID, Next: next}) {
-			r.node, r.step = next, r.step+1
-			return nil, context.Canceled
-		}
-		done := r.node
-		r.node, r.step, r.state, r.raw, r.resumes = next, r.step+1, out, raw, nil
-		if c.after[done] {
-			return r.breakpoint(ctx, breakAfter, done, point{Next: next, Step: r.step})
+		for _, n := range step {
+			if c.after[n] {
+				return r.breakpoint(ctx, breakAfter, n, r.at())
+			}
 		}
 	}
+}
+
+// nextPoint is a checkpoint's point when next runs as step.
+func nextPoint(next []string, step int) point {
+	return point{Next: next[0], Also: next[1:], Step: step}
+}
+
+// frontier lists the nodes of the run's next step.
+func (r *run[S]) frontier() []string {
+	return append([]string{r.node}, r.also...)
+}
+
+// at is the point of the run's next step.
+func (r *run[S]) at() point {
+	return point{Next: r.node, Also: r.also, Step: r.step}
+}
+
+// nodeRun starts an execution of node: with the resume values of the
+// interrupt being resumed when it is that node's.
+func (r *run[S]) nodeRun(node string) *nodeRun {
+	nr := &nodeRun{node: node}
+	if r.resumeFor == "" || r.resumeFor == node {
+		nr.resumes = r.resumes
+	}
+	if r.em != nil {
+		step := r.step
+		nr.emit = func(name string, data any) bool {
+			return r.em.send(Event[S]{Type: EventCustom, RunID: r.id, Node: node, Step: step, Name: name, Data: data})
+		}
+	}
+	return nr
+}
+
+// single runs a step of one node. A result or an error ends the run there.
+func (c *Compiled[S]) single(ctx context.Context, r *run[S]) (S, json.RawMessage, []string, *Result[S], error) {
+	var out, zero S
+	var next []string
+	if !r.em.send(Event[S]{Type: EventNodeStart, RunID: r.id, Node: r.node, Step: r.step, State: r.state}) {
+		return zero, nil, nil, nil, context.Canceled
+	}
+	nr := r.nodeRun(r.node)
+	nodeCtx := context.WithValue(ctx, nodeRunKey{}, nr)
+	err := protect(r.node, func() (err error) {
+		if out, err = c.nodes[r.node](nodeCtx, r.state); err != nil {
+			return err
+		}
+		next, err = c.next(r.node, out)
+		return err
+	})
+	if nr.badResume != nil {
+		return zero, nil, nil, nil, nr.badResume
+	}
+	if nr.pending != nil {
+		res, err := r.interrupt(ctx, nr, nil)
+		return zero, nil, nil, res, err
+	}
+	if err != nil && ctx.Err() != nil {
+		// Cancelled, or the lease is lost: the run stops where it is,
+		// resumable, rather than failing.
+		return zero, nil, nil, nil, err
+	}
+	if err != nil {
+		res, err := r.fail(ctx, r.node, err)
+		return zero, nil, nil, res, err
+	}
+	raw, err := encodeState(out)
+	if err != nil {
+		res, err := r.fail(ctx, r.node, err)
+		return zero, nil, nil, res, err
+	}
+	return out, raw, next, nil, nil
+}
+
+// branch is one node of a parallel step.
+type branch[S any] struct {
+	nr   *nodeRun
+	out  S
+	raw  json.RawMessage
+	next []string
+	err  error
+}
+
+// parallel runs a step of several nodes at once, each from its own copy of
+// the state, and merges what they wrote. The writes of branches that
+// completed are kept when a sibling pauses or fails: resuming re-runs only
+// the branches that did not complete.
+func (c *Compiled[S]) parallel(ctx context.Context, r *run[S], names []string) (S, json.RawMessage, []string, *Result[S], error) {
+	var zero S
+	bs := make([]branch[S], len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		b := &bs[i]
+		if w, ok := r.writes[name]; ok {
+			out, err := decodeState[S](w)
+			if err != nil {
+				return zero, nil, nil, nil, err
+			}
+			b.out, b.raw = out, w
+			b.err = protect(name, func() (err error) { b.next, err = c.next(name, out); return err })
+			continue
+		}
+		in, err := decodeState[S](r.raw)
+		if err != nil {
+			return zero, nil, nil, nil, err
+		}
+		if !r.em.send(Event[S]{Type: EventNodeStart, RunID: r.id, Node: name, Step: r.step, State: in}) {
+			wg.Wait()
+			return zero, nil, nil, nil, context.Canceled
+		}
+		b.nr = r.nodeRun(name)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nodeCtx := context.WithValue(ctx, nodeRunKey{}, b.nr)
+			b.err = protect(name, func() (err error) {
+				if b.out, err = c.nodes[name](nodeCtx, in); err != nil {
+					return err
+				}
+				b.next, err = c.next(name, b.out)
+				return err
+			})
+			if b.err == nil && b.nr.pending == nil {
+				b.raw, b.err = encodeState(b.out)
+			}
+		}()
+	}
+	wg.Wait()
+	writes := map[string]json.RawMessage{}
+	for i := range bs {
+		b := &bs[i]
+		if b.nr != nil && b.nr.badResume != nil {
+			return zero, nil, nil, nil, b.nr.badResume
+		}
+		if b.raw != nil && b.err == nil {
+			writes[names[i]] = b.raw
+		}
+	}
+	for i := range bs {
+		if b := &bs[i]; b.err != nil && (b.nr == nil || b.nr.pending == nil) {
+			if ctx.Err() != nil {
+				return zero, nil, nil, nil, b.err
+			}
+			r.writes = writes
+			res, err := r.fail(ctx, names[i], b.err)
+			return zero, nil, nil, res, err
+		}
+	}
+	for i := range bs {
+		if b := &bs[i]; b.nr != nil && b.nr.pending != nil {
+			// The first branch to pause pauses the step; a sibling that
+			// pauses too asks again once this one is resumed.
+			r.writes = writes
+			res, err := r.interrupt(ctx, b.nr, writes)
+			return zero, nil, nil, res, err
+		}
+	}
+	raws := make([]json.RawMessage, len(bs))
+	var next []string
+	for i := range bs {
+		raws[i] = bs[i].raw
+		for _, n := range bs[i].next {
+			if !slices.Contains(next, n) {
+				next = append(next, n)
+			}
+		}
+	}
+	if len(next) > 1 {
+		// A branch that reaches END ends; the others go on.
+		next = slices.DeleteFunc(next, func(n string) bool { return n == END })
+	}
+	out, raw, err := c.merge(r.raw, names, raws)
+	if err != nil {
+		res, err := r.fail(ctx, strings.Join(names, "+"), err)
+		return zero, nil, nil, res, err
+	}
+	return out, raw, next, nil, nil
+}
+
+// merge folds the branches' states into base: a field one branch changed
+// takes its value; a field several changed needs a reducer (WithReducer).
+func (c *Compiled[S]) merge(base json.RawMessage, names []string, raws []json.RawMessage) (S, json.RawMessage, error) {
+	var zero S
+	var before map[string]json.RawMessage
+	if err := json.Unmarshal(base, &before); err != nil || before == nil {
+		return zero, nil, belay.Invalid("state", "parallel branches need a state that encodes as a JSON object")
+	}
+	acc := maps.Clone(before)
+	writer := map[string]string{}
+	for i, raw := range raws {
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
+			return zero, nil, belay.Invalid("state", "parallel branches need a state that encodes as a JSON object")
+		}
+		changed := map[string]json.RawMessage{}
+		for k, v := range fields {
+			if !bytes.Equal(v, before[k]) {
+				changed[k] = v
+			}
+		}
+		for k := range before {
+			if _, ok := fields[k]; !ok {
+				changed[k] = nil // the branch cleared it
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(changed)) {
+			v := changed[k]
+			if red := c.reducers[k]; red != nil {
+				if v == nil {
+					continue
+				}
+				merged, err := red(acc[k], added(before[k], v))
+				if err != nil {
+					return zero, nil, err
+				}
+				acc[k] = merged
+				continue
+			}
+			if w, ok := writer[k]; ok {
+				return zero, nil, belay.Invalid("state."+k, "parallel branches %q and %q both write %q in one step: declare how to merge them with graph.WithReducer(%q, …)", w, names[i], k, k).
+					With("field", k).With("nodes", []string{w, names[i]})
+			}
+			writer[k] = names[i]
+			if v == nil {
+				delete(acc, k)
+			} else {
+				acc[k] = v
+			}
+		}
+	}
+	b, err := json.Marshal(acc)
+	if err != nil {
+		return zero, nil, err
+	}
+	out, err := decodeState[S](b)
+	if err != nil {
+		return zero, nil, err
+	}
+	raw, err := encodeState(out)
+	return out, raw, err
+}
+
+// added is what a branch wrote to a field: the items it appended when the
+// field is a list it extended, else its whole value.
+func added(before, after json.RawMessage) json.RawMessage {
+	var old, cur []json.RawMessage
+	if json.Unmarshal(before, &old) != nil || json.Unmarshal(after, &cur) != nil || old == nil || len(cur) < len(old) {
+		return after
+	}
+	for i := range old {
+		if !bytes.Equal(old[i], cur[i]) {
+			return after
+		}
+	}
+	b, err := json.Marshal(cur[len(old):])
+	if err != nil {
+		return after
+	}
+	return b
 }
 
 // Static breakpoints (see InterruptBefore and InterruptAfter).
@@ -306,34 +565,38 @@ func (r *run[S]) save(ctx context.Context, in belay.CreateCheckpointInput, p poi
 
 // interrupt pauses the run at nr's pending interrupt: a HITL checkpoint of
 // the state the node started from.
-func (r *run[S]) interrupt(ctx context.Context, nr *nodeRun) (*Result[S], error) {
+func (r *run[S]) interrupt(ctx context.Context, nr *nodeRun, writes map[string]json.RawMessage) (*Result[S], error) {
 	summary := nr.pending.Title
 	if summary == "" {
-		summary = fmt.Sprintf("%s asks for a decision", r.node)
+		summary = fmt.Sprintf("%s asks for a decision", nr.node)
 	}
-	p := point{Next: r.node, Step: r.step, Interrupt: &interruptPoint{Node: r.node, Index: nr.index, Resumes: nr.resumes[:nr.index]}}
-	cp, err := r.save(ctx, belay.CreateCheckpointInput{Name: r.node, Type: belay.TypeHITL, Step: r.step,
+	p := r.at()
+	p.Writes = writes
+	p.Interrupt = &interruptPoint{Node: nr.node, Index: nr.index, Resumes: nr.resumes[:nr.index]}
+	cp, err := r.save(ctx, belay.CreateCheckpointInput{Name: nr.node, Type: belay.TypeHITL, Step: r.step,
 		Summary: belay.Clip(summary, belay.MaxSummary), AgentState: r.raw, HITL: nr.pending}, p)
 	if err != nil {
 		return nil, err
 	}
 	return &Result[S]{RunID: r.id, Status: Interrupted, State: r.state, Steps: r.step - 1,
-		Interrupt: &Pending{ID: cp.ID, Node: r.node, Index: nr.index, Checkpoint: cp}}, nil
+		Interrupt: &Pending{ID: cp.ID, Node: nr.node, Index: nr.index, Checkpoint: cp}}, nil
 }
 
 // fail records err as an error checkpoint of the node that was to run and
 // fails the session.
-func (r *run[S]) fail(ctx context.Context, err error) (*Result[S], error) {
-	err = nodeError(r.node, r.step, err)
+func (r *run[S]) fail(ctx context.Context, node string, err error) (*Result[S], error) {
+	err = nodeError(node, r.step, err)
 	desc := err.Error()
 	if be := (*belay.Error)(nil); errors.As(err, &be) {
 		if stack, ok := be.Details["stack"].(string); ok {
 			desc += "\n\n" + stack
 		}
 	}
-	if _, serr := r.save(ctx, belay.CreateCheckpointInput{Name: r.node, Type: belay.TypeError, Step: r.step,
+	p := r.at()
+	p.Writes = r.writes // the branches of the step that completed
+	if _, serr := r.save(ctx, belay.CreateCheckpointInput{Name: belay.Clip(node, belay.MaxNameLen), Type: belay.TypeError, Step: r.step,
 		Summary: belay.Clip(err.Error(), belay.MaxSummary), Description: belay.Clip(desc, belay.MaxDescription),
-		AgentState: r.raw}, point{Next: r.node, Step: r.step}); serr != nil {
+		AgentState: r.raw}, p); serr != nil {
 		return nil, serr
 	}
 	if _, serr := r.svc.EndSession(ctx, belay.EndSessionInput{SessionID: r.id, Status: belay.SessionFailed,

@@ -111,7 +111,7 @@ func snapshot[S any](ctx context.Context, svc belay.Service, cp *belay.Checkpoin
 	snap := &StateSnapshot[S]{Values: values, Next: []string{}, Step: p.Step, Node: cp.Name, Update: p.Update,
 		CheckpointID: cp.ID, ParentID: cp.ParentID, CreatedAt: cp.CreatedAt}
 	if p.Next != END {
-		snap.Next = []string{p.Next}
+		snap.Next = append([]string{p.Next}, p.Also...)
 	}
 	if cp.Type == belay.TypeError {
 		snap.Error = cp.Summary
@@ -177,11 +177,12 @@ func (c *Compiled[S]) UpdateState(ctx context.Context, svc belay.Service, runID 
 			np.Interrupt = &ip
 		}
 	} else {
-		var next string
+		var next []string
 		if err := protect(asNode, func() (err error) { next, err = c.next(asNode, state); return err }); err != nil {
 			return nil, err
 		}
-		np.Next, np.Step, np.Interrupt = next, p.Step+1, nil
+		np = nextPoint(next, p.Step+1)
+		np.Update = true
 	}
 	lease := belay.LeaseInput{SessionID: runID, Holder: newHolder(), Lease: c.lease}
 	if _, err := svc.ResumeSession(ctx, belay.ResumeInput{SessionID: runID, Holder: lease.Holder, Lease: lease.Lease}); err != nil {

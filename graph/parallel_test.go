@@ -1,0 +1,134 @@
+package graph_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/graph"
+)
+
+// fanOut is plan → (b, c in parallel) → join → END, counting executions.
+func fanOut(b, c graph.Node[doc]) (*graph.Graph[doc], map[string]int, *sync.Mutex) {
+	ran := map[string]int{}
+	var mu sync.Mutex
+	count := func(name string, fn graph.Node[doc]) graph.Node[doc] {
+		return func(ctx context.Context, s doc) (doc, error) {
+			mu.Lock()
+			ran[name]++
+			mu.Unlock()
+			return fn(ctx, s)
+		}
+	}
+	g := graph.New[doc]().AddNode("plan", count("plan", visit("plan"))).AddNode("b", count("b", b)).AddNode("c", count("c", c)).
+		AddNode("join", count("join", visit("join"))).
+		AddEdge(graph.START, "plan").AddEdge("plan", "b").AddEdge("plan", "c").
+		AddEdge("b", "join").AddEdge("c", "join").AddEdge("join", graph.END)
+	return g, ran, &mu
+}
+
+func TestParallelBranchesRunTogetherAndMergeWithReducers(t *testing.T) {
+	svc := newService(t)
+	bIn, cIn := make(chan struct{}), make(chan struct{})
+	// Each branch waits until the other has started: run one after the
+	// other, they would never finish.
+	meet := func(mine, theirs chan struct{}) error {
+		close(mine)
+		select {
+		case <-theirs:
+			return nil
+		case <-time.After(5 * time.Second):
+			return errors.New("the sibling branch never started alongside")
+		}
+	}
+	g, ran, _ := fanOut(func(_ context.Context, s doc) (doc, error) {
+		if err := meet(bIn, cIn); err != nil {
+			return s, err
+		}
+		s.Steps = append(s.Steps, "b")
+		s.Notes = "from b"
+		return s, nil
+	}, func(_ context.Context, s doc) (doc, error) {
+		if err := meet(cIn, bIn); err != nil {
+			return s, err
+		}
+		s.Steps = append(s.Steps, "c")
+		s.Count = 5
+		return s, nil
+	})
+	c := compile(t, g, graph.WithReducer("steps", graph.Append[string]))
+	res, err := c.Run(ctx, svc, graph.RunInput[doc]{ProjectPath: t.TempDir()})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if res.Status != graph.Completed || !slices.Equal(res.State.Steps, []string{"plan", "b", "c", "join"}) ||
+		res.State.Notes != "from b" || res.State.Count != 5 || res.Steps != 3 {
+		t.Fatalf("Run = %+v, want both branches' writes merged, then join", res)
+	}
+	if ran["join"] != 1 {
+		t.Fatalf("join ran %d times, want once after both branches", ran["join"])
+	}
+	var names []string
+	for _, cp := range checkpoints(t, svc, res.RunID) {
+		names = append(names, cp.Name)
+	}
+	if want := []string{"__start__", "plan", "b+c", "join"}; !slices.Equal(names, want) {
+		t.Fatalf("checkpoints = %v, want %v", names, want)
+	}
+}
+
+func TestParallelWritesWithoutAReducerFailTheStep(t *testing.T) {
+	svc := newService(t)
+	g, _, _ := fanOut(visit("b"), visit("c"))
+	c := compile(t, g)
+	res, err := c.Run(ctx, svc, graph.RunInput[doc]{ProjectPath: t.TempDir()})
+	if !belay.IsCode(err, belay.CodeValidation) || !strings.Contains(err.Error(), `both write "steps"`) ||
+		!strings.Contains(err.Error(), "WithReducer") || res.Status != graph.Failed {
+		t.Fatalf("Run = %+v, %v; want failed: two branches write steps with no reducer", res, err)
+	}
+	if _, err := graph.New[doc]().AddNode("a", visit("a")).AddEdge(graph.START, "a").AddEdge("a", graph.END).
+		Compile(graph.WithReducer("nope", graph.Append[string])); !belay.IsCode(err, belay.CodeValidation) || !strings.Contains(err.Error(), `"nope"`) {
+		t.Fatalf("Compile with a reducer of an unknown field = %v, want VALIDATION_ERROR", err)
+	}
+}
+
+// A branch that pauses keeps its sibling's completed write: resuming runs
+// only the paused branch again.
+func TestInterruptInABranchKeepsTheSiblingsWrite(t *testing.T) {
+	svc := newService(t)
+	g, ran, mu := fanOut(func(ctx context.Context, s doc) (doc, error) {
+		a, err := graph.Interrupt[string](ctx, graph.InterruptRequest{Title: "b?"})
+		if err != nil {
+			return s, err
+		}
+		s.Steps = append(s.Steps, "b:"+a)
+		return s, nil
+	}, func(_ context.Context, s doc) (doc, error) {
+		s.Steps = append(s.Steps, "c")
+		s.Count = 9
+		return s, nil
+	})
+	c := compile(t, g, graph.WithReducer("steps", graph.Append[string]))
+	res, err := c.Run(ctx, svc, graph.RunInput[doc]{ProjectPath: t.TempDir()})
+	if err != nil || res.Status != graph.Interrupted || res.Interrupt.Node != "b" {
+		t.Fatalf("Run = %+v, %v; want paused in b", res, err)
+	}
+	st, err := c.GetState(ctx, svc, res.RunID)
+	if err != nil || !slices.Equal(st.Next, []string{"b", "c"}) {
+		t.Fatalf("GetState = %+v, %v; want b and c next", st, err)
+	}
+	res, err = c.Resume(ctx, svc, res.RunID, graph.Command{Resume: "yes"})
+	if err != nil || res.Status != graph.Completed || !slices.Equal(res.State.Steps, []string{"plan", "b:yes", "c", "join"}) || res.State.Count != 9 {
+		t.Fatalf("Resume = %+v, %v; want completed with both branches", res, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if ran["b"] != 2 || ran["c"] != 1 || ran["join"] != 1 {
+		t.Fatalf("ran %v, want b twice (it paused), c and join once", ran)
+	}
+}
