@@ -2,12 +2,19 @@ package graph_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/graph"
+	"github.com/belayhq/belay/internal/testclock"
+	"github.com/belayhq/belay/store/sqlite"
 )
 
 func TestGetStateAndHistory(t *testing.T) {
@@ -143,5 +150,63 @@ func TestUpdateStateAsNode(t *testing.T) {
 	}
 	if _, err := c.UpdateState(ctx, svc, res.RunID, map[string]any{"notes": "late"}, ""); !belay.IsCode(err, belay.CodeConflict) {
 		t.Fatalf("UpdateState of a completed run = %v, want CONFLICT", err)
+	}
+}
+
+// A timeout's default action decides the interrupt when no one does, and a
+// runner waiting on the run resumes it with that decision.
+func TestTimeoutDefaultActionResumesTheRun(t *testing.T) {
+	clock := testclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), 0)
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "belay.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := core.New(core.Options{Store: db, Clock: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	t.Cleanup(func() {
+		svc.Close()
+		db.Close()
+	})
+	var got graph.Decision
+	c := reviewGraph(t, func(ctx context.Context, s doc) (doc, error) {
+		d, err := graph.Interrupt[graph.Decision](ctx, graph.InterruptRequest{Title: "Ship it?", Timeout: time.Minute,
+			DefaultAction: belay.ActionApprove, Options: []belay.HITLOption{
+				{ID: "approved", Label: "Approve", Action: belay.ActionApprove, IsDefault: true},
+				{ID: "refine", Label: "Refine", Action: belay.ActionRetry},
+			}})
+		if err != nil {
+			return s, err
+		}
+		got = d
+		return s, nil
+	})
+	res, err := c.Run(ctx, svc, graph.RunInput[doc]{ProjectPath: t.TempDir()})
+	if err != nil || res.Status != graph.Interrupted {
+		t.Fatalf("Run = %+v, %v; want interrupted", res, err)
+	}
+	done := make(chan *graph.Result[doc], 1)
+	go func() {
+		r, err := c.Wait(ctx, svc, res.RunID)
+		if err != nil {
+			t.Errorf("Wait: %v", err)
+		}
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("Wait returned %+v before the timeout", r)
+	case <-time.After(50 * time.Millisecond):
+	}
+	clock.Advance(61 * time.Second)
+	if n, err := svc.Sweep(ctx); err != nil || n != 1 {
+		t.Fatalf("Sweep = %d, %v; want the timeout applied", n, err)
+	}
+	var r *graph.Result[doc]
+	select {
+	case r = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait did not resume the run after the timeout")
+	}
+	if r == nil || r.Status != graph.Completed || !got.Automatic || got.Action != belay.ActionApprove || got.Option != "approved" {
+		t.Fatalf("Wait = %+v, node got %+v; want completed with the automatic approval", r, got)
 	}
 }
