@@ -138,7 +138,14 @@ type Command struct {
 	Resume any
 	Goto   string
 	Update any
-	// InterruptID, when set, must be the run's pending interrupt (its
-	// checkpoint id); anything else is a VALIDATION_ERROR.
+	// Resumes answers several pending interrupts — parallel branches that
+	// paused in one step — with a value each, by interrupt id (the id of
+	// its HITL checkpoint). An interrupt it leaves out takes the decision
+	// made through belay (CONFLICT while there is none); an id that is not
+	// pending is a VALIDATION_ERROR, and so is a plain Resume while several
+	// are pending.
+	Resumes map[string]any
+	// InterruptID, when set, must be one of the run's pending interrupts
+	// (its checkpoint id); anything else is a VALIDATION_ERROR.
 	InterruptID string
 }

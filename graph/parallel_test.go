@@ -132,3 +132,57 @@ func TestInterruptInABranchKeepsTheSiblingsWrite(t *testing.T) {
 		t.Fatalf("ran %v, want b twice (it paused), c and join once", ran)
 	}
 }
+
+// Parallel branches that pause together are resumed with a value each, by
+// interrupt id; a plain value or an unknown id is refused.
+func TestParallelInterruptsResumedWithAMap(t *testing.T) {
+	svc := newService(t)
+	ask := func(name string) graph.Node[doc] {
+		return func(ctx context.Context, s doc) (doc, error) {
+			a, err := graph.Interrupt[string](ctx, graph.InterruptRequest{Title: name + "?"})
+			if err != nil {
+				return s, err
+			}
+			s.Steps = append(s.Steps, name+":"+a)
+			return s, nil
+		}
+	}
+	g, ran, mu := fanOut(ask("b"), ask("c"))
+	c := compile(t, g, graph.WithReducer("steps", graph.Append[string]))
+	res, err := c.Run(ctx, svc, graph.RunInput[doc]{ProjectPath: t.TempDir()})
+	if err != nil || res.Status != graph.Interrupted || len(res.Interrupts) != 2 || res.Interrupts[0].Node != "b" || res.Interrupts[1].Node != "c" {
+		t.Fatalf("Run = %+v, %v; want paused in b and c", res, err)
+	}
+	b, cc := res.Interrupts[0].ID, res.Interrupts[1].ID
+	st, err := c.GetState(ctx, svc, res.RunID)
+	if err != nil || len(st.Interrupts) != 2 || st.Interrupts[0].ID != b || st.Interrupts[1].ID != cc {
+		t.Fatalf("GetState = %+v, %v; want both interrupts", st, err)
+	}
+	for _, tc := range []struct {
+		name string
+		cmd  graph.Command
+		code belay.Code
+	}{
+		{"one plain value", graph.Command{Resume: "yes"}, belay.CodeValidation},
+		{"unknown id", graph.Command{Resumes: map[string]any{b: "yes", "0195f0a0-0000-7000-8000-000000000000": "x"}}, belay.CodeValidation},
+		{"one left undecided", graph.Command{Resumes: map[string]any{b: "yes"}}, belay.CodeConflict},
+	} {
+		if _, err := c.Resume(ctx, svc, res.RunID, tc.cmd); belay.ErrorCode(err) != tc.code {
+			t.Fatalf("Resume with %s = %v, want %s", tc.name, err, tc.code)
+		}
+	}
+	res, err = c.Resume(ctx, svc, res.RunID, graph.Command{Resumes: map[string]any{b: "yes", cc: "no"}})
+	if err != nil || res.Status != graph.Completed || !slices.Equal(res.State.Steps, []string{"plan", "b:yes", "c:no", "join"}) {
+		t.Fatalf("Resume = %+v, %v; want both answers merged, then join", res, err)
+	}
+	for _, id := range []string{b, cc} {
+		if cp, err := svc.GetCheckpoint(ctx, id); err != nil || cp.Decision == nil {
+			t.Fatalf("request %s after Resume = %+v, %v; want it answered", id, cp, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if ran["b"] != 2 || ran["c"] != 2 || ran["join"] != 1 {
+		t.Fatalf("ran %v, want b and c twice, join once", ran)
+	}
+}

@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"encoding/json"
+	"slices"
 
 	"github.com/belayhq/belay"
 )
@@ -37,22 +38,38 @@ func (c *Compiled[S]) resume(ctx context.Context, svc belay.Service, runID strin
 	if p.Interrupt == nil {
 		return c.recover(ctx, svc, runID, p, head, cmd)
 	}
-	cp, err := request(ctx, svc, p, head)
-	if err != nil {
-		return nil, err
+	pend := pendingOf(p)
+	reqs := make([]*belay.Checkpoint, len(pend))
+	ids := make([]string, len(pend))
+	for i, ip := range pend {
+		if reqs[i], err = request(ctx, svc, ip, head); err != nil {
+			return nil, err
+		}
+		ids[i] = reqs[i].ID
 	}
 	bp := p.Interrupt.Breakpoint
 	switch {
-	case cmd.InterruptID != "" && cmd.InterruptID != cp.ID:
-		return nil, belay.Invalid("interruptId", "run %s has no pending interrupt %q; its pending interrupt is %s", runID, belay.Clip(cmd.InterruptID, 60), cp.ID).
-			With("pending", cp.ID)
+	case cmd.InterruptID != "" && !slices.Contains(ids, cmd.InterruptID):
+		return nil, belay.Invalid("interruptId", "run %s has no pending interrupt %q; its pending interrupts are %v", runID, belay.Clip(cmd.InterruptID, 60), ids).
+			With("pending", ids)
 	case cmd.Goto != "" && !c.known(cmd.Goto):
 		return nil, belay.Invalid("goto", "goto names unknown node %q", belay.Clip(cmd.Goto, 60))
-	case cmd.Goto != "" && cmd.Resume != nil:
+	case cmd.Goto != "" && (cmd.Resume != nil || cmd.Resumes != nil):
 		return nil, belay.Invalid("resume", "give Resume or Goto, not both: Goto leaves the interrupted node without running it again")
-	case bp != "" && cmd.Resume != nil:
+	case cmd.Resume != nil && cmd.Resumes != nil:
+		return nil, belay.Invalid("resume", "give Resume or Resumes, not both")
+	case bp != "" && (cmd.Resume != nil || cmd.Resumes != nil):
 		return nil, belay.Invalid("resume", "run %s stopped at a breakpoint %s %q, which takes no resume value: resume with no value to go on", runID, bp, p.Interrupt.Node).
 			With("breakpoint", bp)
+	case cmd.Resume != nil && len(pend) > 1:
+		return nil, belay.Invalid("resume", "run %s has %d pending interrupts %v: resume them with Resumes, a value by interrupt id", runID, len(pend), ids).
+			With("pending", ids)
+	}
+	for id := range cmd.Resumes {
+		if !slices.Contains(ids, id) {
+			return nil, belay.Invalid("resumes", "run %s has no pending interrupt %q; its pending interrupts are %v", runID, belay.Clip(id, 60), ids).
+				With("pending", ids)
+		}
 	}
 	state, err := decodeState[S](head.AgentState)
 	if err != nil {
@@ -64,45 +81,76 @@ func (c *Compiled[S]) resume(ctx context.Context, svc belay.Service, runID strin
 			return nil, err
 		}
 	}
-	r := &run[S]{svc: svc, id: runID, node: p.Next, also: p.Also, writes: p.Writes, resumeFor: p.Interrupt.Node,
+	r := &run[S]{svc: svc, id: runID, node: p.Next, also: p.Also, writes: p.Writes, resumes: map[string][]json.RawMessage{},
 		step: p.Step, state: state, raw: raw}
-	prior := p.Interrupt.Resumes
+	var settles []func(context.Context) error
 	switch {
 	case cmd.Goto != "":
 		r.node, r.also, r.writes = cmd.Goto, nil, nil
-		r.settle = answer(svc, cp, nil)
+		for _, cp := range reqs {
+			settles = append(settles, answer(svc, cp, nil))
+		}
 	case bp != "":
 		// A breakpoint goes on when resumed, decided or not; the node it
 		// stopped before runs this time.
 		r.pass = bp == breakBefore
-		r.settle = answer(svc, cp, nil)
-	case cmd.Resume != nil:
-		v, d, err := resumeValue(cp, cmd.Resume)
-		if err != nil {
-			return nil, err
-		}
-		r.resumes = append(prior[:len(prior):len(prior)], v)
-		r.settle = answer(svc, cp, d)
-	case cp.Decision == nil:
-		return nil, belay.Errorf(belay.CodeConflict, "interrupt %s of run %s awaits a decision: decide it, resume with a value, or wait for one", cp.ID, runID).
-			With("interruptId", cp.ID)
+		settles = append(settles, answer(svc, reqs[0], nil))
 	default:
-		v, err := json.Marshal(decisionOf(cp.Decision))
-		if err != nil {
-			return nil, err
+		for i, ip := range pend {
+			cp, prior := reqs[i], ip.Resumes
+			var v json.RawMessage
+			given, ok := cmd.Resumes[cp.ID]
+			if !ok && cmd.Resume != nil {
+				given, ok = cmd.Resume, true
+			}
+			switch {
+			case ok:
+				var d *Decision
+				if v, d, err = resumeValue(cp, given); err != nil {
+					return nil, err
+				}
+				settles = append(settles, answer(svc, cp, d))
+			case cp.Decision == nil:
+				return nil, belay.Errorf(belay.CodeConflict, "interrupt %s (%s) of run %s awaits a decision: decide it, resume with a value, or wait for one", cp.ID, ip.Node, runID).
+					With("interruptId", cp.ID)
+			default:
+				if v, err = json.Marshal(decisionOf(cp.Decision)); err != nil {
+					return nil, err
+				}
+			}
+			r.resumes[ip.Node] = append(prior[:len(prior):len(prior)], v)
 		}
-		r.resumes = append(prior[:len(prior):len(prior)], v)
+	}
+	r.settle = func(ctx context.Context) error {
+		for _, settle := range settles {
+			if settle != nil {
+				if err := settle(ctx); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
 	}
 	return c.take(ctx, r)
 }
 
-// request is the HITL checkpoint of the interrupt p records: head itself, or
-// the one an UpdateState after it names.
-func request(ctx context.Context, svc belay.Service, p *point, head *belay.Checkpoint) (*belay.Checkpoint, error) {
+// pendingOf lists the interrupts the run waits at, in the order of its
+// step's branches.
+func pendingOf(p *point) []*interruptPoint {
+	out := make([]*interruptPoint, 0, len(p.Others)+1)
+	for i := range p.Others {
+		out = append(out, &p.Others[i])
+	}
+	return append(out, p.Interrupt)
+}
+
+// request is the HITL checkpoint of interrupt ip: head itself, or the one ip
+// names (an earlier branch's, or one an UpdateState came after).
+func request(ctx context.Context, svc belay.Service, ip *interruptPoint, head *belay.Checkpoint) (*belay.Checkpoint, error) {
 	cp := head
-	if p.Interrupt.Request != "" && p.Interrupt.Request != head.ID {
+	if ip.Request != "" && ip.Request != head.ID {
 		var err error
-		if cp, err = svc.GetCheckpoint(ctx, p.Interrupt.Request); err != nil {
+		if cp, err = svc.GetCheckpoint(ctx, ip.Request); err != nil {
 			return nil, err
 		}
 	}
@@ -155,7 +203,7 @@ func (c *Compiled[S]) take(ctx context.Context, r *run[S]) (*Result[S], error) {
 	return c.drive(ctx, r, lease, func(context.Context) error { return nil })
 }
 
-// Wait blocks until the run's pending interrupt is decided through belay
+// Wait blocks until the run's pending interrupts are decided through belay
 // (`belay decide`, the API, a timeout's default action), then resumes the
 // run with that decision as the resume value (a Decision). It returns like
 // Resume, or when ctx ends with its error.
@@ -168,14 +216,21 @@ func (c *Compiled[S]) Wait(ctx context.Context, svc belay.Service, runID string)
 		if p.Interrupt == nil {
 			return c.Resume(ctx, svc, runID, Command{}) // nothing to wait for: continue
 		}
-		cp, err := request(ctx, svc, p, head)
-		if err != nil {
-			return nil, err
+		var open *belay.Checkpoint
+		for _, ip := range pendingOf(p) {
+			cp, err := request(ctx, svc, ip, head)
+			if err != nil {
+				return nil, err
+			}
+			if cp.Decision == nil {
+				open = cp
+				break
+			}
 		}
-		if cp.Decision != nil {
+		if open == nil {
 			return c.Resume(ctx, svc, runID, Command{})
 		}
-		if _, err := svc.WaitDecision(ctx, cp.ID, belay.MaxWait); err != nil {
+		if _, err := svc.WaitDecision(ctx, open.ID, belay.MaxWait); err != nil {
 			return nil, err
 		}
 	}

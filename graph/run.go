@@ -42,8 +42,10 @@ type Result[S any] struct {
 	State S
 	// Steps counts the node executions that completed, resumes included.
 	Steps int
-	// Interrupt is the pending interrupt of an interrupted run.
-	Interrupt *Pending
+	// Interrupt is the pending interrupt of an interrupted run: the first
+	// when several parallel branches paused, all of which Interrupts lists.
+	Interrupt  *Pending
+	Interrupts []*Pending
 }
 
 // Pending is an interrupt that waits for its resume value.
@@ -72,6 +74,9 @@ type point struct {
 	// Update marks a checkpoint written by UpdateState.
 	Update    bool            `json:"update,omitempty"`
 	Interrupt *interruptPoint `json:"interrupt,omitempty"`
+	// Others are the step's other pending interrupts, when parallel
+	// branches paused together, each naming its Request.
+	Others []interruptPoint `json:"others,omitempty"`
 }
 
 type interruptPoint struct {
@@ -88,23 +93,23 @@ type interruptPoint struct {
 
 // run is one run in progress.
 type run[S any] struct {
-	svc     belay.Service
-	id      string
-	node    string
-	step    int
-	state   S
-	raw     json.RawMessage
-	resumes []json.RawMessage
+	svc   belay.Service
+	id    string
+	node  string
+	step  int
+	state S
+	raw   json.RawMessage
+	// resumes are the resume values of the nodes being resumed.
+	resumes map[string][]json.RawMessage
 	// settle answers the interrupt being resumed, before the run records
 	// anything else; nil when there is nothing to answer.
 	settle func(context.Context) error
 	// also are the parallel siblings of node; writes the states of those
-	// that completed already; resumeFor the node resumes are for.
-	also      []string
-	writes    map[string]json.RawMessage
-	resumeFor string
-	hold      *holding
-	em        *emitter
+	// that completed already.
+	also   []string
+	writes map[string]json.RawMessage
+	hold   *holding
+	em     *emitter
 	// pass lets the run through the breakpoint before its first node once:
 	// it is resuming from there.
 	pass bool
@@ -227,7 +232,7 @@ func (c *Compiled[S]) loop(ctx context.Context, r *run[S]) (*Result[S], error) {
 			return nil, err
 		}
 		r.node, r.also, r.step, r.state, r.raw = np.Next, np.Also, r.step+1, out, raw
-		r.resumes, r.resumeFor, r.writes = nil, "", nil
+		r.resumes, r.writes = nil, nil
 		for _, n := range step {
 			if !r.em.send(Event[S]{Type: EventNodeEnd, RunID: r.id, Node: n, Step: r.step - 1, State: out, CheckpointID: cp.ID, Next: np.Next}) {
 				return nil, context.Canceled
@@ -260,9 +265,7 @@ func (r *run[S]) at() point {
 // interrupt being resumed when it is that node's.
 func (r *run[S]) nodeRun(node string) *nodeRun {
 	nr := &nodeRun{node: node}
-	if r.resumeFor == "" || r.resumeFor == node {
-		nr.resumes = r.resumes
-	}
+	nr.resumes = r.resumes[node]
 	if r.em != nil {
 		step := r.step
 		nr.emit = func(name string, data any) bool {
@@ -292,7 +295,7 @@ func (c *Compiled[S]) single(ctx context.Context, r *run[S]) (S, json.RawMessage
 		return zero, nil, nil, nil, nr.badResume
 	}
 	if nr.pending != nil {
-		res, err := r.interrupt(ctx, nr, nil)
+		res, err := r.interrupt(ctx, []*nodeRun{nr}, nil)
 		return zero, nil, nil, res, err
 	}
 	if err != nil && ctx.Err() != nil {
@@ -386,14 +389,16 @@ func (c *Compiled[S]) parallel(ctx context.Context, r *run[S], names []string) (
 			return zero, nil, nil, res, err
 		}
 	}
+	var paused []*nodeRun
 	for i := range bs {
 		if b := &bs[i]; b.nr != nil && b.nr.pending != nil {
-			// The first branch to pause pauses the step; a sibling that
-			// pauses too asks again once this one is resumed.
-			r.writes = writes
-			res, err := r.interrupt(ctx, b.nr, writes)
-			return zero, nil, nil, res, err
+			paused = append(paused, b.nr)
 		}
+	}
+	if len(paused) > 0 {
+		r.writes = writes
+		res, err := r.interrupt(ctx, paused, writes)
+		return zero, nil, nil, res, err
 	}
 	raws := make([]json.RawMessage, len(bs))
 	var next []string
@@ -518,8 +523,9 @@ func (r *run[S]) breakpoint(ctx context.Context, where, node string, p point) (*
 	if err != nil {
 		return nil, err
 	}
+	pend := &Pending{ID: cp.ID, Node: node, Breakpoint: where, Checkpoint: cp}
 	return &Result[S]{RunID: r.id, Status: Interrupted, State: r.state, Steps: r.step - 1,
-		Interrupt: &Pending{ID: cp.ID, Node: node, Breakpoint: where, Checkpoint: cp}}, nil
+		Interrupt: pend, Interrupts: []*Pending{pend}}, nil
 }
 
 // protect runs fn and turns a panic into an INTERNAL_ERROR that carries the
@@ -563,23 +569,33 @@ func (r *run[S]) save(ctx context.Context, in belay.CreateCheckpointInput, p poi
 	return r.svc.CreateCheckpoint(ctx, in)
 }
 
-// interrupt pauses the run at nr's pending interrupt: a HITL checkpoint of
-// the state the node started from.
-func (r *run[S]) interrupt(ctx context.Context, nr *nodeRun, writes map[string]json.RawMessage) (*Result[S], error) {
-	summary := nr.pending.Title
-	if summary == "" {
-		summary = fmt.Sprintf("%s asks for a decision", nr.node)
+// interrupt pauses the run at the pending interrupts of nrs (one, or one
+// per parallel branch that paused): a HITL checkpoint each, of the state the
+// step started from. The last one records them all.
+func (r *run[S]) interrupt(ctx context.Context, nrs []*nodeRun, writes map[string]json.RawMessage) (*Result[S], error) {
+	res := &Result[S]{RunID: r.id, Status: Interrupted, State: r.state, Steps: r.step - 1}
+	var others []interruptPoint
+	for _, nr := range nrs {
+		summary := nr.pending.Title
+		if summary == "" {
+			summary = fmt.Sprintf("%s asks for a decision", nr.node)
+		}
+		p := r.at()
+		p.Writes = writes
+		p.Interrupt = &interruptPoint{Node: nr.node, Index: nr.index, Resumes: nr.resumes[:nr.index]}
+		p.Others = others
+		cp, err := r.save(ctx, belay.CreateCheckpointInput{Name: nr.node, Type: belay.TypeHITL, Step: r.step,
+			Summary: belay.Clip(summary, belay.MaxSummary), AgentState: r.raw, HITL: nr.pending}, p)
+		if err != nil {
+			return nil, err
+		}
+		ip := *p.Interrupt
+		ip.Request = cp.ID
+		others = append(slices.Clip(others), ip)
+		res.Interrupts = append(res.Interrupts, &Pending{ID: cp.ID, Node: nr.node, Index: nr.index, Checkpoint: cp})
 	}
-	p := r.at()
-	p.Writes = writes
-	p.Interrupt = &interruptPoint{Node: nr.node, Index: nr.index, Resumes: nr.resumes[:nr.index]}
-	cp, err := r.save(ctx, belay.CreateCheckpointInput{Name: nr.node, Type: belay.TypeHITL, Step: r.step,
-		Summary: belay.Clip(summary, belay.MaxSummary), AgentState: r.raw, HITL: nr.pending}, p)
-	if err != nil {
-		return nil, err
-	}
-	return &Result[S]{RunID: r.id, Status: Interrupted, State: r.state, Steps: r.step - 1,
-		Interrupt: &Pending{ID: cp.ID, Node: nr.node, Index: nr.index, Checkpoint: cp}}, nil
+	res.Interrupt = res.Interrupts[0]
+	return res, nil
 }
 
 // fail records err as an error checkpoint of the node that was to run and

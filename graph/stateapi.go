@@ -21,8 +21,10 @@ type StateSnapshot[S any] struct {
 	// the node an UpdateState acted as.
 	Node string
 	// Interrupt is the interrupt or breakpoint the run waits at (in
-	// History, the one it waited at then).
-	Interrupt *Pending
+	// History, the one it waited at then); the first of Interrupts when
+	// parallel branches paused together.
+	Interrupt  *Pending
+	Interrupts []*Pending
 	// Error is the failure an error checkpoint records.
 	Error string
 	// Update is set on a checkpoint written by UpdateState.
@@ -117,12 +119,15 @@ func snapshot[S any](ctx context.Context, svc belay.Service, cp *belay.Checkpoin
 		snap.Error = cp.Summary
 	}
 	if p.Interrupt != nil {
-		req, err := request(ctx, svc, p, cp)
-		if err != nil {
-			return nil, err
+		for _, ip := range pendingOf(p) {
+			req, err := request(ctx, svc, ip, cp)
+			if err != nil {
+				return nil, err
+			}
+			snap.Interrupts = append(snap.Interrupts, &Pending{ID: req.ID, Node: ip.Node, Index: ip.Index,
+				Breakpoint: ip.Breakpoint, Checkpoint: req})
 		}
-		snap.Interrupt = &Pending{ID: req.ID, Node: p.Interrupt.Node, Index: p.Interrupt.Index,
-			Breakpoint: p.Interrupt.Breakpoint, Checkpoint: req}
+		snap.Interrupt = snap.Interrupts[0]
 	}
 	return snap, nil
 }
@@ -163,17 +168,21 @@ func (c *Compiled[S]) UpdateState(ctx context.Context, svc belay.Service, runID 
 	np := *p
 	np.Update = true
 	name, step := asNode, p.Step
-	var req *belay.Checkpoint
+	var reqs []*belay.Checkpoint
 	if p.Interrupt != nil {
-		if req, err = request(ctx, svc, p, head); err != nil {
-			return nil, err
+		for _, ip := range pendingOf(p) {
+			req, err := request(ctx, svc, ip, head)
+			if err != nil {
+				return nil, err
+			}
+			reqs = append(reqs, req)
 		}
 	}
 	if asNode == "" {
 		name = "__update__"
 		if np.Interrupt != nil {
 			ip := *np.Interrupt
-			ip.Request = req.ID
+			ip.Request = reqs[len(reqs)-1].ID
 			np.Interrupt = &ip
 		}
 	} else {
@@ -191,8 +200,17 @@ func (c *Compiled[S]) UpdateState(ctx context.Context, svc belay.Service, runID 
 	h, hctx := hold(ctx, svc, lease)
 	defer func() { _ = h.release(ctx) }()
 	r := &run[S]{svc: svc, id: runID, hold: h}
-	if asNode != "" && req != nil {
-		r.settle = answer(svc, req, nil)
+	if asNode != "" && len(reqs) > 0 {
+		r.settle = func(ctx context.Context) error {
+			for _, req := range reqs {
+				if settle := answer(svc, req, nil); settle != nil {
+					if err := settle(ctx); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}
 	}
 	cp, err := r.save(hctx, belay.CreateCheckpointInput{Name: name, Type: belay.TypeAuto, Step: step,
 		Summary: belay.Clip("state updated as "+name, belay.MaxSummary), AgentState: raw}, np)
