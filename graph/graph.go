@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"time"
@@ -132,6 +133,62 @@ type options struct {
 	lease          time.Duration
 	before, after  []string
 	reducers       map[string]reducer
+	retry          map[string]RetryPolicy
+}
+
+// RetryPolicy says how often a failed node runs again, and after how long:
+// InitialInterval, then each wait BackoffFactor times the last, at most
+// MaxInterval, with up to a quarter more at random when Jitter is set.
+// RetryOn picks the errors worth retrying (every error when nil); an
+// interrupt, an error of the node's router or a cancelled run is never
+// retried.
+// A node that runs out of attempts fails the run with its last error.
+type RetryPolicy struct {
+	MaxAttempts     int
+	InitialInterval time.Duration
+	BackoffFactor   float64
+	MaxInterval     time.Duration
+	Jitter          bool
+	RetryOn         func(error) bool
+}
+
+// DefaultRetryPolicy is LangGraph's: 3 attempts, waits of 0.5s, 1s (doubling
+// up to 128s), with jitter.
+var DefaultRetryPolicy = RetryPolicy{MaxAttempts: 3, InitialInterval: 500 * time.Millisecond, BackoffFactor: 2,
+	MaxInterval: 128 * time.Second, Jitter: true}
+
+// delay is the wait after attempt n (from 1).
+func (p RetryPolicy) delay(n int) time.Duration {
+	d := float64(p.InitialInterval)
+	f := p.BackoffFactor
+	if f < 1 {
+		f = 1
+	}
+	for range n - 1 {
+		d *= f
+	}
+	if p.MaxInterval > 0 && d > float64(p.MaxInterval) {
+		d = float64(p.MaxInterval)
+	}
+	if p.Jitter {
+		d += d / 4 * rand.Float64()
+	}
+	return time.Duration(d)
+}
+
+// WithRetry gives nodes (every node when none is named) a retry policy.
+func WithRetry(policy RetryPolicy, nodes ...string) Option {
+	return func(o *options) {
+		if o.retry == nil {
+			o.retry = map[string]RetryPolicy{}
+		}
+		if len(nodes) == 0 {
+			nodes = []string{""}
+		}
+		for _, n := range nodes {
+			o.retry[n] = policy
+		}
+	}
 }
 
 // reducer merges what a parallel branch wrote to a field into the field.
@@ -208,6 +265,7 @@ type Compiled[S any] struct {
 	lease          time.Duration
 	before, after  map[string]bool
 	reducers       map[string]reducer
+	retry          map[string]RetryPolicy
 }
 
 // Compile checks the graph and returns it ready to run. Every problem found
@@ -271,6 +329,27 @@ func (g *Graph[S]) Compile(opts ...Option) (*Compiled[S], error) {
 		return m
 	}
 	before, after := breaks("InterruptBefore", o.before), breaks("InterruptAfter", o.after)
+	retry := map[string]RetryPolicy{}
+	for n, pol := range o.retry {
+		switch {
+		case pol.MaxAttempts < 1:
+			errs = append(errs, belay.Invalid("retry", "a retry policy needs MaxAttempts of at least 1, got %d", pol.MaxAttempts))
+		case pol.InitialInterval < 0 || pol.MaxInterval < 0:
+			errs = append(errs, belay.Invalid("retry", "a retry policy's intervals cannot be negative"))
+		case n == "": // every node without a policy of its own, below
+		case g.nodes[n] == nil:
+			errs = append(errs, belay.Invalid("retry", "WithRetry names unknown node %q", belay.Clip(n, 60)))
+		default:
+			retry[n] = pol
+		}
+	}
+	if pol, ok := o.retry[""]; ok {
+		for _, name := range g.order {
+			if _, named := o.retry[name]; !named {
+				retry[name] = pol
+			}
+		}
+	}
 	if len(o.reducers) > 0 {
 		fields := stateFields(reflect.TypeFor[S]())
 		for f := range o.reducers {
@@ -283,7 +362,7 @@ func (g *Graph[S]) Compile(opts ...Option) (*Compiled[S], error) {
 		return nil, errors.Join(errs...)
 	}
 	return &Compiled[S]{nodes: g.nodes, edges: g.edges, routers: g.routers, recursionLimit: o.recursionLimit, lease: o.lease,
-		before: before, after: after, reducers: o.reducers}, nil
+		before: before, after: after, reducers: o.reducers, retry: retry}, nil
 }
 
 // sources lists every node with a way out, in a stable order.

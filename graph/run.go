@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/belayhq/belay"
 )
@@ -277,20 +278,12 @@ func (r *run[S]) nodeRun(node string) *nodeRun {
 
 // single runs a step of one node. A result or an error ends the run there.
 func (c *Compiled[S]) single(ctx context.Context, r *run[S]) (S, json.RawMessage, []string, *Result[S], error) {
-	var out, zero S
-	var next []string
+	var zero S
 	if !r.em.send(Event[S]{Type: EventNodeStart, RunID: r.id, Node: r.node, Step: r.step, State: r.state}) {
 		return zero, nil, nil, nil, context.Canceled
 	}
 	nr := r.nodeRun(r.node)
-	nodeCtx := context.WithValue(ctx, nodeRunKey{}, nr)
-	err := protect(r.node, func() (err error) {
-		if out, err = c.nodes[r.node](nodeCtx, r.state); err != nil {
-			return err
-		}
-		next, err = c.next(r.node, out)
-		return err
-	})
+	out, next, err := c.call(ctx, r.node, nr, r.state, r.raw)
 	if nr.badResume != nil {
 		return zero, nil, nil, nil, nr.badResume
 	}
@@ -313,6 +306,42 @@ func (c *Compiled[S]) single(ctx context.Context, r *run[S]) (S, json.RawMessage
 		return zero, nil, nil, res, err
 	}
 	return out, raw, next, nil, nil
+}
+
+// call runs node from state in (raw encoded), then its edges, retrying a
+// failed node as its RetryPolicy says — each attempt from a fresh copy of the
+// state; never after an interrupt or when ctx ends.
+func (c *Compiled[S]) call(ctx context.Context, node string, nr *nodeRun, in S, raw json.RawMessage) (S, []string, error) {
+	pol, retries := c.retry[node]
+	for attempt := 1; ; attempt++ {
+		nodeCtx := context.WithValue(ctx, nodeRunKey{}, nr)
+		var out S
+		var next []string
+		nodeFailed := false
+		err := protect(node, func() (err error) {
+			if out, err = c.nodes[node](nodeCtx, in); err != nil {
+				nodeFailed = true
+				return err
+			}
+			next, err = c.next(node, out)
+			return err
+		})
+		if err == nil || !retries || !nodeFailed || nr.pending != nil || nr.badResume != nil || ctx.Err() != nil ||
+			attempt >= pol.MaxAttempts || errors.Is(err, ErrInterrupted) || pol.RetryOn != nil && !pol.RetryOn(err) {
+			return out, next, err
+		}
+		t := time.NewTimer(pol.delay(attempt))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return out, next, err
+		case <-t.C:
+		}
+		if fresh, derr := decodeState[S](raw); derr == nil {
+			in = fresh
+		}
+		nr.calls = 0
+	}
 }
 
 // branch is one node of a parallel step.
@@ -355,14 +384,7 @@ func (c *Compiled[S]) parallel(ctx context.Context, r *run[S], names []string) (
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			nodeCtx := context.WithValue(ctx, nodeRunKey{}, b.nr)
-			b.err = protect(name, func() (err error) {
-				if b.out, err = c.nodes[name](nodeCtx, in); err != nil {
-					return err
-				}
-				b.next, err = c.next(name, b.out)
-				return err
-			})
+			b.out, b.next, b.err = c.call(ctx, name, b.nr, in, r.raw)
 			if b.err == nil && b.nr.pending == nil {
 				b.raw, b.err = encodeState(b.out)
 			}
