@@ -224,3 +224,40 @@ func (c *Compiled[S]) UpdateState(ctx context.Context, svc belay.Service, runID 
 	snap.Values = state
 	return snap, nil
 }
+
+// Fork moves run runID back to one of its checkpoints (checkpointID, from
+// History) as a new branch of its timeline, LangGraph's time travel: the
+// checkpoints after it are kept on the old branch (`belay checkpoints
+// --tree` draws both), and the next checkpoint descends from it. Resume then
+// continues the run from there — with a new resume value when it is an
+// interrupt — and UpdateState changes it first if need be. A failed run can
+// be forked, and so runs again; a completed one cannot (CONFLICT). Fork
+// refuses a run a live process holds (LEASE_LOST).
+func (c *Compiled[S]) Fork(ctx context.Context, svc belay.Service, runID, checkpointID string) (*StateSnapshot[S], error) {
+	sess, err := svc.GetSession(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case sess.Status == belay.SessionCompleted || sess.Status == belay.SessionAbandoned:
+		return nil, belay.Errorf(belay.CodeConflict, "run %s has ended (%s): only an open or failed run can be forked", runID, sess.Status).
+			With("sessionId", runID).With("status", sess.Status)
+	case sess.Holder != "" && sess.LeaseExpiresAt != nil && time.Now().Before(*sess.LeaseExpiresAt):
+		return nil, belay.Errorf(belay.CodeLeaseLost, "run %s is held by %s: it is running", runID, sess.Holder).
+			With("sessionId", runID).With("holder", sess.Holder)
+	}
+	cp, err := svc.GetCheckpoint(ctx, checkpointID)
+	if err != nil {
+		return nil, err
+	}
+	if cp.SessionID != runID {
+		return nil, belay.Invalid("checkpointId", "checkpoint %s is not one of run %s", checkpointID, runID)
+	}
+	if _, ok := pointOf(cp); !ok || cp.Type == belay.TypeError {
+		return nil, belay.Invalid("checkpointId", "checkpoint %s is not a step of the graph to go on from", checkpointID)
+	}
+	if _, err := svc.RestoreCheckpoint(ctx, belay.RestoreInput{CheckpointID: checkpointID, Reason: "graph fork"}); err != nil {
+		return nil, err
+	}
+	return c.GetState(ctx, svc, runID)
+}

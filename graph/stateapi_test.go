@@ -2,6 +2,7 @@ package graph_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -208,5 +209,63 @@ func TestTimeoutDefaultActionResumesTheRun(t *testing.T) {
 	}
 	if r == nil || r.Status != graph.Completed || !got.Automatic || got.Action != belay.ActionApprove || got.Option != "approved" {
 		t.Fatalf("Wait = %+v, node got %+v; want completed with the automatic approval", r, got)
+	}
+}
+
+// A failed run forked back to the checkpoint before the failure runs again
+// from there; the failed branch stays in its timeline.
+func TestForkFromAPastCheckpoint(t *testing.T) {
+	svc := newService(t)
+	broken := true
+	c := compile(t, graph.New[doc]().AddNode("plan", visit("plan")).
+		AddNode("search", func(_ context.Context, s doc) (doc, error) {
+			if broken {
+				return s, errors.New("search is down")
+			}
+			s.Steps = append(s.Steps, "search")
+			return s, nil
+		}).AddNode("write", visit("write")).
+		AddEdge(graph.START, "plan").AddEdge("plan", "search").AddEdge("search", "write").AddEdge("write", graph.END))
+	res, err := c.Run(ctx, svc, graph.RunInput[doc]{ProjectPath: t.TempDir()})
+	if err == nil || res.Status != graph.Failed {
+		t.Fatalf("Run = %+v, %v; want failed in search", res, err)
+	}
+	page, err := c.History(ctx, svc, res.RunID, graph.HistoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan *graph.StateSnapshot[doc]
+	for _, s := range page.Items {
+		if s.Node == "plan" {
+			plan = s
+		}
+	}
+	if plan == nil || page.Items[0].Error == "" {
+		t.Fatalf("History = %+v, want the error checkpoint first and plan's", page.Items)
+	}
+	broken = false
+	st, err := c.Fork(ctx, svc, res.RunID, plan.CheckpointID)
+	if err != nil || st.CheckpointID != plan.CheckpointID || !slices.Equal(st.Next, []string{"search"}) || st.Status != belay.SessionRunning {
+		t.Fatalf("Fork = %+v, %v; want the run at plan, search next, running", st, err)
+	}
+	res, err = c.Resume(ctx, svc, res.RunID, graph.Command{})
+	if err != nil || res.Status != graph.Completed || !slices.Equal(res.State.Steps, []string{"plan", "search", "write"}) {
+		t.Fatalf("Resume after the fork = %+v, %v; want completed", res, err)
+	}
+	var search *belay.Checkpoint
+	failures := 0
+	for _, cp := range checkpoints(t, svc, res.RunID) {
+		if cp.Name == "search" && cp.Type == belay.TypeAuto {
+			search = cp
+		}
+		if cp.Type == belay.TypeError {
+			failures++
+		}
+	}
+	if search == nil || search.ParentID != plan.CheckpointID || failures != 1 {
+		t.Fatalf("search's checkpoint = %+v with %d error checkpoints; want it on a branch from plan, the failure kept", search, failures)
+	}
+	if _, err := c.Fork(ctx, svc, res.RunID, plan.CheckpointID); !belay.IsCode(err, belay.CodeConflict) {
+		t.Fatalf("Fork of a completed run = %v, want CONFLICT", err)
 	}
 }
