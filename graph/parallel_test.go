@@ -122,9 +122,11 @@ func TestInterruptInABranchKeepsTheSiblingsWrite(t *testing.T) {
 	if err != nil || !slices.Equal(st.Next, []string{"b", "c"}) {
 		t.Fatalf("GetState = %+v, %v; want b and c next", st, err)
 	}
-	res, err = c.Resume(ctx, svc, res.RunID, graph.Command{Resume: "yes"})
-	if err != nil || res.Status != graph.Completed || !slices.Equal(res.State.Steps, []string{"plan", "b:yes", "c", "join"}) || res.State.Count != 9 {
-		t.Fatalf("Resume = %+v, %v; want completed with both branches", res, err)
+	// The update applies under the kept write: c did not write notes.
+	res, err = c.Resume(ctx, svc, res.RunID, graph.Command{Resume: "yes", Update: map[string]any{"notes": "edited"}})
+	if err != nil || res.Status != graph.Completed || !slices.Equal(res.State.Steps, []string{"plan", "b:yes", "c", "join"}) ||
+		res.State.Count != 9 || res.State.Notes != "edited" {
+		t.Fatalf("Resume = %+v, %v; want completed with both branches and the update", res, err)
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -81,8 +81,8 @@ func (c *Compiled[S]) resume(ctx context.Context, svc belay.Service, runID strin
 			return nil, err
 		}
 	}
-	r := &run[S]{svc: svc, id: runID, node: p.Next, also: p.Also, writes: p.Writes, resumes: map[string][]json.RawMessage{},
-		step: p.Step, state: state, raw: raw}
+	r := &run[S]{svc: svc, id: runID, node: p.Next, also: p.Also, writes: p.Writes, keptFrom: head.AgentState,
+		resumes: map[string][]json.RawMessage{}, step: p.Step, state: state, raw: raw}
 	var settles []func(context.Context) error
 	switch {
 	case cmd.Goto != "":

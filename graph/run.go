@@ -109,8 +109,10 @@ type run[S any] struct {
 	// that completed already.
 	also   []string
 	writes map[string]json.RawMessage
-	hold   *holding
-	em     *emitter
+	// keptFrom is the state the kept writes started from.
+	keptFrom json.RawMessage
+	hold     *holding
+	em       *emitter
 	// pass lets the run through the breakpoint before its first node once:
 	// it is resuming from there.
 	pass bool
@@ -436,7 +438,13 @@ func (c *Compiled[S]) parallel(ctx context.Context, r *run[S], names []string) (
 		// A branch that reaches END ends; the others go on.
 		next = slices.DeleteFunc(next, func(n string) bool { return n == END })
 	}
-	out, raw, err := c.merge(r.raw, names, raws)
+	starts := make([]json.RawMessage, len(names))
+	for i, name := range names {
+		if _, kept := r.writes[name]; kept {
+			starts[i] = r.keptFrom
+		}
+	}
+	out, raw, err := c.merge(r.raw, starts, names, raws)
 	if err != nil {
 		res, err := r.fail(ctx, strings.Join(names, "+"), err)
 		return zero, nil, nil, res, err
@@ -446,15 +454,25 @@ func (c *Compiled[S]) parallel(ctx context.Context, r *run[S], names []string) (
 
 // merge folds the branches' states into base: a field one branch changed
 // takes its value; a field several changed needs a reducer (WithReducer).
-func (c *Compiled[S]) merge(base json.RawMessage, names []string, raws []json.RawMessage) (S, json.RawMessage, error) {
+//
+// starts[i], when set, is the state branch i started from, if not base: a
+// branch kept from before a resume whose Command.Update changed base.
+func (c *Compiled[S]) merge(base json.RawMessage, starts []json.RawMessage, names []string, raws []json.RawMessage) (S, json.RawMessage, error) {
 	var zero S
-	var before map[string]json.RawMessage
-	if err := json.Unmarshal(base, &before); err != nil || before == nil {
+	var start map[string]json.RawMessage
+	if err := json.Unmarshal(base, &start); err != nil || start == nil {
 		return zero, nil, belay.Invalid("state", "parallel branches need a state that encodes as a JSON object")
 	}
-	acc := maps.Clone(before)
+	acc := maps.Clone(start)
 	writer := map[string]string{}
 	for i, raw := range raws {
+		before := start
+		if starts[i] != nil {
+			before = nil
+			if err := json.Unmarshal(starts[i], &before); err != nil {
+				return zero, nil, err
+			}
+		}
 		var fields map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
 			return zero, nil, belay.Invalid("state", "parallel branches need a state that encodes as a JSON object")
