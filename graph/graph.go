@@ -134,6 +134,31 @@ type options struct {
 	before, after  []string
 	reducers       map[string]reducer
 	retry          map[string]RetryPolicy
+	durability     Durability
+}
+
+// Durability says when a run saves the checkpoint after each step.
+type Durability string
+
+// Durability modes, as LangGraph's.
+const (
+	// DurabilitySync saves each step before the next starts: a crash
+	// loses at most the step in flight. The default.
+	DurabilitySync Durability = "sync"
+	// DurabilityAsync saves each step in the background while the next
+	// runs, in order; the run waits for the saves when it pauses or ends,
+	// and stops (resumable) at the first that fails. A crash may lose the
+	// last steps, which then run again.
+	DurabilityAsync Durability = "async"
+	// DurabilityExit saves the steps only when the run stops — pauses,
+	// fails or ends — and then only the last, with the input kept. A crash
+	// loses every step since the last stop.
+	DurabilityExit Durability = "exit"
+)
+
+// WithDurability sets when steps are saved (DurabilitySync when not set).
+func WithDurability(d Durability) Option {
+	return func(o *options) { o.durability = d }
 }
 
 // RetryPolicy says how often a failed node runs again, and after how long:
@@ -266,6 +291,7 @@ type Compiled[S any] struct {
 	before, after  map[string]bool
 	reducers       map[string]reducer
 	retry          map[string]RetryPolicy
+	durability     Durability
 }
 
 // Compile checks the graph and returns it ready to run. Every problem found
@@ -273,11 +299,16 @@ type Compiled[S any] struct {
 // an edge to or from an unknown node, a node with no way out, a node START
 // does not reach, or an END that START does not reach.
 func (g *Graph[S]) Compile(opts ...Option) (*Compiled[S], error) {
-	o := options{recursionLimit: DefaultRecursionLimit, lease: belay.DefaultLease}
+	o := options{recursionLimit: DefaultRecursionLimit, lease: belay.DefaultLease, durability: DurabilitySync}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	errs := slices.Clone(g.errs)
+	switch o.durability {
+	case DurabilitySync, DurabilityAsync, DurabilityExit:
+	default:
+		errs = append(errs, belay.Invalid("durability", "durability is sync, async or exit, not %q", belay.Clip(string(o.durability), 40)))
+	}
 	if o.lease < time.Second || o.lease > belay.MaxLease {
 		errs = append(errs, belay.Invalid("lease", "the lease must be between 1s and %s, got %s", belay.MaxLease, o.lease))
 	}
@@ -362,7 +393,8 @@ func (g *Graph[S]) Compile(opts ...Option) (*Compiled[S], error) {
 		return nil, errors.Join(errs...)
 	}
 	return &Compiled[S]{nodes: g.nodes, edges: g.edges, routers: g.routers, recursionLimit: o.recursionLimit, lease: o.lease,
-		before: before, after: after, reducers: o.reducers, retry: retry}, nil
+		before: before, after: after, reducers: o.reducers, retry: retry,
+		durability: o.durability}, nil
 }
 
 // sources lists every node with a way out, in a stable order.

@@ -112,7 +112,15 @@ type run[S any] struct {
 	// keptFrom is the state the kept writes started from.
 	keptFrom json.RawMessage
 	hold     *holding
-	em       *emitter
+	// durability says when steps are saved; writing is the newest
+	// background save (async), asyncErr the first that failed, and
+	// unsaved the step held back (exit).
+	durability Durability
+	writing    chan struct{}
+	mu         sync.Mutex
+	asyncErr   error
+	unsaved    *stepSave
+	em         *emitter
 	// pass lets the run through the breakpoint before its first node once:
 	// it is resuming from there.
 	pass bool
@@ -164,11 +172,14 @@ func (c *Compiled[S]) start(ctx context.Context, svc belay.Service, in RunInput[
 func (c *Compiled[S]) drive(ctx context.Context, r *run[S], lease belay.LeaseInput, first func(context.Context) error) (*Result[S], error) {
 	h, hctx := hold(ctx, r.svc, lease)
 	defer h.stop()
-	r.hold, r.em = h, emitterOf(ctx)
+	r.hold, r.em, r.durability = h, emitterOf(ctx), c.durability
 	var res *Result[S]
 	err := first(hctx)
 	if err == nil {
 		res, err = c.loop(hctx, r)
+	}
+	if ferr := r.flush(hctx); ferr != nil && err == nil {
+		res, err = nil, ferr
 	}
 	switch {
 	case res != nil && res.Status == Interrupted:
@@ -192,6 +203,9 @@ func (c *Compiled[S]) drive(ctx context.Context, r *run[S], lease belay.LeaseInp
 func (c *Compiled[S]) loop(ctx context.Context, r *run[S]) (*Result[S], error) {
 	for {
 		if r.node == END {
+			if err := r.flush(ctx); err != nil {
+				return nil, err
+			}
 			if err := r.settleFirst(ctx); err != nil {
 				return nil, err
 			}
@@ -229,7 +243,7 @@ func (c *Compiled[S]) loop(ctx context.Context, r *run[S]) (*Result[S], error) {
 		}
 		name := belay.Clip(strings.Join(step, "+"), belay.MaxNameLen)
 		np := nextPoint(next, r.step+1)
-		cp, err := r.save(ctx, belay.CreateCheckpointInput{Name: name, Type: belay.TypeAuto, Step: r.step,
+		cp, err := r.saveStep(ctx, belay.CreateCheckpointInput{Name: name, Type: belay.TypeAuto, Step: r.step,
 			Summary: belay.Clip(fmt.Sprintf("step %d: %s", r.step, strings.Join(step, ", ")), belay.MaxSummary), AgentState: raw}, np)
 		if err != nil {
 			return nil, err
@@ -237,7 +251,11 @@ func (c *Compiled[S]) loop(ctx context.Context, r *run[S]) (*Result[S], error) {
 		r.node, r.also, r.step, r.state, r.raw = np.Next, np.Also, r.step+1, out, raw
 		r.resumes, r.writes = nil, nil
 		for _, n := range step {
-			if !r.em.send(Event[S]{Type: EventNodeEnd, RunID: r.id, Node: n, Step: r.step - 1, State: out, CheckpointID: cp.ID, Next: np.Next}) {
+			ev := Event[S]{Type: EventNodeEnd, RunID: r.id, Node: n, Step: r.step - 1, State: out, Next: np.Next}
+			if cp != nil {
+				ev.CheckpointID = cp.ID
+			}
+			if !r.em.send(ev) {
 				return nil, context.Canceled
 			}
 		}
@@ -593,6 +611,78 @@ func (r *run[S]) settleFirst(ctx context.Context) error {
 
 // save records a checkpoint of the run at p.
 func (r *run[S]) save(ctx context.Context, in belay.CreateCheckpointInput, p point) (*belay.Checkpoint, error) {
+	if err := r.flush(ctx); err != nil {
+		return nil, err
+	}
+	return r.saveNow(ctx, in, p)
+}
+
+// stepSave is a step's checkpoint not written yet.
+type stepSave struct {
+	in belay.CreateCheckpointInput
+	p  point
+}
+
+// saveStep records the checkpoint after a step as the durability mode says:
+// now (sync), in the background while the next step runs (async), or not
+// until the run stops, and then only the last (exit).
+func (r *run[S]) saveStep(ctx context.Context, in belay.CreateCheckpointInput, p point) (*belay.Checkpoint, error) {
+	switch r.durability {
+	case DurabilityExit:
+		r.unsaved = &stepSave{in, p}
+		return nil, nil
+	case DurabilityAsync:
+		if err := r.asyncError(); err != nil {
+			return nil, err
+		}
+		prev, done := r.writing, make(chan struct{})
+		r.writing = done
+		go func() {
+			defer close(done)
+			if prev != nil {
+				<-prev
+			}
+			if r.asyncError() != nil {
+				return
+			}
+			if _, err := r.saveNow(ctx, in, p); err != nil {
+				r.mu.Lock()
+				r.asyncErr = err
+				r.mu.Unlock()
+			}
+		}()
+		return nil, nil
+	}
+	return r.saveNow(ctx, in, p)
+}
+
+func (r *run[S]) asyncError() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.asyncErr
+}
+
+// flush writes what the durability mode held back: it waits for the
+// background saves (async) or saves the last step (exit).
+func (r *run[S]) flush(ctx context.Context) error {
+	if r.writing != nil {
+		<-r.writing
+		r.writing = nil
+	}
+	if err := r.asyncError(); err != nil {
+		return err
+	}
+	if u := r.unsaved; u != nil {
+		r.unsaved = nil
+		if _, err := r.saveNow(ctx, u.in, u.p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// saveNow writes a checkpoint of the run.
+func (r *run[S]) saveNow(ctx context.Context, in belay.CreateCheckpointInput, p point) (*belay.Checkpoint, error) {
 	if r.hold != nil {
 		if err := r.hold.lost(); err != nil {
 			return nil, err // another process holds the run now: write nothing
