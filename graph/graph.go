@@ -5,8 +5,17 @@
 // remotely through the Go client.
 //
 // A graph is built with New, AddNode, AddEdge and AddConditionalEdges, checked
-// by Compile, and run with Compiled.Run. The state S travels between nodes by
-// value and is stored as JSON after every step, so it must be serialisable.
+// by Compile, and run with Compiled.Run (or Stream, which reports each node as
+// it goes). The state S travels between nodes by value and is stored as JSON
+// after every step, so it must be serialisable. Several edges from one node
+// run their targets in parallel; WithReducer merges what they write.
+//
+// A run holds its session's lease while it runs: a process killed mid-node
+// leaves it to lapse, and Resume continues the run from its last checkpoint
+// in another process. GetState, History, UpdateState and Fork read and
+// change a run between steps; InterruptBefore and InterruptAfter stop it at
+// static breakpoints; WithRetry runs failing nodes again; WithDurability
+// says when steps are saved.
 package graph
 
 import (
