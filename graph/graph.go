@@ -38,7 +38,7 @@ const (
 	END   = "__end__"
 )
 
-// DefaultRecursionLimit is how many node executions a run may take before it
+// DefaultRecursionLimit is how many steps a run may take before it
 // fails, unless WithRecursionLimit says otherwise (LangGraph's default).
 const DefaultRecursionLimit = 25
 
@@ -283,7 +283,7 @@ func WithLease(d time.Duration) Option {
 	return func(o *options) { o.lease = d }
 }
 
-// WithRecursionLimit sets how many node executions one run may take in all
+// WithRecursionLimit sets how many steps (a node, or parallel nodes together) one run may take in all
 // (resumes included) before it fails with BUDGET_EXCEEDED.
 func WithRecursionLimit(n int) Option {
 	return func(o *options) { o.recursionLimit = n }

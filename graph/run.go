@@ -41,7 +41,7 @@ type Result[S any] struct {
 	// State is the state at END, or the state the interrupted or failed node
 	// started from.
 	State S
-	// Steps counts the node executions that completed, resumes included.
+	// Steps counts the steps that completed (parallel nodes make one step), resumes included.
 	Steps int
 	// Interrupt is the pending interrupt of an interrupted run: the first
 	// when several parallel branches paused, all of which Interrupts lists.

@@ -15,7 +15,7 @@ type StateSnapshot[S any] struct {
 	Values S
 	// Next lists the nodes to run next; empty once the run reached END.
 	Next []string
-	// Step is the step Next runs as (steps count node executions from 1).
+	// Step is the step Next runs as (steps count from 1; parallel nodes share one).
 	Step int
 	// Node is what wrote the checkpoint: START for the input, a node, or
 	// the node an UpdateState acted as.
