@@ -283,8 +283,9 @@ func WithLease(d time.Duration) Option {
 	return func(o *options) { o.lease = d }
 }
 
-// WithRecursionLimit sets how many steps (a node, or parallel nodes together) one run may take in all
-// (resumes included) before it fails with BUDGET_EXCEEDED.
+// WithRecursionLimit sets how many steps (a node, or parallel nodes
+// together) one run may take in all, resumes included, before it fails with
+// BUDGET_EXCEEDED.
 func WithRecursionLimit(n int) Option {
 	return func(o *options) { o.recursionLimit = n }
 }
