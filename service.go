@@ -60,7 +60,9 @@ type LeaseInput struct {
 	Holder    string        `json:"holder"`
 	Lease     time.Duration `json:"lease,omitempty"`
 	// Release gives the lease up at once: the holder stops without ending
-	// the session, which becomes interrupted, to be resumed.
+	// the session, which becomes interrupted, to be resumed — unless it
+	// awaits input or is paused: then it keeps waiting for a person, held by
+	// no one.
 	Release bool `json:"release,omitempty"`
 }
 

@@ -102,6 +102,12 @@ func (s *Service) Heartbeat(ctx context.Context, in belay.LeaseInput) (*belay.Se
 			return belay.Errorf(belay.CodeLeaseLost, "session %s is held by %s until %s", sess.ID, sess.Holder,
 				sess.LeaseExpiresAt.Format(time.RFC3339)).With("sessionId", sess.ID).With("holder", sess.Holder)
 		}
+		if in.Release && (sess.Status == belay.SessionAwaitingInput || sess.Status == belay.SessionPaused) {
+			// A session that waits for a person has no work in flight: its
+			// holder steps away and it keeps waiting, no process holding it.
+			sess.Holder, sess.LeaseExpiresAt, sess.UpdatedAt = "", nil, now
+			return tx.UpdateSession(ctx, sess)
+		}
 		if in.Release {
 			sess.Holder = in.Holder
 			return s.interrupt(ctx, tx, sess, "released by "+in.Holder)

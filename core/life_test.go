@@ -186,3 +186,23 @@ func countEvents(tb testing.TB, svc *core.Service, typ, sessionID string) int {
 	}
 	return n
 }
+
+func TestReleaseWhileAwaitingInputKeepsTheSessionWaiting(t *testing.T) {
+	clock := testclock.New(start, 0)
+	svc := newService(t, clock)
+	cp := mustCreate(t, svc, belay.CreateCheckpointInput{ProjectPath: t.TempDir(), Summary: "ask",
+		HITL: &belay.HITLInput{Required: true, Title: "ok?"}})
+	id := cp.SessionID
+	if _, err := svc.Heartbeat(localCtx, belay.LeaseInput{SessionID: id, Holder: "host:1"}); err != nil {
+		t.Fatalf("heartbeat: %v", err)
+	}
+	sess, err := svc.Heartbeat(localCtx, belay.LeaseInput{SessionID: id, Holder: "host:1", Release: true})
+	if err != nil || sess.Status != belay.SessionAwaitingInput || sess.Holder != "" || sess.LeaseExpiresAt != nil {
+		t.Fatalf("release while awaiting input = %+v, %v; want awaiting_input, held by no one", sess, err)
+	}
+	// No lease is left to lapse: the session still waits for its person.
+	clock.Advance(time.Hour)
+	if got := mustSession(t, svc, id); got.Status != belay.SessionAwaitingInput {
+		t.Fatalf("an hour later the session is %s, want awaiting_input", got.Status)
+	}
+}

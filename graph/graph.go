@@ -5,15 +5,28 @@
 // remotely through the Go client.
 //
 // A graph is built with New, AddNode, AddEdge and AddConditionalEdges, checked
-// by Compile, and run with Compiled.Run. The state S travels between nodes by
-// value and is stored as JSON after every step, so it must be serialisable.
+// by Compile, and run with Compiled.Run (or Stream, which reports each node as
+// it goes). The state S travels between nodes by value and is stored as JSON
+// after every step, so it must be serialisable. Several edges from one node
+// run their targets in parallel; WithReducer merges what they write.
+//
+// A run holds its session's lease while it runs: a process killed mid-node
+// leaves it to lapse, and Resume continues the run from its last checkpoint
+// in another process. GetState, History, UpdateState and Fork read and
+// change a run between steps; InterruptBefore and InterruptAfter stop it at
+// static breakpoints; WithRetry runs failing nodes again; WithDurability
+// says when steps are saved.
 package graph
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"reflect"
 	"slices"
+	"time"
 
 	"github.com/belayhq/belay"
 )
@@ -25,7 +38,7 @@ const (
 	END   = "__end__"
 )
 
-// DefaultRecursionLimit is how many node executions a run may take before it
+// DefaultRecursionLimit is how many steps a run may take before it
 // fails, unless WithRecursionLimit says otherwise (LangGraph's default).
 const DefaultRecursionLimit = 25
 
@@ -43,7 +56,7 @@ type Router[S any] func(state S) string
 type Graph[S any] struct {
 	nodes   map[string]Node[S]
 	order   []string
-	edges   map[string]string
+	edges   map[string][]string
 	routers map[string]conditional[S]
 	errs    []error
 }
@@ -55,7 +68,7 @@ type conditional[S any] struct {
 
 // New returns an empty graph over state S.
 func New[S any]() *Graph[S] {
-	return &Graph[S]{nodes: map[string]Node[S]{}, edges: map[string]string{}, routers: map[string]conditional[S]{}}
+	return &Graph[S]{nodes: map[string]Node[S]{}, edges: map[string][]string{}, routers: map[string]conditional[S]{}}
 }
 
 func (g *Graph[S]) fail(field, format string, args ...any) *Graph[S] {
@@ -80,13 +93,23 @@ func (g *Graph[S]) AddNode(name string, fn Node[S]) *Graph[S] {
 	return g
 }
 
-// AddEdge makes to run after from. A node has one way out: one edge or one
-// set of conditional edges.
+// AddEdge makes to run after from. A node's way out is its edges or one set
+// of conditional edges. Several edges from one node fan out: their targets
+// run in parallel, as one step, each from a copy of the state, and their
+// writes are merged (see WithReducer). A node that several parallel
+// branches lead to (fan-in) runs once, in the step after them, with the
+// merged state; branches of different lengths reach it in different steps,
+// and it then runs once for each.
 func (g *Graph[S]) AddEdge(from, to string) *Graph[S] {
-	if g.hasExit(from) {
-		return g.fail("edge", "node %q already has a way out; a node takes one edge or one set of conditional edges", from)
+	_, routed := g.routers[from]
+	old := g.edges[from]
+	switch {
+	case routed || len(old) > 0 && (to == END || slices.Contains(old, END)):
+		return g.fail("edge", "node %q already has a way out; a node takes edges (none of several to END) or one set of conditional edges", from)
+	case slices.Contains(old, to):
+		return g.fail("edge", "the edge from %q to %q is added twice", from, to)
 	}
-	g.edges[from] = to
+	g.edges[from] = append(old, to)
 	return g
 }
 
@@ -116,10 +139,153 @@ type Option func(*options)
 
 type options struct {
 	recursionLimit int
+	lease          time.Duration
+	before, after  []string
+	reducers       map[string]reducer
+	retry          map[string]RetryPolicy
+	durability     Durability
 }
 
-// WithRecursionLimit sets how many node executions one run may take in all
-// (resumes included) before it fails with BUDGET_EXCEEDED.
+// Durability says when a run saves the checkpoint after each step.
+type Durability string
+
+// Durability modes, as LangGraph's.
+const (
+	// DurabilitySync saves each step before the next starts: a crash
+	// loses at most the step in flight. The default.
+	DurabilitySync Durability = "sync"
+	// DurabilityAsync saves each step in the background while the next
+	// runs, in order; the run waits for the saves when it pauses or ends,
+	// and stops (resumable) at the first that fails. A crash may lose the
+	// last steps, which then run again.
+	DurabilityAsync Durability = "async"
+	// DurabilityExit saves the steps only when the run stops — pauses,
+	// fails or ends — and then only the last, with the input kept. A crash
+	// loses every step since the last stop.
+	DurabilityExit Durability = "exit"
+)
+
+// WithDurability sets when steps are saved (DurabilitySync when not set).
+func WithDurability(d Durability) Option {
+	return func(o *options) { o.durability = d }
+}
+
+// RetryPolicy says how often a failed node runs again, and after how long:
+// InitialInterval, then each wait BackoffFactor times the last, at most
+// MaxInterval, with up to a quarter more at random when Jitter is set.
+// RetryOn picks the errors worth retrying (every error when nil); an
+// interrupt, an error of the node's router or a cancelled run is never
+// retried.
+// A node that runs out of attempts fails the run with its last error.
+type RetryPolicy struct {
+	MaxAttempts     int
+	InitialInterval time.Duration
+	BackoffFactor   float64
+	MaxInterval     time.Duration
+	Jitter          bool
+	RetryOn         func(error) bool
+}
+
+// DefaultRetryPolicy is LangGraph's: 3 attempts, waits of 0.5s, 1s (doubling
+// up to 128s), with jitter.
+var DefaultRetryPolicy = RetryPolicy{MaxAttempts: 3, InitialInterval: 500 * time.Millisecond, BackoffFactor: 2,
+	MaxInterval: 128 * time.Second, Jitter: true}
+
+// delay is the wait after attempt n (from 1).
+func (p RetryPolicy) delay(n int) time.Duration {
+	d := float64(p.InitialInterval)
+	f := p.BackoffFactor
+	if f < 1 {
+		f = 1
+	}
+	for range n - 1 {
+		d *= f
+	}
+	if p.MaxInterval > 0 && d > float64(p.MaxInterval) {
+		d = float64(p.MaxInterval)
+	}
+	if p.Jitter {
+		d += d / 4 * rand.Float64()
+	}
+	return time.Duration(d)
+}
+
+// WithRetry gives nodes (every node when none is named) a retry policy.
+func WithRetry(policy RetryPolicy, nodes ...string) Option {
+	return func(o *options) {
+		if o.retry == nil {
+			o.retry = map[string]RetryPolicy{}
+		}
+		if len(nodes) == 0 {
+			nodes = []string{""}
+		}
+		for _, n := range nodes {
+			o.retry[n] = policy
+		}
+	}
+}
+
+// reducer merges what a parallel branch wrote to a field into the field.
+type reducer func(current, update json.RawMessage) (json.RawMessage, error)
+
+// WithReducer declares how the writes of parallel branches to the state's
+// field (its JSON name) are merged: each branch's update is folded in with
+// reduce(current, update), in the order of the branches' edges, starting
+// from the field's value before the step. For a list a branch extended, its
+// update is the items it added, as a LangGraph node returns only its new
+// items — Append is the usual reducer for a list. Two branches writing a
+// field with no reducer fail the step. Sequential nodes write the state
+// whole and take no reducer.
+func WithReducer[T any](field string, reduce func(current, update T) T) Option {
+	return func(o *options) {
+		if o.reducers == nil {
+			o.reducers = map[string]reducer{}
+		}
+		o.reducers[field] = func(cur, upd json.RawMessage) (json.RawMessage, error) {
+			var a, b T
+			if len(cur) > 0 {
+				if err := json.Unmarshal(cur, &a); err != nil {
+					return nil, belay.Invalid("state."+field, "the reducer of %q cannot read the current value: %v", field, err)
+				}
+			}
+			if err := json.Unmarshal(upd, &b); err != nil {
+				return nil, belay.Invalid("state."+field, "the reducer of %q cannot read a branch's update: %v", field, err)
+			}
+			return json.Marshal(reduce(a, b))
+		}
+	}
+}
+
+// Append is the reducer that appends a branch's new items to a list.
+func Append[T any](current, update []T) []T {
+	return append(current, update...)
+}
+
+// InterruptBefore sets static breakpoints: the run pauses before any of
+// nodes runs, with a HITL request ("Breakpoint before <node>", one option,
+// continue) that Resume with no value, or a decision through belay, goes on
+// from. Command.Update and UpdateState change the state meanwhile.
+func InterruptBefore(nodes ...string) Option {
+	return func(o *options) { o.before = append(o.before, nodes...) }
+}
+
+// InterruptAfter sets static breakpoints after nodes: the run pauses once
+// any of them completed (its checkpoint saved), before the next node.
+func InterruptAfter(nodes ...string) Option {
+	return func(o *options) { o.after = append(o.after, nodes...) }
+}
+
+// WithLease sets how long a run's lease lasts without renewal (1s to
+// belay.MaxLease; belay.DefaultLease when not set): how soon after its
+// process dies a run becomes interrupted and another process may resume it.
+// The lease is renewed every third of it while nodes run.
+func WithLease(d time.Duration) Option {
+	return func(o *options) { o.lease = d }
+}
+
+// WithRecursionLimit sets how many steps (a node, or parallel nodes
+// together) one run may take in all, resumes included, before it fails with
+// BUDGET_EXCEEDED.
 func WithRecursionLimit(n int) Option {
 	return func(o *options) { o.recursionLimit = n }
 }
@@ -128,9 +294,14 @@ func WithRecursionLimit(n int) Option {
 // Compiled serves any number of concurrent runs.
 type Compiled[S any] struct {
 	nodes          map[string]Node[S]
-	edges          map[string]string
+	edges          map[string][]string
 	routers        map[string]conditional[S]
 	recursionLimit int
+	lease          time.Duration
+	before, after  map[string]bool
+	reducers       map[string]reducer
+	retry          map[string]RetryPolicy
+	durability     Durability
 }
 
 // Compile checks the graph and returns it ready to run. Every problem found
@@ -138,11 +309,19 @@ type Compiled[S any] struct {
 // an edge to or from an unknown node, a node with no way out, a node START
 // does not reach, or an END that START does not reach.
 func (g *Graph[S]) Compile(opts ...Option) (*Compiled[S], error) {
-	o := options{recursionLimit: DefaultRecursionLimit}
+	o := options{recursionLimit: DefaultRecursionLimit, lease: belay.DefaultLease, durability: DurabilitySync}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	errs := slices.Clone(g.errs)
+	switch o.durability {
+	case DurabilitySync, DurabilityAsync, DurabilityExit:
+	default:
+		errs = append(errs, belay.Invalid("durability", "durability is sync, async or exit, not %q", belay.Clip(string(o.durability), 40)))
+	}
+	if o.lease < time.Second || o.lease > belay.MaxLease {
+		errs = append(errs, belay.Invalid("lease", "the lease must be between 1s and %s, got %s", belay.MaxLease, o.lease))
+	}
 	if o.recursionLimit < 1 {
 		errs = append(errs, belay.Invalid("recursionLimit", "the recursion limit must be at least 1, got %d", o.recursionLimit))
 	}
@@ -180,10 +359,52 @@ func (g *Graph[S]) Compile(opts ...Option) (*Compiled[S], error) {
 	if g.hasExit(START) && !reached[END] {
 		errs = append(errs, belay.Invalid("edge", "END cannot be reached from START: the run could never complete"))
 	}
+	breaks := func(kind string, nodes []string) map[string]bool {
+		m := map[string]bool{}
+		for _, n := range nodes {
+			if g.nodes[n] == nil {
+				errs = append(errs, belay.Invalid("breakpoint", "%s names unknown node %q", kind, belay.Clip(n, 60)))
+			}
+			m[n] = true
+		}
+		return m
+	}
+	before, after := breaks("InterruptBefore", o.before), breaks("InterruptAfter", o.after)
+	retry := map[string]RetryPolicy{}
+	for n, pol := range o.retry {
+		switch {
+		case pol.MaxAttempts < 1:
+			errs = append(errs, belay.Invalid("retry", "a retry policy needs MaxAttempts of at least 1, got %d", pol.MaxAttempts))
+		case pol.InitialInterval < 0 || pol.MaxInterval < 0:
+			errs = append(errs, belay.Invalid("retry", "a retry policy's intervals cannot be negative"))
+		case n == "": // every node without a policy of its own, below
+		case g.nodes[n] == nil:
+			errs = append(errs, belay.Invalid("retry", "WithRetry names unknown node %q", belay.Clip(n, 60)))
+		default:
+			retry[n] = pol
+		}
+	}
+	if pol, ok := o.retry[""]; ok {
+		for _, name := range g.order {
+			if _, named := o.retry[name]; !named {
+				retry[name] = pol
+			}
+		}
+	}
+	if len(o.reducers) > 0 {
+		fields := stateFields(reflect.TypeFor[S]())
+		for f := range o.reducers {
+			if fields != nil && !fields[f] {
+				errs = append(errs, belay.Invalid("reducer", "WithReducer names %q, which is not a field of the state %s", belay.Clip(f, 60), reflect.TypeFor[S]()))
+			}
+		}
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	return &Compiled[S]{nodes: g.nodes, edges: g.edges, routers: g.routers, recursionLimit: o.recursionLimit}, nil
+	return &Compiled[S]{nodes: g.nodes, edges: g.edges, routers: g.routers, recursionLimit: o.recursionLimit, lease: o.lease,
+		before: before, after: after, reducers: o.reducers, retry: retry,
+		durability: o.durability}, nil
 }
 
 // sources lists every node with a way out, in a stable order.
@@ -201,7 +422,7 @@ func (g *Graph[S]) sources() []string {
 
 func (g *Graph[S]) targets(from string) []string {
 	if to, ok := g.edges[from]; ok {
-		return []string{to}
+		return to
 	}
 	return g.routers[from].targets
 }
@@ -223,22 +444,23 @@ func (g *Graph[S]) reach() map[string]bool {
 	return seen
 }
 
-// next returns the node that runs after from, given from's result.
-func (c *Compiled[S]) next(from string, state S) (string, error) {
+// next returns the nodes that run after from, given from's result: one, or
+// several in parallel.
+func (c *Compiled[S]) next(from string, state S) ([]string, error) {
 	if to, ok := c.edges[from]; ok {
 		return to, nil
 	}
 	cond := c.routers[from]
 	to := cond.route(state)
 	if !slices.Contains(cond.targets, to) {
-		return "", belay.Errorf(belay.CodeValidation, "the router after %q returned %q, which is not one of its targets %v", from, to, cond.targets).
+		return nil, belay.Errorf(belay.CodeValidation, "the router after %q returned %q, which is not one of its targets %v", from, to, cond.targets).
 			With("node", from).With("target", to)
 	}
-	return to, nil
+	return []string{to}, nil
 }
 
-// first is the node an edge from START names.
-func (c *Compiled[S]) first(state S) (string, error) {
+// first is the node (or the parallel nodes) the edges from START name.
+func (c *Compiled[S]) first(state S) ([]string, error) {
 	return c.next(START, state)
 }
 
@@ -248,4 +470,31 @@ func (c *Compiled[S]) known(name string) bool {
 
 func nodeError(node string, step int, err error) error {
 	return fmt.Errorf("graph: node %q (step %d): %w", node, step, err)
+}
+
+// stateFields lists the JSON keys of a struct state; nil when S is not a
+// struct, whose keys cannot be known before it runs.
+func stateFields(t reflect.Type) map[string]bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	out := map[string]bool{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, skip := jsonName(f)
+		if skip {
+			continue
+		}
+		if f.Anonymous && f.Type.Kind() == reflect.Struct && f.Tag.Get("json") == "" {
+			for k := range stateFields(f.Type) {
+				out[k] = true
+			}
+			continue
+		}
+		out[name] = true
+	}
+	return out
 }

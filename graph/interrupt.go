@@ -87,6 +87,8 @@ type nodeRun struct {
 	index   int
 	// badResume is set when a resume value did not fit its interrupt.
 	badResume error
+	// emit sends a custom event to the run's stream; nil when none.
+	emit func(name string, data any) bool
 }
 
 // Interrupt pauses the run for a person, inside a node. The Nth call of a
@@ -136,7 +138,14 @@ type Command struct {
 	Resume any
 	Goto   string
 	Update any
-	// InterruptID, when set, must be the run's pending interrupt (its
-	// checkpoint id); anything else is a VALIDATION_ERROR.
+	// Resumes answers several pending interrupts — parallel branches that
+	// paused in one step — with a value each, by interrupt id (the id of
+	// its HITL checkpoint). An interrupt it leaves out takes the decision
+	// made through belay (CONFLICT while there is none); an id that is not
+	// pending is a VALIDATION_ERROR, and so is a plain Resume while several
+	// are pending.
+	Resumes map[string]any
+	// InterruptID, when set, must be one of the run's pending interrupts
+	// (its checkpoint id); anything else is a VALIDATION_ERROR.
 	InterruptID string
 }

@@ -3,31 +3,178 @@ package graph
 import (
 	"context"
 	"encoding/json"
+	"slices"
 
 	"github.com/belayhq/belay"
 )
 
 // Resume continues an interrupted run as cmd says (see Command), from the
 // state its interrupt checkpoint holds, in this process or any other, and
-// returns like Run. A run that is not interrupted (running, completed,
-// failed, or whose newest checkpoint is not its interrupt) is a CONFLICT;
+// returns like Run.
+//
+// Resume also continues a run whose process died (or whose context was
+// cancelled) mid-node, as LangGraph's invoke(None) on a thread does: with no
+// resume value, it goes on from the run's last checkpoint — the state after
+// the last completed node — at the node that was to run next, which runs
+// again from its start. One entry point serves both, so whoever restarts runs
+// needs not know why one stopped. While the dead process's lease lasts (see
+// WithLease) the run is still held: LEASE_LOST, try again when it lapses.
+//
+// A run that has ended (completed or failed), or a resume value for a run
+// with no pending interrupt, is a CONFLICT;
 // an InterruptID or Goto that names nothing pending or known is a
 // VALIDATION_ERROR; a Decision naming an option the request does not offer is
 // INVALID_OPTION. None of these changes the run. One run is resumed from one
 // place at a time.
 func (c *Compiled[S]) Resume(ctx context.Context, svc belay.Service, runID string, cmd Command) (*Result[S], error) {
-	p, cp, err := pendingInterrupt(ctx, svc, runID)
+	return collect(c.StreamResume(ctx, svc, runID, cmd))
+}
+
+func (c *Compiled[S]) resume(ctx context.Context, svc belay.Service, runID string, cmd Command) (*Result[S], error) {
+	p, head, err := headPoint(ctx, svc, runID)
 	if err != nil {
 		return nil, err
 	}
+	if p.Interrupt == nil {
+		return c.recover(ctx, svc, runID, p, head, cmd)
+	}
+	pend := pendingOf(p)
+	reqs := make([]*belay.Checkpoint, len(pend))
+	ids := make([]string, len(pend))
+	for i, ip := range pend {
+		if reqs[i], err = request(ctx, svc, ip, head); err != nil {
+			return nil, err
+		}
+		ids[i] = reqs[i].ID
+	}
+	bp := p.Interrupt.Breakpoint
 	switch {
-	case cmd.InterruptID != "" && cmd.InterruptID != cp.ID:
-		return nil, belay.Invalid("interruptId", "run %s has no pending interrupt %q; its pending interrupt is %s", runID, belay.Clip(cmd.InterruptID, 60), cp.ID).
-			With("pending", cp.ID)
+	case cmd.InterruptID != "" && !slices.Contains(ids, cmd.InterruptID):
+		return nil, belay.Invalid("interruptId", "run %s has no pending interrupt %q; its pending interrupts are %v", runID, belay.Clip(cmd.InterruptID, 60), ids).
+			With("pending", ids)
 	case cmd.Goto != "" && !c.known(cmd.Goto):
 		return nil, belay.Invalid("goto", "goto names unknown node %q", belay.Clip(cmd.Goto, 60))
-	case cmd.Goto != "" && cmd.Resume != nil:
+	case cmd.Goto != "" && (cmd.Resume != nil || cmd.Resumes != nil):
 		return nil, belay.Invalid("resume", "give Resume or Goto, not both: Goto leaves the interrupted node without running it again")
+	case cmd.Resume != nil && cmd.Resumes != nil:
+		return nil, belay.Invalid("resume", "give Resume or Resumes, not both")
+	case bp != "" && (cmd.Resume != nil || cmd.Resumes != nil):
+		return nil, belay.Invalid("resume", "run %s stopped at a breakpoint %s %q, which takes no resume value: resume with no value to go on", runID, bp, p.Interrupt.Node).
+			With("breakpoint", bp)
+	case cmd.Resume != nil && len(pend) > 1:
+		return nil, belay.Invalid("resume", "run %s has %d pending interrupts %v: resume them with Resumes, a value by interrupt id", runID, len(pend), ids).
+			With("pending", ids)
+	}
+	for id := range cmd.Resumes {
+		if !slices.Contains(ids, id) {
+			return nil, belay.Invalid("resumes", "run %s has no pending interrupt %q; its pending interrupts are %v", runID, belay.Clip(id, 60), ids).
+				With("pending", ids)
+		}
+	}
+	state, err := decodeState[S](head.AgentState)
+	if err != nil {
+		return nil, err
+	}
+	raw := head.AgentState
+	if cmd.Update != nil {
+		if state, raw, err = applyUpdate[S](raw, cmd.Update); err != nil {
+			return nil, err
+		}
+	}
+	r := &run[S]{svc: svc, id: runID, node: p.Next, also: p.Also, writes: p.Writes, keptFrom: head.AgentState,
+		resumes: map[string][]json.RawMessage{}, step: p.Step, state: state, raw: raw}
+	var settles []func(context.Context) error
+	switch {
+	case cmd.Goto != "":
+		r.node, r.also, r.writes = cmd.Goto, nil, nil
+		for _, cp := range reqs {
+			settles = append(settles, answer(svc, cp, nil))
+		}
+	case bp != "":
+		// A breakpoint goes on when resumed, decided or not; the node it
+		// stopped before runs this time.
+		r.pass = bp == breakBefore
+		settles = append(settles, answer(svc, reqs[0], nil))
+	default:
+		for i, ip := range pend {
+			cp, prior := reqs[i], ip.Resumes
+			var v json.RawMessage
+			given, ok := cmd.Resumes[cp.ID]
+			if !ok && cmd.Resume != nil {
+				given, ok = cmd.Resume, true
+			}
+			switch {
+			case ok:
+				var d *Decision
+				if v, d, err = resumeValue(cp, given); err != nil {
+					return nil, err
+				}
+				settles = append(settles, answer(svc, cp, d))
+			case cp.Decision == nil:
+				return nil, belay.Errorf(belay.CodeConflict, "interrupt %s (%s) of run %s awaits a decision: decide it, resume with a value, or wait for one", cp.ID, ip.Node, runID).
+					With("interruptId", cp.ID)
+			default:
+				if v, err = json.Marshal(decisionOf(cp.Decision)); err != nil {
+					return nil, err
+				}
+			}
+			r.resumes[ip.Node] = append(prior[:len(prior):len(prior)], v)
+		}
+	}
+	r.settle = func(ctx context.Context) error {
+		for _, settle := range settles {
+			if settle != nil {
+				if err := settle(ctx); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return c.take(ctx, r)
+}
+
+// pendingOf lists the interrupts the run waits at, in the order of its
+// step's branches.
+func pendingOf(p *point) []*interruptPoint {
+	out := make([]*interruptPoint, 0, len(p.Others)+1)
+	for i := range p.Others {
+		out = append(out, &p.Others[i])
+	}
+	return append(out, p.Interrupt)
+}
+
+// request is the HITL checkpoint of interrupt ip: head itself, or the one ip
+// names (an earlier branch's, or one an UpdateState came after).
+func request(ctx context.Context, svc belay.Service, ip *interruptPoint, head *belay.Checkpoint) (*belay.Checkpoint, error) {
+	cp := head
+	if ip.Request != "" && ip.Request != head.ID {
+		var err error
+		if cp, err = svc.GetCheckpoint(ctx, ip.Request); err != nil {
+			return nil, err
+		}
+	}
+	if cp.HITL == nil {
+		return nil, belay.Errorf(belay.CodeCheckpointCorrupt, "checkpoint %s records an interrupt but holds no request", cp.ID).With("checkpointId", cp.ID)
+	}
+	return cp, nil
+}
+
+// recover continues a run that stopped without ending and with no interrupt
+// pending — its process died mid-node, or its context was cancelled — from
+// its last checkpoint: the state after the last node that completed, at the
+// node that was to run next. The node that was running when it stopped runs
+// again from its start; no completed node runs twice.
+func (c *Compiled[S]) recover(ctx context.Context, svc belay.Service, runID string, p *point, cp *belay.Checkpoint, cmd Command) (*Result[S], error) {
+	switch {
+	case cmd.Resume != nil || cmd.InterruptID != "":
+		return nil, belay.Errorf(belay.CodeConflict, "run %s is not interrupted: it has no pending interrupt to answer (it stopped before %q, step %d); resume it with no resume value to continue there",
+			runID, p.Next, p.Step).With("sessionId", runID).With("next", p.Next)
+	case cmd.Goto != "" && !c.known(cmd.Goto):
+		return nil, belay.Invalid("goto", "goto names unknown node %q", belay.Clip(cmd.Goto, 60))
+	case !c.known(p.Next):
+		return nil, belay.Errorf(belay.CodeConflict, "run %s stopped before node %q, which this graph does not have", runID, belay.Clip(p.Next, 60)).
+			With("next", p.Next)
 	}
 	state, err := decodeState[S](cp.AgentState)
 	if err != nil {
@@ -39,54 +186,59 @@ func (c *Compiled[S]) Resume(ctx context.Context, svc belay.Service, runID strin
 			return nil, err
 		}
 	}
-	r := &run[S]{svc: svc, id: runID, node: p.Next, step: p.Step, state: state, raw: raw}
-	prior := p.Interrupt.Resumes
-	switch {
-	case cmd.Goto != "":
-		r.node = cmd.Goto
-		r.settle = answer(svc, cp, nil)
-	case cmd.Resume != nil:
-		v, d, err := resumeValue(cp, cmd.Resume)
-		if err != nil {
-			return nil, err
-		}
-		r.resumes = append(prior[:len(prior):len(prior)], v)
-		r.settle = answer(svc, cp, d)
-	case cp.Decision == nil:
-		return nil, belay.Errorf(belay.CodeConflict, "interrupt %s of run %s awaits a decision: decide it, resume with a value, or wait for one", cp.ID, runID).
-			With("interruptId", cp.ID)
-	default:
-		v, err := json.Marshal(decisionOf(cp.Decision))
-		if err != nil {
-			return nil, err
-		}
-		r.resumes = append(prior[:len(prior):len(prior)], v)
+	r := &run[S]{svc: svc, id: runID, node: p.Next, also: p.Also, step: p.Step, state: state, raw: raw}
+	if cmd.Goto != "" {
+		r.node, r.also = cmd.Goto, nil
 	}
-	return c.loop(ctx, r)
+	return c.take(ctx, r)
 }
 
-// Wait blocks until the run's pending interrupt is decided through belay
+// take takes the run's lease — refused with LEASE_LOST while a live process
+// holds it — and runs it on.
+func (c *Compiled[S]) take(ctx context.Context, r *run[S]) (*Result[S], error) {
+	lease := belay.LeaseInput{SessionID: r.id, Holder: newHolder(), Lease: c.lease}
+	if _, err := r.svc.ResumeSession(ctx, belay.ResumeInput{SessionID: r.id, Holder: lease.Holder, Lease: lease.Lease}); err != nil {
+		return nil, err
+	}
+	return c.drive(ctx, r, lease, func(context.Context) error { return nil })
+}
+
+// Wait blocks until the run's pending interrupts are decided through belay
 // (`belay decide`, the API, a timeout's default action), then resumes the
 // run with that decision as the resume value (a Decision). It returns like
 // Resume, or when ctx ends with its error.
 func (c *Compiled[S]) Wait(ctx context.Context, svc belay.Service, runID string) (*Result[S], error) {
 	for {
-		_, cp, err := pendingInterrupt(ctx, svc, runID)
+		p, head, err := headPoint(ctx, svc, runID)
 		if err != nil {
 			return nil, err
 		}
-		if cp.Decision != nil {
+		if p.Interrupt == nil {
+			return c.Resume(ctx, svc, runID, Command{}) // nothing to wait for: continue
+		}
+		var open *belay.Checkpoint
+		for _, ip := range pendingOf(p) {
+			cp, err := request(ctx, svc, ip, head)
+			if err != nil {
+				return nil, err
+			}
+			if cp.Decision == nil {
+				open = cp
+				break
+			}
+		}
+		if open == nil {
 			return c.Resume(ctx, svc, runID, Command{})
 		}
-		if _, err := svc.WaitDecision(ctx, cp.ID, belay.MaxWait); err != nil {
+		if _, err := svc.WaitDecision(ctx, open.ID, belay.MaxWait); err != nil {
 			return nil, err
 		}
 	}
 }
 
-// pendingInterrupt returns the interrupt run runID is paused at: its newest
-// checkpoint, when that is an interrupt of the graph.
-func pendingInterrupt(ctx context.Context, svc belay.Service, runID string) (*point, *belay.Checkpoint, error) {
+// headPoint returns where run runID stands: its newest checkpoint, and the
+// graph's point in it, when the run has not ended.
+func headPoint(ctx context.Context, svc belay.Service, runID string) (*point, *belay.Checkpoint, error) {
 	sess, err := svc.GetSession(ctx, runID)
 	if err != nil {
 		return nil, nil, err
@@ -108,9 +260,8 @@ func pendingInterrupt(ctx context.Context, svc belay.Service, runID string) (*po
 	var meta struct {
 		Graph *point `json:"graph"`
 	}
-	if cp.Type != belay.TypeHITL || cp.HITL == nil || json.Unmarshal(cp.Metadata, &meta) != nil ||
-		meta.Graph == nil || meta.Graph.Interrupt == nil {
-		return nil, nil, notInterrupted("its newest checkpoint is not a pending interrupt")
+	if json.Unmarshal(cp.Metadata, &meta) != nil || meta.Graph == nil {
+		return nil, nil, notInterrupted("its newest checkpoint is not one of a graph run")
 	}
 	return meta.Graph, cp, nil
 }

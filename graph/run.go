@@ -1,11 +1,17 @@
 package graph
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/belayhq/belay"
 )
@@ -35,10 +41,12 @@ type Result[S any] struct {
 	// State is the state at END, or the state the interrupted or failed node
 	// started from.
 	State S
-	// Steps counts the node executions that completed, resumes included.
+	// Steps counts the steps that completed (parallel nodes make one step), resumes included.
 	Steps int
-	// Interrupt is the pending interrupt of an interrupted run.
-	Interrupt *Pending
+	// Interrupt is the pending interrupt of an interrupted run: the first
+	// when several parallel branches paused, all of which Interrupts lists.
+	Interrupt  *Pending
+	Interrupts []*Pending
 }
 
 // Pending is an interrupt that waits for its resume value.
@@ -47,37 +55,75 @@ type Pending struct {
 	ID   string
 	Node string
 	// Index is the position of the Interrupt call among the node's, from 0.
-	Index      int
+	Index int
+	// Breakpoint is "before" or "after" when the run stopped at a static
+	// breakpoint (InterruptBefore, InterruptAfter) rather than an Interrupt.
+	Breakpoint string
 	Checkpoint *belay.Checkpoint
 }
 
 // point is what every checkpoint of a run records (metadata key "graph"):
 // the node that runs next, as step Step.
 type point struct {
-	Next      string          `json:"next"`
-	Step      int             `json:"step"`
+	Next string `json:"next"`
+	// Also are the nodes that run in parallel with Next.
+	Also []string `json:"also,omitempty"`
+	Step int      `json:"step"`
+	// Writes are the states of the parallel branches of the step that
+	// completed before a sibling paused or failed, by node.
+	Writes map[string]json.RawMessage `json:"writes,omitempty"`
+	// Update marks a checkpoint written by UpdateState.
+	Update    bool            `json:"update,omitempty"`
 	Interrupt *interruptPoint `json:"interrupt,omitempty"`
+	// Others are the step's other pending interrupts, when parallel
+	// branches paused together, each naming its Request.
+	Others []interruptPoint `json:"others,omitempty"`
 }
 
 type interruptPoint struct {
 	Node  string `json:"node"`
 	Index int    `json:"index"`
+	// Breakpoint is "before" or "after" for a static breakpoint at Node.
+	Breakpoint string `json:"breakpoint,omitempty"`
+	// Request is the id of the interrupt's HITL checkpoint when another
+	// checkpoint (an UpdateState) came after it; empty when it is this one.
+	Request string `json:"request,omitempty"`
 	// Resumes are the values of the node's earlier interrupts.
 	Resumes []json.RawMessage `json:"resumes,omitempty"`
 }
 
 // run is one run in progress.
 type run[S any] struct {
-	svc     belay.Service
-	id      string
-	node    string
-	step    int
-	state   S
-	raw     json.RawMessage
-	resumes []json.RawMessage
+	svc   belay.Service
+	id    string
+	node  string
+	step  int
+	state S
+	raw   json.RawMessage
+	// resumes are the resume values of the nodes being resumed.
+	resumes map[string][]json.RawMessage
 	// settle answers the interrupt being resumed, before the run records
 	// anything else; nil when there is nothing to answer.
 	settle func(context.Context) error
+	// also are the parallel siblings of node; writes the states of those
+	// that completed already.
+	also   []string
+	writes map[string]json.RawMessage
+	// keptFrom is the state the kept writes started from.
+	keptFrom json.RawMessage
+	hold     *holding
+	// durability says when steps are saved; writing is the newest
+	// background save (async), asyncErr the first that failed, and
+	// unsaved the step held back (exit).
+	durability Durability
+	writing    chan struct{}
+	mu         sync.Mutex
+	asyncErr   error
+	unsaved    *stepSave
+	em         *emitter
+	// pass lets the run through the breakpoint before its first node once:
+	// it is resuming from there.
+	pass bool
 }
 
 // Run starts a run: it creates a session, saves the input as checkpoint
@@ -91,11 +137,15 @@ type run[S any] struct {
 // session fails and Run returns the error with a Failed result. An error of
 // the service itself is returned as is and the run goes no further.
 func (c *Compiled[S]) Run(ctx context.Context, svc belay.Service, in RunInput[S]) (*Result[S], error) {
+	return collect(c.Stream(ctx, svc, in))
+}
+
+func (c *Compiled[S]) start(ctx context.Context, svc belay.Service, in RunInput[S]) (*Result[S], error) {
 	raw, err := encodeState(in.State)
 	if err != nil {
 		return nil, err
 	}
-	var first string
+	var first []string
 	if err := protect(START, func() (err error) { first, err = c.first(in.State); return err }); err != nil {
 		return nil, err
 	}
@@ -103,18 +153,59 @@ func (c *Compiled[S]) Run(ctx context.Context, svc belay.Service, in RunInput[S]
 	if err != nil {
 		return nil, err
 	}
-	r := &run[S]{svc: svc, id: sess.ID, node: first, step: 1, state: in.State, raw: raw}
-	if _, err := r.save(ctx, belay.CreateCheckpointInput{Name: START, Type: belay.TypeAuto, Summary: "input",
-		AgentState: raw}, point{Next: first, Step: 1}); err != nil {
+	lease := belay.LeaseInput{SessionID: sess.ID, Holder: newHolder(), Lease: c.lease}
+	if _, err := svc.Heartbeat(ctx, lease); err != nil {
 		return nil, err
 	}
-	return c.loop(ctx, r)
+	r := &run[S]{svc: svc, id: sess.ID, node: first[0], also: first[1:], step: 1, state: in.State, raw: raw}
+	return c.drive(ctx, r, lease, func(ctx context.Context) error {
+		_, err := r.save(ctx, belay.CreateCheckpointInput{Name: START, Type: belay.TypeAuto, Summary: "input",
+			AgentState: raw}, nextPoint(first, 1))
+		return err
+	})
 }
 
-// loop runs nodes until END, an interrupt or a failure.
+// drive runs r while holding its lease (taken already): it renews the lease
+// as nodes run and gives it up as the run stops. A run stopped by an error of
+// the service, a lost lease or a cancelled context is left interrupted, to be
+// resumed from its last checkpoint.
+func (c *Compiled[S]) drive(ctx context.Context, r *run[S], lease belay.LeaseInput, first func(context.Context) error) (*Result[S], error) {
+	h, hctx := hold(ctx, r.svc, lease)
+	defer h.stop()
+	r.hold, r.em, r.durability = h, emitterOf(ctx), c.durability
+	var res *Result[S]
+	err := first(hctx)
+	if err == nil {
+		res, err = c.loop(hctx, r)
+	}
+	if ferr := r.flush(hctx); ferr != nil && err == nil {
+		res, err = nil, ferr
+	}
+	switch {
+	case res != nil && res.Status == Interrupted:
+		r.em.send(Event[S]{Type: EventInterrupt, RunID: r.id, Node: res.Interrupt.Node, Step: r.step, State: res.State, Interrupt: res.Interrupt})
+		// The interrupt is saved; should the release fail, the lease lapses
+		// and the run is resumed all the same.
+		_ = h.release(ctx)
+	case res != nil:
+		h.stop() // ending the session released the lease
+	default:
+		if lost := h.lost(); lost != nil && err != nil {
+			err = lost
+		}
+		_ = h.release(ctx)
+	}
+	return res, err
+}
+
+// loop runs steps until END, an interrupt or a failure. A step is one node,
+// or several parallel branches (see AddEdge) merged as WithReducer says.
 func (c *Compiled[S]) loop(ctx context.Context, r *run[S]) (*Result[S], error) {
 	for {
 		if r.node == END {
+			if err := r.flush(ctx); err != nil {
+				return nil, err
+			}
 			if err := r.settleFirst(ctx); err != nil {
 				return nil, err
 			}
@@ -126,38 +217,373 @@ func (c *Compiled[S]) loop(ctx context.Context, r *run[S]) (*Result[S], error) {
 		if r.step > c.recursionLimit {
 			err := belay.Errorf(belay.CodeBudgetExceeded, "the run reached its recursion limit of %d steps without reaching END", c.recursionLimit).
 				With("recursionLimit", c.recursionLimit)
-			return r.fail(ctx, err)
+			return r.fail(ctx, r.node, err)
 		}
-		nr := &nodeRun{node: r.node, resumes: r.resumes}
-		nodeCtx := context.WithValue(ctx, nodeRunKey{}, nr)
-		var out S
-		var next string
-		err := protect(r.node, func() (err error) {
-			if out, err = c.nodes[r.node](nodeCtx, r.state); err != nil {
-				return err
+		step := r.frontier()
+		if !r.pass {
+			for _, n := range step {
+				if c.before[n] {
+					return r.breakpoint(ctx, breakBefore, n, r.at())
+				}
 			}
-			next, err = c.next(r.node, out)
-			return err
-		})
-		if nr.badResume != nil {
-			return nil, nr.badResume
 		}
-		if nr.pending != nil {
-			return r.interrupt(ctx, nr)
+		r.pass = false
+		var out S
+		var raw json.RawMessage
+		var next []string
+		var res *Result[S]
+		var err error
+		if len(step) == 1 {
+			out, raw, next, res, err = c.single(ctx, r)
+		} else {
+			out, raw, next, res, err = c.parallel(ctx, r, step)
 		}
+		if res != nil || err != nil {
+			return res, err
+		}
+		name := belay.Clip(strings.Join(step, "+"), belay.MaxNameLen)
+		np := nextPoint(next, r.step+1)
+		cp, err := r.saveStep(ctx, belay.CreateCheckpointInput{Name: name, Type: belay.TypeAuto, Step: r.step,
+			Summary: belay.Clip(fmt.Sprintf("step %d: %s", r.step, strings.Join(step, ", ")), belay.MaxSummary), AgentState: raw}, np)
 		if err != nil {
-			return r.fail(ctx, err)
-		}
-		raw, err := encodeState(out)
-		if err != nil {
-			return r.fail(ctx, err)
-		}
-		if _, err := r.save(ctx, belay.CreateCheckpointInput{Name: r.node, Type: belay.TypeAuto, Step: r.step,
-			Summary: fmt.Sprintf("step %d: %s", r.step, r.node), AgentState: raw}, point{Next: next, Step: r.step + 1}); err != nil {
 			return nil, err
 		}
-		r.node, r.step, r.state, r.raw, r.resumes = next, r.step+1, out, raw, nil
+		r.node, r.also, r.step, r.state, r.raw = np.Next, np.Also, r.step+1, out, raw
+		r.resumes, r.writes = nil, nil
+		for _, n := range step {
+			ev := Event[S]{Type: EventNodeEnd, RunID: r.id, Node: n, Step: r.step - 1, State: out, Next: np.Next}
+			if cp != nil {
+				ev.CheckpointID = cp.ID
+			}
+			if !r.em.send(ev) {
+				return nil, context.Canceled
+			}
+		}
+		for _, n := range step {
+			if c.after[n] {
+				return r.breakpoint(ctx, breakAfter, n, r.at())
+			}
+		}
 	}
+}
+
+// nextPoint is a checkpoint's point when next runs as step.
+func nextPoint(next []string, step int) point {
+	return point{Next: next[0], Also: next[1:], Step: step}
+}
+
+// frontier lists the nodes of the run's next step.
+func (r *run[S]) frontier() []string {
+	return append([]string{r.node}, r.also...)
+}
+
+// at is the point of the run's next step.
+func (r *run[S]) at() point {
+	return point{Next: r.node, Also: r.also, Step: r.step}
+}
+
+// nodeRun starts an execution of node: with the resume values of the
+// interrupt being resumed when it is that node's.
+func (r *run[S]) nodeRun(node string) *nodeRun {
+	nr := &nodeRun{node: node}
+	nr.resumes = r.resumes[node]
+	if r.em != nil {
+		step := r.step
+		nr.emit = func(name string, data any) bool {
+			return r.em.send(Event[S]{Type: EventCustom, RunID: r.id, Node: node, Step: step, Name: name, Data: data})
+		}
+	}
+	return nr
+}
+
+// single runs a step of one node. A result or an error ends the run there.
+func (c *Compiled[S]) single(ctx context.Context, r *run[S]) (S, json.RawMessage, []string, *Result[S], error) {
+	var zero S
+	if !r.em.send(Event[S]{Type: EventNodeStart, RunID: r.id, Node: r.node, Step: r.step, State: r.state}) {
+		return zero, nil, nil, nil, context.Canceled
+	}
+	nr := r.nodeRun(r.node)
+	out, next, err := c.call(ctx, r.node, nr, r.state, r.raw)
+	if nr.badResume != nil {
+		return zero, nil, nil, nil, nr.badResume
+	}
+	if nr.pending != nil {
+		res, err := r.interrupt(ctx, []*nodeRun{nr}, nil)
+		return zero, nil, nil, res, err
+	}
+	if err != nil && ctx.Err() != nil {
+		// Cancelled, or the lease is lost: the run stops where it is,
+		// resumable, rather than failing.
+		return zero, nil, nil, nil, err
+	}
+	if err != nil {
+		res, err := r.fail(ctx, r.node, err)
+		return zero, nil, nil, res, err
+	}
+	raw, err := encodeState(out)
+	if err != nil {
+		res, err := r.fail(ctx, r.node, err)
+		return zero, nil, nil, res, err
+	}
+	return out, raw, next, nil, nil
+}
+
+// call runs node from state in (raw encoded), then its edges, retrying a
+// failed node as its RetryPolicy says — each attempt from a fresh copy of the
+// state; never after an interrupt or when ctx ends.
+func (c *Compiled[S]) call(ctx context.Context, node string, nr *nodeRun, in S, raw json.RawMessage) (S, []string, error) {
+	pol, retries := c.retry[node]
+	for attempt := 1; ; attempt++ {
+		nodeCtx := context.WithValue(ctx, nodeRunKey{}, nr)
+		var out S
+		var next []string
+		nodeFailed := false
+		err := protect(node, func() (err error) {
+			if out, err = c.nodes[node](nodeCtx, in); err != nil {
+				nodeFailed = true
+				return err
+			}
+			next, err = c.next(node, out)
+			return err
+		})
+		if err == nil || !retries || !nodeFailed || nr.pending != nil || nr.badResume != nil || ctx.Err() != nil ||
+			attempt >= pol.MaxAttempts || errors.Is(err, ErrInterrupted) || pol.RetryOn != nil && !pol.RetryOn(err) {
+			return out, next, err
+		}
+		t := time.NewTimer(pol.delay(attempt))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return out, next, err
+		case <-t.C:
+		}
+		if fresh, derr := decodeState[S](raw); derr == nil {
+			in = fresh
+		}
+		nr.calls = 0
+	}
+}
+
+// branch is one node of a parallel step.
+type branch[S any] struct {
+	nr   *nodeRun
+	out  S
+	raw  json.RawMessage
+	next []string
+	err  error
+}
+
+// parallel runs a step of several nodes at once, each from its own copy of
+// the state, and merges what they wrote. The writes of branches that
+// completed are kept when a sibling pauses or fails: resuming re-runs only
+// the branches that did not complete.
+func (c *Compiled[S]) parallel(ctx context.Context, r *run[S], names []string) (S, json.RawMessage, []string, *Result[S], error) {
+	var zero S
+	bs := make([]branch[S], len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		b := &bs[i]
+		if w, ok := r.writes[name]; ok {
+			out, err := decodeState[S](w)
+			if err != nil {
+				return zero, nil, nil, nil, err
+			}
+			b.out, b.raw = out, w
+			b.err = protect(name, func() (err error) { b.next, err = c.next(name, out); return err })
+			continue
+		}
+		in, err := decodeState[S](r.raw)
+		if err != nil {
+			return zero, nil, nil, nil, err
+		}
+		if !r.em.send(Event[S]{Type: EventNodeStart, RunID: r.id, Node: name, Step: r.step, State: in}) {
+			wg.Wait()
+			return zero, nil, nil, nil, context.Canceled
+		}
+		b.nr = r.nodeRun(name)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.out, b.next, b.err = c.call(ctx, name, b.nr, in, r.raw)
+			if b.err == nil && b.nr.pending == nil {
+				b.raw, b.err = encodeState(b.out)
+			}
+		}()
+	}
+	wg.Wait()
+	writes := map[string]json.RawMessage{}
+	for i := range bs {
+		b := &bs[i]
+		if b.nr != nil && b.nr.badResume != nil {
+			return zero, nil, nil, nil, b.nr.badResume
+		}
+		if b.raw != nil && b.err == nil {
+			writes[names[i]] = b.raw
+		}
+	}
+	for i := range bs {
+		if b := &bs[i]; b.err != nil && (b.nr == nil || b.nr.pending == nil) {
+			if ctx.Err() != nil {
+				return zero, nil, nil, nil, b.err
+			}
+			r.writes = writes
+			res, err := r.fail(ctx, names[i], b.err)
+			return zero, nil, nil, res, err
+		}
+	}
+	var paused []*nodeRun
+	for i := range bs {
+		if b := &bs[i]; b.nr != nil && b.nr.pending != nil {
+			paused = append(paused, b.nr)
+		}
+	}
+	if len(paused) > 0 {
+		r.writes = writes
+		res, err := r.interrupt(ctx, paused, writes)
+		return zero, nil, nil, res, err
+	}
+	raws := make([]json.RawMessage, len(bs))
+	var next []string
+	for i := range bs {
+		raws[i] = bs[i].raw
+		for _, n := range bs[i].next {
+			if !slices.Contains(next, n) {
+				next = append(next, n)
+			}
+		}
+	}
+	if len(next) > 1 {
+		// A branch that reaches END ends; the others go on.
+		next = slices.DeleteFunc(next, func(n string) bool { return n == END })
+	}
+	starts := make([]json.RawMessage, len(names))
+	for i, name := range names {
+		if _, kept := r.writes[name]; kept {
+			starts[i] = r.keptFrom
+		}
+	}
+	out, raw, err := c.merge(r.raw, starts, names, raws)
+	if err != nil {
+		res, err := r.fail(ctx, strings.Join(names, "+"), err)
+		return zero, nil, nil, res, err
+	}
+	return out, raw, next, nil, nil
+}
+
+// merge folds the branches' states into base: a field one branch changed
+// takes its value; a field several changed needs a reducer (WithReducer).
+//
+// starts[i], when set, is the state branch i started from, if not base: a
+// branch kept from before a resume whose Command.Update changed base.
+func (c *Compiled[S]) merge(base json.RawMessage, starts []json.RawMessage, names []string, raws []json.RawMessage) (S, json.RawMessage, error) {
+	var zero S
+	var start map[string]json.RawMessage
+	if err := json.Unmarshal(base, &start); err != nil || start == nil {
+		return zero, nil, belay.Invalid("state", "parallel branches need a state that encodes as a JSON object")
+	}
+	acc := maps.Clone(start)
+	writer := map[string]string{}
+	for i, raw := range raws {
+		before := start
+		if starts[i] != nil {
+			before = nil
+			if err := json.Unmarshal(starts[i], &before); err != nil {
+				return zero, nil, err
+			}
+		}
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
+			return zero, nil, belay.Invalid("state", "parallel branches need a state that encodes as a JSON object")
+		}
+		changed := map[string]json.RawMessage{}
+		for k, v := range fields {
+			if !bytes.Equal(v, before[k]) {
+				changed[k] = v
+			}
+		}
+		for k := range before {
+			if _, ok := fields[k]; !ok {
+				changed[k] = nil // the branch cleared it
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(changed)) {
+			v := changed[k]
+			if red := c.reducers[k]; red != nil {
+				if v == nil {
+					continue
+				}
+				merged, err := red(acc[k], added(before[k], v))
+				if err != nil {
+					return zero, nil, err
+				}
+				acc[k] = merged
+				continue
+			}
+			if w, ok := writer[k]; ok {
+				return zero, nil, belay.Invalid("state."+k, "parallel branches %q and %q both write %q in one step: declare how to merge them with graph.WithReducer(%q, …)", w, names[i], k, k).
+					With("field", k).With("nodes", []string{w, names[i]})
+			}
+			writer[k] = names[i]
+			if v == nil {
+				delete(acc, k)
+			} else {
+				acc[k] = v
+			}
+		}
+	}
+	b, err := json.Marshal(acc)
+	if err != nil {
+		return zero, nil, err
+	}
+	out, err := decodeState[S](b)
+	if err != nil {
+		return zero, nil, err
+	}
+	raw, err := encodeState(out)
+	return out, raw, err
+}
+
+// added is what a branch wrote to a field: the items it appended when the
+// field is a list it extended, else its whole value.
+func added(before, after json.RawMessage) json.RawMessage {
+	var old, cur []json.RawMessage
+	if json.Unmarshal(before, &old) != nil || json.Unmarshal(after, &cur) != nil || old == nil || len(cur) < len(old) {
+		return after
+	}
+	for i := range old {
+		if !bytes.Equal(old[i], cur[i]) {
+			return after
+		}
+	}
+	b, err := json.Marshal(cur[len(old):])
+	if err != nil {
+		return after
+	}
+	return b
+}
+
+// Static breakpoints (see InterruptBefore and InterruptAfter).
+const (
+	breakBefore = "before"
+	breakAfter  = "after"
+)
+
+// breakpoint pauses the run at a static breakpoint: a HITL checkpoint of the
+// current state with one option, "continue", that `belay decide` or Resume
+// answers.
+func (r *run[S]) breakpoint(ctx context.Context, where, node string, p point) (*Result[S], error) {
+	p.Interrupt = &interruptPoint{Node: node, Breakpoint: where}
+	title := fmt.Sprintf("Breakpoint %s %s", where, node)
+	cp, err := r.save(ctx, belay.CreateCheckpointInput{Name: node, Type: belay.TypeHITL, Step: p.Step,
+		Summary: belay.Clip(title, belay.MaxSummary), AgentState: r.raw, HITL: &belay.HITLInput{Required: true, Title: title,
+			Message: fmt.Sprintf("The run stopped %s node %q; continue when ready.", where, node), OnReject: belay.OnRejectContinue,
+			Options: []belay.HITLOption{{ID: "continue", Label: "Continue", Action: belay.ActionApprove, IsDefault: true}}}}, p)
+	if err != nil {
+		return nil, err
+	}
+	pend := &Pending{ID: cp.ID, Node: node, Breakpoint: where, Checkpoint: cp}
+	return &Result[S]{RunID: r.id, Status: Interrupted, State: r.state, Steps: r.step - 1,
+		Interrupt: pend, Interrupts: []*Pending{pend}}, nil
 }
 
 // protect runs fn and turns a panic into an INTERNAL_ERROR that carries the
@@ -185,6 +611,83 @@ func (r *run[S]) settleFirst(ctx context.Context) error {
 
 // save records a checkpoint of the run at p.
 func (r *run[S]) save(ctx context.Context, in belay.CreateCheckpointInput, p point) (*belay.Checkpoint, error) {
+	if err := r.flush(ctx); err != nil {
+		return nil, err
+	}
+	return r.saveNow(ctx, in, p)
+}
+
+// stepSave is a step's checkpoint not written yet.
+type stepSave struct {
+	in belay.CreateCheckpointInput
+	p  point
+}
+
+// saveStep records the checkpoint after a step as the durability mode says:
+// now (sync), in the background while the next step runs (async), or not
+// until the run stops, and then only the last (exit).
+func (r *run[S]) saveStep(ctx context.Context, in belay.CreateCheckpointInput, p point) (*belay.Checkpoint, error) {
+	switch r.durability {
+	case DurabilityExit:
+		r.unsaved = &stepSave{in, p}
+		return nil, nil
+	case DurabilityAsync:
+		if err := r.asyncError(); err != nil {
+			return nil, err
+		}
+		prev, done := r.writing, make(chan struct{})
+		r.writing = done
+		go func() {
+			defer close(done)
+			if prev != nil {
+				<-prev
+			}
+			if r.asyncError() != nil {
+				return
+			}
+			if _, err := r.saveNow(ctx, in, p); err != nil {
+				r.mu.Lock()
+				r.asyncErr = err
+				r.mu.Unlock()
+			}
+		}()
+		return nil, nil
+	}
+	return r.saveNow(ctx, in, p)
+}
+
+func (r *run[S]) asyncError() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.asyncErr
+}
+
+// flush writes what the durability mode held back: it waits for the
+// background saves (async) or saves the last step (exit).
+func (r *run[S]) flush(ctx context.Context) error {
+	if r.writing != nil {
+		<-r.writing
+		r.writing = nil
+	}
+	if err := r.asyncError(); err != nil {
+		return err
+	}
+	if u := r.unsaved; u != nil {
+		r.unsaved = nil
+		if _, err := r.saveNow(ctx, u.in, u.p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// saveNow writes a checkpoint of the run.
+func (r *run[S]) saveNow(ctx context.Context, in belay.CreateCheckpointInput, p point) (*belay.Checkpoint, error) {
+	if r.hold != nil {
+		if err := r.hold.lost(); err != nil {
+			return nil, err // another process holds the run now: write nothing
+		}
+	}
 	if err := r.settleFirst(ctx); err != nil {
 		return nil, err
 	}
@@ -196,36 +699,50 @@ func (r *run[S]) save(ctx context.Context, in belay.CreateCheckpointInput, p poi
 	return r.svc.CreateCheckpoint(ctx, in)
 }
 
-// interrupt pauses the run at nr's pending interrupt: a HITL checkpoint of
-// the state the node started from.
-func (r *run[S]) interrupt(ctx context.Context, nr *nodeRun) (*Result[S], error) {
-	summary := nr.pending.Title
-	if summary == "" {
-		summary = fmt.Sprintf("%s asks for a decision", r.node)
+// interrupt pauses the run at the pending interrupts of nrs (one, or one
+// per parallel branch that paused): a HITL checkpoint each, of the state the
+// step started from. The last one records them all.
+func (r *run[S]) interrupt(ctx context.Context, nrs []*nodeRun, writes map[string]json.RawMessage) (*Result[S], error) {
+	res := &Result[S]{RunID: r.id, Status: Interrupted, State: r.state, Steps: r.step - 1}
+	var others []interruptPoint
+	for _, nr := range nrs {
+		summary := nr.pending.Title
+		if summary == "" {
+			summary = fmt.Sprintf("%s asks for a decision", nr.node)
+		}
+		p := r.at()
+		p.Writes = writes
+		p.Interrupt = &interruptPoint{Node: nr.node, Index: nr.index, Resumes: nr.resumes[:nr.index]}
+		p.Others = others
+		cp, err := r.save(ctx, belay.CreateCheckpointInput{Name: nr.node, Type: belay.TypeHITL, Step: r.step,
+			Summary: belay.Clip(summary, belay.MaxSummary), AgentState: r.raw, HITL: nr.pending}, p)
+		if err != nil {
+			return nil, err
+		}
+		ip := *p.Interrupt
+		ip.Request = cp.ID
+		others = append(slices.Clip(others), ip)
+		res.Interrupts = append(res.Interrupts, &Pending{ID: cp.ID, Node: nr.node, Index: nr.index, Checkpoint: cp})
 	}
-	p := point{Next: r.node, Step: r.step, Interrupt: &interruptPoint{Node: r.node, Index: nr.index, Resumes: nr.resumes[:nr.index]}}
-	cp, err := r.save(ctx, belay.CreateCheckpointInput{Name: r.node, Type: belay.TypeHITL, Step: r.step,
-		Summary: belay.Clip(summary, belay.MaxSummary), AgentState: r.raw, HITL: nr.pending}, p)
-	if err != nil {
-		return nil, err
-	}
-	return &Result[S]{RunID: r.id, Status: Interrupted, State: r.state, Steps: r.step - 1,
-		Interrupt: &Pending{ID: cp.ID, Node: r.node, Index: nr.index, Checkpoint: cp}}, nil
+	res.Interrupt = res.Interrupts[0]
+	return res, nil
 }
 
 // fail records err as an error checkpoint of the node that was to run and
 // fails the session.
-func (r *run[S]) fail(ctx context.Context, err error) (*Result[S], error) {
-	err = nodeError(r.node, r.step, err)
+func (r *run[S]) fail(ctx context.Context, node string, err error) (*Result[S], error) {
+	err = nodeError(node, r.step, err)
 	desc := err.Error()
 	if be := (*belay.Error)(nil); errors.As(err, &be) {
 		if stack, ok := be.Details["stack"].(string); ok {
 			desc += "\n\n" + stack
 		}
 	}
-	if _, serr := r.save(ctx, belay.CreateCheckpointInput{Name: r.node, Type: belay.TypeError, Step: r.step,
+	p := r.at()
+	p.Writes = r.writes // the branches of the step that completed
+	if _, serr := r.save(ctx, belay.CreateCheckpointInput{Name: belay.Clip(node, belay.MaxNameLen), Type: belay.TypeError, Step: r.step,
 		Summary: belay.Clip(err.Error(), belay.MaxSummary), Description: belay.Clip(desc, belay.MaxDescription),
-		AgentState: r.raw}, point{Next: r.node, Step: r.step}); serr != nil {
+		AgentState: r.raw}, p); serr != nil {
 		return nil, serr
 	}
 	if _, serr := r.svc.EndSession(ctx, belay.EndSessionInput{SessionID: r.id, Status: belay.SessionFailed,
