@@ -1,0 +1,115 @@
+// belay dashboard: live updates over Server-Sent Events, countdowns, the
+// title badge count and notifications. No inline scripts (the page's CSP
+// forbids them); everything the server sends is escaped HTML.
+(function () {
+  "use strict";
+  var csrf = document.body.getAttribute("data-csrf") || "";
+  var baseTitle = document.title;
+
+  // Every htmx request carries the session's CSRF token.
+  document.body.addEventListener("htmx:configRequest", function (e) {
+    e.detail.headers["X-CSRF-Token"] = csrf;
+  });
+
+  function pad(n) { return (n < 10 ? "0" : "") + n; }
+  function tick() {
+    var now = Date.now();
+    document.querySelectorAll(".countdown[data-deadline]").forEach(function (el) {
+      var left = Math.max(0, Math.floor((Date.parse(el.dataset.deadline) - now) / 1000));
+      var h = Math.floor(left / 3600), m = Math.floor((left % 3600) / 60), s = left % 60;
+      el.textContent = "Auto-" + el.dataset.action + " in " + (h > 0 ? h + ":" + pad(m) : pad(m)) + ":" + pad(s);
+    });
+  }
+
+  function count() {
+    var inbox = document.getElementById("inbox");
+    var n = inbox ? inbox.querySelectorAll(".card[data-id]").length : null;
+    var badge = document.getElementById("inbox-count");
+    if (n === null) return;
+    if (badge) badge.textContent = n > 0 ? "(" + n + ")" : "";
+    document.title = (n > 0 ? "(" + n + ") " : "") + baseTitle;
+    var empty = document.getElementById("empty");
+    if (n === 0 && !empty) {
+      var p = document.createElement("p");
+      p.className = "empty"; p.id = "empty"; p.textContent = "Nothing waits for a decision.";
+      inbox.appendChild(p);
+    } else if (n > 0 && empty) {
+      empty.remove();
+    }
+  }
+
+  function notify(card) {
+    if (!("Notification" in window) || Notification.permission !== "granted" || !document.hidden) return;
+    var h = card.querySelector("h2");
+    try { new Notification("belay: decision needed", { body: h ? h.textContent : "" }); } catch (e) { /* ignore */ }
+  }
+
+  // refreshInbox merges the server's current cards into the page: new cards
+  // are added, decided ones removed, and cards being edited are left alone.
+  var refreshing = false, again = false;
+  function refreshInbox() {
+    var inbox = document.getElementById("inbox");
+    if (!inbox) return;
+    if (refreshing) { again = true; return; }
+    refreshing = true;
+    fetch("/inbox", { headers: { "HX-Request": "true" }, credentials: "same-origin" }).then(function (res) {
+      if (res.status === 401) { location.href = "/signin"; return null; }
+      return res.text();
+    }).then(function (html) {
+      if (html === null) return;
+      var doc = new DOMParser().parseFromString("<div>" + html + "</div>", "text/html");
+      var fresh = {};
+      doc.querySelectorAll(".card[data-id]").forEach(function (c) { fresh[c.dataset.id] = c; });
+      inbox.querySelectorAll(".card[data-id]").forEach(function (c) {
+        if (!fresh[c.dataset.id]) c.remove();
+        else delete fresh[c.dataset.id];
+      });
+      Object.keys(fresh).forEach(function (id) {
+        var node = document.importNode(fresh[id], true);
+        inbox.appendChild(node);
+        if (window.htmx) htmx.process(node);
+        notify(node);
+      });
+      tick(); count();
+    }).finally(function () {
+      refreshing = false;
+      if (again) { again = false; refreshInbox(); }
+    });
+  }
+
+  function live(el) {
+    var url = el.dataset.live;
+    var status = document.getElementById("live");
+    var es = new EventSource(url);
+    var wasDown = false;
+    es.addEventListener("hello", function () {
+      if (status) status.textContent = "";
+      // After a reconnect, catch up with anything missed.
+      if (wasDown) { wasDown = false; onChange(); }
+    });
+    es.addEventListener("change", onChange);
+    es.onerror = function () {
+      wasDown = true;
+      if (status) status.textContent = "Reconnecting…";
+    };
+    function onChange() {
+      if (el.id === "inbox") refreshInbox();
+      else location.reload();
+    }
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    document.body.addEventListener("htmx:afterSwap", count);
+    document.body.addEventListener("htmx:afterSettle", count);
+    document.querySelectorAll("[data-live]").forEach(live);
+    var btn = document.getElementById("notify");
+    if (btn && "Notification" in window && Notification.permission === "default") {
+      btn.hidden = false;
+      btn.addEventListener("click", function () {
+        Notification.requestPermission().then(function () { btn.hidden = true; });
+      });
+    }
+    tick(); count();
+    setInterval(tick, 1000);
+  });
+})();
