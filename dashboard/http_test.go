@@ -178,4 +178,6 @@ func TestPagesEscapeUserData(t *testing.T) {
 	}
 }
 
-func belayToken(user string) belay.CreateTokenInput { return belay.CreateTokenInput{User: user, Name: "dashboard test"} }
+func belayToken(user string) belay.CreateTokenInput {
+	return belay.CreateTokenInput{User: user, Name: "dashboard test"}
+}
