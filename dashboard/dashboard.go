@@ -126,6 +126,13 @@ func New(opts Options) *Dashboard {
 	return d
 }
 
+// Patterns are the paths the dashboard serves, to mount on a server's mux
+// beside an API: mounting only these, not "/", leaves the API's own answers
+// for unknown paths alone.
+func Patterns() []string {
+	return []string{"GET /{$}", "/signin", "/signout", "/inbox", "/decide/", "/events", "/sessions", "/sessions/", "/search", "/static/"}
+}
+
 // ServeHTTP serves the dashboard.
 func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) { d.handler.ServeHTTP(w, r) }
 
