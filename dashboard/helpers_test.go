@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,6 +34,8 @@ type env struct {
 	token   string // the admin's API token
 	project string
 	clock   *clock
+	// down makes the server answer 502, as a proxy does while belay restarts.
+	down atomic.Bool
 }
 
 // clock is the dashboard's session clock; tests move it to expire sessions.
@@ -78,7 +81,13 @@ func newEnv(t *testing.T) *env {
 	e := &env{svc: svc, token: token, project: project, clock: &clock{}}
 	h := dashboard.New(dashboard.Options{Service: svc, Authenticate: svc.Authenticate, Logger: log,
 		Now: e.clock.now, SessionTTL: time.Hour, Heartbeat: time.Second})
-	e.srv = httptest.NewServer(h)
+	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if e.down.Load() {
+			http.Error(w, "server away", http.StatusBadGateway)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
 	t.Cleanup(func() {
 		e.srv.CloseClientConnections()
 		e.srv.Close()

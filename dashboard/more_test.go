@@ -123,3 +123,30 @@ func TestBrowserKeyboardDecide(t *testing.T) {
 		t.Fatalf("decision %+v", got.Decision)
 	}
 }
+
+// The server going away shows "Reconnecting…"; when it is back the page
+// catches up and stays live.
+func TestBrowserReconnects(t *testing.T) {
+	e := newEnv(t)
+	ctx := browser(t)
+	e.signInBrowser(t, ctx)
+	time.Sleep(300 * time.Millisecond)
+	e.down.Store(true)
+	e.srv.CloseClientConnections()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("live").textContent === "Reconnecting…"`)); err != nil {
+		t.Fatalf("no reconnecting indicator: %v", err)
+	}
+	// Created while the server was away: shown after the reconnect.
+	cp := e.ask(t, "while away", "Asked while the server was away?", "", "", 0)
+	e.down.Store(false)
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(`#card-`+cp.ID)); err != nil {
+		t.Fatalf("did not recover: %v", err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("live").textContent === ""`)); err != nil {
+		t.Fatalf("still reconnecting: %v", err)
+	}
+	cp2 := e.ask(t, "after", "Asked after the reconnect?", "", "", 0)
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(`#card-`+cp2.ID)); err != nil {
+		t.Fatalf("not live after the reconnect: %v", err)
+	}
+}

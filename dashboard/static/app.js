@@ -77,25 +77,41 @@
     });
   }
 
+  // live follows the dashboard's event stream for el. EventSource retries a
+  // dropped connection by itself but gives up on an error answer (a proxy's
+  // 502, a restarted server), so a closed stream is opened again with a
+  // growing delay; a 401 means the sign-in is gone.
   function live(el) {
     var url = el.dataset.live;
     var status = document.getElementById("live");
-    var es = new EventSource(url);
-    var wasDown = false;
-    es.addEventListener("hello", function () {
-      if (status) status.textContent = "";
-      // After a reconnect, catch up with anything missed.
-      if (wasDown) { wasDown = false; onChange(); }
-    });
-    es.addEventListener("change", onChange);
-    es.onerror = function () {
-      wasDown = true;
-      if (status) status.textContent = "Reconnecting…";
-    };
+    var wasDown = false, delay = 1000;
     function onChange() {
       if (el.id === "inbox") refreshInbox();
       else location.reload();
     }
+    function connect() {
+      var es = new EventSource(url);
+      es.addEventListener("hello", function () {
+        delay = 1000;
+        if (status) status.textContent = "";
+        // After a reconnect, catch up with anything missed.
+        if (wasDown) { wasDown = false; onChange(); }
+      });
+      es.addEventListener("change", onChange);
+      es.onerror = function () {
+        wasDown = true;
+        if (status) status.textContent = "Reconnecting…";
+        if (es.readyState !== EventSource.CLOSED) return;
+        setTimeout(function () {
+          fetch("/inbox", { headers: { "HX-Request": "true" }, credentials: "same-origin" }).then(function (res) {
+            if (res.status === 401) { location.href = "/signin"; return; }
+            connect();
+          }, connect);
+        }, delay);
+        delay = Math.min(delay * 2, 15000);
+      };
+    }
+    connect();
   }
 
   document.addEventListener("DOMContentLoaded", function () {
