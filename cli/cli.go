@@ -258,6 +258,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.PersistentFlags().BoolVar(&a.json, "json", false, "print JSON instead of text")
 	root.AddCommand(
 		a.serveCommand(),
+		a.openCommand(),
 		a.saveCommand(),
 		a.sessionCommand(),
 		a.resumeCommand(),

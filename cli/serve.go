@@ -20,7 +20,8 @@ func (a *app) serveCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the HTTP API on the local database",
-		Long: `Serve belay's HTTP API (/v1), /healthz and /metrics on the embedded database.
+		Long: `Serve belay's HTTP API (/v1), /healthz, /metrics and the web dashboard (/)
+on the embedded database.
 Stops gracefully on SIGINT or SIGTERM, finishing requests in flight.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
