@@ -83,6 +83,8 @@ type webSession struct {
 	csrf    string
 	user    string
 	expires time.Time
+	// flash is a message for the next page, e.g. what a rollback did.
+	flash string
 }
 
 // New returns the dashboard.
@@ -118,6 +120,7 @@ func New(opts Options) *Dashboard {
 	mux.Handle("GET /sessions/{id}/diff", d.authed(d.diffPage))
 	mux.Handle("GET /sessions/{id}/rollback", d.authed(d.rollbackPreview))
 	mux.Handle("POST /sessions/{id}/rollback", d.authed(d.rollback))
+	mux.Handle("GET /sessions/{id}/export", d.authed(d.export))
 	mux.Handle("GET /search", d.authed(d.searchPage))
 	// Cross-origin POSTs are refused by their Origin / Sec-Fetch-Site headers
 	// before the CSRF token is even looked at.

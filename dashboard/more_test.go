@@ -150,3 +150,110 @@ func TestBrowserReconnects(t *testing.T) {
 		t.Fatalf("not live after the reconnect: %v", err)
 	}
 }
+
+func TestExportAndDiffForm(t *testing.T) {
+	e := newEnv(t)
+	s, err := e.svc.CreateSession(agent(), belay.CreateSessionInput{Title: "export me", ProjectPath: e.project})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := e.snapshot(t, s.ID, "first", map[string]string{"a.txt": "a\n"}, `{}`)
+	two := e.snapshot(t, s.ID, "second", map[string]string{"a.txt": "b\n"}, `{}`)
+	c := e.client(t)
+	e.signIn(t, c)
+	_, body := get(t, c, e.srv.URL+"/sessions/"+s.ID)
+	for _, want := range []string{`<select id="from" name="from">`, `value="` + one.ID + `"`, `value="` + two.ID + `"`, `/sessions/` + s.ID + `/export`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("session page lacks %q", want)
+		}
+	}
+	res, err := c.Get(e.srv.URL + "/sessions/" + s.ID + "/export")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !strings.Contains(res.Header.Get("Content-Disposition"), "attachment") || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("export: %s %v, %d bytes", res.Status, res.Header, len(b))
+	}
+	other := newEnv(t)
+	imported, err := other.svc.ImportSession(agent(), belay.ImportInput{ProjectPath: other.project}, strings.NewReader(string(b)))
+	if err != nil || imported.Checkpoints != 2 {
+		t.Fatalf("import of the download: %+v, %v", imported, err)
+	}
+}
+
+// The first load (page, style, scripts) stays far under 200 KB.
+func TestFirstLoadIsSmall(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(t)
+	e.signIn(t, c)
+	total := 0
+	for _, p := range []string{"/", "/static/style.css", "/static/app.js", "/static/htmx.min.js"} {
+		code, body := get(t, c, e.srv.URL+p)
+		if code != 200 {
+			t.Fatalf("%s: %d", p, code)
+		}
+		total += len(body)
+	}
+	if total > 200<<10 {
+		t.Fatalf("first load is %d bytes uncompressed", total)
+	}
+	t.Logf("first load: %d bytes uncompressed", total)
+}
+
+// At phone width nothing scrolls sideways, and a bad modification is
+// reported in the card, which stays.
+func TestBrowserPhoneWidthAndErrors(t *testing.T) {
+	e := newEnv(t)
+	s, err := e.svc.CreateSession(agent(), belay.CreateSessionInput{Title: "a rather long session title that has to wrap on a phone", ProjectPath: e.project})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := e.svc.CreateCheckpoint(agent(), belay.CreateCheckpointInput{SessionID: s.ID, Summary: "plan", HITL: &belay.HITLInput{
+		Required: true, Title: "Change the plan?", Context: []byte(`{"path":"/a/very/long/path/that/should/wrap/instead/of/overflowing/the/screen/file.go"}`),
+		Options: []belay.HITLOption{{ID: "edit", Label: "Edit the plan", Action: belay.ActionModify}, {ID: "ok", Label: "Keep", Action: belay.ActionApprove, IsDefault: true}},
+		Timeout: &belay.TimeoutInput{Duration: 600, DefaultAction: belay.ActionApprove}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := browser(t)
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(375, 740)); err != nil {
+		t.Fatal(err)
+	}
+	e.signInBrowser(t, ctx)
+	card := `#card-` + cp.ID
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(card)); err != nil {
+		t.Fatal(err)
+	}
+	wide, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > document.documentElement.clientWidth ||
+		[...document.querySelectorAll(".card, .card *")].some(el => el.getBoundingClientRect().right > document.documentElement.clientWidth + 0.5)`))
+	if wide {
+		t.Error("the inbox scrolls sideways at 375 px")
+	}
+	screenshot(t, ctx, "dashboard-phone")
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(`#mod-`+cp.ID, `{not json`),
+		chromedp.Click(card+` button[value="edit"]`),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("err-`+cp.ID+`").textContent !== ""`)); err != nil {
+		t.Fatal(err)
+	}
+	msg, _ := chromedp.Run(ctx, chromedp.Text(`#err-`+cp.ID))
+	if !strings.Contains(msg, "must be JSON") {
+		t.Fatalf("error %q", msg)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(`#mod-`+cp.ID, `{"tasks":["a","b"]}`),
+		chromedp.Click(card+` button[value="edit"]`),
+		chromedp.WaitNotPresent(card),
+	); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := e.svc.GetCheckpoint(agent(), cp.ID)
+	if got.Decision == nil || got.Decision.Action != belay.ActionModify || string(got.Decision.Modifications) != `{"tasks":["a","b"]}` {
+		t.Fatalf("decision %+v", got.Decision)
+	}
+}

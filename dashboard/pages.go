@@ -136,7 +136,14 @@ func (d *Dashboard) decide(w http.ResponseWriter, r *http.Request, rq *request) 
 		Feedback: strings.TrimSpace(r.PostFormValue("feedback"))}
 	if m := strings.TrimSpace(r.PostFormValue("modifications")); m != "" {
 		if !json.Valid([]byte(m)) {
-			d.fail(w, r, rq, belay.Invalid("modifications", "the modifications must be JSON"))
+			err := belay.Invalid("modifications", "the modifications must be JSON")
+			if r.Header.Get("HX-Request") != "" {
+				w.Header().Set("HX-Retarget", "#err-"+id)
+				w.Header().Set("HX-Reswap", "innerHTML")
+				d.render(w, http.StatusOK, "text", err.Message)
+				return
+			}
+			d.fail(w, r, rq, err)
 			return
 		}
 		in.Modifications = json.RawMessage(m)
@@ -162,6 +169,17 @@ func (d *Dashboard) decide(w http.ResponseWriter, r *http.Request, rq *request) 
 		return
 	}
 	if err != nil {
+		if htmx {
+			// The card stays, with the reason in its error slot.
+			msg := "Could not decide."
+			if errors.As(err, &be) {
+				msg = be.Message
+			}
+			w.Header().Set("HX-Retarget", "#err-"+id)
+			w.Header().Set("HX-Reswap", "innerHTML")
+			d.render(w, http.StatusOK, "text", msg)
+			return
+		}
 		d.fail(w, r, rq, err)
 		return
 	}
@@ -335,7 +353,14 @@ func (d *Dashboard) sessionPage(w http.ResponseWriter, r *http.Request, rq *requ
 		}
 	}
 	walk(roots, 0)
-	d.page(w, rq, "session.html", s.Title, "sessions", map[string]any{"S": s, "Nodes": flat, "More": more, "Flash": r.URL.Query().Get("flash")})
+	var snaps []*belay.Checkpoint
+	for _, c := range cps {
+		if c.WorkspaceRef != "" {
+			snaps = append(snaps, c)
+		}
+	}
+	d.page(w, rq, "session.html", s.Title, "sessions", map[string]any{"S": s, "Nodes": flat, "More": more, "Snaps": snaps,
+		"Flash": d.takeFlash(rq.sess)})
 }
 
 // Diff display limits: a huge diff shows its first files only.
@@ -458,7 +483,10 @@ func (d *Dashboard) rollback(w http.ResponseWriter, r *http.Request, rq *request
 		return
 	}
 	flash := fmt.Sprintf("Rolled back to #%d: %d files restored, %d removed.", cp.Seq, len(res.RestoredFiles), len(res.RemovedFiles))
-	http.Redirect(w, r, "/sessions/"+url.PathEscape(id)+"?flash="+url.QueryEscape(flash), http.StatusSeeOther)
+	d.mu.Lock()
+	rq.sess.flash = flash
+	d.mu.Unlock()
+	http.Redirect(w, r, "/sessions/"+url.PathEscape(id), http.StatusSeeOther)
 }
 
 func (d *Dashboard) searchPage(w http.ResponseWriter, r *http.Request, rq *request) {
@@ -473,4 +501,32 @@ func (d *Dashboard) searchPage(w http.ResponseWriter, r *http.Request, rq *reque
 		data["R"] = res
 	}
 	d.render(w, http.StatusOK, "search.html", page{Title: "Search", User: rq.sess.user, CSRF: rq.sess.csrf, Nav: "search", Search: q, Data: data})
+}
+
+// export downloads the session as the archive `belay import` reads.
+func (d *Dashboard) export(w http.ResponseWriter, r *http.Request, rq *request) {
+	s, err := d.svc.GetSession(rq.ctx, r.PathValue("id"))
+	if err != nil {
+		d.fail(w, r, rq, err)
+		return
+	}
+	// Write into a buffer first so that a failure is still an error page.
+	var b bytes.Buffer
+	if err := d.svc.ExportSession(rq.ctx, s.ID, &b); err != nil {
+		d.fail(w, r, rq, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/gzip")
+	w.Header().Set("Content-Disposition", `attachment; filename="belay-session-`+s.ID+`.tar.gz"`)
+	w.Header().Set("Content-Length", fmt.Sprint(b.Len()))
+	_, _ = b.WriteTo(w)
+}
+
+// takeFlash returns the session's one-time message and forgets it.
+func (d *Dashboard) takeFlash(s *webSession) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f := s.flash
+	s.flash = ""
+	return f
 }

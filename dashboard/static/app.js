@@ -26,7 +26,7 @@
     var n = inbox ? inbox.querySelectorAll(".card[data-id]").length : null;
     var badge = document.getElementById("inbox-count");
     if (n === null) return;
-    if (badge) badge.textContent = n > 0 ? "(" + n + ")" : "";
+    if (badge) badge.textContent = n > 0 ? " (" + n + ")" : "";
     document.title = (n > 0 ? "(" + n + ") " : "") + baseTitle;
     var empty = document.getElementById("empty");
     if (n === 0 && !empty) {
