@@ -122,6 +122,7 @@ func New(opts Options) *Dashboard {
 	mux.Handle("POST /sessions/{id}/rollback", d.authed(d.rollback))
 	mux.Handle("GET /sessions/{id}/export", d.authed(d.export))
 	mux.Handle("GET /search", d.authed(d.searchPage))
+	mux.Handle("GET /feed", d.authed(d.feedPage))
 	// Cross-origin POSTs are refused by their Origin / Sec-Fetch-Site headers
 	// before the CSRF token is even looked at.
 	cop := http.NewCrossOriginProtection()
@@ -133,7 +134,7 @@ func New(opts Options) *Dashboard {
 // beside an API: mounting only these, not "/", leaves the API's own answers
 // for unknown paths alone.
 func Patterns() []string {
-	return []string{"GET /{$}", "/signin", "/signout", "/inbox", "/decide/", "/events", "/sessions", "/sessions/", "/search", "/static/"}
+	return []string{"GET /{$}", "/signin", "/signout", "/inbox", "/decide/", "/events", "/sessions", "/sessions/", "/search", "/feed", "/static/"}
 }
 
 // ServeHTTP serves the dashboard.

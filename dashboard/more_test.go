@@ -257,3 +257,22 @@ func TestBrowserPhoneWidthAndErrors(t *testing.T) {
 		t.Fatalf("decision %+v", got.Decision)
 	}
 }
+
+// The event feed starts with recent events and shows new ones live.
+func TestBrowserEventFeed(t *testing.T) {
+	e := newEnv(t)
+	old := e.ask(t, "before", "Asked before the feed opened?", "", "", 0)
+	ctx := browser(t)
+	e.signInBrowser(t, ctx)
+	if err := chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/feed"), chromedp.WaitVisible(`#feed a[href*="`+old.SessionID+`"]`)); err != nil {
+		t.Fatalf("the feed lacks a recent event: %v", err)
+	}
+	cp := e.ask(t, "<b>live</b>", "Asked while the feed is open?", "", "", 0)
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(`#feed a[href*="`+cp.SessionID+`"]`)); err != nil {
+		t.Fatalf("the feed did not show a new event: %v", err)
+	}
+	text, _ := chromedp.Run(ctx, chromedp.Text(`#feed`))
+	if !strings.Contains(text, "hitl.required") || !strings.Contains(text, "session.created") {
+		t.Fatalf("feed:\n%s", text)
+	}
+}

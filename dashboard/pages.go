@@ -190,32 +190,60 @@ func (d *Dashboard) decide(w http.ResponseWriter, r *http.Request, rq *request) 
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
-// events streams a "change" event to the browser whenever something the
-// user may see happens; the page then fetches what it shows again. The
+// errPosition stops a Follow once it has told where the log ends.
+var errPosition = errors.New("position known")
+
+// feedBacklog is how many past events the event feed starts with.
+const feedBacklog = 50
+
+// events streams the event log to the browser as Server-Sent Events. By
+// default each batch is one "change" event (the page then fetches what it
+// shows again); with ?feed=1 every event is sent ("event": seq, type,
+// session, checkpoint, time, no payload), starting with the newest few. The
 // stream resumes from Last-Event-ID, so nothing is missed across reconnects.
 func (d *Dashboard) events(w http.ResponseWriter, r *http.Request, rq *request) {
-	f := belay.EventFilter{After: belay.FromNow, SessionID: r.URL.Query().Get("session")}
+	q := r.URL.Query()
+	feed := q.Get("feed") != ""
+	f := belay.EventFilter{After: belay.FromNow, SessionID: q.Get("session")}
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
 		var n int64
 		if _, err := fmt.Sscan(id, &n); err == nil && n >= 0 {
 			f.After = n
 		}
+	} else if feed {
+		var end int64
+		err := d.svc.Follow(rq.ctx, f, 0, func(after int64, _ []belay.Event) error {
+			end = after
+			return errPosition
+		})
+		if err != nil && !errors.Is(err, errPosition) {
+			d.fail(w, r, rq, err)
+			return
+		}
+		f.After = max(0, end-feedBacklog)
 	}
 	rc := http.NewResponseController(w)
 	started := false
 	err := d.svc.Follow(rq.ctx, f, d.heartbeat, func(after int64, batch []belay.Event) error {
 		_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
 		var b bytes.Buffer
-		if !started {
+		switch {
+		case !started:
 			started = true
 			h := w.Header()
 			h.Set("Content-Type", "text/event-stream")
 			h.Set("Cache-Control", "no-cache")
 			h.Set("X-Accel-Buffering", "no")
 			fmt.Fprintf(&b, "retry: 1000\nid: %d\nevent: hello\ndata: {}\n\n", after)
-		} else if len(batch) == 0 {
+		case len(batch) == 0:
 			b.WriteString(": ping\n\n")
-		} else {
+		case feed:
+			for _, e := range batch {
+				data, _ := json.Marshal(map[string]any{"seq": e.Seq, "type": e.Type, "sessionId": e.SessionID,
+					"checkpointId": e.CheckpointID, "createdAt": e.CreatedAt})
+				fmt.Fprintf(&b, "id: %d\nevent: event\ndata: %s\n\n", e.Seq, data)
+			}
+		default:
 			types := map[string]bool{}
 			for _, e := range batch {
 				types[e.Type] = true
@@ -236,6 +264,10 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request, rq *request) 
 	if !started && err != nil {
 		d.fail(w, r, rq, err)
 	}
+}
+
+func (d *Dashboard) feedPage(w http.ResponseWriter, r *http.Request, rq *request) {
+	d.page(w, rq, "feed.html", "Events", "feed", nil)
 }
 
 type sessionRow struct {

@@ -114,7 +114,42 @@
     connect();
   }
 
+  // feed shows each event as a row, newest first; built with textContent,
+  // so nothing in an event becomes markup.
+  function feed(el) {
+    var status = document.getElementById("live");
+    var max = 200;
+    function connect() {
+      var es = new EventSource(el.dataset.feed);
+      es.addEventListener("hello", function () { if (status) status.textContent = ""; });
+      es.addEventListener("event", function (m) {
+        var e = JSON.parse(m.data);
+        var li = document.createElement("li");
+        li.className = "row"; li.id = "ev-" + e.seq;
+        var seq = document.createElement("span"); seq.className = "seq muted"; seq.textContent = "#" + e.seq;
+        var type = document.createElement("span"); type.className = "type"; type.textContent = e.type;
+        var when = document.createElement("time"); when.className = "muted"; when.dateTime = e.createdAt;
+        when.textContent = new Date(e.createdAt).toLocaleTimeString();
+        li.append(seq, " ", type, " ", when);
+        if (e.sessionId) {
+          var a = document.createElement("a");
+          a.href = "/sessions/" + encodeURIComponent(e.sessionId) + (e.checkpointId ? "#cp-" + encodeURIComponent(e.checkpointId) : "");
+          a.textContent = "session " + e.sessionId.slice(0, 8);
+          li.append(" ", a);
+        }
+        el.prepend(li);
+        while (el.children.length > max) el.lastElementChild.remove();
+      });
+      es.onerror = function () {
+        if (status) status.textContent = "Reconnecting…";
+        if (es.readyState === EventSource.CLOSED) setTimeout(connect, 3000);
+      };
+    }
+    connect();
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("[data-feed]").forEach(feed);
     document.body.addEventListener("htmx:afterSwap", count);
     document.body.addEventListener("htmx:afterSettle", count);
     document.querySelectorAll("[data-live]").forEach(live);
