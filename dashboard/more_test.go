@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -274,5 +275,75 @@ func TestBrowserEventFeed(t *testing.T) {
 	text, _ := chromedp.Run(ctx, chromedp.Text(`#feed`))
 	if !strings.Contains(text, "hitl.required") || !strings.Contains(text, "session.created") {
 		t.Fatalf("feed:\n%s", text)
+	}
+}
+
+// The sessions list shows status, progress of a plan and cost, and filters
+// by status.
+func TestSessionsListProgressAndFilter(t *testing.T) {
+	e := newEnv(t)
+	s, err := e.svc.CreateSession(agent(), belay.CreateSessionInput{Title: "planned work", ProjectPath: e.project})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.SetPlan(agent(), belay.SetPlanInput{SessionID: s.ID, Tasks: []belay.Task{{ID: "a", Title: "A"}, {ID: "b", Title: "B"}, {ID: "c", Title: "C"}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []belay.TaskStatus{belay.TaskRunning, belay.TaskCompleted} {
+		if _, err := e.svc.UpdateTask(agent(), belay.TaskUpdate{SessionID: s.ID, TaskID: "a", Status: st}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.svc.AddCost(agent(), belay.CostInput{SessionID: s.ID, Micros: 250000}); err != nil {
+		t.Fatal(err)
+	}
+	done, err := e.svc.CreateSession(agent(), belay.CreateSessionInput{Title: "finished work", ProjectPath: filepath.Dir(e.project)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.EndSession(agent(), belay.EndSessionInput{SessionID: done.ID, Status: belay.SessionCompleted}); err != nil {
+		t.Fatal(err)
+	}
+	c := e.client(t)
+	e.signIn(t, c)
+	_, body := get(t, c, e.srv.URL+"/sessions")
+	for _, want := range []string{"planned work", "1/3 tasks", "$0.25", "running", "finished work", "completed"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("sessions page lacks %q", want)
+		}
+	}
+	_, body = get(t, c, e.srv.URL+"/sessions?status=completed")
+	if !strings.Contains(body, "finished work") || strings.Contains(body, "planned work") {
+		t.Errorf("status filter:\n%s", body)
+	}
+}
+
+// The session page follows its session: a new checkpoint shows up, and a
+// rollback's branch is indented under the checkpoint it starts from.
+func TestBrowserSessionPageIsLiveAndBranches(t *testing.T) {
+	e := newEnv(t)
+	s, err := e.svc.CreateSession(agent(), belay.CreateSessionInput{Title: "branches", ProjectPath: e.project})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := e.snapshot(t, s.ID, "one", map[string]string{"a.txt": "1\n"}, `{}`)
+	e.snapshot(t, s.ID, "two", map[string]string{"a.txt": "2\n"}, `{}`)
+	if _, err := e.svc.RestoreCheckpoint(agent(), belay.RestoreInput{CheckpointID: one.ID}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := browser(t)
+	e.signInBrowser(t, ctx)
+	if err := chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/sessions/"+s.ID), chromedp.WaitVisible(`#cp-`+one.ID)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	three := e.snapshot(t, s.ID, "three, on the branch", map[string]string{"a.txt": "3\n"}, `{}`)
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(`#cp-`+three.ID)); err != nil {
+		t.Fatalf("the new checkpoint never appeared: %v", err)
+	}
+	indented, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector("#cp-`+three.ID+`").className.includes("depth-1")`))
+	head, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector("#cp-`+three.ID+`").classList.contains("head")`))
+	if !indented || !head {
+		t.Fatalf("the branch's checkpoint: indented %v, head %v", indented, head)
 	}
 }
