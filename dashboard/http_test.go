@@ -181,3 +181,32 @@ func TestPagesEscapeUserData(t *testing.T) {
 func belayToken(user string) belay.CreateTokenInput {
 	return belay.CreateTokenInput{User: user, Name: "dashboard test"}
 }
+
+// Posting the same choice twice (a double click) is not a conflict; another
+// choice afterwards is refused and says who decided what.
+func TestDoubleSubmitIsNotAConflict(t *testing.T) {
+	e := newEnv(t)
+	cp := e.ask(t, "twice", "Twice?", "", "", 0)
+	c := e.client(t)
+	csrf := e.signIn(t, c)
+	post := func(option string) (int, string) {
+		req, _ := http.NewRequest("POST", e.srv.URL+"/decide/"+cp.ID, strings.NewReader(url.Values{"option": {option}, "csrf": {csrf}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("HX-Request", "true")
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	for range 2 {
+		if code, body := post("ship"); code != 200 || body != "" {
+			t.Fatalf("decide: %d %q", code, body)
+		}
+	}
+	if code, body := post("stop"); code != 200 || !strings.Contains(body, "Already decided: approve (ship) by admin") {
+		t.Fatalf("another choice: %d %q", code, body)
+	}
+}

@@ -2,6 +2,8 @@ package dashboard
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -134,6 +136,10 @@ func (d *Dashboard) decide(w http.ResponseWriter, r *http.Request, rq *request) 
 	id := r.PathValue("id")
 	in := belay.DecideInput{CheckpointID: id, SelectedOption: r.PostFormValue("option"),
 		Feedback: strings.TrimSpace(r.PostFormValue("feedback"))}
+	// A double click (or a retried POST) of the same choice in the same
+	// sign-in returns the first decision instead of a conflict.
+	sum := sha256.Sum256([]byte(rq.sess.csrf + "\x00" + id + "\x00" + in.SelectedOption))
+	in.IdempotencyKey = "dashboard-" + hex.EncodeToString(sum[:16])
 	if m := strings.TrimSpace(r.PostFormValue("modifications")); m != "" {
 		if !json.Valid([]byte(m)) {
 			err := belay.Invalid("modifications", "the modifications must be JSON")
