@@ -210,3 +210,34 @@ func TestDoubleSubmitIsNotAConflict(t *testing.T) {
 		t.Fatalf("another choice: %d %q", code, body)
 	}
 }
+
+// A token without the decide scope cannot decide through the dashboard: the
+// service refuses and the card says why.
+func TestReadOnlyTokenCannotDecide(t *testing.T) {
+	e := newEnv(t)
+	cp := e.ask(t, "ro", "Read only?", "", "", 0)
+	tk, err := e.svc.CreateToken(agent(), belay.CreateTokenInput{User: "admin", Name: "read only", Scopes: []belay.Scope{belay.ScopeRead}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.token = tk.Secret
+	c := e.client(t)
+	csrf := e.signIn(t, c)
+	req, _ := http.NewRequest("POST", e.srv.URL+"/decide/"+cp.ID, strings.NewReader(url.Values{"option": {"ship"}, "csrf": {csrf}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("HX-Request", "true")
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.Header.Get("HX-Retarget") != "#err-"+cp.ID || len(b) == 0 {
+		t.Fatalf("refusal: %s %v %q", res.Status, res.Header, b)
+	}
+	got, _ := e.svc.GetCheckpoint(agent(), cp.ID)
+	if got.Decision != nil {
+		t.Fatalf("a read-only token decided: %+v", got.Decision)
+	}
+	t.Logf("shown: %s", b)
+}
