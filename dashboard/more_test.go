@@ -347,3 +347,32 @@ func TestBrowserSessionPageIsLiveAndBranches(t *testing.T) {
 		t.Fatalf("the branch's checkpoint: indented %v, head %v", indented, head)
 	}
 }
+
+// A new request while the tab is in the background raises a notification
+// (when the person allowed them).
+func TestBrowserNotifiesInTheBackground(t *testing.T) {
+	e := newEnv(t)
+	ctx := browser(t)
+	e.signInBrowser(t, ctx)
+	// Stand-ins for the permission prompt and a hidden tab.
+	fake := `(function(){ window.__notes = [];
+		window.Notification = function(title, o){ window.__notes.push(title + ": " + o.body) };
+		window.Notification.permission = "granted";
+		Object.defineProperty(document, "hidden", {get: function(){ return true }});
+		return true })()`
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](fake)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	cp := e.ask(t, "bg", "Noticed in the background?", "", "", 0)
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(`#card-`+cp.ID)); err != nil {
+		t.Fatal(err)
+	}
+	notes, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`window.__notes`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(notes) != 1 || notes[0] != "belay: decision needed: Noticed in the background?" {
+		t.Fatalf("notifications %q", notes)
+	}
+}
