@@ -72,6 +72,15 @@ func TestBrowserTimelineDiffRollback(t *testing.T) {
 	if !strings.Contains(st, `"notes": "<script>window.__xss=1</script>"`) {
 		t.Errorf("agent state shown as %q", st)
 	}
+	if err := chromedp.Do(ctx, chromedp.Click(`#cp-`+two.ID+` details.changed summary`), chromedp.WaitVisible(`#cp-`+two.ID+` details.changed ul`)); err != nil {
+		t.Fatal(err)
+	}
+	changed, _ := chromedp.Run(ctx, chromedp.Text(`#cp-`+two.ID+` details.changed ul`))
+	for _, want := range []string{"added <u>odd.go", "modified lexer.go", "deleted parser.go"} {
+		if !strings.Contains(changed, want) {
+			t.Errorf("files changed by #2 lack %q:\n%s", want, changed)
+		}
+	}
 	screenshot(t, ctx, "dashboard-timeline")
 
 	// Diff #1 → #2.
