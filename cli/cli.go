@@ -282,6 +282,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.PersistentFlags().StringVar(&a.durability, "durability", "full", "full: a saved write survives a power loss; relaxed: faster, the last writes before a power loss or OS crash may be lost (the embedded database; PostgreSQL keeps its own settings)")
 	root.AddCommand(
 		a.serveCommand(),
+		a.openCommand(),
 		a.saveCommand(),
 		a.sessionCommand(),
 		a.resumeCommand(),

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -146,6 +147,29 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 	if !strings.HasPrefix(token, "belay_") {
 		t.Fatalf("no bootstrap token printed")
+	}
+
+	// The dashboard is served by the same process: the printed token signs
+	// a browser in.
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := noFollow.PostForm(url+"/signin", neturl.Values{"token": {token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusSeeOther || len(res.Cookies()) == 0 {
+		t.Fatalf("dashboard sign-in: %s, cookies %v", res.Status, res.Cookies())
+	}
+	req, _ := http.NewRequest("GET", url+"/", nil)
+	req.AddCookie(res.Cookies()[0])
+	res, err = noFollow.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || !strings.Contains(string(page), "Waiting for you") {
+		t.Fatalf("dashboard inbox: %s\n%.500s", res.Status, page)
 	}
 
 	// belay runs a command as its own process against the server. Its data

@@ -29,8 +29,9 @@ func (a *app) serveCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the HTTP API on the local database",
-		Long: `Serve belay's HTTP API (/v1), /healthz and /metrics on the embedded database.
-Stops gracefully on SIGINT or SIGTERM, finishing requests in flight.
+		Long: `Serve belay's HTTP API (/v1), /healthz, /metrics and the web dashboard (/)
+on the embedded database (or --db). Stops gracefully on SIGINT or SIGTERM,
+finishing requests in flight.
 
 The log goes to standard error: each request (method, path, status, duration,
 user) at info, health checks and metrics scrapes at debug.`,

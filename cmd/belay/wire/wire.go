@@ -21,6 +21,7 @@ import (
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/cli"
 	"github.com/belayhq/belay/core"
+	"github.com/belayhq/belay/dashboard"
 	"github.com/belayhq/belay/httpapi"
 	"github.com/belayhq/belay/mcpserver"
 	"github.com/belayhq/belay/search"
@@ -151,6 +152,12 @@ func serve(ctx context.Context, cfg cli.ServeConfig) error {
 		api.HandlePublic(root, h) // WebSocket clients connect to the root
 		api.HandlePublic(root+"/", h)
 	}
+	// The dashboard signs people in itself (an API token exchanged for a
+	// session cookie) and calls the service as them.
+	dash := dashboard.New(dashboard.Options{Service: svc, Authenticate: svc.Authenticate, Logger: log})
+	for _, p := range dashboard.Patterns() {
+		api.HandlePublic(p, dash)
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
@@ -167,6 +174,7 @@ func serve(ctx context.Context, cfg cli.ServeConfig) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	fmt.Fprintf(cfg.Stdout, "belay %s serving on http://%s (database %s)\n", cfg.Version, ln.Addr(), l.where)
+	fmt.Fprintf(cfg.Stdout, "Dashboard: %s (sign in with an API token)\n", dashboardURL(ln.Addr()))
 	// The sweeper and the webhook dispatcher stop before the database closes.
 	bgCtx, stopBackground := context.WithCancel(context.Background())
 	var background sync.WaitGroup
@@ -211,4 +219,17 @@ func newEmbedder(cfg cli.EmbeddingConfig) (search.Embedder, error) {
 		return nil, belay.Invalid("BELAY_EMBEDDING_URL", "%v", err)
 	}
 	return e, nil
+}
+
+// dashboardURL is the address a browser on this machine opens: a wildcard
+// listen address becomes localhost.
+func dashboardURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String() + "/"
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/"
 }

@@ -1,0 +1,361 @@
+// Package dashboard is belay's web dashboard: the approval inbox, sessions,
+// their timelines, diffs and rollback, and search, served by `belay serve`
+// at /.
+//
+// It is server-rendered with html/template (which escapes every value) and
+// uses a small vendored htmx for partial updates; live updates come from
+// belay.Service.Follow over Server-Sent Events. It calls belay.Service only,
+// as the signed-in user (belay.WithActor), so it can do no more than that
+// user's API token allows.
+//
+// A person signs in with an API token; the dashboard keeps a server-side
+// session (in memory: sessions do not survive a restart and are not shared
+// between instances) named by a random id in an HttpOnly, SameSite=Strict
+// cookie. Every POST needs the session's CSRF token and passes a
+// cross-origin check.
+package dashboard
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"embed"
+	"encoding/base64"
+	"errors"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/belayhq/belay"
+)
+
+//go:embed static
+var staticFS embed.FS
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+// CookieName is the session cookie's name.
+const CookieName = "belay_dashboard"
+
+// csrfHeader carries the CSRF token on htmx requests.
+const csrfHeader = "X-CSRF-Token"
+
+// DefaultSessionTTL is how long a sign-in lasts.
+const DefaultSessionTTL = 12 * time.Hour
+
+// Options configure the dashboard.
+type Options struct {
+	Service belay.Service
+	// Authenticate turns an API token into the identity it stands for.
+	Authenticate func(ctx context.Context, token string) (belay.Actor, error)
+	Logger       *slog.Logger
+	// SessionTTL is how long a sign-in lasts; DefaultSessionTTL when 0.
+	SessionTTL time.Duration
+	// Now tells the time (time.Now when nil); tests move it.
+	Now func() time.Time
+	// Heartbeat keeps idle event streams open; 15 s when 0.
+	Heartbeat time.Duration
+}
+
+// Dashboard is the dashboard's http.Handler.
+type Dashboard struct {
+	svc       belay.Service
+	auth      func(ctx context.Context, token string) (belay.Actor, error)
+	log       *slog.Logger
+	ttl       time.Duration
+	now       func() time.Time
+	heartbeat time.Duration
+	tmpl      *template.Template
+	handler   http.Handler
+
+	mu       sync.Mutex
+	sessions map[string]*webSession
+}
+
+// webSession is one sign-in. The token is kept so that every request is
+// authenticated again: a revoked token ends its sessions at once.
+type webSession struct {
+	token   string
+	csrf    string
+	user    string
+	expires time.Time
+	// flash is a message for the next page, e.g. what a rollback did.
+	flash string
+}
+
+// New returns the dashboard.
+func New(opts Options) *Dashboard {
+	d := &Dashboard{svc: opts.Service, auth: opts.Authenticate, log: opts.Logger, ttl: opts.SessionTTL,
+		now: opts.Now, heartbeat: opts.Heartbeat, sessions: map[string]*webSession{}}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	if d.ttl == 0 {
+		d.ttl = DefaultSessionTTL
+	}
+	if d.now == nil {
+		d.now = time.Now
+	}
+	if d.heartbeat == 0 {
+		d.heartbeat = 15 * time.Second
+	}
+	d.tmpl = template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html"))
+
+	mux := http.NewServeMux()
+	static, _ := fs.Sub(staticFS, "static")
+	mux.Handle("GET /static/", http.StripPrefix("/static/", cacheStatic(http.FileServerFS(static))))
+	mux.HandleFunc("GET /signin", d.signinPage)
+	mux.HandleFunc("POST /signin", d.signin)
+	mux.Handle("POST /signout", d.authed(d.signout))
+	mux.Handle("GET /{$}", d.authed(d.inboxPage))
+	mux.Handle("GET /inbox", d.authed(d.inboxFragment))
+	mux.Handle("POST /decide/{id}", d.authed(d.decide))
+	mux.Handle("GET /events", d.authed(d.events))
+	mux.Handle("GET /sessions", d.authed(d.sessionsPage))
+	mux.Handle("GET /sessions/{id}", d.authed(d.sessionPage))
+	mux.Handle("GET /sessions/{id}/diff", d.authed(d.diffPage))
+	mux.Handle("GET /sessions/{id}/rollback", d.authed(d.rollbackPreview))
+	mux.Handle("POST /sessions/{id}/rollback", d.authed(d.rollback))
+	mux.Handle("GET /sessions/{id}/export", d.authed(d.export))
+	mux.Handle("GET /search", d.authed(d.searchPage))
+	mux.Handle("GET /feed", d.authed(d.feedPage))
+	// Cross-origin POSTs are refused by their Origin / Sec-Fetch-Site headers
+	// before the CSRF token is even looked at.
+	cop := http.NewCrossOriginProtection()
+	d.handler = securityHeaders(cop.Handler(mux))
+	return d
+}
+
+// Patterns are the paths the dashboard serves, to mount on a server's mux
+// beside an API: mounting only these, not "/", leaves the API's own answers
+// for unknown paths alone.
+func Patterns() []string {
+	return []string{"GET /{$}", "/signin", "/signout", "/inbox", "/decide/", "/events", "/sessions", "/sessions/", "/search", "/feed", "/static/"}
+}
+
+// ServeHTTP serves the dashboard.
+func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) { d.handler.ServeHTTP(w, r) }
+
+func cacheStatic(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// securityHeaders forbids inline scripts, framing and content sniffing.
+func securityHeaders(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("X-Frame-Options", "DENY")
+		hd.Set("Referrer-Policy", "same-origin")
+		h.ServeHTTP(w, r)
+	})
+}
+
+func randomID() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // never fails on supported platforms
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// request is what an authenticated handler gets: the caller's context (with
+// its identity) and session.
+type request struct {
+	ctx  context.Context
+	sess *webSession
+	sid  string
+}
+
+type authedFunc func(w http.ResponseWriter, r *http.Request, rq *request)
+
+// authed finds the request's session, authenticates its token again, puts
+// the identity on the context and, for POSTs, checks the CSRF token. Without
+// a valid session a page goes to sign-in (htmx requests are told to).
+func (d *Dashboard) authed(f authedFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sid, sess := d.session(r)
+		if sess == nil {
+			d.toSignin(w, r)
+			return
+		}
+		actor, err := d.auth(r.Context(), sess.token)
+		if err != nil {
+			d.drop(sid)
+			d.toSignin(w, r)
+			return
+		}
+		if r.Method == http.MethodPost {
+			got := r.Header.Get(csrfHeader)
+			if got == "" {
+				got = r.PostFormValue("csrf")
+			}
+			if subtle.ConstantTimeCompare([]byte(got), []byte(sess.csrf)) != 1 {
+				http.Error(w, "Forbidden: the form is stale or was not sent by this dashboard (CSRF token missing or wrong). Reload the page.", http.StatusForbidden)
+				return
+			}
+		}
+		f(w, r, &request{ctx: belay.WithActor(r.Context(), actor), sess: sess, sid: sid})
+	})
+}
+
+func (d *Dashboard) session(r *http.Request) (string, *webSession) {
+	c, err := r.Cookie(CookieName)
+	if err != nil || c.Value == "" {
+		return "", nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := d.sessions[c.Value]
+	if s == nil {
+		return "", nil
+	}
+	if !d.now().Before(s.expires) {
+		delete(d.sessions, c.Value)
+		return "", nil
+	}
+	return c.Value, s
+}
+
+func (d *Dashboard) drop(sid string) {
+	d.mu.Lock()
+	delete(d.sessions, sid)
+	d.mu.Unlock()
+}
+
+// sweep forgets expired sessions; called on each sign-in so the map stays small.
+func (d *Dashboard) sweep() {
+	now := d.now()
+	for id, s := range d.sessions {
+		if !now.Before(s.expires) {
+			delete(d.sessions, id)
+		}
+	}
+}
+
+func (d *Dashboard) toSignin(w http.ResponseWriter, r *http.Request) {
+	clearCookie(w, r)
+	if r.Header.Get("HX-Request") != "" {
+		w.Header().Set("HX-Redirect", "/signin")
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	if r.Method == http.MethodGet && r.URL.Path != "/events" {
+		http.Redirect(w, r, "/signin?next="+urlQueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+		return
+	}
+	if r.Method == http.MethodGet {
+		http.Error(w, "sign in first", http.StatusUnauthorized)
+		return
+	}
+	http.Redirect(w, r, "/signin", http.StatusSeeOther)
+}
+
+func clearCookie(w http.ResponseWriter, r *http.Request) {
+	if _, err := r.Cookie(CookieName); err == nil {
+		http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
+			SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	}
+}
+
+func (d *Dashboard) signinPage(w http.ResponseWriter, r *http.Request) {
+	d.render(w, http.StatusOK, "signin.html", map[string]any{"Next": safeNext(r.URL.Query().Get("next"))})
+}
+
+func (d *Dashboard) signin(w http.ResponseWriter, r *http.Request) {
+	token := r.PostFormValue("token")
+	next := safeNext(r.PostFormValue("next"))
+	actor, err := d.auth(r.Context(), token)
+	if err != nil {
+		msg := "That API token is not valid."
+		var be *belay.Error
+		if errors.As(err, &be) && be.Code != belay.CodeUnauthenticated {
+			msg = "Could not sign in: " + be.Message
+		}
+		d.render(w, http.StatusUnauthorized, "signin.html", map[string]any{"Error": msg, "Next": next})
+		return
+	}
+	sid := randomID()
+	s := &webSession{token: token, csrf: randomID(), user: actor.UserID, expires: d.now().Add(d.ttl)}
+	d.mu.Lock()
+	d.sweep()
+	d.sessions[sid] = s
+	d.mu.Unlock()
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: sid, Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, Expires: s.expires})
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (d *Dashboard) signout(w http.ResponseWriter, r *http.Request, rq *request) {
+	d.drop(rq.sid)
+	clearCookie(w, r)
+	http.Redirect(w, r, "/signin", http.StatusSeeOther)
+}
+
+// safeNext keeps a redirect after sign-in on this site.
+func safeNext(next string) string {
+	if len(next) < 1 || next[0] != '/' || (len(next) > 1 && (next[1] == '/' || next[1] == '\\')) {
+		return "/"
+	}
+	return next
+}
+
+// page is what every full page's layout needs.
+type page struct {
+	Title  string
+	User   string
+	CSRF   string
+	Nav    string
+	Search string
+	Data   any
+}
+
+func (d *Dashboard) page(w http.ResponseWriter, rq *request, name, title, nav string, data any) {
+	d.render(w, http.StatusOK, name, page{Title: title, User: rq.sess.user, CSRF: rq.sess.csrf, Nav: nav, Data: data})
+}
+
+func (d *Dashboard) render(w http.ResponseWriter, status int, name string, data any) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	if err := d.tmpl.ExecuteTemplate(w, name, data); err != nil {
+		d.log.Warn("rendering a dashboard page", "template", name, "error", err)
+	}
+}
+
+// fail shows a service error as a page (or a fragment for htmx).
+func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, rq *request, err error) {
+	status := http.StatusInternalServerError
+	msg := "Something went wrong."
+	var be *belay.Error
+	if errors.As(err, &be) {
+		msg = be.Message
+		switch be.Code {
+		case belay.CodeNotFound, belay.CodeCheckpointNotFound, belay.CodeSessionNotFound:
+			status = http.StatusNotFound
+		case belay.CodeUnauthorized:
+			status = http.StatusForbidden
+		case belay.CodeValidation:
+			status = http.StatusBadRequest
+		case belay.CodeUnauthenticated:
+			d.toSignin(w, r)
+			return
+		default:
+			status = http.StatusConflict
+		}
+	} else {
+		d.log.Warn("dashboard request failed", "path", r.URL.Path, "error", err)
+	}
+	if r.Header.Get("HX-Request") != "" {
+		// htmx swaps only 2xx answers; the error goes where the result would.
+		d.render(w, http.StatusOK, "error-fragment", msg)
+		return
+	}
+	d.render(w, status, "error.html", page{Title: "Error", User: rq.sess.user, CSRF: rq.sess.csrf, Data: msg})
+}
