@@ -46,6 +46,7 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, in belay.RestoreInput) 
 	if err := s.mayUseWorkspace(ctx, target.ProjectPath); err != nil {
 		return nil, err
 	}
+	ctx = s.confined(ctx)
 	switch {
 	case in.DryRun:
 		return s.previewRestore(ctx, sess, target)

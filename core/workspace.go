@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,6 +48,8 @@ func workspaceError(err error) error {
 		return belay.Errorf(belay.CodeCheckpointCorrupt, "%s; run `belay validate` to see how to recover", we.Error())
 	case workspace.RestoreFailed:
 		return belay.Errorf(belay.CodeRestoreFailed, "%s", we.Error())
+	case workspace.Forbidden:
+		return belay.Errorf(belay.CodeUnauthorized, "%s", we.Error())
 	}
 	return err
 }
@@ -96,6 +97,7 @@ func (s *Service) createWithSnapshot(ctx context.Context, in belay.CreateCheckpo
 	if err := s.mayUseWorkspace(ctx, root); err != nil {
 		return err
 	}
+	ctx = s.confined(ctx)
 	unlock, err := ws.Lock(ctx, root)
 	if err != nil {
 		return workspaceError(err)
@@ -400,6 +402,7 @@ func (s *Service) DiffCheckpoint(ctx context.Context, in belay.DiffInput) (*bela
 	if err := s.mayUseWorkspace(ctx, from.ProjectPath); err != nil {
 		return nil, err
 	}
+	ctx = s.confined(ctx)
 	res := &belay.DiffResult{From: from}
 	toRef := ""
 	if in.To != "" && in.To != belay.DiffCurrent {
@@ -476,6 +479,17 @@ func sessionCheckpoints(ctx context.Context, r store.Reader, sessionID string) (
 	return out, nil
 }
 
+// confined holds the workspace operations of a caller who is not an admin to
+// the server's workspace roots each time an operation resolves the
+// workspace's path, so a symlink swapped in after mayUseWorkspace cannot lead
+// outside them.
+func (s *Service) confined(ctx context.Context) context.Context {
+	if a, ok := belay.ActorFrom(ctx); !ok || a.Admin {
+		return ctx
+	}
+	return workspace.Confine(ctx, s.roots)
+}
+
 // mayUseWorkspace says whether the caller may snapshot, restore or diff the
 // workspace at root: an admin anywhere, another authenticated user only under
 // one of the server's workspace roots. Otherwise any token holder could read or roll
@@ -486,10 +500,8 @@ func (s *Service) mayUseWorkspace(ctx context.Context, root string) error {
 	if a, ok := belay.ActorFrom(ctx); !ok || a.Admin {
 		return nil
 	}
-	for _, r := range s.roots {
-		if rel, err := filepath.Rel(r, root); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
-			return nil
-		}
+	if workspace.InsideRoots(root, s.roots) {
+		return nil
 	}
 	return belay.Errorf(belay.CodeUnauthorized, "only an admin may snapshot or restore %s; start the server with --workspace-root to let other users work under a directory", root).
 		With("projectPath", root)

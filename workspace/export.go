@@ -29,7 +29,7 @@ const exportRef = "refs/belay-export/tip"
 // InvalidWorkspace when the workspace is not the top of a git repository.
 // It takes the workspace lock.
 func (m *Manager) ExportBranch(ctx context.Context, root, branch string, commits []string) error {
-	s, err := m.existing(root)
+	s, err := m.existing(ctx, root)
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ type workspaceLock struct {
 // restore") holds it and calls SnapshotLocked and RestoreLocked. The lock is
 // not reentrant. Call unlock exactly once.
 func (m *Manager) Lock(ctx context.Context, root string) (unlock func(), err error) {
-	s, err := m.workspaceFor(root)
+	s, err := m.workspaceFor(ctx, root)
 	if err != nil {
 		return nil, err
 	}

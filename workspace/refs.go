@@ -18,7 +18,7 @@ import (
 // noticed; otherwise the commit and its root tree are. A workspace never
 // snapshotted has no commits.
 func (m *Manager) HasCommit(ctx context.Context, root, commit string) (bool, error) {
-	s, err := m.existing(root)
+	s, err := m.existing(ctx, root)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) && e.Code == NotFound {
@@ -61,7 +61,7 @@ func hasAlternates(s *shadow) bool {
 // missing. It checks connectivity only, not object contents, so it stays
 // fast.
 func (m *Manager) Fsck(ctx context.Context, root string) error {
-	s, err := m.existing(root)
+	s, err := m.existing(ctx, root)
 	if err != nil {
 		return err
 	}
@@ -79,7 +79,7 @@ func (m *Manager) Fsck(ctx context.Context, root string) error {
 // CommitMessage returns the full message of a commit in the shadow
 // repository, or an *Error with code NotFound.
 func (m *Manager) CommitMessage(ctx context.Context, root, commit string) (string, error) {
-	s, err := m.existing(root)
+	s, err := m.existing(ctx, root)
 	if err != nil {
 		return "", err
 	}
@@ -103,7 +103,7 @@ func (m *Manager) Refs(ctx context.Context, root, prefix string) (map[string]str
 	if !strings.HasPrefix(prefix, "refs/") {
 		return nil, fmt.Errorf("refs: prefix %q must start with refs/", prefix)
 	}
-	s, err := m.existing(root)
+	s, err := m.existing(ctx, root)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) && e.Code == NotFound {
@@ -140,7 +140,7 @@ func (m *Manager) DeleteRefs(ctx context.Context, root, prefix string) error {
 	if !strings.HasPrefix(prefix, "refs/") {
 		return fmt.Errorf("delete refs: prefix %q must start with refs/", prefix)
 	}
-	s, err := m.existing(root)
+	s, err := m.existing(ctx, root)
 	if err != nil {
 		return err
 	}
@@ -179,7 +179,7 @@ func (m *Manager) DeleteRefs(ctx context.Context, root, prefix string) error {
 // objects they need (borrowed ones included), to a git bundle at path. The
 // file appears atomically.
 func (m *Manager) WriteBundle(ctx context.Context, root string, refs []string, path string) error {
-	s, err := m.existing(root)
+	s, err := m.existing(ctx, root)
 	if err != nil {
 		return err
 	}
@@ -219,7 +219,7 @@ func (m *Manager) WriteBundle(ctx context.Context, root string, refs []string, p
 // An existing ref is only moved forward, never rewound. It takes the
 // workspace lock.
 func (m *Manager) ReadBundle(ctx context.Context, root, path string) (map[string]string, error) {
-	s, err := m.workspaceFor(root)
+	s, err := m.workspaceFor(ctx, root)
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +266,7 @@ func (m *Manager) ReadBundle(ctx context.Context, root, path string) (map[string
 // (repository, index and bookkeeping; not objects borrowed from the user's
 // repository). A workspace never snapshotted uses none.
 func (m *Manager) DiskUsage(ctx context.Context, root string) (int64, error) {
-	s, err := m.workspaceFor(root)
+	s, err := m.workspaceFor(ctx, root)
 	if err != nil {
 		return 0, err
 	}

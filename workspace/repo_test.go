@@ -101,7 +101,7 @@ func TestFirstSnapshotReusesUserRepository(t *testing.T) {
 
 func mustKey(t *testing.T, m *Manager, root string) string {
 	t.Helper()
-	s, err := m.workspaceFor(root)
+	s, err := m.workspaceFor(context.Background(), root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +317,7 @@ func TestDiff(t *testing.T) {
 		{Path: "new.txt", Status: "added", Additions: 1},
 		{Path: "type.txt", Status: "modified", Additions: 1, Deletions: 1},
 	}
-	s, _ := m.workspaceFor(root)
+	s, _ := m.workspaceFor(context.Background(), root)
 	indexBefore := hashTree(t, s.index)
 	refsBefore, _ := m.Refs(ctx, root, "refs/")
 	live, err := m.Diff(ctx, root, s1.Commit, "")

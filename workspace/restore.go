@@ -56,7 +56,7 @@ type RestoreResult struct {
 // code RestoreFailed is returned: the work tree is never left half-restored.
 // With dryRun nothing is written and the changes are only listed.
 func (m *Manager) Restore(ctx context.Context, root, from, target string, dryRun bool) (*RestoreResult, error) {
-	s, err := m.existing(root)
+	s, err := m.existing(ctx, root)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +70,7 @@ func (m *Manager) Restore(ctx context.Context, root, from, target string, dryRun
 
 // RestoreLocked is Restore for a caller that already holds Lock(root).
 func (m *Manager) RestoreLocked(ctx context.Context, root, from, target string, dryRun bool) (*RestoreResult, error) {
-	s, err := m.workspaceFor(root)
+	s, err := m.workspaceFor(ctx, root)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +166,7 @@ func (m *Manager) runJournal(ctx context.Context, s *shadow, j journal, changes 
 			return errorf(RestoreFailed, errors.Join(applyErr, err),
 				"restore %s: failed, and rolling back to %s failed too: the work tree is partly restored; the next snapshot or restore retries", s.root, j.From)
 		}
-		removeEmptyDirs(s.root, created)
+		removeEmptyDirs(s, created)
 		if err := os.Remove(s.journalPath()); err != nil {
 			return errorf(RestoreFailed, errors.Join(applyErr, err), "restore %s: failed and was rolled back to %s", s.root, j.From)
 		}
@@ -215,10 +215,11 @@ func (op fileOp) absent() bool { return op.mode == "000000" }
 // replace a directory and vice versa), then writes. It returns the ops it
 // started, in order — a failed op included, as it may have half happened —
 // and the directories it created. With rollback, a path to remove that is a
-// directory is left alone instead of failing: it is something the restore
-// refused to overwrite, not something it created.
+// directory, and a path to write whose parent is no longer a directory, are
+// left alone instead of failing: the restore being undone cannot have
+// changed them, and writing there could go through a symlink.
 func (m *Manager) apply(ctx context.Context, s *shadow, ops []fileOp, rollback bool) (touched []fileOp, created []string, err error) {
-	root, err := os.OpenRoot(s.root)
+	root, err := s.openRoot()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -251,7 +252,7 @@ func (m *Manager) apply(ctx context.Context, s *shadow, ops []fileOp, rollback b
 		op := writes[next]
 		next++
 		touched = append(touched, op)
-		dirs, err := m.writeFile(root, op, r, size)
+		dirs, err := m.writeFile(root, op, r, size, rollback)
 		created = append(created, dirs...)
 		return err
 	})
@@ -267,8 +268,8 @@ func (m *Manager) removeFile(root *os.Root, name string, rollback bool) error {
 		}
 	}
 	if err := checkParents(root, name, false, nil); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil // already gone
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNotDirectory) {
+			return nil // already gone: nothing in the work tree is at name
 		}
 		return err
 	}
@@ -301,6 +302,9 @@ func (m *Manager) removeFile(root *os.Root, name string, rollback bool) error {
 	return nil
 }
 
+// errNotDirectory: a leading component of a path is a file or a symlink.
+var errNotDirectory = errors.New("not a directory")
+
 // checkParents makes sure every leading directory of name is a real
 // directory (never a symlink, which could lead out of the workspace). With
 // create, missing ones are made and appended to created.
@@ -320,7 +324,7 @@ func checkParents(root *os.Root, name string, create bool, created *[]string) er
 		case err != nil:
 			return fmt.Errorf("%s: %w", dir, err)
 		case !fi.IsDir():
-			return fmt.Errorf("%s: in the way of %s: not a directory, not replacing it", dir, name)
+			return fmt.Errorf("%s: in the way of %s: %w, not replacing it", dir, name, errNotDirectory)
 		}
 	}
 	return nil
@@ -328,8 +332,9 @@ func checkParents(root *os.Root, name string, create bool, created *[]string) er
 
 // writeFile writes one tree entry to the work tree through a temporary file
 // (or symlink) renamed over the old one, so a reader never sees a partial
-// file. It returns the directories it created.
-func (m *Manager) writeFile(root *os.Root, op fileOp, r io.Reader, size int64) ([]string, error) {
+// file. It returns the directories it created. With rollback, a path whose
+// parent is no longer a directory is skipped (see apply).
+func (m *Manager) writeFile(root *os.Root, op fileOp, r io.Reader, size int64, rollback bool) ([]string, error) {
 	if m.beforeWrite != nil {
 		if err := m.beforeWrite(op.path); err != nil {
 			return nil, err
@@ -337,6 +342,10 @@ func (m *Manager) writeFile(root *os.Root, op fileOp, r io.Reader, size int64) (
 	}
 	var created []string
 	if err := checkParents(root, op.path, true, &created); err != nil {
+		if rollback && errors.Is(err, errNotDirectory) {
+			_, err := io.Copy(io.Discard, r)
+			return created, err
+		}
 		return created, fmt.Errorf("write %s: %w", op.path, err)
 	}
 	if fi, err := root.Lstat(op.path); err == nil && fi.IsDir() {
@@ -386,8 +395,8 @@ func (m *Manager) writeFile(root *os.Root, op fileOp, r io.Reader, size int64) (
 
 // removeEmptyDirs removes the directories a failed restore created, deepest
 // first, when they are still empty.
-func removeEmptyDirs(rootDir string, dirs []string) {
-	root, err := os.OpenRoot(rootDir)
+func removeEmptyDirs(s *shadow, dirs []string) {
+	root, err := s.openRoot()
 	if err != nil {
 		return
 	}
@@ -424,6 +433,9 @@ func (m *Manager) setIndexEntries(ctx context.Context, s *shadow, ops []fileOp) 
 func (m *Manager) catBlobs(ctx context.Context, s *shadow, ids []string, fn func(r io.Reader, size int64) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if err := s.checkRoot(); err != nil {
+		return err
+	}
 	cmd := m.command(ctx, s, runOpts{}, "cat-file", "--batch")
 	cmd.Stdin = strings.NewReader(strings.Join(ids, "\n") + "\n")
 	var stderr bytes.Buffer

@@ -85,7 +85,7 @@ type Snapshot struct {
 // `git gc --prune=now` after rewriting history is the way to lose them;
 // HasCommit and Fsck report it.
 func (m *Manager) Snapshot(ctx context.Context, req SnapshotRequest) (*Snapshot, error) {
-	s, err := m.workspaceFor(req.Root)
+	s, err := m.workspaceFor(ctx, req.Root)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +99,7 @@ func (m *Manager) Snapshot(ctx context.Context, req SnapshotRequest) (*Snapshot,
 
 // SnapshotLocked is Snapshot for a caller that already holds Lock(req.Root).
 func (m *Manager) SnapshotLocked(ctx context.Context, req SnapshotRequest) (*Snapshot, error) {
-	s, err := m.workspaceFor(req.Root)
+	s, err := m.workspaceFor(ctx, req.Root)
 	if err != nil {
 		return nil, err
 	}

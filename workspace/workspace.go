@@ -45,7 +45,8 @@ type Code string
 // Error codes returned in *Error.
 const (
 	// InvalidWorkspace: the root does not exist, is not a directory, lies
-	// inside DataDir, a path is outside the workspace, or (ExportBranch) the
+	// inside DataDir, changed while in use (a directory on its path was
+	// replaced), a path is outside the workspace, or (ExportBranch) the
 	// workspace is not a git repository or the branch cannot be written.
 	InvalidWorkspace Code = "InvalidWorkspace"
 	// GitMissing: the git binary cannot be run.
@@ -61,6 +62,9 @@ const (
 	// typically ones borrowed from the user's repository that the user's git
 	// pruned.
 	Corrupted Code = "Corrupted"
+	// Forbidden: the workspace's real path lies outside the roots the
+	// operation is confined to (see Confine).
+	Forbidden Code = "Forbidden"
 )
 
 // Error is the error type returned for failures a caller may want to tell
@@ -205,14 +209,18 @@ type shadow struct {
 func (s *shadow) journalPath() string { return filepath.Join(s.dir, "restore.json") }
 
 // workspaceFor validates root and returns its shadow description; it does not
-// create anything.
-func (m *Manager) workspaceFor(root string) (*shadow, error) {
+// create anything. When ctx confines operations to roots (Confine), the real
+// path of root must lie inside one of them.
+func (m *Manager) workspaceFor(ctx context.Context, root string) (*shadow, error) {
 	if root == "" || !filepath.IsAbs(root) {
 		return nil, errorf(InvalidWorkspace, nil, "workspace root %q must be an absolute path", root)
 	}
 	canon, err := canonicalPath(root, false)
 	if err != nil {
 		return nil, errorf(InvalidWorkspace, err, "workspace root %q does not exist", root)
+	}
+	if err := checkConfined(ctx, root, canon); err != nil {
+		return nil, err
 	}
 	fi, err := os.Stat(canon)
 	if err != nil {
@@ -224,8 +232,7 @@ func (m *Manager) workspaceFor(root string) (*shadow, error) {
 	if within(canon, m.dataDir) {
 		return nil, errorf(InvalidWorkspace, nil, "workspace root %q is inside the belay data dir %q", root, m.dataDir)
 	}
-	sum := sha256.Sum256([]byte(canon))
-	key := hex.EncodeToString(sum[:])[:16]
+	key := shadowKey(canon)
 	dir := filepath.Join(m.dataDir, "workspaces", key)
 	return &shadow{
 		root:  canon,
@@ -234,6 +241,12 @@ func (m *Manager) workspaceFor(root string) (*shadow, error) {
 		repo:  filepath.Join(dir, "repo.git"),
 		index: filepath.Join(dir, "index"),
 	}, nil
+}
+
+// shadowKey names the shadow directory of a canonical workspace root.
+func shadowKey(canon string) string {
+	sum := sha256.Sum256([]byte(canon))
+	return hex.EncodeToString(sum[:])[:16]
 }
 
 // within reports whether path equals dir or lies below it.
@@ -372,8 +385,8 @@ func (m *Manager) checkMeta(s *shadow) error {
 
 // existing returns the shadow of root, or NotFound when it was never
 // snapshotted; used by read-only operations that must not create a repository.
-func (m *Manager) existing(root string) (*shadow, error) {
-	s, err := m.workspaceFor(root)
+func (m *Manager) existing(ctx context.Context, root string) (*shadow, error) {
+	s, err := m.workspaceFor(ctx, root)
 	if err != nil {
 		return nil, err
 	}
@@ -479,6 +492,9 @@ func (m *Manager) run(ctx context.Context, s *shadow, o runOpts, args ...string)
 
 // runCode is run that also returns the exit code (for okCodes).
 func (m *Manager) runCode(ctx context.Context, s *shadow, o runOpts, args ...string) ([]byte, int, error) {
+	if err := s.checkRoot(); err != nil {
+		return nil, -1, err
+	}
 	cmd := m.command(ctx, s, o, args...)
 	if o.stdin != nil {
 		cmd.Stdin = bytes.NewReader(o.stdin)
