@@ -103,6 +103,11 @@ func (s *Service) createWithSnapshot(ctx context.Context, in belay.CreateCheckpo
 		return workspaceError(err)
 	}
 	defer unlock()
+	// A rollback a crash interrupted comes first: the session's head and
+	// the files this snapshot compares with are the rollback's.
+	if err := s.finishInterruptedRollback(ctx, ws, root); err != nil {
+		return err
+	}
 	// Read again under the lock: this is the state the snapshot builds on.
 	var sess *belay.Session
 	if in.SessionID != "" {

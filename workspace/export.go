@@ -41,6 +41,9 @@ func (m *Manager) ExportBranch(ctx context.Context, root, branch string, commits
 		return err
 	}
 	defer unlock()
+	if err := m.open(ctx, s); err != nil {
+		return fmt.Errorf("export %s: %w", s.root, err)
+	}
 	user, err := m.findUserRepo(ctx, s)
 	if err != nil {
 		return fmt.Errorf("export %s: %w", s.root, err)
@@ -97,7 +100,7 @@ func (m *Manager) ExportBranch(ctx context.Context, root, branch string, commits
 			return fmt.Errorf("export %s: %w", s.root, err)
 		}
 	}
-	if _, err := m.run(ctx, s, runOpts{}, "update-ref", exportRef, parent); err != nil {
+	if err := m.updateRef(ctx, s, exportRef, parent); err != nil {
 		return fmt.Errorf("export %s: %w", s.root, err)
 	}
 	defer m.run(context.WithoutCancel(ctx), s, runOpts{}, "update-ref", "-d", exportRef)

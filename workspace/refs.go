@@ -65,7 +65,11 @@ func (m *Manager) Fsck(ctx context.Context, root string) error {
 	if err != nil {
 		return err
 	}
-	_, err = m.run(ctx, s, runOpts{mergeStderr: true}, "fsck", "--connectivity-only", "--no-dangling", "--no-progress")
+	return m.fsck(ctx, s)
+}
+
+func (m *Manager) fsck(ctx context.Context, s *shadow) error {
+	_, err := m.run(ctx, s, runOpts{mergeStderr: true}, "fsck", "--connectivity-only", "--no-dangling", "--no-progress")
 	var gerr *gitError
 	if errors.As(err, &gerr) {
 		return errorf(Corrupted, err, "shadow repository of %s is damaged", s.root)
@@ -149,6 +153,19 @@ func (m *Manager) DeleteRefs(ctx context.Context, root, prefix string) error {
 		return err
 	}
 	defer unlock()
+	if err := m.open(ctx, s); err != nil {
+		return fmt.Errorf("delete refs of %s: %w", s.root, err)
+	}
+	// Under the lock every lock file of a ref is stale.
+	locks, err := lockFiles(s, true)
+	if err != nil {
+		return err
+	}
+	for _, name := range locks {
+		if err := os.Remove(filepath.Join(s.dir, filepath.FromSlash(name))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("delete refs of %s: %w", s.root, err)
+		}
+	}
 	refs, err := m.refs(ctx, s, prefix)
 	if err != nil {
 		return err

@@ -204,6 +204,9 @@ type shadow struct {
 	key   string
 	repo  string // dir/repo.git
 	index string // dir/index
+	// lockFile is the flocked lock file while the caller holds the lock;
+	// git commands inherit it (see Lock).
+	lockFile *os.File
 }
 
 func (s *shadow) journalPath() string { return filepath.Join(s.dir, "restore.json") }
@@ -281,7 +284,8 @@ var builtinExcludes = []string{
 // restore bytes exactly. info/attributes outranks .gitattributes files.
 const attributes = "* -text -ident -filter -working-tree-encoding\n"
 
-// shadowConfig is applied to every new shadow repository.
+// shadowConfig is the configuration of every shadow repository, new or
+// older (see writeSetup).
 var shadowConfig = [][2]string{
 	{"core.autocrlf", "false"},
 	{"core.symlinks", "true"},
@@ -298,48 +302,33 @@ var shadowConfig = [][2]string{
 	{"maintenance.auto", "false"},
 	// ReadBundle checks every object it imports.
 	{"fetch.fsckObjects", "true"},
+	// git syncs the objects, refs and index it writes, so a snapshot belay
+	// reported survives a crash; batch syncs all the objects of one command
+	// at once (git 2.36 and newer; older versions ignore both settings).
+	{"core.fsync", "committed,index"},
+	{"core.fsyncMethod", "batch"},
 }
 
-// open creates the shadow repository if needed. It is called with the lock
-// held (the lock file lives in the shadow directory, which flock created).
-// meta.json is written last, so a crash midway makes the next call set the
-// repository up again (git init and the settings are idempotent).
+// open creates the shadow repository if needed, or brings an existing one up
+// to date. It is called with the lock held (the lock file lives in the
+// shadow directory, which flock created), so lock files git left in the
+// shadow directory are stale (see Lock) and are removed. meta.json is
+// written last, so a crash midway makes the next call set the repository up
+// again (git init and the settings are idempotent).
 func (m *Manager) open(ctx context.Context, s *shadow) error {
 	if _, err := os.Stat(filepath.Join(s.dir, "meta.json")); err == nil {
-		return m.checkMeta(s)
+		if err := m.checkMeta(s); err != nil {
+			return err
+		}
+		if err := removeLeftovers(s); err != nil {
+			return err
+		}
+		return m.writeSetup(s)
 	}
 	if _, err := m.run(ctx, s, runOpts{gitDir: s.repo}, "init", "--bare", "-q", "--template="); err != nil {
 		return fmt.Errorf("create shadow repository: %w", err)
 	}
-	excludes := strings.Join(builtinExcludes, "\n") + "\n"
-	if rel, err := filepath.Rel(s.root, m.dataDir); err == nil && within(m.dataDir, s.root) && rel != "." {
-		// The data dir lives inside the workspace under another name than
-		// .belay: never snapshot belay's own files.
-		excludes += "/" + filepath.ToSlash(rel) + "/\n"
-	}
-	excludesFile := filepath.Join(s.dir, "exclude")
-	if err := writeFileAtomic(excludesFile, []byte(excludes), 0o600); err != nil {
-		return err
-	}
-	// Appended in one write rather than one `git config` per key (each is a
-	// process); later sections override what git init wrote.
-	var cfg strings.Builder
-	section := ""
-	for _, kv := range append(shadowConfig, [2]string{"core.excludesFile", excludesFile}) {
-		sec, key, _ := strings.Cut(kv[0], ".")
-		if sec != section {
-			fmt.Fprintf(&cfg, "[%s]\n", sec)
-			section = sec
-		}
-		fmt.Fprintf(&cfg, "\t%s = %s\n", key, quoteConfig(kv[1]))
-	}
-	if err := appendFile(filepath.Join(s.repo, "config"), cfg.String()); err != nil {
-		return fmt.Errorf("configure shadow repository: %w", err)
-	}
-	if err := os.MkdirAll(filepath.Join(s.repo, "info"), 0o700); err != nil {
-		return err
-	}
-	if err := writeFileAtomic(filepath.Join(s.repo, "info", "attributes"), []byte(attributes), 0o600); err != nil {
+	if err := m.writeSetup(s); err != nil {
 		return err
 	}
 	data, err := json.Marshal(meta{Root: s.root, Created: m.now().UTC()})
@@ -349,22 +338,103 @@ func (m *Manager) open(ctx context.Context, s *shadow) error {
 	return writeFileAtomic(filepath.Join(s.dir, "meta.json"), data, 0o600)
 }
 
+// setupFile is a file of the shadow directory whose whole content belay
+// decides.
+type setupFile struct {
+	name string // relative to the shadow directory, slash separated
+	data []byte
+}
+
+// setupFiles returns the built-in excludes, the repository's configuration
+// and its attributes as they must be.
+func (m *Manager) setupFiles(s *shadow) []setupFile {
+	excludes := strings.Join(builtinExcludes, "\n") + "\n"
+	if rel, err := filepath.Rel(s.root, m.dataDir); err == nil && within(m.dataDir, s.root) && rel != "." {
+		// The data dir lives inside the workspace under another name than
+		// .belay: never snapshot belay's own files.
+		excludes += "/" + filepath.ToSlash(rel) + "/\n"
+	}
+	return []setupFile{
+		{"exclude", []byte(excludes)},
+		{"repo.git/config", []byte(configText(s))},
+		{"repo.git/info/attributes", []byte(attributes)},
+	}
+}
+
+// configText is the shadow repository's whole configuration: what git init
+// writes for a bare repository, then shadowConfig.
+func configText(s *shadow) string {
+	entries := append([][2]string{{"core.repositoryformatversion", "0"}, {"core.bare", "true"}}, shadowConfig...)
+	entries = append(entries, [2]string{"core.excludesFile", filepath.Join(s.dir, "exclude")})
+	var sections []string
+	keys := map[string][]string{}
+	for _, kv := range entries {
+		sec, key, _ := strings.Cut(kv[0], ".")
+		if keys[sec] == nil {
+			sections = append(sections, sec)
+		}
+		keys[sec] = append(keys[sec], fmt.Sprintf("\t%s = %s\n", key, quoteConfig(kv[1])))
+	}
+	var cfg strings.Builder
+	for _, sec := range sections {
+		fmt.Fprintf(&cfg, "[%s]\n%s", sec, strings.Join(keys[sec], ""))
+	}
+	return cfg.String()
+}
+
+// writeSetup writes each setup file that does not hold what it must (a new
+// repository, an older one, or one a crash left a file of empty), and HEAD
+// when it is not a valid HEAD.
+func (m *Manager) writeSetup(s *shadow) error {
+	if err := os.MkdirAll(filepath.Join(s.repo, "info"), 0o700); err != nil {
+		return err
+	}
+	for _, f := range m.setupFiles(s) {
+		path := filepath.Join(s.dir, filepath.FromSlash(f.name))
+		if have, err := os.ReadFile(path); err == nil && bytes.Equal(have, f.data) {
+			continue
+		}
+		if err := writeFileAtomic(path, f.data, 0o600); err != nil {
+			return fmt.Errorf("configure shadow repository: %w", err)
+		}
+	}
+	head := filepath.Join(s.repo, "HEAD")
+	if data, err := os.ReadFile(head); err != nil || !validHEAD(data) {
+		// The shadow repository never uses HEAD, but git needs a valid one.
+		return writeFileAtomic(head, []byte("ref: refs/heads/master\n"), 0o600)
+	}
+	return nil
+}
+
+// validHEAD reports whether data is a symbolic ref or an object id.
+func validHEAD(data []byte) bool {
+	line, ok := bytes.CutSuffix(data, []byte("\n"))
+	if !ok {
+		return false
+	}
+	if target, ok := bytes.CutPrefix(line, []byte("ref: refs/")); ok {
+		return len(target) > 0 && !bytes.ContainsAny(target, " \t\x00")
+	}
+	return isObjectID(string(line))
+}
+
+// isObjectID reports whether id is a full SHA-1 object name.
+func isObjectID(id string) bool {
+	if len(id) != 40 {
+		return false
+	}
+	for _, c := range id {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // quoteConfig quotes a git config value.
 func quoteConfig(v string) string {
 	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\t", `\t`)
 	return `"` + r.Replace(v) + `"`
-}
-
-func appendFile(path, text string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(text)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // checkMeta guards against two roots hashing to the same key.
@@ -375,7 +445,7 @@ func (m *Manager) checkMeta(s *shadow) error {
 	}
 	var md meta
 	if err := json.Unmarshal(data, &md); err != nil {
-		return fmt.Errorf("read shadow metadata: %w", err)
+		return errorf(Corrupted, err, "the snapshot repository of %s is damaged: its metadata file is unreadable", s.root)
 	}
 	if md.Root != s.root {
 		return errorf(InvalidWorkspace, nil, "shadow directory %s belongs to %q, not %q", s.dir, md.Root, s.root)
@@ -417,7 +487,8 @@ func syncBelayIgnore(s *shadow) error {
 }
 
 // writeFileAtomic replaces path with data via a temporary file and rename, so
-// a crash never leaves a truncated file.
+// a crash never leaves a truncated file; the file and its directory are
+// synced, so once it returns the new content survives a crash.
 func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
@@ -436,11 +507,36 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 	if werr == nil {
 		werr = os.Rename(f.Name(), path)
 	}
+	if werr == nil {
+		werr = syncDir(filepath.Dir(path))
+	}
 	if werr != nil {
 		os.Remove(f.Name())
 		return fmt.Errorf("write %s: %w", path, werr)
 	}
 	return nil
+}
+
+// removeDurably removes path and syncs its directory, so the removal
+// survives a crash.
+func removeDurably(path string) error {
+	if err := os.Remove(path); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// syncDir makes the entries of dir (renames, removals) durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // runOpts tailors one git invocation.
@@ -542,6 +638,9 @@ func (m *Manager) command(ctx context.Context, s *shadow, o runOpts, args ...str
 	}
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 10 * time.Second
+	if s.lockFile != nil {
+		cmd.ExtraFiles = []*os.File{s.lockFile}
+	}
 	return cmd
 }
 
