@@ -351,3 +351,21 @@ func TestDiff(t *testing.T) {
 	_, err = m.Diff(ctx, root, "refs/belay/missing", "")
 	wantCode(t, err, NotFound)
 }
+
+// TestExportBranchRefusesAmbiguousNames: a branch name that reads as another
+// ref is refused before anything is written.
+func TestExportBranchRefusesAmbiguousNames(t *testing.T) {
+	m := newManager(t)
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{"a.txt": "a\n"})
+	initUserRepo(t, root)
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	refs := userGit(t, root, "for-each-ref")
+	for _, branch := range []string{"HEAD", "refs/heads/main", "@", "-x"} {
+		err := m.ExportBranch(context.Background(), root, branch, []string{s1.Commit})
+		wantCode(t, err, InvalidWorkspace)
+	}
+	if got := userGit(t, root, "for-each-ref"); got != refs {
+		t.Errorf("refs changed:\n%s\nwant\n%s", got, refs)
+	}
+}
