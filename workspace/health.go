@@ -161,24 +161,34 @@ func (m *Manager) damagedFiles(ctx context.Context, s *shadow) []Problem {
 		if err == nil && bytes.Equal(have, f.data) {
 			continue
 		}
-		switch f.name {
-		case "exclude":
+		if f.name == "exclude" {
 			damaged(f.name, "the built-in excludes are damaged: snapshots could store directories such as node_modules")
-		case "repo.git/info/attributes":
+		} else {
 			damaged(f.name, "the attribute settings are damaged: snapshots could change line endings")
-		default:
-			// git reads a configuration only in a repository with a HEAD.
-			if headOK && len(have) > 0 {
-				o := runOpts{gitDir: s.repo, okCodes: []int{1}}
-				out, _, err := m.runCode(ctx, s, o, "config", "--file", filepath.Join(s.repo, "config"), "--get", "core.excludesFile")
-				if err == nil && strings.TrimSpace(string(out)) == filepath.Join(s.dir, "exclude") {
-					continue
-				}
-			}
-			damaged(f.name, "the settings of the snapshot repository are empty or damaged: snapshots fail or store ignored files")
 		}
 	}
+	if !m.configReadable(ctx, s, headOK) {
+		damaged("repo.git/config", "the settings of the snapshot repository are empty or damaged: snapshots fail or store ignored files")
+	}
 	return ps
+}
+
+// configReadable reports whether git reads the shadow repository's
+// configuration with the built-in excludes in it. An older configuration
+// passes (the next command brings it up to date). git reads a configuration
+// only in a repository with a valid HEAD; without one only its size is
+// checked.
+func (m *Manager) configReadable(ctx context.Context, s *shadow, headOK bool) bool {
+	path := filepath.Join(s.repo, "config")
+	fi, err := os.Stat(path)
+	if err != nil || fi.Size() == 0 {
+		return false
+	}
+	if !headOK {
+		return true
+	}
+	out, _, err := m.runCode(ctx, s, runOpts{gitDir: s.repo, okCodes: []int{1}}, "config", "--file", path, "--get", "core.excludesFile")
+	return err == nil && strings.TrimSpace(string(out)) == filepath.Join(s.dir, "exclude")
 }
 
 // damagedIndex says what is wrong with the private index, or "" when it is
@@ -356,6 +366,11 @@ func (m *Manager) RepairLocked(ctx context.Context, root string, known map[strin
 	}
 	if err := m.open(ctx, s); err != nil {
 		return nil, err
+	}
+	if !m.configReadable(ctx, s, true) {
+		if err := m.writeSetup(s, true); err != nil {
+			return nil, err
+		}
 	}
 	locks, err := lockFiles(s, true)
 	if err != nil {

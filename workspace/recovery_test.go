@@ -340,7 +340,7 @@ func TestShadowRepositoryIsSynced(t *testing.T) {
 	// A repository made before has the settings after its next snapshot.
 	s, _ := m.workspaceFor(context.Background(), root)
 	// What earlier versions wrote: git init's settings, then belay's.
-	old := "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n" +
+	old := "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n\tprecomposeunicode = true\n" +
 		"[core]\n\tautocrlf = \"false\"\n\tsymlinks = \"true\"\n\tfileMode = \"true\"\n\tuntrackedCache = \"false\"\n" +
 		"\tsplitIndex = \"true\"\n\tlogAllRefUpdates = \"false\"\n\tbigFileThreshold = \"16m\"\n" +
 		"[gc]\n\tauto = \"0\"\n[maintenance]\n\tauto = \"false\"\n[fetch]\n\tfsckObjects = \"true\"\n" +
@@ -357,5 +357,9 @@ func TestShadowRepositoryIsSynced(t *testing.T) {
 	}
 	if got := strings.TrimSpace(shadowGit(t, m, root, "config", "core.splitIndex")); got != "true" {
 		t.Errorf("core.splitIndex after upgrade = %q", got)
+	}
+	// What git init wrote, from probing the file system, is kept.
+	if got := strings.TrimSpace(shadowGit(t, m, root, "config", "core.precomposeunicode")); got != "true" {
+		t.Errorf("core.precomposeunicode after upgrade = %q", got)
 	}
 }

@@ -10,12 +10,22 @@
 //	exclude     built-in excludes (core.excludesFile of the shadow repo)
 //	lock        flock(2) target serialising work on the workspace
 //	meta.json   the absolute workspace root the directory belongs to
-//	restore.json  the journal of an unfinished restore, if any
+//	restore.json  the journal of an unfinished restore, or of one whose
+//	            caller has yet to record it (BeginRestoreLocked), if any
 //
 // Every git call runs the git binary with GIT_DIR, GIT_WORK_TREE and
 // GIT_INDEX_FILE pointing at the shadow repository, the workspace and the
 // private index, and with system and global git configuration disabled, so
-// the user's hooks, filters, excludes and identity never apply.
+// the user's hooks, filters, excludes and identity never apply. git syncs
+// what it writes there (core.fsync), and a git command inherits the
+// workspace lock, so lock files it leaves when killed are known to be stale
+// and removed by the next command (see Lock, Check and RepairLocked).
+//
+// The workspace root is resolved to its real path once per operation and
+// checked again before each git command and each restore: a directory on
+// the path replaced by a symlink meanwhile stops the operation, and a
+// restore writes only through a handle on the checked directory (see
+// Confine for keeping callers inside given roots).
 //
 // The package needs a unix system (flock) and git 2.30 or newer.
 package workspace
@@ -32,6 +42,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -323,12 +334,12 @@ func (m *Manager) open(ctx context.Context, s *shadow) error {
 		if err := removeLeftovers(s); err != nil {
 			return err
 		}
-		return m.writeSetup(s)
+		return m.writeSetup(s, false)
 	}
 	if _, err := m.run(ctx, s, runOpts{gitDir: s.repo}, "init", "--bare", "-q", "--template="); err != nil {
 		return fmt.Errorf("create shadow repository: %w", err)
 	}
-	if err := m.writeSetup(s); err != nil {
+	if err := m.writeSetup(s, false); err != nil {
 		return err
 	}
 	data, err := json.Marshal(meta{Root: s.root, Created: m.now().UTC()})
@@ -345,8 +356,8 @@ type setupFile struct {
 	data []byte
 }
 
-// setupFiles returns the built-in excludes, the repository's configuration
-// and its attributes as they must be.
+// setupFiles returns the built-in excludes and the attributes as they must
+// be.
 func (m *Manager) setupFiles(s *shadow) []setupFile {
 	excludes := strings.Join(builtinExcludes, "\n") + "\n"
 	if rel, err := filepath.Rel(s.root, m.dataDir); err == nil && within(m.dataDir, s.root) && rel != "." {
@@ -356,16 +367,36 @@ func (m *Manager) setupFiles(s *shadow) []setupFile {
 	}
 	return []setupFile{
 		{"exclude", []byte(excludes)},
-		{"repo.git/config", []byte(configText(s))},
 		{"repo.git/info/attributes", []byte(attributes)},
 	}
 }
 
-// configText is the shadow repository's whole configuration: what git init
-// writes for a bare repository, then shadowConfig.
-func configText(s *shadow) string {
-	entries := append([][2]string{{"core.repositoryformatversion", "0"}, {"core.bare", "true"}}, shadowConfig...)
-	entries = append(entries, [2]string{"core.excludesFile", filepath.Join(s.dir, "exclude")})
+// configMarker starts belay's part of the shadow repository's configuration.
+// What comes before is git init's, which depends on the file system (e.g.
+// core.ignorecase) and is kept.
+const configMarker = "# belay's settings, rewritten by belay:\n"
+
+// oldConfigStart is where belay's part began before configMarker existed.
+const oldConfigStart = "[core]\n\tautocrlf = "
+
+// configFile returns the configuration the shadow repository must have,
+// given the one it has: git init's part of have, then shadowConfig. With
+// have empty or damaged, git init's part is rebuilt.
+func configFile(s *shadow, have []byte) []byte {
+	prefix := have
+	if i := bytes.Index(have, []byte(configMarker)); i >= 0 {
+		prefix = have[:i]
+	} else if i := bytes.Index(have, []byte(oldConfigStart)); i > 0 {
+		prefix = have[:i]
+	}
+	if !bytes.HasPrefix(prefix, []byte("[core]\n")) {
+		prefix = []byte("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n")
+		// As git init probes it: the lock file under another case.
+		if _, err := os.Stat(filepath.Join(s.dir, "LoCk")); err == nil {
+			prefix = append(prefix, "\tignorecase = true\n"...)
+		}
+	}
+	entries := slices.Concat(shadowConfig, [][2]string{{"core.excludesFile", filepath.Join(s.dir, "exclude")}})
 	var sections []string
 	keys := map[string][]string{}
 	for _, kv := range entries {
@@ -375,21 +406,28 @@ func configText(s *shadow) string {
 		}
 		keys[sec] = append(keys[sec], fmt.Sprintf("\t%s = %s\n", key, quoteConfig(kv[1])))
 	}
-	var cfg strings.Builder
+	cfg := bytes.NewBuffer(append(bytes.Clone(prefix), configMarker...))
 	for _, sec := range sections {
-		fmt.Fprintf(&cfg, "[%s]\n%s", sec, strings.Join(keys[sec], ""))
+		fmt.Fprintf(cfg, "[%s]\n%s", sec, strings.Join(keys[sec], ""))
 	}
-	return cfg.String()
+	return cfg.Bytes()
 }
 
-// writeSetup writes each setup file that does not hold what it must (a new
-// repository, an older one, or one a crash left a file of empty), and HEAD
-// when it is not a valid HEAD.
-func (m *Manager) writeSetup(s *shadow) error {
+// writeSetup writes the configuration and each setup file when they do not
+// hold what they must (a new repository, an older one, or one a crash left a
+// file of empty), and HEAD when it is not a valid HEAD. With freshConfig the
+// configuration is rebuilt whole (it is damaged).
+func (m *Manager) writeSetup(s *shadow, freshConfig bool) error {
 	if err := os.MkdirAll(filepath.Join(s.repo, "info"), 0o700); err != nil {
 		return err
 	}
-	for _, f := range m.setupFiles(s) {
+	configPath := filepath.Join(s.repo, "config")
+	have, err := os.ReadFile(configPath)
+	if err != nil || freshConfig {
+		have = nil
+	}
+	files := append(m.setupFiles(s), setupFile{"repo.git/config", configFile(s, have)})
+	for _, f := range files {
 		path := filepath.Join(s.dir, filepath.FromSlash(f.name))
 		if have, err := os.ReadFile(path); err == nil && bytes.Equal(have, f.data) {
 			continue
