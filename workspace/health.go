@@ -53,9 +53,11 @@ type Problem struct {
 
 // Check lists what is wrong with the shadow directory of the workspace at
 // root, or an *Error with code NotFound when it was never snapshotted. It
-// takes the workspace lock, so what it reports is not the work of a command
-// in progress: a lock file or a restore journal it finds was left by a
-// process that died. It changes nothing.
+// looks under the workspace lock, so what it reports is not the work of a
+// command in progress: a lock file or a restore journal it finds was left by
+// a process that died. Only the check for missing objects, which can take a
+// while on a large repository, runs after the lock is released. It changes
+// nothing.
 func (m *Manager) Check(ctx context.Context, root string) ([]Problem, error) {
 	s, err := m.workspaceFor(ctx, root)
 	if err != nil {
@@ -68,8 +70,12 @@ func (m *Manager) Check(ctx context.Context, root string) ([]Problem, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
-	return m.check(ctx, s)
+	ps, sound, err := m.check(ctx, s)
+	unlock()
+	if err != nil || !sound {
+		return ps, err
+	}
+	return m.checkObjects(ctx, s, ps)
 }
 
 // CheckLocked is Check for a caller that already holds Lock(root).
@@ -81,7 +87,11 @@ func (m *Manager) CheckLocked(ctx context.Context, root string) ([]Problem, erro
 	if err := requireMeta(s); err != nil {
 		return nil, err
 	}
-	return m.check(ctx, s)
+	ps, sound, err := m.check(ctx, s)
+	if err != nil || !sound {
+		return ps, err
+	}
+	return m.checkObjects(ctx, s, ps)
 }
 
 // requireMeta fails with NotFound when s was never snapshotted; unlike
@@ -93,11 +103,12 @@ func requireMeta(s *shadow) error {
 	return nil
 }
 
-func (m *Manager) check(ctx context.Context, s *shadow) ([]Problem, error) {
-	var ps []Problem
+// check lists the problems Check finds under the lock, and reports whether
+// the repository is sound enough for git to look for missing objects.
+func (m *Manager) check(ctx context.Context, s *shadow) (ps []Problem, sound bool, err error) {
 	locks, err := lockFiles(s, true)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	for _, name := range locks {
 		ps = append(ps, Problem{Kind: StaleLock, Name: name,
@@ -115,7 +126,7 @@ func (m *Manager) check(ctx context.Context, s *shadow) ([]Problem, error) {
 	ps = append(ps, damaged...)
 	broken, err := brokenRefs(s)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	for _, ref := range broken {
 		ps = append(ps, Problem{Kind: BrokenRef, Name: ref,
@@ -127,14 +138,17 @@ func (m *Manager) check(ctx context.Context, s *shadow) ([]Problem, error) {
 		ps = append(ps, Problem{Kind: DamagedIndex, Name: "index", Message: msg})
 		usable = false
 	}
-	if usable && len(broken) == 0 {
-		if err := m.fsck(ctx, s); err != nil {
-			var e *Error
-			if !errors.As(err, &e) {
-				return nil, err
-			}
-			ps = append(ps, Problem{Kind: MissingObjects, Message: err.Error()})
+	return ps, usable && len(broken) == 0, nil
+}
+
+// checkObjects adds missing objects (see Fsck) to ps.
+func (m *Manager) checkObjects(ctx context.Context, s *shadow, ps []Problem) ([]Problem, error) {
+	if err := m.fsck(ctx, s); err != nil {
+		var e *Error
+		if !errors.As(err, &e) {
+			return nil, err
 		}
+		ps = append(ps, Problem{Kind: MissingObjects, Message: err.Error()})
 	}
 	return ps, nil
 }
