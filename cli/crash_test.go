@@ -22,7 +22,7 @@ import (
 )
 
 var (
-	crashRounds = flag.Int("crash.rounds", 16, "rounds of TestCrashKilledSaveAndRollback")
+	crashRounds = flag.Int("crash.rounds", 12, "rounds of TestCrashKilledSaveAndRollback")
 	crashSeed   = flag.Uint64("crash.seed", 0, "random seed of TestCrashKilledSaveAndRollback (0: from the clock)")
 )
 
