@@ -345,3 +345,41 @@ func (c *crashEnv) checkpoint(seq int64) belay.Checkpoint {
 func (c *crashEnv) lastSeq() int64 {
 	return slices.Max(slices.Collect(maps.Keys(c.contents)))
 }
+
+// TestValidateReportsAndRepairsAStaleGitLock: the lock file of a git command
+// killed with belay made every later save fail while validate said "No
+// problems left".
+func TestValidateReportsAndRepairsAStaleGitLock(t *testing.T) {
+	project := t.TempDir()
+	testtree.Write(t, project, map[string]string{"a.txt": "a"})
+	c := newWSCLI(t, project)
+	c.ok(t, "save", "-m", "first")
+	locks, _ := filepath.Glob(filepath.Join(c.data, "workspaces", "*"))
+	if len(locks) != 1 {
+		t.Fatalf("shadow directories: %v", locks)
+	}
+	lock := filepath.Join(locks[0], "index.lock")
+	if err := os.WriteFile(lock, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ := c.run("validate")
+	if code != 1 || !strings.Contains(out, "index.lock") || !strings.Contains(out, "belay validate --repair") {
+		t.Errorf("validate: exit %d\n%s", code, out)
+	}
+	out = c.ok(t, "validate", "--repair")
+	if !strings.Contains(out, "REPAIRED: workspace "+project) || !strings.Contains(out, "No problems left") {
+		t.Errorf("validate --repair printed:\n%s", out)
+	}
+	if _, err := os.Stat(lock); !os.IsNotExist(err) {
+		t.Errorf("the lock is still there: %v", err)
+	}
+	c.ok(t, "validate")
+
+	// The next save removes one by itself.
+	if err := os.WriteFile(lock, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	testtree.Write(t, project, map[string]string{"a.txt": "a2"})
+	c.ok(t, "save", "-m", "second")
+	c.ok(t, "validate")
+}

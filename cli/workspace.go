@@ -252,8 +252,11 @@ func (a *app) validateCommand() *cobra.Command {
 		Short: "Check every checkpoint against its checksum and its snapshot",
 		Long: `Check the integrity of every session's checkpoints (or --session's): each
 against its checksum, each snapshot for presence, and each workspace's
-snapshot repository. Problems are printed with ways to recover; --repair
-rebuilds damaged or missing checkpoints from their snapshot commits.
+snapshot repository: missing objects, lock files of git commands that were
+killed, a rollback a crash interrupted, files a crash left empty. Problems
+are printed with ways to recover; --repair rebuilds damaged or missing
+checkpoints from their snapshot commits, finishes an interrupted rollback
+and rebuilds what git can rebuild of the snapshot repository.
 
 Exits 1 when problems remain.`,
 		Args: args(cobra.NoArgs),
@@ -280,7 +283,7 @@ Exits 1 when problems remain.`,
 		},
 	}
 	cmd.Flags().StringVar(&in.SessionID, "session", "", "check only this session")
-	cmd.Flags().BoolVar(&in.Repair, "repair", false, "rebuild damaged or missing checkpoints from their snapshots")
+	cmd.Flags().BoolVar(&in.Repair, "repair", false, "rebuild damaged or missing checkpoints from their snapshots, and repair snapshot repositories")
 	return cmd
 }
 
@@ -293,6 +296,9 @@ func (a *app) printValidation(rep *belay.ValidationReport) {
 			where = " (session " + p.SessionID + ")"
 		}
 		switch {
+		case p.Repaired && p.Kind == belay.ProblemWorkspace:
+			fmt.Fprintf(w, "\n✓ REPAIRED: workspace %s%s\n  %s\n", p.ProjectPath, where, p.Message)
+			continue
 		case p.Repaired:
 			fmt.Fprintf(w, "\n✓ REPAIRED: cp-%02d%s\n  %s\n", p.Seq, where, p.Message)
 			continue
