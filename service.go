@@ -622,8 +622,12 @@ type RecoveryOption struct {
 const (
 	// RecoverRollback rolls the session back to checkpoint Seq.
 	RecoverRollback = "rollback"
-	// RecoverRepair rebuilds the session's damaged checkpoints from git.
+	// RecoverRepair rebuilds the session's damaged checkpoints from git (or,
+	// without SessionID, the workspace's snapshot repository).
 	RecoverRepair = "repair"
+	// RecoverFinish lets the next save or rollback of the workspace finish
+	// what a crash interrupted.
+	RecoverFinish = "finish"
 	// RecoverContinue goes on without the damaged checkpoint.
 	RecoverContinue = "continue"
 	// RecoverDeleteSession deletes the session.

@@ -318,8 +318,9 @@ func (in *ImportInput) Validate() error {
 	return nil
 }
 
-// Validate checks a branch export request; whether git accepts the branch
-// name is checked when it is written.
+// Validate checks a branch export request: the branch name follows git's
+// rules for branch names (git check-ref-format --branch) and does not read as
+// another ref.
 func (in *ExportBranchInput) Validate() error {
 	if err := ValidateID("sessionId", in.SessionID); err != nil {
 		return err
@@ -327,10 +328,47 @@ func (in *ExportBranchInput) Validate() error {
 	if err := validText("branch", in.Branch, 0, MaxNameLen); err != nil {
 		return err
 	}
-	if strings.HasPrefix(in.Branch, "-") || strings.ContainsAny(in.Branch, " \t\r\n~^:?*[\\") {
-		return Invalid("branch", "branch %q is not a valid git branch name", Clip(in.Branch, 60))
+	if in.Branch == "" {
+		return nil
+	}
+	if why := branchNameProblem(in.Branch); why != "" {
+		return Invalid("branch", "branch %q is not a valid git branch name: %s", Clip(in.Branch, 60), why)
 	}
 	return nil
+}
+
+// branchNameProblem says why name is not a usable branch name, or "". These
+// are git's rules for a ref name (git help check-ref-format), plus the names
+// git check-ref-format --branch refuses (HEAD, a leading dash) and names that
+// would make refs/heads/<name> ambiguous with another ref (@, refs/...).
+func branchNameProblem(name string) string {
+	switch {
+	case name == "HEAD" || name == "@":
+		return "it names HEAD, not a branch"
+	case strings.HasPrefix(name, "refs/"):
+		return "give the name without refs/heads/"
+	case strings.HasPrefix(name, "-"):
+		return "it starts with a dash"
+	case strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/") || strings.Contains(name, "//"):
+		return "it has an empty part between slashes"
+	case strings.HasSuffix(name, "."):
+		return "it ends with a dot"
+	case strings.Contains(name, ".."):
+		return `it contains ".."`
+	case strings.Contains(name, "@{"):
+		return `it contains "@{"`
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f || strings.ContainsRune(" ~^:?*[\\", r) {
+			return fmt.Sprintf("it contains %q", r)
+		}
+	}
+	for part := range strings.SplitSeq(name, "/") {
+		if strings.HasPrefix(part, ".") || strings.HasSuffix(part, ".lock") {
+			return fmt.Sprintf("a part starts with a dot or ends with .lock (%q)", part)
+		}
+	}
+	return ""
 }
 
 // Validate checks a HITL request against seed 000's limits.

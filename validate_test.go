@@ -527,3 +527,30 @@ func checkAccepted(t *testing.T, in *belay.CreateCheckpointInput) {
 		t.Fatalf("accepted onReject %q", h.OnReject)
 	}
 }
+
+// TestExportBranchInputValidateBranchNames: git's ref-format rules for a
+// branch name (git check-ref-format --branch), and no name that reads as
+// another ref (HEAD, refs/heads/main would become refs/heads/refs/heads/main).
+func TestExportBranchInputValidateBranchNames(t *testing.T) {
+	const id = "01a1fdb8-0000-7000-8000-000000000000"
+	for _, c := range []struct {
+		branch string
+		ok     bool
+	}{
+		{"", true}, {"main", true}, {"feature/x", true}, {"belay/" + id, true}, {"a.b", true}, {"ü", true}, {"x-y_z", true},
+		{"HEAD", false}, {"refs/heads/main", false}, {"refs/x", false}, {"@", false}, {"-x", false},
+		{"a..b", false}, {"a@{b", false}, {"x.lock", false}, {"a/x.lock/b", false}, {"a/.b", false}, {".a", false},
+		{"a//b", false}, {"/a", false}, {"a/", false}, {"a.", false}, {"a b", false}, {"a~b", false}, {"a^b", false},
+		{"a:b", false}, {"a?b", false}, {"a*b", false}, {"a[b", false}, {`a\b`, false}, {"a\x7fb", false}, {"a\tb", false},
+	} {
+		err := (&belay.ExportBranchInput{SessionID: id, Branch: c.branch}).Validate()
+		if c.ok {
+			wantField(t, err, "")
+		} else {
+			wantField(t, err, "branch")
+		}
+		if t.Failed() {
+			t.Fatalf("branch %q", c.branch)
+		}
+	}
+}

@@ -284,8 +284,11 @@ func (a *app) validateCommand() *cobra.Command {
 		Short: "Check every checkpoint against its checksum and its snapshot",
 		Long: `Check the integrity of every session's checkpoints (or --session's): each
 against its checksum, each snapshot for presence, and each workspace's
-snapshot repository. Problems are printed with ways to recover; --repair
-rebuilds damaged or missing checkpoints from their snapshot commits.
+snapshot repository: missing objects, lock files of git commands that were
+killed, a rollback a crash interrupted, files a crash left empty. Problems
+are printed with ways to recover; --repair rebuilds damaged or missing
+checkpoints from their snapshot commits, finishes an interrupted rollback
+and rebuilds what git can rebuild of the snapshot repository.
 
 Exits 1 when problems remain.`,
 		Args: args(cobra.NoArgs),
@@ -317,7 +320,7 @@ Exits 1 when problems remain.`,
 		},
 	}
 	cmd.Flags().StringVar(&in.SessionID, "session", "", "check only this session (id or unique prefix)")
-	cmd.Flags().BoolVar(&in.Repair, "repair", false, "rebuild damaged or missing checkpoints from their snapshots")
+	cmd.Flags().BoolVar(&in.Repair, "repair", false, "rebuild damaged or missing checkpoints from their snapshots, and repair snapshot repositories")
 	return cmd
 }
 
@@ -330,6 +333,9 @@ func (a *app) printValidation(rep *belay.ValidationReport) {
 			where = " (session " + p.SessionID + ")"
 		}
 		switch {
+		case p.Repaired && p.Kind == belay.ProblemWorkspace:
+			fmt.Fprintf(w, "\n✓ REPAIRED: workspace %s%s\n  %s\n", p.ProjectPath, where, p.Message)
+			continue
 		case p.Repaired:
 			fmt.Fprintf(w, "\n✓ REPAIRED: cp-%02d%s\n  %s\n", p.Seq, where, p.Message)
 			continue
@@ -739,7 +745,12 @@ func recoveryCommand(o belay.RecoveryOption) string {
 	case belay.RecoverRollback:
 		return fmt.Sprintf("belay rollback %d --session %s", o.Seq, o.SessionID)
 	case belay.RecoverRepair:
+		if o.SessionID == "" {
+			return "belay validate --repair"
+		}
 		return "belay validate --repair --session " + o.SessionID
+	case belay.RecoverFinish:
+		return "belay save"
 	case belay.RecoverDeleteSession:
 		return "belay sessions delete " + o.SessionID
 	}

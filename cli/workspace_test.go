@@ -400,12 +400,20 @@ func TestWorkspaceKilledMidRestore(t *testing.T) {
 		t.Log("killed the rollback mid-restore")
 	}
 
-	// The next command finishes the restore from the journal; the database
-	// and the snapshots are consistent throughout.
-	c.ok(t, "validate")
+	// validate names the rollback the kill left unfinished; the next command
+	// finishes it, and records it, from the journal.
+	journals, _ := filepath.Glob(filepath.Join(c.data, "workspaces", "*", "restore.json"))
+	code, report, _ := c.run("validate")
+	if len(journals) > 0 && (code != cli.ExitError || !strings.Contains(report, "rollback to checkpoint #1") || !strings.Contains(report, "interrupted")) ||
+		len(journals) == 0 && code != cli.ExitOK {
+		t.Errorf("validate after the kill (journal left: %v): exit %d\n%s", len(journals) > 0, code, report)
+	}
 	c.ok(t, "save", "-m", "after the crash")
 	if got := testtree.Read(t, project); !maps.Equal(got, atFirst) {
 		t.Errorf("the interrupted restore was not finished: %d files differ", len(wsDiffKeys(got, atFirst)))
+	}
+	if rbs := wsJSON[map[string][]belay.Rollback](t, c, "rollbacks")["items"]; killed && len(rbs) != 1 {
+		t.Errorf("rollbacks after the crash = %+v, want the interrupted one", rbs)
 	}
 	c.ok(t, "validate")
 }

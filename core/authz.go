@@ -6,6 +6,7 @@ import (
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/store"
+	"github.com/belayhq/belay/workspace"
 )
 
 // Every permission core grants or refuses is decided in this file.
@@ -200,16 +201,22 @@ func checkApprovers(ctx context.Context, r store.Reader, approvers []string) err
 // mayUseWorkspace says whether the caller may snapshot, restore or diff the
 // workspace at root: admins anywhere, others only under the configured roots.
 func (s *Service) mayUseWorkspace(c caller, root string) error {
-	if c.Admin {
+	if c.Admin || workspace.InsideRoots(root, s.roots) {
 		return nil
-	}
-	for _, r := range s.roots {
-		if belay.PathWithin(r, root) {
-			return nil
-		}
 	}
 	return belay.Errorf(belay.CodeUnauthorized, "%s is outside the workspace roots this server allows; only an admin may use it", root).
 		With("projectPath", root)
+}
+
+// confined holds the workspace operations of a caller who is not an admin to
+// the server's workspace roots each time an operation resolves the
+// workspace's path, so a symlink swapped in after mayUseWorkspace cannot lead
+// outside them.
+func (s *Service) confined(ctx context.Context, c caller) context.Context {
+	if c.Admin {
+		return ctx
+	}
+	return workspace.Confine(ctx, s.roots)
 }
 
 // mayCreateIn refuses a new session outside the token's projects.

@@ -30,6 +30,7 @@ func (s *Service) DiffCheckpoint(ctx context.Context, in belay.DiffInput) (*bela
 	if err := s.mayUseWorkspace(c, from.ProjectPath); err != nil {
 		return nil, err
 	}
+	ctx = s.confined(ctx, c)
 	res := &belay.DiffResult{From: from}
 	toRef := ""
 	if in.To != "" && in.To != belay.DiffCurrent {

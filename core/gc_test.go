@@ -118,17 +118,18 @@ func TestCollectGarbageDropsSnapshotsADeleteLeft(t *testing.T) {
 	}
 	testtree.Write(t, e.project, map[string]string{"b.txt": "b\n"})
 	gone := e.save(t, "gone", func(in *belay.CreateCheckpointInput) { in.SessionID, in.ProjectPath = other.ID, "" })
-	// The delete's clean-up fails: git finds the session's ref locked.
+	// The delete's clean-up fails: the session's ref is locked by something
+	// that is not a stale lock file (a directory cannot be removed as one).
 	entries, _ := os.ReadDir(filepath.Join(e.data, "workspaces"))
 	lock := filepath.Join(e.data, "workspaces", entries[0].Name(), "repo.git", "refs", "belay", other.ID, "1.lock")
-	if err := os.WriteFile(lock, nil, 0o600); err != nil {
+	if err := os.MkdirAll(filepath.Join(lock, "x"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	res, err := e.svc.DeleteSession(alice, other.ID)
 	if err != nil || res.SnapshotsPruned || !strings.Contains(res.Warning, "belay gc") {
 		t.Fatalf("delete with a locked ref = %+v, %v", res, err)
 	}
-	os.Remove(lock)
+	os.RemoveAll(lock)
 	rep, err := e.svc.CollectGarbage(admin, belay.GCInput{})
 	if err != nil || len(rep.Workspaces) != 1 || rep.Workspaces[0].Error != "" {
 		t.Fatalf("gc = %+v, %v", rep, err)

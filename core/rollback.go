@@ -52,6 +52,7 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, in belay.RestoreInput) 
 			return nil, err
 		}
 	}
+	ctx = s.confined(ctx, c)
 	switch {
 	case in.DryRun:
 		return s.previewRestore(ctx, sess, target)
@@ -104,7 +105,7 @@ func (s *Service) restoreState(ctx context.Context, sess *belay.Session, target 
 			}
 		}
 		res.Session = cur
-		res.Rollback, err = s.finishRestore(ctx, tx, cur, target, res, reason)
+		res.Rollback, err = s.finishRestore(ctx, tx, cur, target, res, s.newRollbackRecord(ctx, cur, target, res.SafetyCheckpoint, reason))
 		return err
 	})
 	if err != nil {
@@ -128,9 +129,13 @@ func (s *Service) restoreTarget(ctx context.Context, sess *belay.Session, target
 }
 
 // restoreWorkspace rolls back files and state under the workspace lock:
-// snapshot the current state as the safety checkpoint, move the work tree to
-// the target's snapshot, then record the rollback. When recording fails the
-// work tree is moved back.
+// finish a rollback a crash interrupted, snapshot the current state as the
+// safety checkpoint, move the work tree to the target's snapshot, then
+// record the rollback. The move is journaled with the rollback's identity
+// until the rollback is recorded, so a process that dies in between leaves
+// the next command a rollback to finish (finishInterruptedRollback), never a
+// workspace moved and unrecorded. When recording fails the work tree is moved
+// back.
 func (s *Service) restoreWorkspace(ctx context.Context, sess *belay.Session, target *belay.Checkpoint, reason string) (*belay.RestoreResult, error) {
 	ws, root, err := s.restoreTarget(ctx, sess, target)
 	if err != nil {
@@ -141,6 +146,9 @@ func (s *Service) restoreWorkspace(ctx context.Context, sess *belay.Session, tar
 		return nil, s.restoreFailed(ctx, err, target)
 	}
 	defer unlock()
+	if err := s.finishInterruptedRollback(ctx, ws, root); err != nil {
+		return nil, s.restoreFailed(ctx, err, target)
+	}
 	cur, err := s.store.GetSession(ctx, sess.ID)
 	if err != nil {
 		return nil, err
@@ -160,39 +168,41 @@ func (s *Service) restoreWorkspace(ctx context.Context, sess *belay.Session, tar
 	case err != nil:
 		return nil, s.restoreFailed(ctx, err, target)
 	}
-	current := res.SafetyCheckpoint.WorkspaceRef
-	belay.ReportProgress(ctx, belay.Progress{Phase: "restoring files"})
-	moved, err := ws.RestoreLocked(ctx, root, current, target.WorkspaceRef, false)
+	rec := s.newRollbackRecord(ctx, cur, target, res.SafetyCheckpoint, reason)
+	data, err := json.Marshal(rec)
 	if err != nil {
 		return nil, s.restoreFailed(ctx, err, target)
 	}
-	res.RestoredFiles, res.RemovedFiles = []string{}, []string{}
-	for _, c := range moved.Changes {
-		if c.Action == workspace.ActionRemove {
-			res.RemovedFiles = append(res.RemovedFiles, c.Path)
-		} else {
-			res.RestoredFiles = append(res.RestoredFiles, c.Path)
-		}
+	belay.ReportProgress(ctx, belay.Progress{Phase: "restoring files"})
+	moved, err := ws.BeginRestoreLocked(ctx, root, res.SafetyCheckpoint.WorkspaceRef, target.WorkspaceRef, data)
+	if err != nil {
+		return nil, s.restoreFailed(ctx, err, target)
 	}
+	res.RestoredFiles, res.RemovedFiles = splitChanges(moved.Changes)
 	err = s.update(ctx, func(tx store.Tx) error {
 		cur, err := tx.GetSession(ctx, sess.ID)
 		if err != nil {
 			return err
 		}
 		res.Session = cur
-		res.Rollback, err = s.finishRestore(ctx, tx, cur, target, res, reason)
+		res.Rollback, err = s.finishRestore(ctx, tx, cur, target, res, rec)
 		return err
 	})
 	if err != nil {
 		// Put the work tree back, even when ctx is done: a rollback that is
 		// not recorded must not have happened.
-		if _, backErr := ws.RestoreLocked(context.WithoutCancel(ctx), root, target.WorkspaceRef, current, false); backErr != nil {
+		if backErr := ws.UndoRestoreLocked(context.WithoutCancel(ctx), root); backErr != nil {
 			s.log.Error("rollback not recorded and not undone", "checkpointId", target.ID, "error", err, "undoError", backErr)
 			return nil, belay.Errorf(belay.CodeRestoreFailed,
 				"the workspace was rolled back to checkpoint #%d but recording it failed, and moving the workspace back failed too; roll back to checkpoint #%d to undo it",
 				target.Seq, res.SafetyCheckpoint.Seq).With("checkpointId", target.ID).With("safetyCheckpointId", res.SafetyCheckpoint.ID)
 		}
 		return nil, s.restoreFailed(ctx, err, target)
+	}
+	if err := ws.CommitRestoreLocked(context.WithoutCancel(ctx), root); err != nil {
+		// The rollback is done and recorded; the next command finds the
+		// journal, sees the rollback recorded and drops it.
+		s.log.Warn("rollback recorded, its journal not dropped", "checkpointId", target.ID, "error", err)
 	}
 	return res, nil
 }
@@ -221,6 +231,97 @@ func (s *Service) unchangedHead(ctx context.Context, r store.Reader, sess *belay
 	return head, nil
 }
 
+// splitChanges sorts a restore's changes into restored and removed files.
+func splitChanges(changes []workspace.Change) (restored, removed []string) {
+	restored, removed = []string{}, []string{}
+	for _, c := range changes {
+		if c.Action == workspace.ActionRemove {
+			removed = append(removed, c.Path)
+		} else {
+			restored = append(restored, c.Path)
+		}
+	}
+	return restored, removed
+}
+
+// rollbackRecord is a rollback's identity. The journal of the rollback's
+// restore carries it (workspace.BeginRestoreLocked), so a command that finds
+// the rollback interrupted records it as the rollback would have, once.
+type rollbackRecord struct {
+	RollbackID string `json:"rollbackId"`
+	SessionID  string `json:"sessionId"`
+	TargetID   string `json:"targetId"`
+	TargetSeq  int64  `json:"targetSeq"`
+	SafetyID   string `json:"safetyCheckpointId"`
+	Reason     string `json:"reason,omitempty"`
+	UserID     string `json:"userId"`
+}
+
+func (s *Service) newRollbackRecord(ctx context.Context, sess *belay.Session, target, safety *belay.Checkpoint, reason string) rollbackRecord {
+	return rollbackRecord{RollbackID: newID(), SessionID: sess.ID, TargetID: target.ID, TargetSeq: target.Seq,
+		SafetyID: safety.ID, Reason: reason, UserID: actor(ctx).UserID}
+}
+
+// errRollbackGone: the session or a checkpoint of an interrupted rollback
+// was deleted since, so it cannot be recorded.
+var errRollbackGone = errors.New("the rollback's session or checkpoints are gone")
+
+// finishInterruptedRollback finishes, under the workspace lock, a rollback
+// of the workspace at root whose process died after starting to move the
+// files: the workspace finishes moving them, then the rollback is recorded
+// as it would have been — rollback row, session head, agent state, phase,
+// step, event — unless it already was (the process died after recording
+// it). A rollback whose session or checkpoints were deleted since is undone
+// instead. A restore that could not be finished was rolled back by the
+// workspace and left nothing to record.
+func (s *Service) finishInterruptedRollback(ctx context.Context, ws *workspace.Manager, root string) error {
+	p, err := ws.PendingRestoreLocked(ctx, root)
+	if err != nil || p == nil {
+		return workspaceError(err)
+	}
+	var rec rollbackRecord
+	if err := json.Unmarshal(p.Record, &rec); err != nil || rec.RollbackID == "" {
+		return workspaceError(ws.UndoRestoreLocked(ctx, root))
+	}
+	res := &belay.RestoreResult{}
+	res.RestoredFiles, res.RemovedFiles = splitChanges(p.Changes)
+	err = s.update(ctx, func(tx store.Tx) error {
+		rbs, err := tx.ListRollbacks(ctx, rec.SessionID)
+		if err != nil {
+			return err
+		}
+		for _, rb := range rbs {
+			if rb.ID == rec.RollbackID {
+				return nil
+			}
+		}
+		sess, err := tx.GetSession(ctx, rec.SessionID)
+		if err == nil {
+			res.Checkpoint, err = tx.GetCheckpoint(ctx, rec.TargetID)
+		}
+		if err == nil {
+			res.SafetyCheckpoint, err = tx.GetCheckpoint(ctx, rec.SafetyID)
+		}
+		if belay.IsCode(err, belay.CodeSessionNotFound) || belay.IsCode(err, belay.CodeCheckpointNotFound) {
+			return errRollbackGone
+		}
+		if err != nil {
+			return err
+		}
+		_, err = s.finishRestore(ctx, tx, sess, res.Checkpoint, res, rec)
+		return err
+	})
+	if errors.Is(err, errRollbackGone) {
+		s.log.Info("undid an interrupted rollback whose session or checkpoints are gone", "rollbackId", rec.RollbackID)
+		return workspaceError(ws.UndoRestoreLocked(ctx, root))
+	}
+	if err != nil {
+		return err
+	}
+	s.log.Info("finished an interrupted rollback", "rollbackId", rec.RollbackID, "sessionId", rec.SessionID, "checkpointId", rec.TargetID)
+	return workspaceError(ws.CommitRestoreLocked(ctx, root))
+}
+
 // safetyCheckpoint is the automatic checkpoint of sess's current state taken
 // before a rollback to target.
 func (s *Service) safetyCheckpoint(ctx context.Context, sess *belay.Session, target *belay.Checkpoint, reason string) *belay.Checkpoint {
@@ -237,9 +338,9 @@ func (s *Service) safetyCheckpoint(ctx context.Context, sess *belay.Session, tar
 	}
 }
 
-// finishRestore moves sess to target's position, records the rollback and
-// appends workspace.restored.
-func (s *Service) finishRestore(ctx context.Context, tx store.Tx, sess *belay.Session, target *belay.Checkpoint, res *belay.RestoreResult, reason string) (*belay.Rollback, error) {
+// finishRestore moves sess to target's position, records the rollback rec
+// and appends workspace.restored.
+func (s *Service) finishRestore(ctx context.Context, tx store.Tx, sess *belay.Session, target *belay.Checkpoint, res *belay.RestoreResult, rec rollbackRecord) (*belay.Rollback, error) {
 	if err := s.positionAt(ctx, tx, sess, target); err != nil {
 		return nil, err
 	}
@@ -250,15 +351,15 @@ func (s *Service) finishRestore(ctx context.Context, tx store.Tx, sess *belay.Se
 	}
 	now := s.clock.Now()
 	sess.UpdatedAt = now
-	rb := &belay.Rollback{ID: newID(), SessionID: sess.ID, FromCheckpointID: res.SafetyCheckpoint.ID, TargetID: target.ID,
-		Reason: reason, UserID: actor(ctx).UserID, RestoredFiles: res.RestoredFiles, CreatedAt: now}
+	rb := &belay.Rollback{ID: rec.RollbackID, SessionID: sess.ID, FromCheckpointID: res.SafetyCheckpoint.ID, TargetID: target.ID,
+		Reason: rec.Reason, UserID: rec.UserID, RestoredFiles: res.RestoredFiles, CreatedAt: now}
 	if err := tx.InsertRollback(ctx, rb); err != nil {
 		return nil, err
 	}
 	if err := s.appendEvent(ctx, tx, belay.EventWorkspaceRestored, sess.ID, target.ID, map[string]any{
 		"rollbackId": rb.ID, "seq": target.Seq, "safetyCheckpointId": res.SafetyCheckpoint.ID,
 		"safetySeq": res.SafetyCheckpoint.Seq, "restoredFiles": len(res.RestoredFiles),
-		"removedFiles": len(res.RemovedFiles), "reason": reason}); err != nil {
+		"removedFiles": len(res.RemovedFiles), "reason": rec.Reason}); err != nil {
 		return nil, err
 	}
 	return rb, tx.UpdateSession(ctx, sess)

@@ -41,6 +41,8 @@ func workspaceError(err error) error {
 		return belay.Errorf(belay.CodeCheckpointCorrupt, "%s", we.Error())
 	case workspace.RestoreFailed:
 		return belay.Errorf(belay.CodeRestoreFailed, "%s", we.Error())
+	case workspace.Forbidden:
+		return belay.Errorf(belay.CodeUnauthorized, "%s", we.Error())
 	}
 	return err
 }
@@ -88,11 +90,17 @@ func (s *Service) createWithSnapshot(ctx context.Context, c caller, in belay.Cre
 	if err := s.mayUseWorkspace(c, root); err != nil {
 		return err
 	}
+	ctx = s.confined(ctx, c)
 	unlock, err := ws.Lock(ctx, root)
 	if err != nil {
 		return workspaceError(err)
 	}
 	defer unlock()
+	// A rollback a crash interrupted comes first: the session's head and
+	// the files this snapshot compares with are the rollback's.
+	if err := s.finishInterruptedRollback(ctx, ws, root); err != nil {
+		return err
+	}
 	// Read again under the lock: this is the state the snapshot builds on.
 	var sess *belay.Session
 	if in.SessionID != "" {

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -59,22 +60,36 @@ func (s *Service) Validate(ctx context.Context, in belay.ValidateInput) (*belay.
 		}
 	}
 	rep := &belay.ValidationReport{Problems: []belay.ValidationProblem{}}
-	roots := map[string]bool{}
-	var order []string
-	for i, sess := range sessions {
-		belay.ReportProgress(ctx, belay.Progress{Phase: "checking sessions", Done: int64(i), Total: int64(len(sessions))})
-		if err := s.validateSession(ctx, sess, in.Repair, rep); err != nil {
+	bySession := map[string][]*belay.Session{}
+	var roots []string
+	for _, sess := range sessions {
+		if p := sess.ProjectPath; p != "" {
+			if bySession[p] == nil {
+				roots = append(roots, p)
+			}
+			bySession[p] = append(bySession[p], sess)
+		}
+	}
+	// Workspaces first: a repaired repository lets the sessions' snapshots
+	// be checked, and a damaged one is reported once, not per session.
+	var wsProblems []belay.ValidationProblem
+	damaged := map[string]bool{}
+	for i, root := range roots {
+		belay.ReportProgress(ctx, belay.Progress{Phase: "checking snapshot repositories", Done: int64(i), Total: int64(len(roots))})
+		ps, err := s.validateWorkspace(ctx, c, root, in.Repair, bySession[root], rep)
+		if err != nil {
 			return nil, err
 		}
-		if p := sess.ProjectPath; p != "" && !roots[p] {
-			roots[p] = true
-			order = append(order, p)
+		damaged[root] = len(ps) > 0
+		wsProblems = append(wsProblems, ps...)
+	}
+	for i, sess := range sessions {
+		belay.ReportProgress(ctx, belay.Progress{Phase: "checking sessions", Done: int64(i), Total: int64(len(sessions))})
+		if err := s.validateSession(ctx, sess, in.Repair, damaged[sess.ProjectPath], rep); err != nil {
+			return nil, err
 		}
 	}
-	for i, root := range order {
-		belay.ReportProgress(ctx, belay.Progress{Phase: "checking snapshot repositories", Done: int64(i), Total: int64(len(order))})
-		s.validateWorkspace(ctx, root, rep)
-	}
+	rep.Problems = append(rep.Problems, wsProblems...)
 	rep.OK = true
 	for _, p := range rep.Problems {
 		rep.OK = rep.OK && p.Repaired
@@ -82,24 +97,120 @@ func (s *Service) Validate(ctx context.Context, in belay.ValidateInput) (*belay.
 	return rep, nil
 }
 
-// validateWorkspace checks a workspace's snapshot repository.
-func (s *Service) validateWorkspace(ctx context.Context, root string, rep *belay.ValidationReport) {
+// validateWorkspace checks a workspace's snapshot repository and returns its
+// problems: lock files git left when it was killed, a rollback a crash
+// interrupted, files a crash left empty (HEAD, settings, refs, the private
+// index) and missing objects. With repair — when the caller may use the
+// workspace — it first rebuilds what git can (a lost ref from the commit its
+// checkpoint row names), finishes an interrupted rollback, and reports each
+// problem it fixed as repaired and what it could not fix as it is.
+func (s *Service) validateWorkspace(ctx context.Context, c caller, root string, repair bool, sessions []*belay.Session, rep *belay.ValidationReport) ([]belay.ValidationProblem, error) {
 	if s.ws == nil {
-		return
+		return nil, nil
 	}
-	err := s.ws.Fsck(ctx, root)
+	if repair && s.mayUseWorkspace(c, root) == nil {
+		ctx = s.confined(ctx, c)
+	} else {
+		repair = false
+	}
+	var before, after, lost []workspace.Problem
+	err := func() error {
+		if !repair {
+			var err error
+			after, err = s.ws.Check(ctx, root)
+			return err
+		}
+		known, err := knownSnapshots(ctx, s.store, sessions)
+		if err != nil {
+			return err
+		}
+		unlock, err := s.ws.Lock(ctx, root)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+		if before, err = s.ws.CheckLocked(ctx, root); err != nil {
+			return err
+		}
+		if lost, err = s.ws.RepairLocked(ctx, root, known); err != nil {
+			return err
+		}
+		if err := s.finishInterruptedRollback(ctx, s.ws, root); err != nil {
+			return err
+		}
+		after, err = s.ws.CheckLocked(ctx, root)
+		return err
+	}()
 	var we *workspace.Error
 	if errors.As(err, &we) && (we.Code == workspace.NotFound || we.Code == workspace.InvalidWorkspace) {
-		return // never snapshotted, or gone (reported with its sessions)
+		return nil, nil // never snapshotted, or gone (reported with its sessions)
+	}
+	if err != nil {
+		return nil, workspaceError(err)
 	}
 	rep.Workspaces++
-	if err != nil {
-		rep.Problems = append(rep.Problems, belay.ValidationProblem{
-			Kind: belay.ProblemWorkspace, ProjectPath: root, Message: workspaceError(err).Error(),
-			Recovery: []belay.RecoveryOption{{Action: belay.RecoverContinue,
-				Description: "go on: checkpoints whose snapshots need the missing objects cannot be restored"}},
-		})
+	left := map[string]bool{}
+	for _, p := range after {
+		left[string(p.Kind)+" "+p.Name] = true
 	}
+	var out []belay.ValidationProblem
+	for _, p := range before {
+		if !left[string(p.Kind)+" "+p.Name] {
+			vp := s.workspaceProblem(ctx, root, p)
+			vp.Repaired, vp.Recovery = true, nil
+			vp.Message += "; repaired"
+			out = append(out, vp)
+		}
+	}
+	for _, p := range append(lost, after...) {
+		out = append(out, s.workspaceProblem(ctx, root, p))
+	}
+	return out, nil
+}
+
+// knownSnapshots maps the snapshot refs of sessions to the commits their
+// checkpoint rows name, for rebuilding lost refs. Rows that fail their
+// checksum are left out.
+func knownSnapshots(ctx context.Context, r store.Reader, sessions []*belay.Session) (map[string]string, error) {
+	known := map[string]string{}
+	for _, sess := range sessions {
+		cps, err := sessionCheckpoints(ctx, r, sess.ID)
+		if err != nil {
+			return nil, err
+		}
+		for _, cp := range cps {
+			if cp.WorkspaceRef != "" && cp.VerifyChecksum() == nil {
+				known[checkpointRef(sess.ID, cp.Seq)] = cp.WorkspaceRef
+			}
+		}
+	}
+	return known, nil
+}
+
+// workspaceProblem describes a problem of the snapshot repository of root
+// with the ways out.
+func (s *Service) workspaceProblem(ctx context.Context, root string, p workspace.Problem) belay.ValidationProblem {
+	vp := belay.ValidationProblem{Kind: belay.ProblemWorkspace, ProjectPath: root, Message: p.Message,
+		Recovery: []belay.RecoveryOption{{Action: belay.RecoverRepair,
+			Description: "rebuild what git can rebuild and say what it could not"}}}
+	switch p.Kind {
+	case workspace.MissingObjects:
+		vp.Recovery = []belay.RecoveryOption{{Action: belay.RecoverContinue,
+			Description: "go on: checkpoints whose snapshots need the missing objects cannot be restored"}}
+	case workspace.UnfinishedRestore:
+		var rec rollbackRecord
+		if json.Unmarshal(p.Record, &rec) == nil && rec.RollbackID != "" {
+			vp.SessionID = rec.SessionID
+			vp.Message = fmt.Sprintf("the rollback to checkpoint #%d of session %s was interrupted and is not finished", rec.TargetSeq, rec.SessionID)
+			rbs, err := s.store.ListRollbacks(ctx, rec.SessionID)
+			if err == nil && slices.ContainsFunc(rbs, func(rb *belay.Rollback) bool { return rb.ID == rec.RollbackID }) {
+				vp.Message = fmt.Sprintf("the rollback to checkpoint #%d of session %s was interrupted after it was recorded: its journal is left behind", rec.TargetSeq, rec.SessionID)
+			}
+		}
+		vp.Recovery = append(vp.Recovery, belay.RecoveryOption{Action: belay.RecoverFinish,
+			Description: "the next save or rollback of this workspace finishes it too"})
+	}
+	return vp
 }
 
 // found is a problem of one session, with what repairing it needs.
@@ -109,7 +220,10 @@ type found struct {
 	commit   string            // the snapshot to rebuild from, "" when none
 }
 
-func (s *Service) validateSession(ctx context.Context, sess *belay.Session, repair bool, rep *belay.ValidationReport) error {
+// validateSession checks a session's checkpoints and their snapshots. When
+// the workspace's repository is damaged (reported with the workspace) and
+// its refs cannot be listed, only the checksums are checked.
+func (s *Service) validateSession(ctx context.Context, sess *belay.Session, repair, damagedWorkspace bool, rep *belay.ValidationReport) error {
 	cps, err := sessionCheckpoints(ctx, s.store, sess.ID)
 	if err != nil {
 		return err
@@ -120,8 +234,8 @@ func (s *Service) validateSession(ctx context.Context, sess *belay.Session, repa
 	var refs map[string]string
 	if root != "" && s.ws != nil {
 		if refs, err = s.ws.Refs(ctx, root, sessionRefs(sess.ID)); err != nil {
-			if !hasSnapshots(cps) {
-				root = "" // nothing to check there
+			if !hasSnapshots(cps) || damagedWorkspace {
+				root, refs = "", nil // nothing to check there, or reported with the workspace
 			} else {
 				rep.Problems = append(rep.Problems, belay.ValidationProblem{
 					Kind: belay.ProblemWorkspace, SessionID: sess.ID, ProjectPath: root, Message: workspaceError(err).Error(),

@@ -211,3 +211,54 @@ func TestWorkspaceOutsideRootsNeedsAdmin(t *testing.T) {
 		t.Errorf("an admin's diff: %v", err)
 	}
 }
+
+// TestWorkspaceSymlinkOutOfRootsNeedsAdmin: a path under a workspace root
+// that is a symlink to a directory outside it is outside: a user who is not
+// an admin may not snapshot, diff or roll back through it.
+func TestWorkspaceSymlinkOutOfRootsNeedsAdmin(t *testing.T) {
+	e := newWSEnv(t)
+	outside, err := os.MkdirTemp("", "belay-outside-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(outside) })
+	testtree.Write(t, outside, map[string]string{"victim.txt": "precious"})
+	link := filepath.Join(filepath.Dir(e.project), "escape")
+	if err := os.Symlink(outside, link); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{ProjectPath: link, Summary: "steal", Snapshot: true})
+	testutil.WantCode(t, err, belay.CodeUnauthorized)
+
+	// Alice's session on the link gets a snapshot from an admin; she may
+	// still neither diff nor roll it back.
+	plain, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{ProjectPath: link, Summary: "no snapshot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := e.svc.CreateCheckpoint(wsAs("root", true), belay.CreateCheckpointInput{SessionID: plain.SessionID, Summary: "by an admin", Snapshot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testtree.Write(t, outside, map[string]string{"victim.txt": "edited", "new.txt": "new"})
+	before := testtree.Read(t, outside)
+	_, err = e.svc.DiffCheckpoint(alice, belay.DiffInput{CheckpointID: snap.ID})
+	testutil.WantCode(t, err, belay.CodeUnauthorized)
+	_, err = e.svc.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: snap.ID})
+	testutil.WantCode(t, err, belay.CodeUnauthorized)
+	_, err = e.svc.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: snap.ID, DryRun: true})
+	testutil.WantCode(t, err, belay.CodeUnauthorized)
+	if got := testtree.Read(t, outside); !maps.Equal(got, before) {
+		t.Errorf("files outside the roots changed:\n got %v\nwant %v", got, before)
+	}
+
+	// A link that stays inside the roots is fine.
+	inside := filepath.Join(filepath.Dir(e.project), "inside")
+	if err := os.Symlink(e.project, inside); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{ProjectPath: inside, Summary: "ok", Snapshot: true}); err != nil {
+		t.Errorf("snapshot through a link inside the roots: %v", err)
+	}
+}

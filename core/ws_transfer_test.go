@@ -331,3 +331,23 @@ func TestExportBranchWritesUserRepositoryBranchOnly(t *testing.T) {
 		t.Errorf("message = %q", be.Message)
 	}
 }
+
+// TestExportBranchRefusesAmbiguousNames: HEAD and refs/heads/main would be
+// written as refs/heads/HEAD and refs/heads/refs/heads/main, ambiguous with
+// the refs they name; they are VALIDATION_ERRORs and nothing is written.
+func TestExportBranchRefusesAmbiguousNames(t *testing.T) {
+	e := newWSEnv(t)
+	testtree.Write(t, e.project, map[string]string{"a.txt": "a"})
+	testtree.Git(t, e.project, "init", "-q", "-b", "main")
+	testtree.Git(t, e.project, "add", "-A")
+	testtree.Git(t, e.project, "commit", "-q", "-m", "initial")
+	one := e.save(t, "one")
+	refs := testtree.Git(t, e.project, "for-each-ref")
+	for _, branch := range []string{"HEAD", "refs/heads/main", "a..b", "x.lock"} {
+		_, err := e.svc.ExportBranch(alice, belay.ExportBranchInput{SessionID: one.SessionID, Branch: branch})
+		testutil.WantCode(t, err, belay.CodeValidation, "branch")
+	}
+	if got := testtree.Git(t, e.project, "for-each-ref"); got != refs {
+		t.Errorf("refs changed:\n%s\nwant\n%s", got, refs)
+	}
+}

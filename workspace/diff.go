@@ -33,7 +33,7 @@ type Diff struct {
 // snapshot; it then takes the workspace lock, writes no commit or ref and
 // leaves the private index as it is (it works on a temporary copy).
 func (m *Manager) Diff(ctx context.Context, root, from, to string) (*Diff, error) {
-	s, err := m.existing(root)
+	s, err := m.existing(ctx, root)
 	if err != nil {
 		return nil, err
 	}

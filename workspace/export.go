@@ -25,11 +25,13 @@ const exportRef = "refs/belay-export/tip"
 //
 // The objects are fetched from the shadow repository into the user's
 // repository; HEAD, the index, the work tree and every other ref are left
-// alone. It refuses the checked-out branch and fails with code
-// InvalidWorkspace when the workspace is not the top of a git repository.
+// alone. It refuses the checked-out branch and a name that is not a valid
+// branch name or reads as another ref (HEAD, @, refs/...), and fails with
+// code InvalidWorkspace then and when the workspace is not the top of a git
+// repository.
 // It takes the workspace lock.
 func (m *Manager) ExportBranch(ctx context.Context, root, branch string, commits []string) error {
-	s, err := m.existing(root)
+	s, err := m.existing(ctx, root)
 	if err != nil {
 		return err
 	}
@@ -41,6 +43,9 @@ func (m *Manager) ExportBranch(ctx context.Context, root, branch string, commits
 		return err
 	}
 	defer unlock()
+	if err := m.open(ctx, s); err != nil {
+		return fmt.Errorf("export %s: %w", s.root, err)
+	}
 	user, err := m.findUserRepo(ctx, s)
 	if err != nil {
 		return fmt.Errorf("export %s: %w", s.root, err)
@@ -53,7 +58,10 @@ func (m *Manager) ExportBranch(ctx context.Context, root, branch string, commits
 	}
 	inUser := runOpts{gitDir: user.gitDir, okCodes: []int{1, 128}}
 	ref := "refs/heads/" + branch
-	if _, code, err := m.runCode(ctx, s, inUser, "check-ref-format", ref); err != nil || code != 0 || strings.HasPrefix(branch, "-") {
+	// check-ref-format --branch would also expand @{-1} and the like in the
+	// user's repository; names that read as another ref are refused here.
+	_, code, err := m.runCode(ctx, s, inUser, "check-ref-format", ref)
+	if err != nil || code != 0 || strings.HasPrefix(branch, "-") || branch == "HEAD" || branch == "@" || strings.HasPrefix(branch, "refs/") {
 		return errorf(InvalidWorkspace, err, "export %s: invalid branch name %q", s.root, branch)
 	}
 	out, _, err := m.runCode(ctx, s, inUser, "symbolic-ref", "-q", "HEAD")
@@ -97,7 +105,7 @@ func (m *Manager) ExportBranch(ctx context.Context, root, branch string, commits
 			return fmt.Errorf("export %s: %w", s.root, err)
 		}
 	}
-	if _, err := m.run(ctx, s, runOpts{}, "update-ref", exportRef, parent); err != nil {
+	if err := m.updateRef(ctx, s, exportRef, parent); err != nil {
 		return fmt.Errorf("export %s: %w", s.root, err)
 	}
 	defer m.run(context.WithoutCancel(ctx), s, runOpts{}, "update-ref", "-d", exportRef)

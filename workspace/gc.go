@@ -175,7 +175,7 @@ func (m *Manager) shadowByID(id string) (*shadow, error) {
 // root exists, else found by the root its metadata records. NotFound when
 // there is none.
 func (m *Manager) locate(ctx context.Context, root string) (*shadow, error) {
-	s, err := m.workspaceFor(root)
+	s, err := m.workspaceFor(ctx, root)
 	if err == nil {
 		return s, m.requireShadow(s)
 	}

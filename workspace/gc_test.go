@@ -24,7 +24,7 @@ func randomText(t *testing.T, n int) string {
 // hasObject reports whether the shadow repository of root holds an object.
 func hasObject(t *testing.T, m *Manager, root, id string) bool {
 	t.Helper()
-	s, err := m.workspaceFor(root)
+	s, err := m.workspaceFor(context.Background(), root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestShadowsAndCollect(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An unreferenced object, as a failed save leaves.
-	s, _ := m.workspaceFor(live)
+	s, _ := m.workspaceFor(context.Background(), live)
 	junk := strings.TrimSpace(string(must(m.run(ctx, s, runOpts{stdin: []byte(randomText(t, 64<<10))}, "hash-object", "-w", "--stdin"))))
 
 	shadows, err := m.Shadows(ctx)

@@ -198,7 +198,7 @@ func snapshot(t *testing.T, m *Manager, root, ref, parent string, paths ...strin
 // shadowGit runs git in the shadow repository of root.
 func shadowGit(t *testing.T, m *Manager, root string, args ...string) string {
 	t.Helper()
-	s, err := m.workspaceFor(root)
+	s, err := m.workspaceFor(context.Background(), root)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 // flock on DataDir/workspaces/<key>/lock serialises it across processes.
 type workspaceLock struct {
 	token chan struct{} // holds one value while unlocked
-	held  bool          // guarded by Manager.mu
+	file  *os.File      // the flocked file while held; guarded by Manager.mu
 }
 
 // Lock takes the exclusive lock of the workspace at root, waiting until it is
@@ -26,8 +26,13 @@ type workspaceLock struct {
 // several steps without another writer in between ("snapshot, then
 // restore") holds it and calls SnapshotLocked and RestoreLocked. The lock is
 // not reentrant. Call unlock exactly once.
+//
+// Every git command run under the lock inherits the locked file, so the lock
+// stays held until the last of them exits, even when the process holding it
+// dies first: whoever gets the lock knows that no git command is working on
+// the shadow repository, and that lock files git left there are stale.
 func (m *Manager) Lock(ctx context.Context, root string) (unlock func(), err error) {
-	s, err := m.workspaceFor(root)
+	s, err := m.workspaceFor(ctx, root)
 	if err != nil {
 		return nil, err
 	}
@@ -55,25 +60,33 @@ func (m *Manager) lock(ctx context.Context, s *shadow) (func(), error) {
 		return nil, err
 	}
 	m.mu.Lock()
-	wl.held = true
+	wl.file = f
 	m.mu.Unlock()
+	s.lockFile = f
 	return func() {
+		s.lockFile = nil
 		m.mu.Lock()
-		wl.held = false
+		wl.file = nil
 		m.mu.Unlock()
-		// Closing the descriptor releases the flock.
+		// Closing the descriptor releases the flock (once git commands that
+		// inherited it are gone too).
 		f.Close()
 		wl.token <- struct{}{}
 	}, nil
 }
 
 // held reports whether this Manager holds the lock of s (used to catch a
-// *Locked call made without Lock).
+// *Locked call made without Lock) and, when it does, lets git commands run
+// for s inherit it.
 func (m *Manager) held(s *shadow) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	wl := m.locks[s.key]
-	return wl != nil && wl.held
+	if wl == nil || wl.file == nil {
+		return false
+	}
+	s.lockFile = wl.file
+	return true
 }
 
 // flock opens the lock file and takes an exclusive flock on it. flock has no

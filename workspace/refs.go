@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -19,7 +20,7 @@ import (
 // noticed; otherwise the commit and its root tree are. A workspace never
 // snapshotted has no commits.
 func (m *Manager) HasCommit(ctx context.Context, root, commit string) (bool, error) {
-	s, err := m.existing(root)
+	s, err := m.existing(ctx, root)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) && e.Code == NotFound {
@@ -62,11 +63,15 @@ func hasAlternates(s *shadow) bool {
 // missing. It checks connectivity only, not object contents, so it stays
 // fast.
 func (m *Manager) Fsck(ctx context.Context, root string) error {
-	s, err := m.existing(root)
+	s, err := m.existing(ctx, root)
 	if err != nil {
 		return err
 	}
-	_, err = m.run(ctx, s, runOpts{mergeStderr: true}, "fsck", "--connectivity-only", "--no-dangling", "--no-progress")
+	return m.fsck(ctx, s)
+}
+
+func (m *Manager) fsck(ctx context.Context, s *shadow) error {
+	_, err := m.run(ctx, s, runOpts{mergeStderr: true}, "fsck", "--connectivity-only", "--no-dangling", "--no-progress")
 	var gerr *gitError
 	if errors.As(err, &gerr) {
 		return errorf(Corrupted, err, "shadow repository of %s is damaged", s.root)
@@ -80,7 +85,7 @@ func (m *Manager) Fsck(ctx context.Context, root string) error {
 // CommitMessage returns the full message of a commit in the shadow
 // repository, or an *Error with code NotFound.
 func (m *Manager) CommitMessage(ctx context.Context, root, commit string) (string, error) {
-	s, err := m.existing(root)
+	s, err := m.existing(ctx, root)
 	if err != nil {
 		return "", err
 	}
@@ -104,7 +109,7 @@ func (m *Manager) Refs(ctx context.Context, root, prefix string) (map[string]str
 	if !strings.HasPrefix(prefix, "refs/") {
 		return nil, fmt.Errorf("refs: prefix %q must start with refs/", prefix)
 	}
-	s, err := m.existing(root)
+	s, err := m.existing(ctx, root)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) && e.Code == NotFound {
@@ -151,6 +156,9 @@ func (m *Manager) DeleteRefs(ctx context.Context, root, prefix string) (*Reclaim
 		return nil, err
 	}
 	defer unlock()
+	if err := m.clearRefLocks(ctx, s); err != nil {
+		return nil, err
+	}
 	refs, err := m.refs(ctx, s, prefix)
 	if err != nil {
 		return nil, err
@@ -175,7 +183,29 @@ func (m *Manager) DeleteRefList(ctx context.Context, root string, refs []string)
 		return nil, err
 	}
 	defer unlock()
+	if err := m.clearRefLocks(ctx, s); err != nil {
+		return nil, err
+	}
 	return m.deleteAndReclaim(ctx, s, refs)
+}
+
+// clearRefLocks repairs the repository's setup and removes the lock files of
+// refs: under the workspace lock every one is stale, left by a git a crash
+// killed. The caller holds the lock.
+func (m *Manager) clearRefLocks(ctx context.Context, s *shadow) error {
+	if err := m.open(ctx, s); err != nil {
+		return fmt.Errorf("delete refs of %s: %w", s.root, err)
+	}
+	locks, err := lockFiles(s, true)
+	if err != nil {
+		return err
+	}
+	for _, name := range locks {
+		if err := os.Remove(filepath.Join(s.dir, filepath.FromSlash(name))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("delete refs of %s: %w", s.root, err)
+		}
+	}
+	return nil
 }
 
 // deleteAndReclaim deletes refs and reclaims what only they used; the
@@ -206,7 +236,7 @@ func (m *Manager) deleteAndReclaim(ctx context.Context, s *shadow, refs []string
 // objects they need (borrowed ones included), to a git bundle at path. The
 // file appears atomically.
 func (m *Manager) WriteBundle(ctx context.Context, root string, refs []string, path string) error {
-	s, err := m.existing(root)
+	s, err := m.existing(ctx, root)
 	if err != nil {
 		return err
 	}
@@ -246,7 +276,7 @@ func (m *Manager) WriteBundle(ctx context.Context, root string, refs []string, p
 // An existing ref is only moved forward, never rewound. It takes the
 // workspace lock.
 func (m *Manager) ReadBundle(ctx context.Context, root, path string) (map[string]string, error) {
-	s, err := m.workspaceFor(root)
+	s, err := m.workspaceFor(ctx, root)
 	if err != nil {
 		return nil, err
 	}
@@ -293,7 +323,7 @@ func (m *Manager) ReadBundle(ctx context.Context, root, path string) (map[string
 // (repository, index and bookkeeping; not objects borrowed from the user's
 // repository). A workspace never snapshotted uses none.
 func (m *Manager) DiskUsage(ctx context.Context, root string) (int64, error) {
-	s, err := m.workspaceFor(root)
+	s, err := m.workspaceFor(ctx, root)
 	if err != nil {
 		return 0, err
 	}

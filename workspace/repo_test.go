@@ -101,7 +101,7 @@ func TestFirstSnapshotReusesUserRepository(t *testing.T) {
 
 func mustKey(t *testing.T, m *Manager, root string) string {
 	t.Helper()
-	s, err := m.workspaceFor(root)
+	s, err := m.workspaceFor(context.Background(), root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +317,7 @@ func TestDiff(t *testing.T) {
 		{Path: "new.txt", Status: "added", Additions: 1},
 		{Path: "type.txt", Status: "modified", Additions: 1, Deletions: 1},
 	}
-	s, _ := m.workspaceFor(root)
+	s, _ := m.workspaceFor(context.Background(), root)
 	indexBefore := hashTree(t, s.index)
 	refsBefore, _ := m.Refs(ctx, root, "refs/")
 	live, err := m.Diff(ctx, root, s1.Commit, "")
@@ -350,4 +350,22 @@ func TestDiff(t *testing.T) {
 	}
 	_, err = m.Diff(ctx, root, "refs/belay/missing", "")
 	wantCode(t, err, NotFound)
+}
+
+// TestExportBranchRefusesAmbiguousNames: a branch name that reads as another
+// ref is refused before anything is written.
+func TestExportBranchRefusesAmbiguousNames(t *testing.T) {
+	m := newManager(t)
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{"a.txt": "a\n"})
+	initUserRepo(t, root)
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	refs := userGit(t, root, "for-each-ref")
+	for _, branch := range []string{"HEAD", "refs/heads/main", "@", "-x"} {
+		err := m.ExportBranch(context.Background(), root, branch, []string{s1.Commit})
+		wantCode(t, err, InvalidWorkspace)
+	}
+	if got := userGit(t, root, "for-each-ref"); got != refs {
+		t.Errorf("refs changed:\n%s\nwant\n%s", got, refs)
+	}
 }

@@ -47,7 +47,8 @@ type RestoreResult struct {
 // written back (atomically, via a temporary file and rename), files created
 // since target are removed along with the directories that leaves empty.
 // Ignored files and files neither tree knows are never touched; a directory
-// is never removed unless empty. Nothing is written through a symlink.
+// is never removed unless empty. Nothing is written through a symlink: a
+// symlink is written as a symlink, and a path below one is never written.
 //
 // A journal (restore.json in the shadow directory) is written before the
 // first file is touched; if the process dies mid-restore, the next Snapshot
@@ -56,7 +57,7 @@ type RestoreResult struct {
 // code RestoreFailed is returned: the work tree is never left half-restored.
 // With dryRun nothing is written and the changes are only listed.
 func (m *Manager) Restore(ctx context.Context, root, from, target string, dryRun bool) (*RestoreResult, error) {
-	s, err := m.existing(root)
+	s, err := m.existing(ctx, root)
 	if err != nil {
 		return nil, err
 	}
@@ -65,28 +66,143 @@ func (m *Manager) Restore(ctx context.Context, root, from, target string, dryRun
 		return nil, err
 	}
 	defer unlock()
-	return m.restore(ctx, s, from, target, dryRun)
+	return m.restore(ctx, s, from, target, dryRun, nil)
 }
 
 // RestoreLocked is Restore for a caller that already holds Lock(root).
 func (m *Manager) RestoreLocked(ctx context.Context, root, from, target string, dryRun bool) (*RestoreResult, error) {
-	s, err := m.workspaceFor(root)
+	s, err := m.lockedWorkspace(ctx, root, "RestoreLocked")
+	if err != nil {
+		return nil, err
+	}
+	return m.restore(ctx, s, from, target, dryRun, nil)
+}
+
+// BeginRestoreLocked is RestoreLocked for a restore the caller must record
+// elsewhere (a rollback in a database): the journal carries record and stays
+// after the files are moved, until the caller, having recorded the restore,
+// calls CommitRestoreLocked, or calls UndoRestoreLocked to move the files
+// back. If the caller's process dies in between, the next caller holding the
+// lock gets the record from PendingRestoreLocked, with the files moved, and
+// records the restore or undoes it: a restore is never left half done or
+// done and unrecorded. A failed restore is rolled back as by Restore and
+// leaves nothing pending. The journal is written even when the trees do not
+// differ.
+func (m *Manager) BeginRestoreLocked(ctx context.Context, root, from, target string, record []byte) (*RestoreResult, error) {
+	if len(record) == 0 {
+		return nil, errors.New("BeginRestoreLocked: the record is empty")
+	}
+	s, err := m.lockedWorkspace(ctx, root, "BeginRestoreLocked")
+	if err != nil {
+		return nil, err
+	}
+	return m.restore(ctx, s, from, target, false, record)
+}
+
+// PendingRestore is a restore begun with BeginRestoreLocked that was neither
+// committed nor undone.
+type PendingRestore struct {
+	From, Target string
+	// Record is what the caller passed to BeginRestoreLocked.
+	Record []byte
+	// Changes lists what the restore changed, sorted by path.
+	Changes []Change
+}
+
+// PendingRestoreLocked first finishes moving the files of a restore whose
+// process died midway (as every Snapshot and Restore does), then returns the
+// restore begun with BeginRestoreLocked that is waiting to be committed or
+// undone, or nil. A restore that cannot be finished and was rolled back
+// leaves nothing pending: it did not happen. The caller holds Lock(root).
+func (m *Manager) PendingRestoreLocked(ctx context.Context, root string) (*PendingRestore, error) {
+	s, err := m.lockedWorkspace(ctx, root, "PendingRestoreLocked")
+	if err != nil {
+		return nil, err
+	}
+	if err := m.requireShadow(s); err != nil {
+		var e *Error
+		if errors.As(err, &e) && e.Code == NotFound {
+			return nil, nil
+		}
+		return nil, err
+	}
+	if err := m.open(ctx, s); err != nil {
+		return nil, err
+	}
+	j, err := m.recoverRestore(ctx, s)
+	if err != nil || j == nil {
+		return nil, err
+	}
+	changes, err := m.treeChanges(ctx, s, j.From, j.Target)
+	if err != nil {
+		return nil, fmt.Errorf("pending restore of %s: %w", s.root, err)
+	}
+	return &PendingRestore{From: j.From, Target: j.Target, Record: j.Record, Changes: restoreChanges(changes)}, nil
+}
+
+// CommitRestoreLocked ends the pending restore: its caller recorded it. The
+// caller holds Lock(root).
+func (m *Manager) CommitRestoreLocked(ctx context.Context, root string) error {
+	s, err := m.lockedWorkspace(ctx, root, "CommitRestoreLocked")
+	if err != nil {
+		return err
+	}
+	if err := removeDurably(s.journalPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("restore %s: remove journal: %w", s.root, err)
+	}
+	return nil
+}
+
+// UndoRestoreLocked moves the work tree of the pending restore back from its
+// target to where it started, as a restore of its own (journaled, rolled
+// back on failure), and forgets the pending restore. The caller holds
+// Lock(root).
+func (m *Manager) UndoRestoreLocked(ctx context.Context, root string) error {
+	s, err := m.lockedWorkspace(ctx, root, "UndoRestoreLocked")
+	if err != nil {
+		return err
+	}
+	j, err := readJournal(s)
+	if err != nil || j == nil {
+		return err
+	}
+	changes, err := m.treeChanges(ctx, s, j.Target, j.From)
+	if err != nil {
+		return fmt.Errorf("undo restore of %s: %w", s.root, err)
+	}
+	back := journal{From: j.Target, Target: j.From, Started: m.now().UTC()}
+	for _, c := range changes {
+		back.Pending = append(back.Pending, c.path)
+	}
+	return m.runJournal(ctx, s, back, changes)
+}
+
+// lockedWorkspace resolves root for a *Locked call, which needs the lock.
+func (m *Manager) lockedWorkspace(ctx context.Context, root, what string) (*shadow, error) {
+	s, err := m.workspaceFor(ctx, root)
 	if err != nil {
 		return nil, err
 	}
 	if !m.held(s) {
-		return nil, fmt.Errorf("restore %s: RestoreLocked called without holding Lock", s.root)
+		return nil, fmt.Errorf("%s %s: called without holding Lock", what, s.root)
 	}
-	return m.restore(ctx, s, from, target, dryRun)
+	return s, nil
 }
 
-func (m *Manager) restore(ctx context.Context, s *shadow, from, target string, dryRun bool) (*RestoreResult, error) {
+func (m *Manager) restore(ctx context.Context, s *shadow, from, target string, dryRun bool, record []byte) (*RestoreResult, error) {
 	if err := m.requireShadow(s); err != nil {
 		return nil, err
 	}
 	if !dryRun {
-		if err := m.recoverRestore(ctx, s); err != nil {
+		if err := m.open(ctx, s); err != nil {
 			return nil, fmt.Errorf("restore %s: %w", s.root, err)
+		}
+		pending, err := m.recoverRestore(ctx, s)
+		if err != nil {
+			return nil, fmt.Errorf("restore %s: %w", s.root, err)
+		}
+		if pending != nil {
+			return nil, errorf(RestoreFailed, nil, "restore %s: an earlier restore is waiting to be recorded or undone", s.root)
 		}
 	}
 	fromID, err := m.resolveCommit(ctx, s, from)
@@ -101,18 +217,11 @@ func (m *Manager) restore(ctx context.Context, s *shadow, from, target string, d
 	if err != nil {
 		return nil, fmt.Errorf("restore %s: %w", s.root, err)
 	}
-	result := &RestoreResult{Changes: make([]Change, 0, len(changes))}
-	for _, c := range changes {
-		action := ActionRestore
-		if c.status == 'D' {
-			action = ActionRemove
-		}
-		result.Changes = append(result.Changes, Change{Path: c.path, Action: action})
-	}
-	if dryRun || len(changes) == 0 {
+	result := &RestoreResult{Changes: restoreChanges(changes)}
+	if dryRun || len(changes) == 0 && record == nil {
 		return result, nil
 	}
-	j := journal{From: fromID, Target: targetID, Started: m.now().UTC()}
+	j := journal{From: fromID, Target: targetID, Started: m.now().UTC(), Record: record}
 	for _, c := range result.Changes {
 		j.Pending = append(j.Pending, c.Path)
 	}
@@ -122,25 +231,58 @@ func (m *Manager) restore(ctx context.Context, s *shadow, from, target string, d
 	return result, nil
 }
 
-// journal is restore.json: a restore that was started and not finished.
+// restoreChanges lists what moving the work tree along changes does.
+func restoreChanges(changes []treeChange) []Change {
+	out := make([]Change, 0, len(changes))
+	for _, c := range changes {
+		action := ActionRestore
+		if c.status == 'D' {
+			action = ActionRemove
+		}
+		out = append(out, Change{Path: c.path, Action: action})
+	}
+	return out
+}
+
+// journal is restore.json: a restore that was started and not finished, or
+// (with a record) not yet committed by its caller.
 type journal struct {
 	From    string    `json:"from"`
 	Target  string    `json:"target"`
 	Pending []string  `json:"pending"`
 	Started time.Time `json:"started"`
+	// Record is the caller's, from BeginRestoreLocked.
+	Record json.RawMessage `json:"record,omitempty"`
+	// Applied: the work tree and the index are at Target; the journal
+	// waits for the caller to commit or undo the restore.
+	Applied bool `json:"applied,omitempty"`
+}
+
+// readJournal returns the journal of s, or nil when there is none.
+func readJournal(s *shadow) (*journal, error) {
+	data, err := os.ReadFile(s.journalPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read restore journal: %w", err)
+	}
+	var j journal
+	if err := json.Unmarshal(data, &j); err != nil {
+		return nil, errorf(Corrupted, err, "the journal of an interrupted restore of %s is unreadable", s.root)
+	}
+	return &j, nil
 }
 
 // runJournal writes the journal, moves the work tree from j.From to
 // j.Target (rolling back to j.From on failure), updates the private index
-// and deletes the journal. The journal stays only when even the rollback
-// failed, so the next call tries again.
+// and deletes the journal, or marks it applied when it carries a record.
+// After a failure the journal stays only when even the rollback failed, so
+// the next call tries again.
 func (m *Manager) runJournal(ctx context.Context, s *shadow, j journal, changes []treeChange) error {
-	data, err := json.Marshal(j)
-	if err != nil {
+	j.Applied = false
+	if err := writeJournal(s, j); err != nil {
 		return err
-	}
-	if err := writeFileAtomic(s.journalPath(), data, 0o600); err != nil {
-		return fmt.Errorf("restore %s: write journal: %w", s.root, err)
 	}
 	forward := make([]fileOp, len(changes))
 	before := make(map[string]fileOp, len(changes))
@@ -149,7 +291,7 @@ func (m *Manager) runJournal(ctx context.Context, s *shadow, j journal, changes 
 		before[c.path] = fileOp{path: c.path, mode: c.oldMode, id: c.oldID}
 	}
 	touched, created, applyErr := m.apply(ctx, s, forward, false)
-	if applyErr == nil {
+	if applyErr == nil && len(forward) > 0 {
 		// The index follows the work tree, so the next snapshot re-hashes only
 		// the restored files. update-index replaces the index atomically: on
 		// failure it is unchanged and matches the rolled-back work tree.
@@ -166,40 +308,62 @@ func (m *Manager) runJournal(ctx context.Context, s *shadow, j journal, changes 
 			return errorf(RestoreFailed, errors.Join(applyErr, err),
 				"restore %s: failed, and rolling back to %s failed too: the work tree is partly restored; the next snapshot or restore retries", s.root, j.From)
 		}
-		removeEmptyDirs(s.root, created)
-		if err := os.Remove(s.journalPath()); err != nil {
+		removeEmptyDirs(s, created)
+		if err := removeDurably(s.journalPath()); err != nil {
 			return errorf(RestoreFailed, errors.Join(applyErr, err), "restore %s: failed and was rolled back to %s", s.root, j.From)
 		}
 		return errorf(RestoreFailed, applyErr, "restore %s: failed and was rolled back to %s", s.root, j.From)
 	}
-	if err := os.Remove(s.journalPath()); err != nil {
+	if j.Record != nil {
+		j.Applied = true
+		return writeJournal(s, j)
+	}
+	if err := removeDurably(s.journalPath()); err != nil {
 		return fmt.Errorf("restore %s: remove journal: %w", s.root, err)
 	}
 	return nil
 }
 
-// recoverRestore finishes a restore whose process died: moving the work tree
-// to the target again is idempotent.
-func (m *Manager) recoverRestore(ctx context.Context, s *shadow) error {
-	data, err := os.ReadFile(s.journalPath())
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
+func writeJournal(s *shadow, j journal) error {
+	data, err := json.Marshal(j)
 	if err != nil {
-		return fmt.Errorf("read restore journal: %w", err)
+		return err
 	}
-	var j journal
-	if err := json.Unmarshal(data, &j); err != nil {
-		return fmt.Errorf("read restore journal %s: %w", s.journalPath(), err)
+	if err := writeFileAtomic(s.journalPath(), data, 0o600); err != nil {
+		return fmt.Errorf("restore %s: write journal: %w", s.root, err)
+	}
+	return nil
+}
+
+// recoverRestore finishes moving the files of a restore whose process died
+// (moving the work tree to the target again is idempotent) and returns the
+// journal when it carries a record and so waits for its caller (see
+// BeginRestoreLocked). A restore that cannot be finished is rolled back as
+// any failed restore; once rolled back it is over and recoverRestore returns
+// nil, so the next snapshot sees the work tree as it is.
+func (m *Manager) recoverRestore(ctx context.Context, s *shadow) (*journal, error) {
+	j, err := readJournal(s)
+	if err != nil || j == nil {
+		return nil, err
+	}
+	if j.Applied {
+		return j, nil
 	}
 	changes, err := m.treeChanges(ctx, s, j.From, j.Target)
 	if err != nil {
-		return fmt.Errorf("finish interrupted restore: %w", err)
+		return nil, fmt.Errorf("finish interrupted restore: %w", err)
 	}
-	if err := m.runJournal(ctx, s, j, changes); err != nil {
-		return fmt.Errorf("finish interrupted restore: %w", err)
+	if err := m.runJournal(ctx, s, *j, changes); err != nil {
+		if _, statErr := os.Stat(s.journalPath()); errors.Is(statErr, fs.ErrNotExist) {
+			return nil, nil // rolled back: the restore did not happen
+		}
+		return nil, fmt.Errorf("finish interrupted restore: %w", err)
 	}
-	return nil
+	if j.Record == nil {
+		return nil, nil
+	}
+	j.Applied = true
+	return j, nil
 }
 
 // fileOp sets one path to a tree entry; mode "000000" means absent.
@@ -215,10 +379,11 @@ func (op fileOp) absent() bool { return op.mode == "000000" }
 // replace a directory and vice versa), then writes. It returns the ops it
 // started, in order — a failed op included, as it may have half happened —
 // and the directories it created. With rollback, a path to remove that is a
-// directory is left alone instead of failing: it is something the restore
-// refused to overwrite, not something it created.
+// directory, and a path to write whose parent is no longer a directory, are
+// left alone instead of failing: the restore being undone cannot have
+// changed them, and writing there could go through a symlink.
 func (m *Manager) apply(ctx context.Context, s *shadow, ops []fileOp, rollback bool) (touched []fileOp, created []string, err error) {
-	root, err := os.OpenRoot(s.root)
+	root, err := s.openRoot()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -251,7 +416,7 @@ func (m *Manager) apply(ctx context.Context, s *shadow, ops []fileOp, rollback b
 		op := writes[next]
 		next++
 		touched = append(touched, op)
-		dirs, err := m.writeFile(root, op, r, size)
+		dirs, err := m.writeFile(root, op, r, size, rollback)
 		created = append(created, dirs...)
 		return err
 	})
@@ -267,8 +432,8 @@ func (m *Manager) removeFile(root *os.Root, name string, rollback bool) error {
 		}
 	}
 	if err := checkParents(root, name, false, nil); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil // already gone
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNotDirectory) {
+			return nil // already gone: nothing in the work tree is at name
 		}
 		return err
 	}
@@ -301,6 +466,9 @@ func (m *Manager) removeFile(root *os.Root, name string, rollback bool) error {
 	return nil
 }
 
+// errNotDirectory: a leading component of a path is a file or a symlink.
+var errNotDirectory = errors.New("not a directory")
+
 // checkParents makes sure every leading directory of name is a real
 // directory (never a symlink, which could lead out of the workspace). With
 // create, missing ones are made and appended to created.
@@ -320,7 +488,7 @@ func checkParents(root *os.Root, name string, create bool, created *[]string) er
 		case err != nil:
 			return fmt.Errorf("%s: %w", dir, err)
 		case !fi.IsDir():
-			return fmt.Errorf("%s: in the way of %s: not a directory, not replacing it", dir, name)
+			return fmt.Errorf("%s: in the way of %s: %w, not replacing it", dir, name, errNotDirectory)
 		}
 	}
 	return nil
@@ -328,8 +496,9 @@ func checkParents(root *os.Root, name string, create bool, created *[]string) er
 
 // writeFile writes one tree entry to the work tree through a temporary file
 // (or symlink) renamed over the old one, so a reader never sees a partial
-// file. It returns the directories it created.
-func (m *Manager) writeFile(root *os.Root, op fileOp, r io.Reader, size int64) ([]string, error) {
+// file. It returns the directories it created. With rollback, a path whose
+// parent is no longer a directory is skipped (see apply).
+func (m *Manager) writeFile(root *os.Root, op fileOp, r io.Reader, size int64, rollback bool) ([]string, error) {
 	if m.beforeWrite != nil {
 		if err := m.beforeWrite(op.path); err != nil {
 			return nil, err
@@ -337,6 +506,10 @@ func (m *Manager) writeFile(root *os.Root, op fileOp, r io.Reader, size int64) (
 	}
 	var created []string
 	if err := checkParents(root, op.path, true, &created); err != nil {
+		if rollback && errors.Is(err, errNotDirectory) {
+			_, err := io.Copy(io.Discard, r)
+			return created, err
+		}
 		return created, fmt.Errorf("write %s: %w", op.path, err)
 	}
 	if fi, err := root.Lstat(op.path); err == nil && fi.IsDir() {
@@ -386,8 +559,8 @@ func (m *Manager) writeFile(root *os.Root, op fileOp, r io.Reader, size int64) (
 
 // removeEmptyDirs removes the directories a failed restore created, deepest
 // first, when they are still empty.
-func removeEmptyDirs(rootDir string, dirs []string) {
-	root, err := os.OpenRoot(rootDir)
+func removeEmptyDirs(s *shadow, dirs []string) {
+	root, err := s.openRoot()
 	if err != nil {
 		return
 	}
@@ -424,6 +597,9 @@ func (m *Manager) setIndexEntries(ctx context.Context, s *shadow, ops []fileOp) 
 func (m *Manager) catBlobs(ctx context.Context, s *shadow, ids []string, fn func(r io.Reader, size int64) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if err := s.checkRoot(); err != nil {
+		return err
+	}
 	cmd := m.command(ctx, s, runOpts{}, "cat-file", "--batch")
 	cmd.Stdin = strings.NewReader(strings.Join(ids, "\n") + "\n")
 	var stderr bytes.Buffer

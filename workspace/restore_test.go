@@ -27,7 +27,7 @@ func TestRestoreFailureRollsBack(t *testing.T) {
 	_, err := m.Restore(context.Background(), root, s2.Commit, s1.Commit, false)
 	wantCode(t, err, RestoreFailed)
 	diffStates(t, "after failed restore", before, treeState(t, root))
-	s, _ := m.workspaceFor(root)
+	s, _ := m.workspaceFor(context.Background(), root)
 	if _, err := os.Stat(s.journalPath()); !os.IsNotExist(err) {
 		t.Errorf("journal left after rollback: %v", err)
 	}
@@ -79,7 +79,7 @@ func TestRestoreJournalRecovery(t *testing.T) {
 	// through its temporary file.
 	removeFiles(t, root, "c.txt")
 	writeFiles(t, root, map[string]string{".a.txt.belay-restore": "partial"})
-	s, _ := m.workspaceFor(root)
+	s, _ := m.workspaceFor(context.Background(), root)
 	data, _ := json.Marshal(journal{From: s2.Commit, Target: s1.Commit, Pending: []string{"a.txt", "c.txt", "dir/b.txt"}})
 	if err := os.WriteFile(s.journalPath(), data, 0o600); err != nil {
 		t.Fatal(err)

@@ -114,7 +114,7 @@ func TestBelayArchivesAreNeverSnapshotted(t *testing.T) {
 	writeFiles(t, root, map[string]string{"a.txt": "a\n"})
 	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
 	// A shadow repository from before: its built-in excludes lack the rule.
-	s, _ := m.workspaceFor(root)
+	s, _ := m.workspaceFor(context.Background(), root)
 	if err := os.WriteFile(filepath.Join(s.dir, "exclude"), []byte(".git\nnode_modules/\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}

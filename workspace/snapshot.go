@@ -80,8 +80,9 @@ type Snapshot struct {
 
 // Snapshot records the current state of the workspace as a commit in its
 // shadow repository and points req.Ref at it. It takes the workspace lock,
-// first finishes a restore that a crash interrupted, and never writes to the
-// work tree or to the user's repository.
+// first removes the lock files of git commands killed with their belay
+// process and finishes a restore that a crash interrupted, and never writes
+// to the work tree or to the user's repository.
 //
 // What is stored: every file git would add with `git add -A` under the
 // workspace's .gitignore files, its repository's .git/info/exclude,
@@ -102,7 +103,7 @@ type Snapshot struct {
 // `git gc --prune=now` after rewriting history is the way to lose them;
 // HasCommit and Fsck report it.
 func (m *Manager) Snapshot(ctx context.Context, req SnapshotRequest) (*Snapshot, error) {
-	s, err := m.workspaceFor(req.Root)
+	s, err := m.workspaceFor(ctx, req.Root)
 	if err != nil {
 		return nil, err
 	}
@@ -116,12 +117,9 @@ func (m *Manager) Snapshot(ctx context.Context, req SnapshotRequest) (*Snapshot,
 
 // SnapshotLocked is Snapshot for a caller that already holds Lock(req.Root).
 func (m *Manager) SnapshotLocked(ctx context.Context, req SnapshotRequest) (*Snapshot, error) {
-	s, err := m.workspaceFor(req.Root)
+	s, err := m.lockedWorkspace(ctx, req.Root, "SnapshotLocked")
 	if err != nil {
 		return nil, err
-	}
-	if !m.held(s) {
-		return nil, fmt.Errorf("snapshot %s: SnapshotLocked called without holding Lock", s.root)
 	}
 	return m.snapshot(ctx, s, req)
 }
@@ -133,7 +131,9 @@ func (m *Manager) snapshot(ctx context.Context, s *shadow, req SnapshotRequest) 
 	if err := m.open(ctx, s); err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
 	}
-	if err := m.recoverRestore(ctx, s); err != nil {
+	// A restore waiting for its caller (BeginRestoreLocked) stays pending:
+	// its files are moved, which is what the snapshot records.
+	if _, err := m.recoverRestore(ctx, s); err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
 	}
 	var parent string
@@ -192,7 +192,7 @@ func (m *Manager) snapshot(ctx context.Context, s *shadow, req SnapshotRequest) 
 		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
 	}
 	snap.Commit = strings.TrimSpace(string(out))
-	if _, err := m.run(ctx, s, runOpts{}, "update-ref", "--no-deref", req.Ref, snap.Commit); err != nil {
+	if err := m.updateRef(ctx, s, req.Ref, snap.Commit); err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
 	}
 	return snap, nil

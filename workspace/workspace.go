@@ -10,12 +10,22 @@
 //	exclude     built-in excludes (core.excludesFile of the shadow repo)
 //	lock        flock(2) target serialising work on the workspace
 //	meta.json   the absolute workspace root the directory belongs to
-//	restore.json  the journal of an unfinished restore, if any
+//	restore.json  the journal of an unfinished restore, or of one whose
+//	            caller has yet to record it (BeginRestoreLocked), if any
 //
 // Every git call runs the git binary with GIT_DIR, GIT_WORK_TREE and
 // GIT_INDEX_FILE pointing at the shadow repository, the workspace and the
 // private index, and with system and global git configuration disabled, so
-// the user's hooks, filters, excludes and identity never apply.
+// the user's hooks, filters, excludes and identity never apply. git syncs
+// what it writes there (core.fsync), and a git command inherits the
+// workspace lock, so lock files it leaves when killed are known to be stale
+// and removed by the next command (see Lock, Check and RepairLocked).
+//
+// The workspace root is resolved to its real path once per operation and
+// checked again before each git command and each restore: a directory on
+// the path replaced by a symlink meanwhile stops the operation, and a
+// restore writes only through a handle on the checked directory (see
+// Confine for keeping callers inside given roots).
 //
 // The package needs a unix system (flock) and git 2.30 or newer.
 package workspace
@@ -32,6 +42,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,7 +56,8 @@ type Code string
 // Error codes returned in *Error.
 const (
 	// InvalidWorkspace: the root does not exist, is not a directory, lies
-	// inside DataDir, a path is outside the workspace, or (ExportBranch) the
+	// inside DataDir, changed while in use (a directory on its path was
+	// replaced), a path is outside the workspace, or (ExportBranch) the
 	// workspace is not a git repository or the branch cannot be written.
 	InvalidWorkspace Code = "InvalidWorkspace"
 	// GitMissing: the git binary cannot be run.
@@ -61,6 +73,9 @@ const (
 	// typically ones borrowed from the user's repository that the user's git
 	// pruned.
 	Corrupted Code = "Corrupted"
+	// Forbidden: the workspace's real path lies outside the roots the
+	// operation is confined to (see Confine).
+	Forbidden Code = "Forbidden"
 )
 
 // Error is the error type returned for failures a caller may want to tell
@@ -203,19 +218,26 @@ type shadow struct {
 	// gone is set when the workspace no longer exists: only the shadow
 	// repository is left to maintain, git runs without a work tree.
 	gone bool
+	// lockFile is the flocked lock file while the caller holds the lock;
+	// git commands inherit it (see Lock).
+	lockFile *os.File
 }
 
 func (s *shadow) journalPath() string { return filepath.Join(s.dir, "restore.json") }
 
 // workspaceFor validates root and returns its shadow description; it does not
-// create anything.
-func (m *Manager) workspaceFor(root string) (*shadow, error) {
+// create anything. When ctx confines operations to roots (Confine), the real
+// path of root must lie inside one of them.
+func (m *Manager) workspaceFor(ctx context.Context, root string) (*shadow, error) {
 	if root == "" || !filepath.IsAbs(root) {
 		return nil, errorf(InvalidWorkspace, nil, "workspace root %q must be an absolute path", root)
 	}
 	canon, err := canonicalPath(root, false)
 	if err != nil {
 		return nil, errorf(InvalidWorkspace, err, "workspace root %q does not exist", root)
+	}
+	if err := checkConfined(ctx, root, canon); err != nil {
+		return nil, err
 	}
 	fi, err := os.Stat(canon)
 	if err != nil {
@@ -227,8 +249,7 @@ func (m *Manager) workspaceFor(root string) (*shadow, error) {
 	if within(canon, m.dataDir) {
 		return nil, errorf(InvalidWorkspace, nil, "workspace root %q is inside the belay data dir %q", root, m.dataDir)
 	}
-	sum := sha256.Sum256([]byte(canon))
-	key := hex.EncodeToString(sum[:])[:16]
+	key := shadowKey(canon)
 	dir := filepath.Join(m.dataDir, "workspaces", key)
 	return &shadow{
 		root:  canon,
@@ -237,6 +258,12 @@ func (m *Manager) workspaceFor(root string) (*shadow, error) {
 		repo:  filepath.Join(dir, "repo.git"),
 		index: filepath.Join(dir, "index"),
 	}, nil
+}
+
+// shadowKey names the shadow directory of a canonical workspace root.
+func shadowKey(canon string) string {
+	sum := sha256.Sum256([]byte(canon))
+	return hex.EncodeToString(sum[:])[:16]
 }
 
 // within reports whether path equals dir or lies below it.
@@ -280,7 +307,8 @@ const ArchiveSuffix = ".belay.tar.gz"
 // restore bytes exactly. info/attributes outranks .gitattributes files.
 const attributes = "* -text -ident -filter -working-tree-encoding\n"
 
-// shadowConfig is applied to every new shadow repository.
+// shadowConfig is the configuration of every shadow repository, new or
+// older (see writeSetup).
 var shadowConfig = [][2]string{
 	{"core.autocrlf", "false"},
 	{"core.symlinks", "true"},
@@ -297,50 +325,33 @@ var shadowConfig = [][2]string{
 	{"maintenance.auto", "false"},
 	// ReadBundle checks every object it imports.
 	{"fetch.fsckObjects", "true"},
+	// git syncs the objects, refs and index it writes, so a snapshot belay
+	// reported survives a crash; batch syncs all the objects of one command
+	// at once (git 2.36 and newer; older versions ignore both settings).
+	{"core.fsync", "committed,index"},
+	{"core.fsyncMethod", "batch"},
 }
 
-// open creates the shadow repository if needed. It is called with the lock
-// held (the lock file lives in the shadow directory, which flock created).
-// meta.json is written last, so a crash midway makes the next call set the
-// repository up again (git init and the settings are idempotent).
+// open creates the shadow repository if needed, or brings an existing one up
+// to date. It is called with the lock held (the lock file lives in the
+// shadow directory, which flock created), so lock files git left in the
+// shadow directory are stale (see Lock) and are removed. meta.json is
+// written last, so a crash midway makes the next call set the repository up
+// again (git init and the settings are idempotent).
 func (m *Manager) open(ctx context.Context, s *shadow) error {
-	excludesFile := filepath.Join(s.dir, "exclude")
-	excludes := m.excludes(s)
 	if _, err := os.Stat(filepath.Join(s.dir, "meta.json")); err == nil {
 		if err := m.checkMeta(s); err != nil {
 			return err
 		}
-		// Built-in excludes added since the repository was made apply too.
-		if have, err := os.ReadFile(excludesFile); err != nil || !bytes.Equal(have, excludes) {
-			return writeFileAtomic(excludesFile, excludes, 0o600)
+		if err := removeLeftovers(s); err != nil {
+			return err
 		}
-		return nil
+		return m.writeSetup(s, false)
 	}
 	if _, err := m.run(ctx, s, runOpts{gitDir: s.repo}, "init", "--bare", "-q", "--template="); err != nil {
 		return fmt.Errorf("create shadow repository: %w", err)
 	}
-	if err := writeFileAtomic(excludesFile, excludes, 0o600); err != nil {
-		return err
-	}
-	// Appended in one write rather than one `git config` per key (each is a
-	// process); later sections override what git init wrote.
-	var cfg strings.Builder
-	section := ""
-	for _, kv := range append(shadowConfig, [2]string{"core.excludesFile", excludesFile}) {
-		sec, key, _ := strings.Cut(kv[0], ".")
-		if sec != section {
-			fmt.Fprintf(&cfg, "[%s]\n", sec)
-			section = sec
-		}
-		fmt.Fprintf(&cfg, "\t%s = %s\n", key, quoteConfig(kv[1]))
-	}
-	if err := appendFile(filepath.Join(s.repo, "config"), cfg.String()); err != nil {
-		return fmt.Errorf("configure shadow repository: %w", err)
-	}
-	if err := os.MkdirAll(filepath.Join(s.repo, "info"), 0o700); err != nil {
-		return err
-	}
-	if err := writeFileAtomic(filepath.Join(s.repo, "info", "attributes"), []byte(attributes), 0o600); err != nil {
+	if err := m.writeSetup(s, false); err != nil {
 		return err
 	}
 	data, err := json.Marshal(meta{Root: s.root, Created: m.now().UTC()})
@@ -350,33 +361,130 @@ func (m *Manager) open(ctx context.Context, s *shadow) error {
 	return writeFileAtomic(filepath.Join(s.dir, "meta.json"), data, 0o600)
 }
 
-// excludes is the content of the shadow repository's core.excludesFile.
-func (m *Manager) excludes(s *shadow) []byte {
+// setupFile is a file of the shadow directory whose whole content belay
+// decides.
+type setupFile struct {
+	name string // relative to the shadow directory, slash separated
+	data []byte
+}
+
+// setupFiles returns the built-in excludes and the attributes as they must
+// be.
+func (m *Manager) setupFiles(s *shadow) []setupFile {
 	excludes := strings.Join(builtinExcludes, "\n") + "\n"
 	if rel, err := filepath.Rel(s.root, m.dataDir); err == nil && within(m.dataDir, s.root) && rel != "." {
 		// The data dir lives inside the workspace under another name than
 		// .belay: never snapshot belay's own files.
 		excludes += "/" + filepath.ToSlash(rel) + "/\n"
 	}
-	return []byte(excludes)
+	return []setupFile{
+		{"exclude", []byte(excludes)},
+		{"repo.git/info/attributes", []byte(attributes)},
+	}
+}
+
+// configMarker starts belay's part of the shadow repository's configuration.
+// What comes before is git init's, which depends on the file system (e.g.
+// core.ignorecase) and is kept.
+const configMarker = "# belay's settings, rewritten by belay:\n"
+
+// oldConfigStart is where belay's part began before configMarker existed.
+const oldConfigStart = "[core]\n\tautocrlf = "
+
+// configFile returns the configuration the shadow repository must have,
+// given the one it has: git init's part of have, then shadowConfig. With
+// have empty or damaged, git init's part is rebuilt.
+func configFile(s *shadow, have []byte) []byte {
+	prefix := have
+	if i := bytes.Index(have, []byte(configMarker)); i >= 0 {
+		prefix = have[:i]
+	} else if i := bytes.Index(have, []byte(oldConfigStart)); i > 0 {
+		prefix = have[:i]
+	}
+	if !bytes.HasPrefix(prefix, []byte("[core]\n")) {
+		prefix = []byte("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n")
+		// As git init probes it: the lock file under another case.
+		if _, err := os.Stat(filepath.Join(s.dir, "LoCk")); err == nil {
+			prefix = append(prefix, "\tignorecase = true\n"...)
+		}
+	}
+	entries := slices.Concat(shadowConfig, [][2]string{{"core.excludesFile", filepath.Join(s.dir, "exclude")}})
+	var sections []string
+	keys := map[string][]string{}
+	for _, kv := range entries {
+		sec, key, _ := strings.Cut(kv[0], ".")
+		if keys[sec] == nil {
+			sections = append(sections, sec)
+		}
+		keys[sec] = append(keys[sec], fmt.Sprintf("\t%s = %s\n", key, quoteConfig(kv[1])))
+	}
+	cfg := bytes.NewBuffer(append(bytes.Clone(prefix), configMarker...))
+	for _, sec := range sections {
+		fmt.Fprintf(cfg, "[%s]\n%s", sec, strings.Join(keys[sec], ""))
+	}
+	return cfg.Bytes()
+}
+
+// writeSetup writes the configuration and each setup file when they do not
+// hold what they must (a new repository, an older one, or one a crash left a
+// file of empty), and HEAD when it is not a valid HEAD. With freshConfig the
+// configuration is rebuilt whole (it is damaged).
+func (m *Manager) writeSetup(s *shadow, freshConfig bool) error {
+	if err := os.MkdirAll(filepath.Join(s.repo, "info"), 0o700); err != nil {
+		return err
+	}
+	configPath := filepath.Join(s.repo, "config")
+	have, err := os.ReadFile(configPath)
+	if err != nil || freshConfig {
+		have = nil
+	}
+	files := append(m.setupFiles(s), setupFile{"repo.git/config", configFile(s, have)})
+	for _, f := range files {
+		path := filepath.Join(s.dir, filepath.FromSlash(f.name))
+		if have, err := os.ReadFile(path); err == nil && bytes.Equal(have, f.data) {
+			continue
+		}
+		if err := writeFileAtomic(path, f.data, 0o600); err != nil {
+			return fmt.Errorf("configure shadow repository: %w", err)
+		}
+	}
+	head := filepath.Join(s.repo, "HEAD")
+	if data, err := os.ReadFile(head); err != nil || !validHEAD(data) {
+		// The shadow repository never uses HEAD, but git needs a valid one.
+		return writeFileAtomic(head, []byte("ref: refs/heads/master\n"), 0o600)
+	}
+	return nil
+}
+
+// validHEAD reports whether data is a symbolic ref or an object id.
+func validHEAD(data []byte) bool {
+	line, ok := bytes.CutSuffix(data, []byte("\n"))
+	if !ok {
+		return false
+	}
+	if target, ok := bytes.CutPrefix(line, []byte("ref: refs/")); ok {
+		return len(target) > 0 && !bytes.ContainsAny(target, " \t\x00")
+	}
+	return isObjectID(string(line))
+}
+
+// isObjectID reports whether id is a full SHA-1 object name.
+func isObjectID(id string) bool {
+	if len(id) != 40 {
+		return false
+	}
+	for _, c := range id {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // quoteConfig quotes a git config value.
 func quoteConfig(v string) string {
 	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\t", `\t`)
 	return `"` + r.Replace(v) + `"`
-}
-
-func appendFile(path, text string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(text)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // checkMeta guards against two roots hashing to the same key.
@@ -387,7 +495,7 @@ func (m *Manager) checkMeta(s *shadow) error {
 	}
 	var md meta
 	if err := json.Unmarshal(data, &md); err != nil {
-		return fmt.Errorf("read shadow metadata: %w", err)
+		return errorf(Corrupted, err, "the snapshot repository of %s is damaged: its metadata file is unreadable", s.root)
 	}
 	if md.Root != s.root {
 		return errorf(InvalidWorkspace, nil, "shadow directory %s belongs to %q, not %q", s.dir, md.Root, s.root)
@@ -397,8 +505,8 @@ func (m *Manager) checkMeta(s *shadow) error {
 
 // existing returns the shadow of root, or NotFound when it was never
 // snapshotted; used by read-only operations that must not create a repository.
-func (m *Manager) existing(root string) (*shadow, error) {
-	s, err := m.workspaceFor(root)
+func (m *Manager) existing(ctx context.Context, root string) (*shadow, error) {
+	s, err := m.workspaceFor(ctx, root)
 	if err != nil {
 		return nil, err
 	}
@@ -476,7 +584,8 @@ func userExcludeFile(root string) string {
 }
 
 // writeFileAtomic replaces path with data via a temporary file and rename, so
-// a crash never leaves a truncated file.
+// a crash never leaves a truncated file; the file and its directory are
+// synced, so once it returns the new content survives a crash.
 func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
@@ -495,11 +604,36 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 	if werr == nil {
 		werr = os.Rename(f.Name(), path)
 	}
+	if werr == nil {
+		werr = syncDir(filepath.Dir(path))
+	}
 	if werr != nil {
 		os.Remove(f.Name())
 		return fmt.Errorf("write %s: %w", path, werr)
 	}
 	return nil
+}
+
+// removeDurably removes path and syncs its directory, so the removal
+// survives a crash.
+func removeDurably(path string) error {
+	if err := os.Remove(path); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// syncDir makes the entries of dir (renames, removals) durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // runOpts tailors one git invocation.
@@ -551,6 +685,9 @@ func (m *Manager) run(ctx context.Context, s *shadow, o runOpts, args ...string)
 
 // runCode is run that also returns the exit code (for okCodes).
 func (m *Manager) runCode(ctx context.Context, s *shadow, o runOpts, args ...string) ([]byte, int, error) {
+	if err := s.checkRoot(); err != nil {
+		return nil, -1, err
+	}
 	cmd := m.command(ctx, s, o, args...)
 	if o.stdin != nil {
 		cmd.Stdin = bytes.NewReader(o.stdin)
@@ -601,6 +738,9 @@ func (m *Manager) command(ctx context.Context, s *shadow, o runOpts, args ...str
 	}
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 10 * time.Second
+	if s.lockFile != nil {
+		cmd.ExtraFiles = []*os.File{s.lockFile}
+	}
 	return cmd
 }
 

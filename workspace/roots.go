@@ -1,0 +1,124 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// InsideRoots reports whether the real path of path — absolute, with every
+// symlink resolved — is one of roots or lies below one, each root compared by
+// its real path too. A path that does not exist yet is judged by the real path
+// of its nearest existing ancestor; a dangling symlink on the way is never
+// inside. Lexical checks are not enough: a symlink under a root may point
+// anywhere.
+func InsideRoots(path string, roots []string) bool {
+	real, err := realPath(path)
+	if err != nil {
+		return false
+	}
+	return insideReal(real, roots)
+}
+
+// insideReal reports whether the real path real lies inside one of roots.
+func insideReal(real string, roots []string) bool {
+	for _, r := range roots {
+		if rr, err := realPath(r); err == nil && within(real, rr) {
+			return true
+		}
+	}
+	return false
+}
+
+// realPath returns the absolute path p with every symlink resolved. Missing
+// trailing components are kept as they are (they cannot be symlinks); a
+// symlink that leads nowhere is an error.
+func realPath(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err == nil {
+		return real, nil
+	}
+	if _, lerr := os.Lstat(abs); !errors.Is(err, fs.ErrNotExist) || !errors.Is(lerr, fs.ErrNotExist) {
+		return "", err
+	}
+	parent := filepath.Dir(abs)
+	if parent == abs {
+		return "", err
+	}
+	realParent, err := realPath(parent)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(realParent, filepath.Base(abs)), nil
+}
+
+type confineKey struct{}
+
+// Confine returns a context under which every operation of a Manager refuses,
+// with code Forbidden, a workspace whose real path is not inside one of roots
+// (as InsideRoots judges). The real path is resolved when the operation uses
+// the workspace, so a caller that checked the path earlier is protected from
+// a symlink swapped in since. With no roots every workspace is refused.
+func Confine(ctx context.Context, roots []string) context.Context {
+	return context.WithValue(ctx, confineKey{}, append([]string{}, roots...))
+}
+
+// checkConfined enforces Confine for the workspace root resolved to canon.
+// The message names root as given, never where it leads.
+func checkConfined(ctx context.Context, root, canon string) error {
+	roots, ok := ctx.Value(confineKey{}).([]string)
+	if !ok || insideReal(canon, roots) {
+		return nil
+	}
+	return errorf(Forbidden, nil, "workspace %s is outside the directories this caller may use", root)
+}
+
+// checkRoot makes sure the workspace root still resolves to itself: s.root
+// was symlink-free when resolved, so a symlink found on it now means a
+// directory on the path was replaced, and following it could lead anywhere.
+// Every git command and every restore checks it first.
+func (s *shadow) checkRoot() error {
+	real, err := filepath.EvalSymlinks(s.root)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return errorf(InvalidWorkspace, err, "workspace root %s no longer exists", s.root)
+	case err != nil || real != s.root:
+		return errorf(InvalidWorkspace, err, "workspace root %s changed while in use: a directory on its path was moved or replaced", s.root)
+	}
+	return nil
+}
+
+// openRoot opens the workspace root for a restore, after and before checking
+// that its path still leads to the same directory. Every write of the restore
+// goes through the handle, which never leaves the directory (os.Root), so a
+// later swap of the path cannot redirect it.
+func (s *shadow) openRoot() (*os.Root, error) {
+	if err := s.checkRoot(); err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(s.root)
+	if err != nil {
+		return nil, err
+	}
+	opened, err := root.Stat(".")
+	if err == nil {
+		var now fs.FileInfo
+		if now, err = os.Lstat(s.root); err == nil && !os.SameFile(opened, now) {
+			err = errorf(InvalidWorkspace, nil, "workspace root %s changed while in use: a directory on its path was moved or replaced", s.root)
+		}
+	}
+	if err == nil {
+		err = s.checkRoot()
+	}
+	if err != nil {
+		root.Close()
+		return nil, err
+	}
+	return root, nil
+}
