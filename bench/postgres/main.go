@@ -226,7 +226,9 @@ func listRun(ctx context.Context, in instance, project string, rows, queries int
 	small := makeState(256)
 	types := []belay.CheckpointType{belay.TypeAuto, belay.TypePhase, belay.TypeManual, belay.TypeError}
 	// Each loader owns its sessions (loader k those whose index is k modulo
-	// loaders): creators racing in one session are not what this measures.
+	// loaders): on PostgreSQL two creators racing in one session can both
+	// read the session's last seq and one fails on the (session_id, seq)
+	// unique key, as the session row is not locked when read.
 	const loaders = 20
 	start := time.Now()
 	var wg sync.WaitGroup
