@@ -81,6 +81,9 @@ type Backend struct {
 	// MCP serves the MCP tools on svc over in and out (stdio) until in ends
 	// or ctx does.
 	MCP func(ctx context.Context, svc belay.Service, in io.ReadCloser, out io.WriteCloser) error
+	// Migrate copies the data directory's database into an empty
+	// PostgreSQL one (`belay migrate`), reporting progress through ctx.
+	Migrate func(ctx context.Context, cfg MigrateConfig) (*MigrateReport, error)
 }
 
 // LocalConfig says which local database to open and how.
@@ -318,6 +321,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.reindexCommand(),
 		a.demoCommand(),
 		a.gcCommand(),
+		a.migrateCommand(),
 		a.versionCommand(),
 	)
 	a.completions(root)

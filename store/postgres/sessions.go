@@ -60,7 +60,15 @@ func sessionNotFound(what string) error {
 }
 
 func (r reader) GetSession(ctx context.Context, id string) (*belay.Session, error) {
-	s, err := scanSession(r.q.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, id))
+	q := `SELECT ` + sessionCols + ` FROM sessions WHERE id = ?`
+	if r.inTx {
+		// A write transaction reads a session to change it (its next
+		// checkpoint number, its head): the row stays locked until the
+		// commit, so concurrent writers to one session take turns instead
+		// of both numbering from the same last_seq.
+		q += ` FOR UPDATE`
+	}
+	s, err := scanSession(r.q.QueryRowContext(ctx, q, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, sessionNotFound(id)
 	}

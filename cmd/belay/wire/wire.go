@@ -26,6 +26,7 @@ import (
 	"github.com/belayhq/belay/mcpserver"
 	"github.com/belayhq/belay/search"
 	"github.com/belayhq/belay/store"
+	"github.com/belayhq/belay/store/migrate"
 	"github.com/belayhq/belay/store/postgres"
 	"github.com/belayhq/belay/store/sqlite"
 	"github.com/belayhq/belay/trpc"
@@ -43,7 +44,8 @@ func Backend() cli.Backend {
 			}
 			return &cli.Local{Service: l.svc, Path: l.where, Close: l.close, IndexQueued: l.svc.IndexQueued}, nil
 		},
-		Serve: serve,
+		Serve:   serve,
+		Migrate: migrateTo,
 		MCP: func(ctx context.Context, svc belay.Service, in io.ReadCloser, out io.WriteCloser) error {
 			err := mcpserver.New(mcpserver.Options{Service: svc, Version: cli.Version}).Run(ctx, &mcp.IOTransport{Reader: in, Writer: out})
 			if ctx.Err() != nil {
@@ -232,4 +234,25 @@ func dashboardURL(addr net.Addr) string {
 		host = "localhost"
 	}
 	return "http://" + net.JoinHostPort(host, port) + "/"
+}
+
+// migrateTo runs `belay migrate`: the data directory's SQLite database into
+// an empty PostgreSQL one, reporting rows copied per table through ctx.
+func migrateTo(ctx context.Context, cfg cli.MigrateConfig) (*cli.MigrateReport, error) {
+	src := filepath.Join(cfg.DataDir, "belay.db")
+	res, err := migrate.SQLiteToPostgres(ctx, src, cfg.To, func(table string, done, total int64) {
+		belay.ReportProgress(ctx, belay.Progress{Phase: "copying " + table, Done: done, Total: total})
+	})
+	if err != nil {
+		return nil, err
+	}
+	dest := "the destination"
+	if u, err := url.Parse(cfg.To); err == nil {
+		dest = u.Redacted()
+	}
+	rep := &cli.MigrateReport{Source: src, Destination: dest, LastEventSeq: res.LastEventSeq, NextEventSeq: res.NextEventSeq, OK: res.OK}
+	for _, c := range res.Tables {
+		rep.Tables = append(rep.Tables, cli.MigrateCount(c))
+	}
+	return rep, nil
 }

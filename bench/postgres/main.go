@@ -1,0 +1,335 @@
+// Command postgres measures belay on PostgreSQL beside the embedded SQLite
+// store, through the core service (validation, checksum and event log
+// included): checkpoint create throughput with 1, 16 and 64 writers, list
+// latency over many checkpoints, and decision latency across two services
+// (two instances) sharing one database:
+//
+//	go run ./bench/postgres -url postgres://postgres@127.0.0.1:5432/test?sslmode=disable
+//
+// Without -url it uses BELAY_TEST_POSTGRES_URL, and without either it says
+// so and exits. Every run works in a fresh schema, dropped at the end.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/core"
+	"github.com/belayhq/belay/store"
+	"github.com/belayhq/belay/store/postgres"
+	"github.com/belayhq/belay/store/sqlite"
+)
+
+func main() {
+	pgURL := flag.String("url", os.Getenv("BELAY_TEST_POSTGRES_URL"), "PostgreSQL server (default $BELAY_TEST_POSTGRES_URL)")
+	n := flag.Int("n", 5000, "checkpoints to create per throughput run")
+	stateSize := flag.Int("state", 2048, "bytes of agent state per checkpoint")
+	workers := flag.String("workers", "1,16,64", "concurrent creators: one create run per comma-separated count")
+	rows := flag.Int("rows", 100000, "checkpoints in the database for the list run (0: skip)")
+	queries := flag.Int("queries", 300, "list queries per filter")
+	decisions := flag.Int("decisions", 300, "decisions for the cross-instance latency run")
+	flag.Parse()
+	if *pgURL == "" {
+		fmt.Println("bench/postgres: no PostgreSQL server: pass -url postgres://… or set BELAY_TEST_POSTGRES_URL; skipped.")
+		return
+	}
+	ctx := belay.WithActor(context.Background(), belay.Actor{UserID: "bench", Admin: true})
+	dir, err := os.MkdirTemp("", "belay-bench-pg-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	b := &bench{base: *pgURL, dir: dir}
+	defer b.dropSchemas()
+	fmt.Printf("belay PostgreSQL benchmark: %s, GOMAXPROCS %d\n\n", redact(*pgURL), runtime.GOMAXPROCS(0))
+
+	state := makeState(*stateSize)
+	fmt.Printf("create: %d checkpoints with %d B agent state, one session per writer (checkpoints/s)\n", *n, *stateSize)
+	fmt.Printf("%8s %12s %12s\n", "writers", "SQLite", "PostgreSQL")
+	for _, field := range strings.Split(*workers, ",") {
+		w, err := strconv.Atoi(strings.TrimSpace(field))
+		if err != nil || w < 1 {
+			log.Fatalf("-workers: %q is not a positive count", field)
+		}
+		lite := b.sqlite(ctx, fmt.Sprintf("create-%d.db", w))
+		lr := create(ctx, lite, dir, state, *n, w)
+		lite.close()
+		pg := b.postgres(ctx)
+		pr := create(ctx, pg, dir, state, *n, w)
+		pg.close()
+		fmt.Printf("%8d %12.0f %12.0f\n", w, lr, pr)
+	}
+
+	if *rows > 0 {
+		fmt.Printf("\nlist: %d checkpoints over 100 sessions, limit 20 with totalCount, %d queries per filter\n", *rows, *queries)
+		lite := b.sqlite(ctx, "list.db")
+		pg := b.postgres(ctx)
+		lf, lload := listRun(ctx, lite, dir, *rows, *queries)
+		pf, pload := listRun(ctx, pg, dir, *rows, *queries)
+		fmt.Printf("(loaded in %s on SQLite, %s on PostgreSQL, 20 loaders)\n", lload, pload)
+		fmt.Printf("%-14s %10s %10s   %10s %10s\n", "filter", "SQLite p50", "p99", "PG p50", "p99")
+		for i := range lf {
+			fmt.Printf("%-14s %10s %10s   %10s %10s\n", lf[i].name, pct(lf[i].lat, 50), pct(lf[i].lat, 99), pct(pf[i].lat, 50), pct(pf[i].lat, 99))
+		}
+		lite.close()
+		pg.close()
+	}
+
+	if *decisions > 0 {
+		fmt.Printf("\ndecision → WaitDecision returns, %d decisions (target p99 <= 10ms)\n", *decisions)
+		lite := b.sqlite(ctx, "hitl.db")
+		same := decideRun(ctx, lite.svc, lite.svc, dir, *decisions)
+		lite.close()
+		fmt.Printf("%-44s p50 %8s  p99 %8s  max %8s\n", "SQLite, one service", pct(same, 50), pct(same, 99), pct(same, 100))
+		url := b.schema(ctx)
+		a, c := open(ctx, url), open(ctx, url)
+		across := decideRun(ctx, a.svc, c.svc, dir, *decisions)
+		fmt.Printf("%-44s p50 %8s  p99 %8s  max %8s\n", "PostgreSQL, decide on A, wait on B", pct(across, 50), pct(across, 99), pct(across, 100))
+		a.close()
+		c.close()
+	}
+}
+
+// bench holds the schemas it made, to drop them.
+type bench struct {
+	base, dir string
+	schemas   []string
+}
+
+type instance struct {
+	db  store.Store
+	svc *core.Service
+}
+
+func (i instance) close() {
+	i.svc.Close()
+	i.db.Close()
+}
+
+func (b *bench) sqlite(ctx context.Context, name string) instance {
+	db, err := sqlite.Open(ctx, filepath.Join(b.dir, name))
+	if err != nil {
+		log.Fatal(err)
+	}
+	return instance{db: db, svc: core.New(core.Options{Store: db})}
+}
+
+func (b *bench) postgres(ctx context.Context) instance { return open(ctx, b.schema(ctx)) }
+
+func open(ctx context.Context, url string) instance {
+	db, err := postgres.Open(ctx, url)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return instance{db: db, svc: core.New(core.Options{Store: db})}
+}
+
+// schema creates a fresh schema and returns a URL whose connections use it.
+func (b *bench) schema(ctx context.Context) string {
+	r := make([]byte, 6)
+	_, _ = rand.Read(r)
+	name := "belay_bench_" + hex.EncodeToString(r)
+	admin, err := sql.Open("pgx", b.base)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.ExecContext(ctx, "CREATE SCHEMA "+name); err != nil {
+		log.Fatalf("create schema: %v", err)
+	}
+	b.schemas = append(b.schemas, name)
+	u, err := url.Parse(b.base)
+	if err != nil {
+		log.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", name)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func (b *bench) dropSchemas() {
+	admin, err := sql.Open("pgx", b.base)
+	if err != nil {
+		return
+	}
+	defer admin.Close()
+	for _, s := range b.schemas {
+		_, _ = admin.Exec("DROP SCHEMA " + s + " CASCADE")
+	}
+}
+
+// create makes n checkpoints with workers writers, each in its own session,
+// and returns checkpoints per second.
+func create(ctx context.Context, in instance, project string, state json.RawMessage, n, workers int) float64 {
+	sessions := make([]string, workers)
+	for w := range sessions {
+		s, err := in.svc.CreateSession(ctx, belay.CreateSessionInput{ProjectPath: project, Title: fmt.Sprint("writer ", w)})
+		if err != nil {
+			log.Fatal(err)
+		}
+		sessions[w] = s.ID
+	}
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				_, err := in.svc.CreateCheckpoint(ctx, belay.CreateCheckpointInput{
+					SessionID: sessions[w], Summary: fmt.Sprintf("step %d", i), Type: belay.TypeAuto,
+					Trigger: belay.TriggerPeriodic, AgentState: state, Tags: []string{"bench"},
+				})
+				if err != nil {
+					log.Fatal(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return float64(n) / time.Since(start).Seconds()
+}
+
+type filterLat struct {
+	name string
+	lat  []time.Duration
+}
+
+// listRun loads rows checkpoints over 100 sessions with 16 loaders, then
+// times each filter.
+func listRun(ctx context.Context, in instance, project string, rows, queries int) ([]filterLat, time.Duration) {
+	var sessions []string
+	for i := range 100 {
+		s, err := in.svc.CreateSession(ctx, belay.CreateSessionInput{ProjectPath: project, Title: fmt.Sprint("s", i)})
+		if err != nil {
+			log.Fatal(err)
+		}
+		sessions = append(sessions, s.ID)
+	}
+	small := makeState(256)
+	types := []belay.CheckpointType{belay.TypeAuto, belay.TypePhase, belay.TypeManual, belay.TypeError}
+	// Each loader owns its sessions (loader k those whose index is k modulo
+	// loaders): on PostgreSQL two creators racing in one session can both
+	// read the session's last seq and one fails on the (session_id, seq)
+	// unique key, as the session row is not locked when read.
+	const loaders = 20
+	start := time.Now()
+	var wg sync.WaitGroup
+	for k := range loaders {
+		wg.Go(func() {
+			for i := k; i < rows; i += loaders {
+				cin := belay.CreateCheckpointInput{SessionID: sessions[i%len(sessions)], Summary: fmt.Sprintf("step %d", i),
+					Type: types[i%len(types)], AgentState: small}
+				if i%10 == 0 {
+					cin.Tags = []string{"tests", fmt.Sprint("t", i%7)}
+				}
+				if _, err := in.svc.CreateCheckpoint(ctx, cin); err != nil {
+					log.Fatal(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	load := time.Since(start).Round(time.Millisecond)
+	yes := true
+	filters := []struct {
+		name string
+		in   belay.ListCheckpointsInput
+	}{
+		{"session", belay.ListCheckpointsInput{SessionID: sessions[7]}},
+		{"type", belay.ListCheckpointsInput{Type: belay.TypePhase}},
+		{"session+type", belay.ListCheckpointsInput{SessionID: sessions[3], Type: belay.TypeAuto}},
+		{"tags", belay.ListCheckpointsInput{Tags: []string{"tests", "t3"}}},
+		{"hitlRequired", belay.ListCheckpointsInput{HITLRequired: &yes}},
+		{"project", belay.ListCheckpointsInput{ProjectPath: project}},
+		{"none", belay.ListCheckpointsInput{}},
+	}
+	var out []filterLat
+	for _, f := range filters {
+		lat := make([]time.Duration, 0, queries)
+		for range queries {
+			t := time.Now()
+			if _, err := in.svc.ListCheckpoints(ctx, f.in); err != nil {
+				log.Fatal(err)
+			}
+			lat = append(lat, time.Since(t))
+		}
+		slices.Sort(lat)
+		out = append(out, filterLat{f.name, lat})
+	}
+	return out, load
+}
+
+// decideRun asks on asker, waits on waiter and decides on asker: the time
+// from the decide call until WaitDecision returns.
+func decideRun(ctx context.Context, asker, waiter *core.Service, project string, n int) []time.Duration {
+	s, err := asker.CreateSession(ctx, belay.CreateSessionInput{ProjectPath: project, Title: "hitl"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	lat := make([]time.Duration, 0, n)
+	for i := range n {
+		cp, err := asker.CreateCheckpoint(ctx, belay.CreateCheckpointInput{SessionID: s.ID, Summary: fmt.Sprint("request ", i),
+			Type: belay.TypeHITL, HITL: &belay.HITLInput{Required: true}})
+		if err != nil {
+			log.Fatal(err)
+		}
+		returned := make(chan time.Time, 1)
+		go func() {
+			res, err := waiter.WaitDecision(ctx, cp.ID, 30*time.Second)
+			if err != nil || !res.Decided {
+				log.Fatalf("WaitDecision: %+v, %v", res, err)
+			}
+			returned <- time.Now()
+		}()
+		time.Sleep(3 * time.Millisecond) // let the waiter settle into its wait
+		t0 := time.Now()
+		if _, err := asker.Decide(ctx, belay.DecideInput{CheckpointID: cp.ID, Action: belay.ActionApprove, SelectedOption: "approve"}); err != nil {
+			log.Fatal(err)
+		}
+		lat = append(lat, (<-returned).Sub(t0))
+	}
+	slices.Sort(lat)
+	return lat
+}
+
+// makeState returns a JSON object of about size bytes, shaped like agent state.
+func makeState(size int) json.RawMessage {
+	m := map[string]any{"phase": "implementation", "step": 4, "messages": []string{}}
+	msgs := []string{}
+	for b, _ := json.Marshal(m); len(b) < size; b, _ = json.Marshal(m) {
+		msgs = append(msgs, fmt.Sprintf("message %d: the agent edited internal/service/service.go", len(msgs)))
+		m["messages"] = msgs
+	}
+	b, _ := json.Marshal(m)
+	return b
+}
+
+func pct(lat []time.Duration, p int) time.Duration {
+	return lat[(len(lat)-1)*p/100].Round(time.Microsecond)
+}
+
+func redact(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "the server"
+	}
+	return p.Redacted()
+}
