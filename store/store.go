@@ -150,6 +150,12 @@ type Tx interface {
 	InsertDelivery(ctx context.Context, d *belay.Delivery) error
 	// AdvanceWebhook moves a webhook's delivery position to seq.
 	AdvanceWebhook(ctx context.Context, id string, seq int64) error
+	// ClaimWebhook takes or renews the lease on delivering webhook id's
+	// events for holder until the given time, and reports whether holder
+	// now holds it. A holder may always renew its own lease; another takes
+	// it only when it is free or its until is at or before now. A missing
+	// webhook is not claimed (false, no error).
+	ClaimWebhook(ctx context.Context, id, holder string, now, until time.Time) (bool, error)
 
 	// A checkpoint is searchable by text from the transaction that inserts
 	// it, and waits to be embedded from then on; deleting it removes it
