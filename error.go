@@ -30,6 +30,9 @@ const (
 	CodeBudgetExceeded     Code = "BUDGET_EXCEEDED"
 	CodeTooLarge           Code = "PAYLOAD_TOO_LARGE"
 	CodeMethodNotAllowed   Code = "METHOD_NOT_ALLOWED"
+	// CodeSchemaTooNew: the database was migrated by a newer belay; this
+	// one refuses to run on it rather than misread it.
+	CodeSchemaTooNew Code = "SCHEMA_TOO_NEW"
 	CodeInternal           Code = "INTERNAL_ERROR"
 )
 

@@ -33,6 +33,19 @@ type Notifier interface {
 	Listen() (<-chan struct{}, func())
 }
 
+// CheckSchema refuses a database whose schema version (found) is newer than
+// the newest this build knows (known): a newer belay migrated it, and this
+// one would misread or damage what it does not know. The error is
+// SCHEMA_TOO_NEW and names both versions.
+func CheckSchema(what string, found, known int64) error {
+	if found <= known {
+		return nil
+	}
+	return belay.Errorf(belay.CodeSchemaTooNew,
+		"%s has schema version %d, newer than version %d that this belay knows: upgrade belay before starting it on this database",
+		what, found, known).With("schemaVersion", found).With("knownVersion", known)
+}
+
 // Sizer is implemented by a store that can tell how much space its files use.
 type Sizer interface {
 	Size(ctx context.Context) (int64, error)
