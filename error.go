@@ -33,7 +33,7 @@ const (
 	// CodeSchemaTooNew: the database was migrated by a newer belay; this
 	// one refuses to run on it rather than misread it.
 	CodeSchemaTooNew Code = "SCHEMA_TOO_NEW"
-	CodeInternal           Code = "INTERNAL_ERROR"
+	CodeInternal     Code = "INTERNAL_ERROR"
 )
 
 // Error is the one error type of belay. Message is meant for a person; Details
