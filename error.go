@@ -30,7 +30,10 @@ const (
 	CodeBudgetExceeded     Code = "BUDGET_EXCEEDED"
 	CodeTooLarge           Code = "PAYLOAD_TOO_LARGE"
 	CodeMethodNotAllowed   Code = "METHOD_NOT_ALLOWED"
-	CodeInternal           Code = "INTERNAL_ERROR"
+	// CodeSchemaTooNew: the database was migrated by a newer belay; this
+	// one refuses to run on it rather than misread it.
+	CodeSchemaTooNew Code = "SCHEMA_TOO_NEW"
+	CodeInternal     Code = "INTERNAL_ERROR"
 	// CodeStorageUnavailable: the database's storage failed the request (disk
 	// full, read-only file system, I/O error); it lasts until the storage is
 	// fixed. HTTP answers it with 503.

@@ -278,7 +278,7 @@ func (a *app) rootCommand() *cobra.Command {
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().StringVar(&a.dataDir, "data-dir", "", "data directory (default $BELAY_DATA_DIR, $XDG_DATA_HOME/belay or ~/.local/share/belay)")
-	root.PersistentFlags().StringVar(&a.database, "db", "", "a PostgreSQL database (postgres://…) instead of the embedded one (default $BELAY_DATABASE_URL)")
+	root.PersistentFlags().StringVar(&a.database, "db", "", "a PostgreSQL database (postgres://…) instead of the embedded one (default $BELAY_DATABASE_URL); its query may set pool_max_conns (default 32), pool_max_idle_conns, pool_max_conn_lifetime and server settings such as statement_timeout=5s")
 	root.PersistentFlags().BoolVar(&a.json, "json", false, "print JSON instead of text")
 	root.PersistentFlags().BoolVar(&a.noPager, "no-pager", false, "print diffs and long lists directly, not through $PAGER (or less)")
 	root.PersistentFlags().StringVar(&a.projectFlag, "project", "", "the project's directory (default: found from the working directory, as git does)")

@@ -1,12 +1,7 @@
 package cli_test
 
 import (
-	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"encoding/json"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,43 +15,6 @@ import (
 	"github.com/belayhq/belay/store"
 	"github.com/belayhq/belay/store/postgres"
 )
-
-// pgSchema creates an empty schema on BELAY_TEST_POSTGRES_URL for one test,
-// dropped when it ends, and returns a URL whose connections use it.
-func pgSchema(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv("BELAY_TEST_POSTGRES_URL")
-	if base == "" {
-		t.Skip("BELAY_TEST_POSTGRES_URL is not set")
-	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	schema := "belay_test_" + hex.EncodeToString(b)
-	admin, err := sql.Open("pgx", base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	if _, err := admin.ExecContext(t.Context(), "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		db, err := sql.Open("pgx", base)
-		if err != nil {
-			return
-		}
-		defer db.Close()
-		_, _ = db.ExecContext(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
 
 func TestMigrateRoundTrip(t *testing.T) {
 	pg := pgSchema(t)

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"net/url"
 	"slices"
+	"time"
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/store"
@@ -183,4 +184,14 @@ func (w webhookSource) RecordDelivery(ctx context.Context, d *belay.Delivery, ad
 		}
 		return nil
 	})
+}
+
+func (w webhookSource) ClaimWebhook(ctx context.Context, id, holder string, now, until time.Time) (bool, error) {
+	var ok bool
+	err := w.s.store.Update(ctx, func(tx store.Tx) error {
+		var err error
+		ok, err = tx.ClaimWebhook(ctx, id, holder, now, until)
+		return err
+	})
+	return ok, err
 }

@@ -33,6 +33,19 @@ type Notifier interface {
 	Listen() (<-chan struct{}, func())
 }
 
+// CheckSchema refuses a database whose schema version (found) is newer than
+// the newest this build knows (known): a newer belay migrated it, and this
+// one would misread or damage what it does not know. The error is
+// SCHEMA_TOO_NEW and names both versions.
+func CheckSchema(what string, found, known int64) error {
+	if found <= known {
+		return nil
+	}
+	return belay.Errorf(belay.CodeSchemaTooNew,
+		"%s has schema version %d, newer than version %d that this belay knows: upgrade belay before starting it on this database",
+		what, found, known).With("schemaVersion", found).With("knownVersion", known)
+}
+
 // Sizer is implemented by a store that can tell how much space its files use.
 type Sizer interface {
 	Size(ctx context.Context) (int64, error)
@@ -150,6 +163,12 @@ type Tx interface {
 	InsertDelivery(ctx context.Context, d *belay.Delivery) error
 	// AdvanceWebhook moves a webhook's delivery position to seq.
 	AdvanceWebhook(ctx context.Context, id string, seq int64) error
+	// ClaimWebhook takes or renews the lease on delivering webhook id's
+	// events for holder until the given time, and reports whether holder
+	// now holds it. A holder may always renew its own lease; another takes
+	// it only when it is free or its until is at or before now. A missing
+	// webhook is not claimed (false, no error).
+	ClaimWebhook(ctx context.Context, id, holder string, now, until time.Time) (bool, error)
 
 	// A checkpoint is searchable by text from the transaction that inserts
 	// it, and waits to be embedded from then on; deleting it removes it

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/belayhq/belay"
@@ -38,6 +39,12 @@ type Source interface {
 	// the webhook d.WebhookID on to d.EventSeq, in the same write, so the
 	// event is never tried again; a position never moves back.
 	RecordDelivery(ctx context.Context, d *belay.Delivery, advance bool) error
+	// ClaimWebhook takes or renews holder's lease on delivering webhook
+	// id's events until the given time, and reports whether holder holds it
+	// now. Another holder takes the lease only once until has passed (its
+	// until at or before now), so however many dispatchers share the
+	// webhooks, one at a time delivers each webhook's events.
+	ClaimWebhook(ctx context.Context, id, holder string, now, until time.Time) (bool, error)
 }
 
 // Options tune the dispatcher. Zero fields take the defaults.
@@ -62,6 +69,14 @@ type Options struct {
 	Clock belay.Clock
 	// Logger receives what goes wrong (default slog.Default()).
 	Logger *slog.Logger
+	// Holder names this dispatcher in the webhooks' leases (default a
+	// random id). Dispatchers sharing a database must have different ones.
+	Holder string
+	// Lease is how long a claim on a webhook lasts unless renewed (default
+	// 30s): a dispatcher that dies hands its webhooks on after at most that.
+	// It renews every PollInterval, and it is at least
+	// Timeout + 3×PollInterval, so an attempt never outlives the lease.
+	Lease time.Duration
 }
 
 // Default dispatcher settings.
@@ -71,6 +86,7 @@ const (
 	DefaultMaxDelay     = time.Minute
 	DefaultTimeout      = 10 * time.Second
 	DefaultPollInterval = time.Second
+	DefaultLease        = 30 * time.Second
 )
 
 func (o Options) withDefaults() Options {
@@ -98,6 +114,13 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Holder == "" {
+		o.Holder = newDeliveryID()
+	}
+	if o.Lease <= 0 {
+		o.Lease = DefaultLease
+	}
+	o.Lease = max(o.Lease, o.Timeout+3*o.PollInterval)
 	return o
 }
 
@@ -126,7 +149,11 @@ const pageSize = 100
 // delivery stays visible in the log.
 //
 // Each webhook has its own worker, so a slow or dead endpoint delays only
-// its own deliveries. Run never asks src to write during HTTP: recording an
+// its own deliveries. Several dispatchers may share one database (several
+// `belay serve` instances on PostgreSQL): each delivers only the webhooks it
+// holds a lease on (Source.ClaimWebhook), renews its leases while it runs,
+// and starts an attempt only while enough of its lease is left for the
+// attempt to end within it, so each event is delivered by one of them. Run never asks src to write during HTTP: recording an
 // attempt is a short write after the request.
 func Run(ctx context.Context, src Source, opts Options) {
 	opts = opts.withDefaults()
@@ -149,21 +176,22 @@ func Run(ctx context.Context, src Source, opts Options) {
 		wg.Wait()
 	}()
 	for {
-		hooks, err := src.Webhooks(ctx)
+		hooks, err := d.claim(ctx, workers)
 		if err != nil && ctx.Err() == nil {
 			d.log.Error("webhooks: list", "error", err)
 		}
 		if err == nil {
 			live := map[string]bool{}
 			for _, h := range hooks {
-				live[h.ID] = true
 				w := workers[h.ID]
 				if w == nil {
-					w = &worker{kick: make(chan *belay.Webhook, 1)}
-					var wctx context.Context
-					wctx, w.stop = context.WithCancel(ctx)
-					workers[h.ID] = w
-					wg.Go(func() { d.work(wctx, w.kick) })
+					continue // held by another dispatcher
+				}
+				live[h.ID] = true
+				if !w.started {
+					w.started = true
+					wctx := w.ctx
+					wg.Go(func() { d.work(wctx, w) })
 				}
 				// Replace any snapshot the worker has not taken yet; only
 				// this loop sends, so the send never blocks.
@@ -194,8 +222,60 @@ func Run(ctx context.Context, src Source, opts Options) {
 
 type worker struct {
 	// kick carries the newest snapshot of the webhook: a cue to deliver.
-	kick chan *belay.Webhook
-	stop context.CancelFunc
+	kick    chan *belay.Webhook
+	ctx     context.Context
+	stop    context.CancelFunc
+	started bool
+	// until is when this dispatcher's lease on the webhook ends (Unix
+	// nanoseconds by Options.Clock).
+	until atomic.Int64
+}
+
+// claim takes or renews the lease on every webhook, creating a worker for
+// each one newly held and stopping the worker of each one lost, and
+// returns the webhooks as read after the claims: a webhook just taken over
+// starts from the position its previous holder left.
+func (d *dispatcher) claim(ctx context.Context, workers map[string]*worker) ([]*belay.Webhook, error) {
+	hooks, err := d.src.Webhooks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	taken := false
+	for _, h := range hooks {
+		now := d.opts.Clock.Now()
+		until := now.Add(d.opts.Lease)
+		ok, err := d.src.ClaimWebhook(ctx, h.ID, d.opts.Holder, now, until)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.log.Error("webhooks: claim", "webhook", h.ID, "error", err)
+			}
+			continue // a worker keeps what is left of its lease
+		}
+		w := workers[h.ID]
+		switch {
+		case ok && w == nil:
+			w = &worker{kick: make(chan *belay.Webhook, 1)}
+			w.ctx, w.stop = context.WithCancel(ctx)
+			workers[h.ID] = w
+			taken = true
+		case !ok && w != nil:
+			w.stop()
+			delete(workers, h.ID)
+		}
+		if ok {
+			w.until.Store(until.UnixNano())
+		}
+	}
+	if !taken {
+		return hooks, nil
+	}
+	return d.src.Webhooks(ctx)
+}
+
+// held reports whether enough of w's lease is left for one more attempt
+// (at most Timeout) and its record to end within it.
+func (d *dispatcher) held(w *worker) bool {
+	return d.opts.Clock.Now().Add(d.opts.Timeout+d.opts.PollInterval).UnixNano() < w.until.Load()
 }
 
 type dispatcher struct {
@@ -206,22 +286,22 @@ type dispatcher struct {
 }
 
 // work delivers one webhook's events in order until ctx ends.
-func (d *dispatcher) work(ctx context.Context, kick <-chan *belay.Webhook) {
+func (d *dispatcher) work(ctx context.Context, w *worker) {
 	var pos int64 // the last event handled by this worker
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case h := <-kick:
+		case h := <-w.kick:
 			// Another process may have moved the webhook further on.
-			pos = d.drain(ctx, h, max(pos, h.LastSeq))
+			pos = d.drain(ctx, w, h, max(pos, h.LastSeq))
 		}
 	}
 }
 
 // drain delivers h's events after pos and returns the new position. It stops
 // early when ctx ends or the log cannot be written; the next kick resumes.
-func (d *dispatcher) drain(ctx context.Context, h *belay.Webhook, pos int64) int64 {
+func (d *dispatcher) drain(ctx context.Context, w *worker, h *belay.Webhook, pos int64) int64 {
 	for {
 		evs, err := d.src.Events(ctx, pos, h.Events, pageSize)
 		if err != nil {
@@ -231,7 +311,7 @@ func (d *dispatcher) drain(ctx context.Context, h *belay.Webhook, pos int64) int
 			return pos
 		}
 		for _, e := range evs {
-			if !d.deliver(ctx, h, e) {
+			if !d.deliver(ctx, w, h, e) {
 				return pos
 			}
 			pos = e.Seq
@@ -245,13 +325,16 @@ func (d *dispatcher) drain(ctx context.Context, h *belay.Webhook, pos int64) int
 // deliver tries e until it succeeds or MaxAttempts are spent, records every
 // attempt, and advances the webhook past e with the last one. It reports
 // false when it stopped before that (ctx ended, or the log write failed).
-func (d *dispatcher) deliver(ctx context.Context, h *belay.Webhook, e belay.Event) bool {
+func (d *dispatcher) deliver(ctx context.Context, w *worker, h *belay.Webhook, e belay.Event) bool {
 	body, err := json.Marshal(e)
 	if err != nil {
 		d.log.Error("webhooks: encode event", "seq", e.Seq, "error", err)
 		return false
 	}
 	for attempt := 1; ; attempt++ {
+		if !d.held(w) {
+			return false // the lease is lost or lapsing: tried again once renewed
+		}
 		del := &belay.Delivery{ID: newDeliveryID(), WebhookID: h.ID, EventSeq: e.Seq, EventType: e.Type, Attempt: attempt}
 		d.post(ctx, h, body, del)
 		if ctx.Err() != nil {

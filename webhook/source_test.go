@@ -25,6 +25,12 @@ type memSource struct {
 	events     []belay.Event
 	deliveries []*belay.Delivery
 	wakers     map[chan struct{}]struct{}
+	claims     map[string]memClaim
+}
+
+type memClaim struct {
+	holder string
+	until  time.Time
 }
 
 var _ webhook.Source = (*memSource)(nil)
@@ -82,6 +88,23 @@ func (m *memSource) RecordDelivery(_ context.Context, d *belay.Delivery, advance
 		m.hooks[i].LastSeq = max(m.hooks[i].LastSeq, d.EventSeq)
 	}
 	return nil
+}
+
+func (m *memSource) ClaimWebhook(_ context.Context, id, holder string, now, until time.Time) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !slices.ContainsFunc(m.hooks, func(h *belay.Webhook) bool { return h.ID == id }) {
+		return false, nil
+	}
+	if m.claims == nil {
+		m.claims = map[string]memClaim{}
+	}
+	c, ok := m.claims[id]
+	if ok && c.holder != holder && c.until.After(now) {
+		return false, nil
+	}
+	m.claims[id] = memClaim{holder, until}
+	return true, nil
 }
 
 // notify wakes the dispatcher; the caller holds m.mu.

@@ -13,3 +13,6 @@ func (d *DB) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
 // Migrations are the embedded schema migrations, for tests that start from
 // an older schema.
 var Migrations = migrations
+
+// MaxOpenConns is the pool's limit.
+func (d *DB) MaxOpenConns() int { return d.db.Stats().MaxOpenConnections }

@@ -1,6 +1,8 @@
 package postgres
 
 import (
+	"time"
+
 	"context"
 	"database/sql"
 	"errors"
@@ -199,6 +201,19 @@ func (t *tx) AdvanceWebhook(ctx context.Context, id string, seq int64) error {
 		return fmt.Errorf("postgres: advance webhook: %w", err)
 	}
 	return nil
+}
+
+func (t *tx) ClaimWebhook(ctx context.Context, id, holder string, now, until time.Time) (bool, error) {
+	res, err := t.q.ExecContext(ctx, `UPDATE webhooks SET claim_holder = ?, claim_until = ?
+		WHERE id = ? AND (claim_holder = ? OR claim_holder = '' OR claim_until <= ?)`, holder, ts(until), id, holder, ts(now))
+	if err != nil {
+		return false, fmt.Errorf("postgres: claim webhook: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("postgres: claim webhook: %w", err)
+	}
+	return n == 1, nil
 }
 
 func (r reader) ListDeliveries(ctx context.Context, q store.DeliveryQuery) ([]*belay.Delivery, error) {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	neturl "net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,17 +52,86 @@ var (
 	_ store.Notifier = (*DB)(nil)
 )
 
+// Connection pool defaults, changed by the URL's query parameters
+// pool_max_conns, pool_max_idle_conns and pool_max_conn_lifetime.
+const (
+	DefaultMaxConns     = 32
+	DefaultMaxIdleConns = 8
+)
+
+// poolOptions are the pool settings taken from a URL.
+type poolOptions struct {
+	maxConns, maxIdle int
+	lifetime          time.Duration
+}
+
+// splitPoolOptions removes the pool's own parameters from url and returns
+// them with the rest of the URL, which pgx reads: other parameters (e.g.
+// statement_timeout=5s, search_path) go to the server as settings of every
+// connection.
+func splitPoolOptions(raw string) (string, poolOptions, error) {
+	o := poolOptions{maxConns: DefaultMaxConns, maxIdle: DefaultMaxIdleConns}
+	u, err := neturl.Parse(raw)
+	if err != nil {
+		return "", o, belay.Invalid("db", "the database URL is not valid")
+	}
+	q := u.Query()
+	count := func(name string, dst *int, least int) error {
+		v := q.Get(name)
+		if !q.Has(name) {
+			return nil
+		}
+		q.Del(name)
+		n, err := strconv.Atoi(v)
+		if err != nil || n < least {
+			return belay.Invalid("db", "%s must be a whole number of at least %d, got %q", name, least, belay.Clip(v, 20))
+		}
+		*dst = n
+		return nil
+	}
+	if err := count("pool_max_conns", &o.maxConns, 2); err != nil {
+		return "", o, err
+	}
+	if err := count("pool_max_idle_conns", &o.maxIdle, 0); err != nil {
+		return "", o, err
+	}
+	o.maxIdle = min(o.maxIdle, o.maxConns)
+	if q.Has("pool_max_conn_lifetime") {
+		v := q.Get("pool_max_conn_lifetime")
+		q.Del("pool_max_conn_lifetime")
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return "", o, belay.Invalid("db", "pool_max_conn_lifetime must be a duration such as 30m, got %q", belay.Clip(v, 20))
+		}
+		o.lifetime = d
+	}
+	u.RawQuery = q.Encode()
+	return u.String(), o, nil
+}
+
 // Open connects to the database at url (postgres://…) and migrates it to
 // the newest schema. Several processes may open one database at once: the
 // migration takes an advisory lock.
+//
+// Besides libpq's parameters, the URL's query may set the pool:
+// pool_max_conns (default 32, at least 2: migrating holds one connection
+// for its lock while it works on another), pool_max_idle_conns (default 8) and
+// pool_max_conn_lifetime (a duration, default none); any server setting,
+// such as statement_timeout=5s or lock_timeout=2s, applies to every
+// connection.
 func Open(ctx context.Context, url string) (*DB, error) {
+	url, pool, err := splitPoolOptions(url)
+	if err != nil {
+		return nil, err
+	}
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	db := stdlib.OpenDB(*cfg)
-	db.SetMaxOpenConns(32)
-	db.SetMaxIdleConns(8)
+	db.SetMaxOpenConns(pool.maxConns)
+	db.SetMaxIdleConns(pool.maxIdle)
+	db.SetConnMaxLifetime(pool.lifetime)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("postgres: connect: %w", err)
@@ -94,6 +164,14 @@ func (d *DB) migrate(ctx context.Context) error {
 	p, err := goose.NewProvider(goose.DialectPostgres, d.db, sub)
 	if err != nil {
 		return fmt.Errorf("postgres: migrations: %w", err)
+	}
+	found, err := p.GetDBVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: schema version: %w", err)
+	}
+	sources := p.ListSources()
+	if err := store.CheckSchema("the PostgreSQL database", found, sources[len(sources)-1].Version); err != nil {
+		return err
 	}
 	if _, err := p.Up(ctx); err != nil {
 		return fmt.Errorf("postgres: migrate: %w", err)

@@ -145,6 +145,14 @@ func (db *DB) migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sqlite: migrations: %w", err)
 	}
+	found, err := p.GetDBVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlite: schema version: %w", err)
+	}
+	sources := p.ListSources()
+	if err := store.CheckSchema("the SQLite database "+db.path, found, sources[len(sources)-1].Version); err != nil {
+		return err
+	}
 	if _, err := p.Up(ctx); err != nil {
 		return fmt.Errorf("sqlite: migrate %s: %w", db.path, err)
 	}

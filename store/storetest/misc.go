@@ -1,7 +1,10 @@
 package storetest
 
 import (
+	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/store"
@@ -134,6 +137,73 @@ func testWebhooks(t *testing.T, o opener) {
 				if len(hooks) != 2 || hooks[0].LastSeq != step.want || hooks[1].LastSeq != 1 {
 					t.Fatalf("after AdvanceWebhook(%d): %+v, want LastSeq %d and the other hook untouched", step.to, hooks, step.want)
 				}
+			}
+		}},
+		{"Claim", func(t *testing.T, st store.Store) {
+			w := &belay.Webhook{ID: newID(), URL: "https://example.com", Secret: "s", CreatedAt: at(0)}
+			other := &belay.Webhook{ID: newID(), URL: "https://example.com/o", Secret: "s", CreatedAt: at(1)}
+			insertWebhooks(t, st, w, other)
+			claim := func(id, holder string, now, until time.Time) bool {
+				t.Helper()
+				var ok bool
+				mustUpdate(t, st, func(tx store.Tx) error {
+					var err error
+					ok, err = tx.ClaimWebhook(t.Context(), id, holder, now, until)
+					return err
+				})
+				return ok
+			}
+			steps := []struct {
+				id, holder string
+				now, until time.Time
+				want       bool
+				why        string
+			}{
+				{w.ID, "a", at(0), at(10), true, "a free webhook"},
+				{w.ID, "b", at(5), at(15), false, "another's live lease"},
+				{other.ID, "b", at(5), at(15), true, "another webhook, free"},
+				{w.ID, "a", at(9), at(20), true, "renewing its own lease"},
+				{w.ID, "b", at(19), at(30), false, "the renewed lease, still live"},
+				{w.ID, "b", at(20), at(30), true, "a lease whose until has come"},
+				{w.ID, "a", at(21), at(31), false, "the lease it lost"},
+				{newID(), "a", at(0), at(10), false, "a missing webhook"},
+			}
+			for _, s := range steps {
+				if got := claim(s.id, s.holder, s.now, s.until); got != s.want {
+					t.Fatalf("ClaimWebhook by %s (%s) = %v, want %v", s.holder, s.why, got, s.want)
+				}
+			}
+		}},
+		{"ClaimRace", func(t *testing.T, st store.Store) {
+			w := &belay.Webhook{ID: newID(), URL: "https://example.com", Secret: "s", CreatedAt: at(0)}
+			insertWebhooks(t, st, w)
+			const n = 8
+			wins := make(chan bool, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					var ok bool
+					err := st.Update(t.Context(), func(tx store.Tx) error {
+						var err error
+						ok, err = tx.ClaimWebhook(t.Context(), w.ID, fmt.Sprint("holder-", i), at(0), at(10))
+						return err
+					})
+					if err != nil {
+						t.Error(err)
+					}
+					wins <- ok
+				})
+			}
+			wg.Wait()
+			close(wins)
+			won := 0
+			for ok := range wins {
+				if ok {
+					won++
+				}
+			}
+			if won != 1 {
+				t.Fatalf("%d of %d racing holders claimed one free webhook, want exactly 1", won, n)
 			}
 		}},
 		{"Deliveries", testDeliveries},

@@ -1,0 +1,279 @@
+package cli_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/client"
+)
+
+// pgSchema creates an empty schema on BELAY_TEST_POSTGRES_URL's server for
+// one test, dropped when it ends, and returns a URL that uses it.
+func pgSchema(t *testing.T) string {
+	t.Helper()
+	base := os.Getenv("BELAY_TEST_POSTGRES_URL")
+	if base == "" {
+		t.Skip("BELAY_TEST_POSTGRES_URL is not set")
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	schema := "belay_test_" + hex.EncodeToString(b)
+	admin, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.ExecContext(t.Context(), "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		db, err := sql.Open("pgx", base)
+		if err != nil {
+			return
+		}
+		defer db.Close()
+		_, _ = db.ExecContext(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// Three `belay serve` processes on one PostgreSQL database behave as one
+// belay: a decision is taken once, a timeout fires once, every instance's
+// events reach a follower of any other in order, and killing one loses
+// nothing it acknowledged.
+func TestServeInstancesOnPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary, runs three servers and waits out a HITL timeout")
+	}
+	dbURL := pgSchema(t)
+	bin := belayBinary(t)
+	home := t.TempDir()
+	env := func() []string {
+		return []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "LANG=C", "BELAY_DATA_DIR=" + t.TempDir(), "BELAY_DATABASE_URL=" + dbURL}
+	}
+	_, urlA, token, errA, _ := startServer(t, bin, env())
+	if token == "" {
+		t.Fatalf("the first instance printed no admin token; stderr:\n%s", errA.String())
+	}
+	_, urlB, _, _, _ := startServer(t, bin, env())
+	srvC, urlC, _, _, _ := startServer(t, bin, env())
+	var clients [3]*client.Client
+	for i, u := range []string{urlA, urlB, urlC} {
+		c, err := client.New(u, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients[i] = c
+	}
+	ctx := t.Context()
+	root := t.TempDir()
+	project := func(name string) string {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+
+	// An SSE follower on A from the start of the log.
+	var (
+		evMu   sync.Mutex
+		events []belay.Event
+	)
+	followCtx, stopFollow := context.WithCancel(ctx)
+	followDone := make(chan error, 1)
+	go func() {
+		followDone <- clients[0].Events(followCtx, belay.EventFilter{After: 0}, func(e belay.Event) error {
+			evMu.Lock()
+			events = append(events, e)
+			evMu.Unlock()
+			return nil
+		})
+	}()
+	t.Cleanup(func() { stopFollow(); <-followDone })
+
+	hitl := func(c *client.Client, name string, timeout *belay.TimeoutInput) *belay.Checkpoint {
+		t.Helper()
+		cp, err := c.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: project(name), Summary: name,
+			HITL: &belay.HITLInput{Required: true, Timeout: timeout}})
+		if err != nil {
+			t.Fatalf("create %s: %v", name, err)
+		}
+		return cp
+	}
+
+	// Timeouts first, so the decides below run while they wait: a burst
+	// of requests with the shortest timeout, created through all three.
+	const timeouts = 30
+	timed := map[string]bool{}
+	for i := range timeouts {
+		cp := hitl(clients[i%3], fmt.Sprint("timeout-", i),
+			&belay.TimeoutInput{Duration: belay.MinTimeoutSeconds, DefaultAction: belay.ActionReject})
+		timed[cp.ID] = true
+	}
+	timeoutsDue := time.Now().Add(belay.MinTimeoutSeconds * time.Second)
+
+	t.Run("RacingDecides", func(t *testing.T) {
+		for i := range 5 {
+			cp := hitl(clients[i%3], fmt.Sprint("race-", i), nil)
+			const racers = 9
+			errs := make(chan error, racers)
+			var wg sync.WaitGroup
+			for r := range racers {
+				wg.Go(func() {
+					_, err := clients[r%3].Decide(ctx, belay.DecideInput{CheckpointID: cp.ID, SelectedOption: "approve",
+						Feedback: fmt.Sprint("racer ", r)})
+					errs <- err
+				})
+			}
+			wg.Wait()
+			close(errs)
+			won := 0
+			for err := range errs {
+				var be *belay.Error
+				switch {
+				case err == nil:
+					won++
+				case errors.As(err, &be) && be.Code == belay.CodeHITLAlreadyDecided:
+				default:
+					t.Errorf("decide %s: %v, want success or %s", cp.ID, err, belay.CodeHITLAlreadyDecided)
+				}
+			}
+			if won != 1 {
+				t.Errorf("%d of %d decides across three instances won on %s, want exactly 1", won, racers, cp.ID)
+			}
+		}
+	})
+
+	t.Run("KillMidBurst", func(t *testing.T) {
+		var (
+			mu    sync.Mutex
+			acked = map[string]string{} // summary → id
+		)
+		burstCtx, stopBurst := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		for w := range 4 {
+			proj := project(fmt.Sprint("burst-", w))
+			wg.Go(func() {
+				for n := 0; burstCtx.Err() == nil; n++ {
+					summary := fmt.Sprintf("burst %d.%d", w, n)
+					cp, err := clients[2].CreateCheckpoint(burstCtx, belay.CreateCheckpointInput{ProjectPath: proj, Summary: summary})
+					if err != nil {
+						if client.IsConnectionError(err) || burstCtx.Err() != nil {
+							return // C is gone
+						}
+						continue
+					}
+					mu.Lock()
+					acked[summary] = cp.ID
+					mu.Unlock()
+				}
+			})
+		}
+		time.Sleep(300 * time.Millisecond)
+		if err := srvC.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		stopBurst()
+		wg.Wait()
+		if len(acked) == 0 {
+			t.Fatal("no create was acknowledged before the kill")
+		}
+		seen := map[string]int{}
+		for w := range 4 {
+			list, err := clients[1].ListCheckpoints(ctx, belay.ListCheckpointsInput{ProjectPath: filepath.Join(root, fmt.Sprint("burst-", w)), Limit: belay.MaxListLimit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, cp := range list.Items {
+				seen[cp.Summary]++
+			}
+		}
+		for summary, n := range seen {
+			if n != 1 {
+				t.Errorf("%q stored %d times", summary, n)
+			}
+		}
+		for summary := range acked {
+			if seen[summary] == 0 {
+				t.Errorf("acknowledged %q is missing after the kill", summary)
+			}
+		}
+		t.Logf("%d creates acknowledged before kill -9, %d stored", len(acked), len(seen))
+	})
+
+	t.Run("TimeoutsOnce", func(t *testing.T) {
+		count := func() map[string]int {
+			evMu.Lock()
+			defer evMu.Unlock()
+			n := map[string]int{}
+			for _, e := range events {
+				if e.Type == belay.EventHITLTimedOut {
+					n[e.CheckpointID]++
+				}
+			}
+			return n
+		}
+		deadline := timeoutsDue.Add(30 * time.Second)
+		for len(count()) < timeouts && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		time.Sleep(2 * time.Second) // a second firing would show meanwhile
+		got := count()
+		for id := range timed {
+			if got[id] != 1 {
+				t.Errorf("checkpoint %s timed out %d times, want once", id, got[id])
+			}
+		}
+		if len(got) != timeouts {
+			t.Errorf("%d checkpoints timed out, want %d", len(got), timeouts)
+		}
+	})
+
+	t.Run("FollowerSeesEveryInstance", func(t *testing.T) {
+		last := hitl(clients[1], "last", nil)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			evMu.Lock()
+			done := slices.ContainsFunc(events, func(e belay.Event) bool { return e.CheckpointID == last.ID })
+			evMu.Unlock()
+			if done {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("A's follower did not see the event written through B")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		evMu.Lock()
+		defer evMu.Unlock()
+		for i, e := range events {
+			if e.Seq != int64(i+1) {
+				t.Fatalf("event %d of A's stream has seq %d: the stream skipped or repeated (want 1, 2, 3… without gaps)", i, e.Seq)
+			}
+		}
+	})
+}
