@@ -136,12 +136,45 @@ func hasKey(m map[string]string, k string) bool {
 	return ok
 }
 
+// readmeProgramCompiles builds a README Go block that is a whole program, as
+// a package of this module.
+func readmeProgramCompiles(t *testing.T, src string) {
+	t.Helper()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(file, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlay, _ := json.Marshal(map[string]any{"Replace": map[string]string{filepath.Join(root, "internal", "readmeprogram", "main.go"): file}})
+	if err := os.WriteFile(filepath.Join(dir, "overlay.json"), overlay, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	build := exec.Command("go", "build", "-overlay", filepath.Join(dir, "overlay.json"), "-o", filepath.Join(dir, "program"), "./internal/readmeprogram")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("a Go program in README does not compile: %v\n%s\n%s", err, out, src)
+	}
+}
+
 // readmeGoExample compiles README's Go block as a program that calls its
 // function, runs it against the server and answers the request it makes.
 func readmeGoExample(t *testing.T, bin, project, url, token string, env []string) {
-	blocks := readmeBlocks(t, "go")
+	// A block that is a whole program (the graph example) is compiled; the
+	// one that is a function (the Go client) is run too.
+	var blocks []string
+	for _, b := range readmeBlocks(t, "go") {
+		if strings.HasPrefix(b, "package main") {
+			readmeProgramCompiles(t, b)
+			continue
+		}
+		blocks = append(blocks, b)
+	}
 	if len(blocks) != 1 {
-		t.Fatalf("README.md has %d go blocks, want 1", len(blocks))
+		t.Fatalf("README.md has %d go blocks that are not whole programs, want 1", len(blocks))
 	}
 	dir := t.TempDir()
 	src := "package main\n\n" + strings.ReplaceAll(blocks[0], readmeDefaultURL, url) + `
