@@ -134,7 +134,7 @@ func Open(ctx context.Context, url string) (*DB, error) {
 	db.SetConnMaxLifetime(pool.lifetime)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("postgres: connect: %w", err)
+		return nil, storageError("connect", err)
 	}
 	d := &DB{db: db, url: url, listeners: map[chan struct{}]struct{}{}}
 	d.reader = reader{q: rebinder{db}}
@@ -214,13 +214,14 @@ func (d *DB) Update(ctx context.Context, fn func(store.Tx) error) (err error) {
 	return nil
 }
 
-// storageError wraps a driver error with what was being done.
+// storageError wraps a driver error with what was being done, as
+// STORAGE_UNAVAILABLE when the database failed (see storageFault).
 func storageError(what string, err error) error {
 	var be *belay.Error
 	if errors.As(err, &be) {
 		return err
 	}
-	return fmt.Errorf("postgres: %s: %w", what, err)
+	return fmt.Errorf("postgres: %s: %w", what, storageFault(err))
 }
 
 // execer is what a query runs on: the pool or a transaction.
@@ -235,15 +236,17 @@ type execer interface {
 type rebinder struct{ e execer }
 
 func (r rebinder) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return r.e.ExecContext(ctx, rebind(query), args...)
+	res, err := r.e.ExecContext(ctx, rebind(query), args...)
+	return res, storageFault(err)
 }
 
 func (r rebinder) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return r.e.QueryContext(ctx, rebind(query), args...)
+	rows, err := r.e.QueryContext(ctx, rebind(query), args...)
+	return rows, storageFault(err)
 }
 
-func (r rebinder) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	return r.e.QueryRowContext(ctx, rebind(query), args...)
+func (r rebinder) QueryRowContext(ctx context.Context, query string, args ...any) row {
+	return row{r.e.QueryRowContext(ctx, rebind(query), args...)}
 }
 
 // rebind turns ? placeholders outside quotes into $1, $2….
