@@ -121,13 +121,6 @@ func (s *Service) notify() {
 		}
 	}
 	s.mu.Unlock()
-	if n, ok := s.store.(store.Notifier); ok {
-		// Other processes learn of the commit at once; if the wake-up is
-		// lost, their poll finds it.
-		if err := n.Notify(context.Background()); err != nil {
-			s.log.Warn("notifying other processes", "error", err)
-		}
-	}
 }
 
 // remoteWake is the wake-up from other processes' commits when the store

@@ -22,14 +22,13 @@ type Store interface {
 }
 
 // Notifier is what a store offers when processes sharing its database can
-// hear of each other's commits at once (PostgreSQL's LISTEN/NOTIFY). It only
-// wakes: listeners then read the event log, which stays the source of truth,
-// and keep polling as a fallback. A store without it is polled.
+// hear of each other's commits at once (PostgreSQL's LISTEN/NOTIFY): the
+// store announces every committed Update itself, as part of the commit. It
+// only wakes: listeners then read the event log, which stays the source of
+// truth, and keep polling as a fallback. A store without it is polled.
 type Notifier interface {
-	// Notify tells every listener, in every process, that a commit happened.
-	Notify(ctx context.Context) error
-	// Listen returns a channel that receives after Notify anywhere, and a
-	// cancel that stops it.
+	// Listen returns a channel that receives after a commit of an Update
+	// anywhere, in any process, and a cancel that stops it.
 	Listen() (<-chan struct{}, func())
 }
 

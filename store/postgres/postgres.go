@@ -207,6 +207,11 @@ func (d *DB) Update(ctx context.Context, fn func(store.Tx) error) (err error) {
 	if err := fn(&tx{reader: reader{q: rebinder{sqlTx}, inTx: true}}); err != nil {
 		return err
 	}
+	// Delivered to every listener when, and only if, the commit succeeds:
+	// other instances hear of it without a round trip after the commit.
+	if _, err := sqlTx.ExecContext(ctx, notifySQL); err != nil {
+		return storageError("notify", err)
+	}
 	if err := sqlTx.Commit(); err != nil {
 		return storageError("commit", err)
 	}
@@ -274,15 +279,12 @@ func rebind(q string) string {
 	return b.String()
 }
 
-// Notify announces a commit to every listener on the database.
-func (d *DB) Notify(ctx context.Context) error {
-	_, err := d.db.ExecContext(ctx, "SELECT pg_notify($1, '')", channel)
-	return err
-}
+// notifySQL announces a commit, run as the last statement of every Update.
+const notifySQL = "NOTIFY " + channel
 
-// Listen returns a channel that receives after every Notify on the database,
-// by any process, while the returned cancel is not called. One connection
-// per DB listens for all of them.
+// Listen returns a channel that receives after every committed Update on the
+// database, by any process, while the returned cancel is not called. One
+// connection per DB listens for all of them.
 func (d *DB) Listen() (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	d.mu.Lock()
