@@ -43,6 +43,8 @@ type DB struct {
 	mu        sync.Mutex
 	listeners map[chan struct{}]struct{}
 	listening bool
+	// heard is closed once the LISTEN connection is first up.
+	heard chan struct{}
 	stop      context.CancelFunc
 	done      chan struct{}
 }
@@ -282,9 +284,15 @@ func rebind(q string) string {
 // notifySQL announces a commit, run as the last statement of every Update.
 const notifySQL = "NOTIFY " + channel
 
+// listenWait bounds how long the first Listen waits for the LISTEN
+// connection to come up; a listener that could not wait polls meanwhile.
+const listenWait = 2 * time.Second
+
 // Listen returns a channel that receives after every committed Update on the
 // database, by any process, while the returned cancel is not called. One
-// connection per DB listens for all of them.
+// connection per DB listens for all of them; the first Listen returns once
+// it is up (or after listenWait), so no commit after Listen returns is missed
+// for want of it.
 func (d *DB) Listen() (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	d.mu.Lock()
@@ -292,10 +300,17 @@ func (d *DB) Listen() (<-chan struct{}, func()) {
 	if !d.listening {
 		d.listening = true
 		ctx, stop := context.WithCancel(context.Background())
-		d.stop, d.done = stop, make(chan struct{})
-		go d.listen(ctx, d.done)
+		d.stop, d.done, d.heard = stop, make(chan struct{}), make(chan struct{})
+		go d.listen(ctx, d.done, d.heard)
 	}
+	heard := d.heard
 	d.mu.Unlock()
+	t := time.NewTimer(listenWait)
+	select {
+	case <-heard:
+	case <-t.C:
+	}
+	t.Stop()
 	return ch, func() {
 		d.mu.Lock()
 		delete(d.listeners, ch)
@@ -305,8 +320,9 @@ func (d *DB) Listen() (<-chan struct{}, func()) {
 
 // listen holds one LISTEN connection and fans notifications out; a lost
 // connection is reopened (listeners poll meanwhile, as they always may).
-func (d *DB) listen(ctx context.Context, done chan struct{}) {
+func (d *DB) listen(ctx context.Context, done, heard chan struct{}) {
 	defer close(done)
+	var once sync.Once
 	for ctx.Err() == nil {
 		conn, err := pgx.Connect(ctx, d.url)
 		if err != nil {
@@ -316,6 +332,10 @@ func (d *DB) listen(ctx context.Context, done chan struct{}) {
 			continue
 		}
 		if _, err := conn.Exec(ctx, "LISTEN "+channel); err == nil {
+			once.Do(func() { close(heard) })
+			// Commits between the lost connection and this one were not
+			// heard: wake every listener to read the log.
+			d.wake()
 			for {
 				if _, err := conn.WaitForNotification(ctx); err != nil {
 					break
