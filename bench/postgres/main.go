@@ -2,7 +2,8 @@
 // store, through the core service (validation, checksum and event log
 // included): checkpoint create throughput with 1, 16 and 64 writers, list
 // latency over many checkpoints, and decision latency across two services
-// (two instances) sharing one database:
+// (two instances) sharing one database; the create run also runs in several
+// processes of this program (-instances), each an instance with its own pool:
 //
 //	go run ./bench/postgres -url postgres://postgres@127.0.0.1:5432/test?sslmode=disable
 //
@@ -11,6 +12,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -19,8 +21,10 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"io"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -46,7 +50,13 @@ func main() {
 	rows := flag.Int("rows", 100000, "checkpoints in the database for the list run (0: skip)")
 	queries := flag.Int("queries", 300, "list queries per filter")
 	decisions := flag.Int("decisions", 300, "decisions for the cross-instance latency run")
+	instances := flag.Int("instances", 3, "processes for the several-instance create run (0: skip)")
+	child := flag.Bool("child", false, "run as one instance of the several-instance run (internal)")
 	flag.Parse()
+	if *child {
+		runChild(*pgURL, *n, *stateSize, *workers)
+		return
+	}
 	if *pgURL == "" {
 		fmt.Println("bench/postgres: no PostgreSQL server: pass -url postgres://… or set BELAY_TEST_POSTGRES_URL; skipped.")
 		return
@@ -63,7 +73,8 @@ func main() {
 
 	state := makeState(*stateSize)
 	fmt.Printf("create: %d checkpoints with %d B agent state, one session per writer (checkpoints/s)\n", *n, *stateSize)
-	fmt.Printf("%8s %12s %12s\n", "writers", "SQLite", "PostgreSQL")
+	many := fmt.Sprintf("PG %d procs", *instances)
+	fmt.Printf("%8s %12s %12s %12s\n", "writers", "SQLite", "PostgreSQL", many)
 	for _, field := range strings.Split(*workers, ",") {
 		w, err := strconv.Atoi(strings.TrimSpace(field))
 		if err != nil || w < 1 {
@@ -75,7 +86,11 @@ func main() {
 		pg := b.postgres(ctx)
 		pr := create(ctx, pg, dir, state, *n, w)
 		pg.close()
-		fmt.Printf("%8d %12.0f %12.0f\n", w, lr, pr)
+		mr := "-"
+		if *instances > 1 && w >= *instances {
+			mr = fmt.Sprintf("%.0f", b.processes(ctx, *instances, *n, *stateSize, w))
+		}
+		fmt.Printf("%8d %12.0f %12.0f %12s\n", w, lr, pr, mr)
 	}
 
 	if *rows > 0 {
@@ -186,6 +201,14 @@ func (b *bench) dropSchemas() {
 // create makes n checkpoints with workers writers, each in its own session,
 // and returns checkpoints per second.
 func create(ctx context.Context, in instance, project string, state json.RawMessage, n, workers int) float64 {
+	sessions := writerSessions(ctx, in, project, workers)
+	start := time.Now()
+	writeAll(ctx, in, sessions, state, n)
+	return float64(n) / time.Since(start).Seconds()
+}
+
+// writerSessions makes a session for each of workers writers.
+func writerSessions(ctx context.Context, in instance, project string, workers int) []string {
 	sessions := make([]string, workers)
 	for w := range sessions {
 		s, err := in.svc.CreateSession(ctx, belay.CreateSessionInput{ProjectPath: project, Title: fmt.Sprint("writer ", w)})
@@ -194,8 +217,13 @@ func create(ctx context.Context, in instance, project string, state json.RawMess
 		}
 		sessions[w] = s.ID
 	}
+	return sessions
+}
+
+// writeAll creates n checkpoints, one writer per session at once.
+func writeAll(ctx context.Context, in instance, sessions []string, state json.RawMessage, n int) {
+	workers := len(sessions)
 	var wg sync.WaitGroup
-	start := time.Now()
 	for w := range workers {
 		wg.Go(func() {
 			for i := w; i < n; i += workers {
@@ -210,7 +238,6 @@ func create(ctx context.Context, in instance, project string, state json.RawMess
 		})
 	}
 	wg.Wait()
-	return float64(n) / time.Since(start).Seconds()
 }
 
 type filterLat struct {
@@ -318,6 +345,95 @@ func decideRun(ctx context.Context, asker, waiter *core.Service, project string,
 	slices.Sort(lat)
 	slices.Sort(call)
 	return lat, call
+}
+
+// processes runs the create run in k processes of this program, each its own
+// instance with its own pool, on one fresh schema, writers split between
+// them, started together: checkpoints per second of all of them.
+func (b *bench) processes(ctx context.Context, k, n, stateSize, writers int) float64 {
+	url := b.schema(ctx)
+	open(ctx, url).close() // migrate once, before the children race to
+	self, err := os.Executable()
+	if err != nil {
+		log.Fatal(err)
+	}
+	type proc struct {
+		cmd *exec.Cmd
+		in  io.WriteCloser
+		out *bufio.Scanner
+	}
+	procs := make([]proc, k)
+	for i := range procs {
+		cmd := exec.Command(self, "-child", "-url", url, "-n", strconv.Itoa(n/k), "-state", strconv.Itoa(stateSize),
+			"-workers", strconv.Itoa(writers/k))
+		cmd.Stderr = os.Stderr
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			log.Fatal(err)
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			log.Fatal(err)
+		}
+		procs[i] = proc{cmd, in, bufio.NewScanner(out)}
+		if !procs[i].out.Scan() || procs[i].out.Text() != "ready" {
+			log.Fatalf("instance %d did not get ready", i)
+		}
+	}
+	for _, p := range procs {
+		fmt.Fprintln(p.in, "go")
+	}
+	var first, last int64
+	total := 0
+	for _, p := range procs {
+		var made int
+		var from, to int64
+		if !p.out.Scan() {
+			log.Fatal("an instance ended without its result")
+		}
+		if _, err := fmt.Sscan(p.out.Text(), &made, &from, &to); err != nil {
+			log.Fatalf("instance result %q: %v", p.out.Text(), err)
+		}
+		if err := p.cmd.Wait(); err != nil {
+			log.Fatal(err)
+		}
+		total += made
+		if first == 0 || from < first {
+			first = from
+		}
+		last = max(last, to)
+	}
+	return float64(total) / time.Duration(last-first).Seconds()
+}
+
+// runChild is one instance of the several-instance run: it opens the
+// database, makes its writers' sessions, says "ready", waits for "go" on
+// stdin, creates n checkpoints and prints how many, and when it started and
+// ended (Unix nanoseconds).
+func runChild(url string, n, stateSize int, workers string) {
+	ctx := belay.WithActor(context.Background(), belay.Actor{UserID: "bench", Admin: true})
+	w, err := strconv.Atoi(workers)
+	if err != nil || w < 1 {
+		log.Fatalf("-workers %q", workers)
+	}
+	in := open(ctx, url)
+	defer in.close()
+	dir, err := os.MkdirTemp("", "belay-bench-pg-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	sessions := writerSessions(ctx, in, dir, w)
+	fmt.Println("ready")
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		log.Fatal(err)
+	}
+	start := time.Now()
+	writeAll(ctx, in, sessions, makeState(stateSize), n)
+	fmt.Println(n, start.UnixNano(), time.Now().UnixNano())
 }
 
 // makeState returns a JSON object of about size bytes, shaped like agent state.
