@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -276,4 +277,70 @@ func TestServeInstancesOnPostgres(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A rollback asked of an instance that does not hold the session's
+// snapshots (it runs on another machine, with its own data directory) is
+// refused with a clear error naming where they are, and touches no file; the
+// instance that took them rolls back.
+func TestRollbackThroughAnotherInstance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs two servers")
+	}
+	dbURL := pgSchema(t)
+	bin := belayBinary(t)
+	home := t.TempDir()
+	env := func() []string {
+		return []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "LANG=C", "BELAY_DATA_DIR=" + t.TempDir(), "BELAY_DATABASE_URL=" + dbURL}
+	}
+	_, urlA, token, errA, _ := startServer(t, bin, env())
+	if token == "" {
+		t.Fatalf("the first instance printed no admin token; stderr:\n%s", errA.String())
+	}
+	_, urlB, _, _, _ := startServer(t, bin, env())
+	a, err := client.New(urlA, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := client.New(urlB, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	project := t.TempDir()
+	file := filepath.Join(project, "main.go")
+	if err := os.WriteFile(file, []byte("package main // v1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	first, err := a.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: project, Summary: "v1", Snapshot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte("package main // v2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, dry := range []bool{true, false} {
+		_, err = b.RestoreCheckpoint(ctx, belay.RestoreInput{CheckpointID: first.ID, DryRun: dry})
+		var be *belay.Error
+		if !errors.As(err, &be) || be.Code != belay.CodeRestoreFailed || be.Details["cause"] != "SNAPSHOT_NOT_HERE" ||
+			!strings.Contains(be.Message, "roll back through that instance") {
+			t.Fatalf("rollback (dry run %v) through an instance without the snapshot: %v, want %s with cause SNAPSHOT_NOT_HERE", dry, err, belay.CodeRestoreFailed)
+		}
+	}
+	list, err := a.ListCheckpoints(ctx, belay.ListCheckpointsInput{SessionID: first.SessionID, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list.TotalCount != 1 {
+		t.Errorf("the refused rollback left %d checkpoints, want the 1 there was (no safety checkpoint on the wrong machine)", list.TotalCount)
+	}
+	if got, _ := os.ReadFile(file); string(got) != "package main // v2\n" {
+		t.Errorf("after the refused rollback the file holds %q, want it untouched", got)
+	}
+	if _, err := a.RestoreCheckpoint(ctx, belay.RestoreInput{CheckpointID: first.ID}); err != nil {
+		t.Fatalf("rollback through A, which took the snapshot: %v", err)
+	}
+	if got, _ := os.ReadFile(file); string(got) != "package main // v1\n" {
+		t.Errorf("after the rollback through A the file holds %q, want v1", got)
+	}
 }

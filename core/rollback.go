@@ -125,6 +125,18 @@ func (s *Service) restoreTarget(ctx context.Context, sess *belay.Session, target
 	if err != nil {
 		return nil, "", s.restoreFailed(ctx, err, target)
 	}
+	// Before anything is written (a safety snapshot here would be a
+	// checkpoint whose files live on the wrong machine): is the snapshot
+	// in this instance's data directory at all?
+	switch ok, err := ws.HasCommit(ctx, root, target.WorkspaceRef); {
+	case err != nil:
+		return nil, "", s.restoreFailed(ctx, err, target)
+	case !ok:
+		return nil, "", belay.Errorf(belay.CodeRestoreFailed,
+			"checkpoint #%d's snapshot is not in this belay instance's data directory, so nothing was changed: snapshots stay with the instance that took them, "+
+				"on the machine where the project is; roll back through that instance (if this is it, the snapshot was lost: validation reports it)",
+			target.Seq).With("checkpointId", target.ID).With("cause", "SNAPSHOT_NOT_HERE")
+	}
 	return ws, root, nil
 }
 
