@@ -15,6 +15,9 @@ const (
 	// indexPoll is how often the indexer looks for work nobody woke it for
 	// (saves in other processes, retries coming due).
 	indexPoll = 2 * time.Second
+	// embedClaim is how long a batch taken for embedding is this
+	// instance's: if it dies with the batch, another takes it after that.
+	embedClaim = 5 * time.Minute
 	// Failed embeddings are retried after retryFirst, doubling up to retryMax.
 	retryFirst = 30 * time.Second
 	retryMax   = time.Hour
@@ -117,7 +120,16 @@ func (s *Service) adoptModel(ctx context.Context, switchModel bool) (bool, error
 // indexDue embeds one batch of due checkpoints and reports how many it took.
 func (s *Service) indexDue(ctx context.Context) (int, error) {
 	now := s.clock.Now()
-	jobs, err := s.store.DueEmbeddings(ctx, now, indexBatch)
+	// A read first: an idle index costs no write.
+	if due, err := s.store.DueEmbeddings(ctx, now, 1); err != nil || len(due) == 0 {
+		return 0, err
+	}
+	var jobs []store.EmbeddingJob
+	err := s.store.Update(ctx, func(tx store.Tx) (err error) {
+		jobs, err = tx.ClaimEmbeddings(ctx, now, now.Add(embedClaim), indexBatch)
+		return err
+	})
+	s.health.note(err)
 	if err != nil || len(jobs) == 0 {
 		return 0, err
 	}

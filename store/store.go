@@ -179,6 +179,13 @@ type Tx interface {
 	// of another length, is dropped: the index moved on, the checkpoint
 	// stays queued.
 	PutEmbedding(ctx context.Context, id string, e Embedding) error
+	// ClaimEmbeddings takes up to limit checkpoints waiting to be embedded
+	// whose next attempt is due at now, the longest waiting first, and moves
+	// their next attempt to until, so that no other instance takes them
+	// meanwhile (on a shared database, rows another transaction is claiming
+	// are skipped, not waited for). PutEmbedding or RetryEmbedding settles
+	// each; one never settled (its instance died) falls due again at until.
+	ClaimEmbeddings(ctx context.Context, now, until time.Time, limit int) ([]EmbeddingJob, error)
 	// RetryEmbedding records a failed attempt to embed checkpoint id: it
 	// stays queued, due again at next.
 	RetryEmbedding(ctx context.Context, id string, attempts int, next time.Time, reason string) error

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -269,5 +270,59 @@ func TestConcurrentSavesToOneSessionAcrossInstances(t *testing.T) {
 	}
 	if len(seen) != n {
 		t.Errorf("%d distinct seqs, want %d", len(seen), n)
+	}
+}
+
+// TestEmbeddingClaimsAcrossInstances: indexers on several instances take
+// batches of the embedding queue at once; each checkpoint is taken by
+// exactly one of them.
+func TestEmbeddingClaimsAcrossInstances(t *testing.T) {
+	dbs := instances(t, 4)
+	svc := core.New(core.Options{Store: dbs[0]})
+	defer svc.Close()
+	const n = 120
+	project := t.TempDir()
+	for i := range n {
+		if _, err := svc.CreateCheckpoint(admin, belay.CreateCheckpointInput{ProjectPath: project, Summary: fmt.Sprint("step ", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	var (
+		mu    sync.Mutex
+		taken = map[string]int{}
+		wg    sync.WaitGroup
+	)
+	for _, db := range dbs {
+		wg.Go(func() {
+			for {
+				var jobs []store.EmbeddingJob
+				err := db.Update(context.Background(), func(tx store.Tx) (err error) {
+					jobs, err = tx.ClaimEmbeddings(context.Background(), now, now.Add(time.Hour), 7)
+					return err
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(jobs) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, j := range jobs {
+					taken[j.Checkpoint.ID]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(taken) != n {
+		t.Errorf("%d checkpoints taken, want all %d", len(taken), n)
+	}
+	for id, k := range taken {
+		if k != 1 {
+			t.Errorf("checkpoint %s taken %d times, want once", id, k)
+		}
 	}
 }

@@ -45,8 +45,8 @@ type DB struct {
 	listening bool
 	// heard is closed once the LISTEN connection is first up.
 	heard chan struct{}
-	stop      context.CancelFunc
-	done      chan struct{}
+	stop  context.CancelFunc
+	done  chan struct{}
 }
 
 var (

@@ -273,9 +273,14 @@ type withAttempts struct {
 func (w withAttempts) Scan(dest ...any) error { return w.row.Scan(append(dest, w.attempts)...) }
 
 func (r reader) DueEmbeddings(ctx context.Context, now time.Time, limit int) ([]store.EmbeddingJob, error) {
+	return r.dueEmbeddings(ctx, now, limit, "")
+}
+
+// dueEmbeddings is DueEmbeddings, with lock after the query.
+func (r reader) dueEmbeddings(ctx context.Context, now time.Time, limit int, lock string) ([]store.EmbeddingJob, error) {
 	rows, err := r.q.QueryContext(ctx, `SELECT `+checkpointCols+`, q.attempts FROM embedding_queue q
 		JOIN checkpoints ON checkpoints.id = q.checkpoint_id
-		WHERE q.next_attempt_at <= ? ORDER BY q.next_attempt_at, q.queued_at, q.checkpoint_id LIMIT ?`, ts(now), limit)
+		WHERE q.next_attempt_at <= ? ORDER BY q.next_attempt_at, q.queued_at, q.checkpoint_id LIMIT ?`+lock, ts(now), limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: due embeddings: %w", err)
 	}
@@ -328,6 +333,19 @@ func (t *tx) PutEmbedding(ctx context.Context, id string, e store.Embedding) err
 		return fmt.Errorf("sqlite: dequeue embedding: %w", err)
 	}
 	return nil
+}
+
+func (t *tx) ClaimEmbeddings(ctx context.Context, now, until time.Time, limit int) ([]store.EmbeddingJob, error) {
+	jobs, err := t.dueEmbeddings(ctx, now, limit, "")
+	if err != nil {
+		return nil, err
+	}
+	for _, j := range jobs {
+		if _, err := t.q.ExecContext(ctx, `UPDATE embedding_queue SET next_attempt_at = ? WHERE checkpoint_id = ?`, ts(until), j.Checkpoint.ID); err != nil {
+			return nil, fmt.Errorf("sqlite: claim embedding: %w", err)
+		}
+	}
+	return jobs, nil
 }
 
 func (t *tx) RetryEmbedding(ctx context.Context, id string, attempts int, next time.Time, reason string) error {

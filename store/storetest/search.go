@@ -21,6 +21,7 @@ func testSearch(t *testing.T, o opener) {
 		{"TagsExact", testSearchTagsExact},
 		{"Vectors", testSearchVectors},
 		{"Queue", testEmbeddingQueue},
+		{"Claims", testEmbeddingClaims},
 		{"ModelChange", testEmbeddingModelChange},
 		{"TokenCount", testSetTokenCount},
 	})
@@ -457,4 +458,39 @@ func testSearchTagsExact(t *testing.T, st store.Store) {
 		slices.Sort(want)
 		wantEqual(t, fmt.Sprintf("tags %q", tc.tags), nilIfEmpty(want), nilIfEmpty(got))
 	}
+}
+
+// claim runs ClaimEmbeddings at at(now) until at(until) and returns the ids.
+func claim(t *testing.T, st store.Store, now, until, limit int) []string {
+	t.Helper()
+	var ids []string
+	mustUpdate(t, st, func(tx store.Tx) error {
+		jobs, err := tx.ClaimEmbeddings(t.Context(), at(now), at(until), limit)
+		for _, j := range jobs {
+			ids = append(ids, j.Checkpoint.ID)
+		}
+		return err
+	})
+	return ids
+}
+
+func testEmbeddingClaims(t *testing.T, st store.Store) {
+	queue(t, st, testModel, false)
+	s := mustInsertSession(t, st, newSession("/p", at(0)))
+	a := mustInsertCheckpoint(t, st, newCheckpoint(s, 1, at(1)))
+	b := mustInsertCheckpoint(t, st, newCheckpoint(s, 2, at(2)))
+	c := mustInsertCheckpoint(t, st, newCheckpoint(s, 3, at(3)))
+	// A claim takes the longest waiting first, and what it took is not
+	// due to anyone else until the claim ends.
+	wantEqual(t, "first claim", []string{a.ID, b.ID}, claim(t, st, 5, 20, 2))
+	wantEqual(t, "second claim", []string{c.ID}, claim(t, st, 5, 20, 10))
+	wantEqual(t, "nothing left to claim", []string(nil), claim(t, st, 6, 20, 10))
+	wantEqual(t, "due while claimed", []string(nil), dueEmbeddings(t, st, 19))
+	// Settled: a embedded, b failed and waits for its retry.
+	putVector(t, st, a.ID, unit(1, 0, 0))
+	mustUpdate(t, st, func(tx store.Tx) error { return tx.RetryEmbedding(t.Context(), b.ID, 1, at(30), "endpoint down") })
+	// c's claim was never settled (its instance died): due again at its end.
+	wantEqual(t, "an unsettled claim, once it ends", []string{c.ID}, dueEmbeddings(t, st, 20))
+	wantEqual(t, "claimed again", []string{c.ID}, claim(t, st, 20, 40, 10))
+	wantEqual(t, "the failure, at its retry", []string{b.ID}, claim(t, st, 30, 50, 10))
 }
