@@ -7,9 +7,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -342,5 +345,76 @@ func TestRollbackThroughAnotherInstance(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(file); string(got) != "package main // v1\n" {
 		t.Errorf("after the rollback through A the file holds %q, want v1", got)
+	}
+}
+
+// A dashboard sign-in works on every instance behind a load balancer (no
+// sticky sessions), and signing out through one ends it on all of them.
+func TestDashboardAcrossInstances(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs two servers")
+	}
+	dbURL := pgSchema(t)
+	bin := belayBinary(t)
+	home := t.TempDir()
+	env := func() []string {
+		return []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "LANG=C", "BELAY_DATA_DIR=" + t.TempDir(), "BELAY_DATABASE_URL=" + dbURL}
+	}
+	_, urlA, token, errA, _ := startServer(t, bin, env())
+	if token == "" {
+		t.Fatalf("the first instance printed no admin token; stderr:\n%s", errA.String())
+	}
+	_, urlB, _, _, _ := startServer(t, bin, env())
+	noFollow := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	c := &http.Client{CheckRedirect: noFollow}
+	res, err := c.PostForm(urlA+"/signin", url.Values{"token": {token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	var cookie *http.Cookie
+	for _, ck := range res.Cookies() {
+		if ck.Name == "belay_dashboard" {
+			cookie = ck
+		}
+	}
+	if res.StatusCode != http.StatusSeeOther || cookie == nil {
+		t.Fatalf("sign in on A: %s, cookie %v", res.Status, cookie)
+	}
+	// page fetches path from base with the sign-in cookie: its status and body.
+	page := func(base, path string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+		req.AddCookie(cookie)
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	code, body := page(urlB, "/sessions")
+	if code != http.StatusOK {
+		t.Fatalf("A's sign-in on B: %d, want the page", code)
+	}
+	m := regexp.MustCompile(`data-csrf="([^"]+)"`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no CSRF token on B's page:\n%s", body)
+	}
+	req, _ := http.NewRequest(http.MethodPost, urlB+"/signout", strings.NewReader(url.Values{"csrf": {m[1]}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.AddCookie(cookie)
+	if res, err = c.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign out on B: %s", res.Status)
+	}
+	for _, base := range []string{urlA, urlB} {
+		if code, _ := page(base, "/sessions"); code != http.StatusSeeOther {
+			t.Errorf("the signed-out cookie on %s: %d, want a redirect to sign-in", base, code)
+		}
 	}
 }

@@ -8,19 +8,26 @@
 // as the signed-in user (belay.WithActor), so it can do no more than that
 // user's API token allows.
 //
-// A person signs in with an API token; the dashboard keeps a server-side
-// session (in memory: sessions do not survive a restart and are not shared
-// between instances) named by a random id in an HttpOnly, SameSite=Strict
-// cookie. Every POST needs the session's CSRF token and passes a
-// cross-origin check.
+// A person signs in with an API token; the sign-in (the token, a CSRF token,
+// the user and when it ends) is sealed with AES-GCM into an HttpOnly,
+// SameSite=Strict cookie. The key comes from Options.Key, which `belay serve`
+// keeps in the database, so every instance behind a load balancer opens any
+// instance's cookies and sign-ins survive restarts. Every request
+// authenticates the token again (a revoked token ends its sign-ins at once);
+// signing out is recorded through SignOuts (in the database, for every
+// instance), so a copy of the cookie is refused too. Every POST needs the
+// sign-in's CSRF token and passes a cross-origin check.
 package dashboard
 
 import (
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/rand"
 	"crypto/subtle"
 	"embed"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"html/template"
 	"io/fs"
@@ -38,8 +45,14 @@ var staticFS embed.FS
 //go:embed templates/*.html
 var templateFS embed.FS
 
-// CookieName is the session cookie's name.
+// CookieName is the sign-in cookie's name.
 const CookieName = "belay_dashboard"
+
+// flashCookie carries a one-time message to the next page.
+const flashCookie = "belay_dashboard_flash"
+
+// KeySize is the length of Options.Key.
+const KeySize = 32
 
 // csrfHeader carries the CSRF token on htmx requests.
 const csrfHeader = "X-CSRF-Token"
@@ -55,10 +68,50 @@ type Options struct {
 	Logger       *slog.Logger
 	// SessionTTL is how long a sign-in lasts; DefaultSessionTTL when 0.
 	SessionTTL time.Duration
+	// Key (KeySize bytes) seals the sign-in cookie. Instances serving one
+	// dashboard need the same key. When nil a random one is made: sign-ins
+	// then last as long as the process.
+	Key []byte
+	// SignOuts remembers signed-out sign-ins for every instance; in this
+	// process's memory when nil.
+	SignOuts SignOuts
 	// Now tells the time (time.Now when nil); tests move it.
 	Now func() time.Time
 	// Heartbeat keeps idle event streams open; 15 s when 0.
 	Heartbeat time.Duration
+}
+
+// SignOuts records sign-ins signed out before they end, so that a copy of
+// their cookie is refused (core.Service keeps them in the database).
+type SignOuts interface {
+	SignOut(ctx context.Context, id string, until time.Time) error
+	SignedOut(ctx context.Context, id string) (bool, error)
+}
+
+// memorySignOuts are the SignOuts of one process.
+type memorySignOuts struct {
+	mu  sync.Mutex
+	ids map[string]time.Time
+}
+
+func (m *memorySignOuts) SignOut(_ context.Context, id string, until time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	for k, u := range m.ids {
+		if !now.Before(u) {
+			delete(m.ids, k)
+		}
+	}
+	m.ids[id] = until
+	return nil
+}
+
+func (m *memorySignOuts) SignedOut(_ context.Context, id string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.ids[id]
+	return ok, nil
 }
 
 // Dashboard is the dashboard's http.Handler.
@@ -71,26 +124,46 @@ type Dashboard struct {
 	heartbeat time.Duration
 	tmpl      *template.Template
 	handler   http.Handler
-
-	mu       sync.Mutex
-	sessions map[string]*webSession
+	aead      cipher.AEAD
+	signOuts  SignOuts
 }
 
-// webSession is one sign-in. The token is kept so that every request is
-// authenticated again: a revoked token ends its sessions at once.
+// webSession is one sign-in, as sealed in its cookie. The token is kept so
+// that every request is authenticated again: a revoked token ends its
+// sign-ins at once.
 type webSession struct {
-	token   string
-	csrf    string
-	user    string
-	expires time.Time
-	// flash is a message for the next page, e.g. what a rollback did.
-	flash string
+	// ID names the sign-in for SignOuts.
+	ID      string `json:"i"`
+	Token   string `json:"t"`
+	CSRF    string `json:"c"`
+	User    string `json:"u"`
+	Expires int64  `json:"e"` // Unix seconds
 }
 
-// New returns the dashboard.
-func New(opts Options) *Dashboard {
+// New returns the dashboard. It fails only when opts.Key is not KeySize
+// bytes.
+func New(opts Options) (*Dashboard, error) {
+	key := opts.Key
+	if key == nil {
+		key = make([]byte, KeySize)
+		_, _ = rand.Read(key)
+	}
+	if len(key) != KeySize {
+		return nil, errors.New("dashboard: the key must be 32 bytes")
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
 	d := &Dashboard{svc: opts.Service, auth: opts.Authenticate, log: opts.Logger, ttl: opts.SessionTTL,
-		now: opts.Now, heartbeat: opts.Heartbeat, sessions: map[string]*webSession{}}
+		now: opts.Now, heartbeat: opts.Heartbeat, aead: aead, signOuts: opts.SignOuts}
+	if d.signOuts == nil {
+		d.signOuts = &memorySignOuts{ids: map[string]time.Time{}}
+	}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
@@ -127,7 +200,7 @@ func New(opts Options) *Dashboard {
 	// before the CSRF token is even looked at.
 	cop := http.NewCrossOriginProtection()
 	d.handler = securityHeaders(cop.Handler(mux))
-	return d
+	return d, nil
 }
 
 // Patterns are the paths the dashboard serves, to mount on a server's mux
@@ -170,7 +243,6 @@ func randomID() string {
 type request struct {
 	ctx  context.Context
 	sess *webSession
-	sid  string
 }
 
 type authedFunc func(w http.ResponseWriter, r *http.Request, rq *request)
@@ -180,14 +252,22 @@ type authedFunc func(w http.ResponseWriter, r *http.Request, rq *request)
 // a valid session a page goes to sign-in (htmx requests are told to).
 func (d *Dashboard) authed(f authedFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sid, sess := d.session(r)
+		sess := d.session(r)
 		if sess == nil {
 			d.toSignin(w, r)
 			return
 		}
-		actor, err := d.auth(r.Context(), sess.token)
+		switch out, err := d.signOuts.SignedOut(r.Context(), sess.ID); {
+		case err != nil:
+			d.log.Error("dashboard: reading sign-outs", "error", err)
+			http.Error(w, "The dashboard cannot check your sign-in right now; try again shortly.", http.StatusServiceUnavailable)
+			return
+		case out:
+			d.toSignin(w, r)
+			return
+		}
+		actor, err := d.auth(r.Context(), sess.Token)
 		if err != nil {
-			d.drop(sid)
 			d.toSignin(w, r)
 			return
 		}
@@ -196,47 +276,51 @@ func (d *Dashboard) authed(f authedFunc) http.Handler {
 			if got == "" {
 				got = r.PostFormValue("csrf")
 			}
-			if subtle.ConstantTimeCompare([]byte(got), []byte(sess.csrf)) != 1 {
+			if subtle.ConstantTimeCompare([]byte(got), []byte(sess.CSRF)) != 1 {
 				http.Error(w, "Forbidden: the form is stale or was not sent by this dashboard (CSRF token missing or wrong). Reload the page.", http.StatusForbidden)
 				return
 			}
 		}
-		f(w, r, &request{ctx: belay.WithActor(r.Context(), actor), sess: sess, sid: sid})
+		f(w, r, &request{ctx: belay.WithActor(r.Context(), actor), sess: sess})
 	})
 }
 
-func (d *Dashboard) session(r *http.Request) (string, *webSession) {
-	c, err := r.Cookie(CookieName)
-	if err != nil || c.Value == "" {
-		return "", nil
+// session opens the request's sign-in cookie: nil when there is none, it
+// was not sealed with this dashboard's key, or it has ended.
+func (d *Dashboard) session(r *http.Request) *webSession {
+	var s webSession
+	if !d.open(r, CookieName, &s) || s.Token == "" || !d.now().Before(time.Unix(s.Expires, 0)) {
+		return nil
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	s := d.sessions[c.Value]
-	if s == nil {
-		return "", nil
-	}
-	if !d.now().Before(s.expires) {
-		delete(d.sessions, c.Value)
-		return "", nil
-	}
-	return c.Value, s
+	return &s
 }
 
-func (d *Dashboard) drop(sid string) {
-	d.mu.Lock()
-	delete(d.sessions, sid)
-	d.mu.Unlock()
+// seal encrypts v as the value of cookie name: the cookie's name is
+// authenticated with it, so one cookie's value cannot pass for another's.
+func (d *Dashboard) seal(name string, v any) string {
+	plain, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only the dashboard's own structs and strings are sealed
+	}
+	nonce := make([]byte, d.aead.NonceSize())
+	_, _ = rand.Read(nonce)
+	return base64.RawURLEncoding.EncodeToString(d.aead.Seal(nonce, nonce, plain, []byte(name)))
 }
 
-// sweep forgets expired sessions; called on each sign-in so the map stays small.
-func (d *Dashboard) sweep() {
-	now := d.now()
-	for id, s := range d.sessions {
-		if !now.Before(s.expires) {
-			delete(d.sessions, id)
-		}
+// open decrypts cookie name of r into v, reporting whether it is there and
+// was sealed by this dashboard's key.
+func (d *Dashboard) open(r *http.Request, name string, v any) bool {
+	c, err := r.Cookie(name)
+	if err != nil {
+		return false
 	}
+	b, err := base64.RawURLEncoding.DecodeString(c.Value)
+	n := d.aead.NonceSize()
+	if err != nil || len(b) < n {
+		return false
+	}
+	plain, err := d.aead.Open(nil, b[:n], b[n:], []byte(name))
+	return err == nil && json.Unmarshal(plain, v) == nil
 }
 
 func (d *Dashboard) toSignin(w http.ResponseWriter, r *http.Request) {
@@ -281,19 +365,18 @@ func (d *Dashboard) signin(w http.ResponseWriter, r *http.Request) {
 		d.render(w, http.StatusUnauthorized, "signin.html", map[string]any{"Error": msg, "Next": next})
 		return
 	}
-	sid := randomID()
-	s := &webSession{token: token, csrf: randomID(), user: actor.UserID, expires: d.now().Add(d.ttl)}
-	d.mu.Lock()
-	d.sweep()
-	d.sessions[sid] = s
-	d.mu.Unlock()
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: sid, Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, Expires: s.expires})
+	expires := d.now().Add(d.ttl)
+	s := &webSession{ID: randomID(), Token: token, CSRF: randomID(), User: actor.UserID, Expires: expires.Unix()}
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: d.seal(CookieName, s), Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, Expires: expires})
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
 func (d *Dashboard) signout(w http.ResponseWriter, r *http.Request, rq *request) {
-	d.drop(rq.sid)
+	if err := d.signOuts.SignOut(r.Context(), rq.sess.ID, time.Unix(rq.sess.Expires, 0)); err != nil {
+		d.fail(w, r, rq, err)
+		return
+	}
 	clearCookie(w, r)
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
 }
@@ -317,7 +400,7 @@ type page struct {
 }
 
 func (d *Dashboard) page(w http.ResponseWriter, rq *request, name, title, nav string, data any) {
-	d.render(w, http.StatusOK, name, page{Title: title, User: rq.sess.user, CSRF: rq.sess.csrf, Nav: nav, Data: data})
+	d.render(w, http.StatusOK, name, page{Title: title, User: rq.sess.User, CSRF: rq.sess.CSRF, Nav: nav, Data: data})
 }
 
 func (d *Dashboard) render(w http.ResponseWriter, status int, name string, data any) {
@@ -357,5 +440,5 @@ func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, rq *request, er
 		d.render(w, http.StatusOK, "error-fragment", msg)
 		return
 	}
-	d.render(w, status, "error.html", page{Title: "Error", User: rq.sess.user, CSRF: rq.sess.csrf, Data: msg})
+	d.render(w, status, "error.html", page{Title: "Error", User: rq.sess.User, CSRF: rq.sess.CSRF, Data: msg})
 }

@@ -79,8 +79,11 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e := &env{svc: svc, token: token, project: project, clock: &clock{}}
-	h := dashboard.New(dashboard.Options{Service: svc, Authenticate: svc.Authenticate, Logger: log,
+	h, err := dashboard.New(dashboard.Options{Service: svc, Authenticate: svc.Authenticate, Logger: log,
 		Now: e.clock.now, SessionTTL: time.Hour, Heartbeat: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
 	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if e.down.Load() {
 			http.Error(w, "server away", http.StatusBadGateway)

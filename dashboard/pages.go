@@ -127,7 +127,7 @@ func (d *Dashboard) inboxFragment(w http.ResponseWriter, r *http.Request, rq *re
 		d.fail(w, r, rq, err)
 		return
 	}
-	d.render(w, http.StatusOK, "cards", page{CSRF: rq.sess.csrf, Data: cards})
+	d.render(w, http.StatusOK, "cards", page{CSRF: rq.sess.CSRF, Data: cards})
 }
 
 // decide records the person's choice. For htmx the answer replaces the
@@ -138,7 +138,7 @@ func (d *Dashboard) decide(w http.ResponseWriter, r *http.Request, rq *request) 
 		Feedback: strings.TrimSpace(r.PostFormValue("feedback"))}
 	// A double click (or a retried POST) of the same choice in the same
 	// sign-in returns the first decision instead of a conflict.
-	sum := sha256.Sum256([]byte(rq.sess.csrf + "\x00" + id + "\x00" + in.SelectedOption))
+	sum := sha256.Sum256([]byte(rq.sess.CSRF + "\x00" + id + "\x00" + in.SelectedOption))
 	in.IdempotencyKey = "dashboard-" + hex.EncodeToString(sum[:16])
 	if m := strings.TrimSpace(r.PostFormValue("modifications")); m != "" {
 		if !json.Valid([]byte(m)) {
@@ -171,7 +171,7 @@ func (d *Dashboard) decide(w http.ResponseWriter, r *http.Request, rq *request) 
 			d.render(w, http.StatusOK, "notice", notice)
 			return
 		}
-		d.render(w, http.StatusConflict, "error.html", page{Title: "Already decided", User: rq.sess.user, CSRF: rq.sess.csrf, Data: notice})
+		d.render(w, http.StatusConflict, "error.html", page{Title: "Already decided", User: rq.sess.User, CSRF: rq.sess.CSRF, Data: notice})
 		return
 	}
 	if err != nil {
@@ -398,7 +398,7 @@ func (d *Dashboard) sessionPage(w http.ResponseWriter, r *http.Request, rq *requ
 		}
 	}
 	d.page(w, rq, "session.html", s.Title, "sessions", map[string]any{"S": s, "Nodes": flat, "More": more, "Snaps": snaps,
-		"Flash": d.takeFlash(rq.sess)})
+		"Flash": d.takeFlash(w, r)})
 }
 
 // Diff display limits: a huge diff shows its first files only.
@@ -521,9 +521,7 @@ func (d *Dashboard) rollback(w http.ResponseWriter, r *http.Request, rq *request
 		return
 	}
 	flash := fmt.Sprintf("Rolled back to #%d: %d files restored, %d removed.", cp.Seq, len(res.RestoredFiles), len(res.RemovedFiles))
-	d.mu.Lock()
-	rq.sess.flash = flash
-	d.mu.Unlock()
+	d.setFlash(w, r, flash)
 	http.Redirect(w, r, "/sessions/"+url.PathEscape(id), http.StatusSeeOther)
 }
 
@@ -538,7 +536,7 @@ func (d *Dashboard) searchPage(w http.ResponseWriter, r *http.Request, rq *reque
 		}
 		data["R"] = res
 	}
-	d.render(w, http.StatusOK, "search.html", page{Title: "Search", User: rq.sess.user, CSRF: rq.sess.csrf, Nav: "search", Search: q, Data: data})
+	d.render(w, http.StatusOK, "search.html", page{Title: "Search", User: rq.sess.User, CSRF: rq.sess.CSRF, Nav: "search", Search: q, Data: data})
 }
 
 // export downloads the session as the archive `belay import` reads.
@@ -560,11 +558,20 @@ func (d *Dashboard) export(w http.ResponseWriter, r *http.Request, rq *request) 
 	_, _ = b.WriteTo(w)
 }
 
-// takeFlash returns the session's one-time message and forgets it.
-func (d *Dashboard) takeFlash(s *webSession) string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	f := s.flash
-	s.flash = ""
-	return f
+// setFlash leaves a one-time message for the next page, e.g. what a
+// rollback did.
+func (d *Dashboard) setFlash(w http.ResponseWriter, r *http.Request, msg string) {
+	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: d.seal(flashCookie, msg), Path: "/", MaxAge: 60,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+}
+
+// takeFlash returns the message setFlash left, and forgets it.
+func (d *Dashboard) takeFlash(w http.ResponseWriter, r *http.Request) string {
+	var msg string
+	if !d.open(r, flashCookie, &msg) {
+		return ""
+	}
+	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	return msg
 }

@@ -113,6 +113,8 @@ type Reader interface {
 	DueEmbeddings(ctx context.Context, now time.Time, limit int) ([]EmbeddingJob, error)
 	// SearchIndex reports the search index's model and counts.
 	SearchIndex(ctx context.Context) (IndexState, error)
+	// SignedOut reports whether dashboard sign-in id was signed out.
+	SignedOut(ctx context.Context, id string) (bool, error)
 }
 
 // Tx is a write transaction. Reads inside it see its own writes.
@@ -156,6 +158,14 @@ type Tx interface {
 	PutRetention(ctx context.Context, p belay.RetentionPolicy) error
 	// DeleteRetention removes a project's policy; a missing one is fine.
 	DeleteRetention(ctx context.Context, projectPath string) error
+
+	// InitSetting stores value under name unless a value is there already,
+	// and returns the value stored: of instances racing to set one, all get
+	// the first's.
+	InitSetting(ctx context.Context, name string, value []byte) ([]byte, error)
+	// AddSignout records that dashboard sign-in id was signed out; it
+	// would have ended at until. Records of sign-ins ended by now go.
+	AddSignout(ctx context.Context, id string, until, now time.Time) error
 
 	InsertWebhook(ctx context.Context, w *belay.Webhook) error
 	DeleteWebhook(ctx context.Context, id string) error

@@ -59,6 +59,8 @@ var tables = []table{
 	{name: "webhooks", order: "created_at, id"},
 	{name: "webhook_deliveries", order: "created_at, id"},
 	{name: "retention", order: "project_path"},
+	{name: "settings", order: "name"},
+	{name: "signouts", order: "id"},
 }
 
 // Count is one table's rows in the source and in the destination after the copy.

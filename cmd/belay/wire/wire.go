@@ -155,8 +155,16 @@ func serve(ctx context.Context, cfg cli.ServeConfig) error {
 		api.HandlePublic(root+"/", h)
 	}
 	// The dashboard signs people in itself (an API token exchanged for a
-	// session cookie) and calls the service as them.
-	dash := dashboard.New(dashboard.Options{Service: svc, Authenticate: svc.Authenticate, Logger: log})
+	// sealed cookie that every instance on the database opens alike) and
+	// calls the service as them.
+	key, err := svc.Key(ctx, "dashboard")
+	if err != nil {
+		return err
+	}
+	dash, err := dashboard.New(dashboard.Options{Service: svc, Authenticate: svc.Authenticate, Logger: log, Key: key, SignOuts: svc})
+	if err != nil {
+		return err
+	}
 	for _, p := range dashboard.Patterns() {
 		api.HandlePublic(p, dash)
 	}
