@@ -139,7 +139,7 @@ func TestMigrateRefuses(t *testing.T) {
 		t.Errorf("migrate without --to: exit %d", r.code)
 	}
 	unreachable := "postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=2"
-	if r := h.run(t, "", "migrate", "--to", unreachable); r.code != cli.ExitError || !strings.Contains(r.stderr, "connect") {
+	if r := h.run(t, "", "migrate", "--to", unreachable); r.code != cli.ExitError || !strings.Contains(r.stderr, "cannot be reached") || !strings.Contains(r.stderr, "STORAGE_UNAVAILABLE") {
 		t.Errorf("migrate to an unreachable server: exit %d, %s", r.code, r.stderr)
 	}
 
