@@ -163,6 +163,8 @@ type Tx interface {
 	// and returns the value stored: of instances racing to set one, all get
 	// the first's.
 	InitSetting(ctx context.Context, name string, value []byte) ([]byte, error)
+	// PutSetting stores value under name, replacing any value there.
+	PutSetting(ctx context.Context, name string, value []byte) error
 	// AddSignout records that dashboard sign-in id was signed out; it
 	// would have ended at until. Records of sign-ins ended by now go.
 	AddSignout(ctx context.Context, id string, until, now time.Time) error

@@ -34,3 +34,10 @@ func (r reader) SignedOut(ctx context.Context, id string) (bool, error) {
 	}
 	return n > 0, nil
 }
+
+func (t *tx) PutSetting(ctx context.Context, name string, value []byte) error {
+	if _, err := t.q.ExecContext(ctx, `INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value`, name, value); err != nil {
+		return fmt.Errorf("postgres: put setting: %w", err)
+	}
+	return nil
+}

@@ -26,6 +26,10 @@ func testSettings(t *testing.T, o opener) {
 			if got := init("key", "second"); string(got) != "first" {
 				t.Errorf("second InitSetting = %q, want the first value kept", got)
 			}
+			mustUpdate(t, st, func(tx store.Tx) error { return tx.PutSetting(t.Context(), "key", []byte("put")) })
+			if got := init("key", "third"); string(got) != "put" {
+				t.Errorf("InitSetting after PutSetting = %q, want put", got)
+			}
 			// A rolled-back transaction sets nothing.
 			_ = st.Update(t.Context(), func(tx store.Tx) error {
 				if _, err := tx.InitSetting(t.Context(), "other", []byte("lost")); err != nil {
