@@ -171,6 +171,33 @@ func TestServeInstancesOnPostgres(t *testing.T) {
 		}
 	})
 
+	t.Run("IdempotentRetriesAcrossInstances", func(t *testing.T) {
+		cp := hitl(clients[0], "retried", nil)
+		const racers = 6
+		ids := make(chan string, racers)
+		var wg sync.WaitGroup
+		for r := range racers {
+			wg.Go(func() {
+				res, err := clients[r%3].Decide(ctx, belay.DecideInput{CheckpointID: cp.ID, SelectedOption: "approve",
+					IdempotencyKey: "retry-1"})
+				if err != nil {
+					t.Errorf("decide with the same idempotency key through instance %d: %v, want the one decision", r%3, err)
+					return
+				}
+				ids <- res.Decision.ID
+			})
+		}
+		wg.Wait()
+		close(ids)
+		seen := map[string]bool{}
+		for id := range ids {
+			seen[id] = true
+		}
+		if len(seen) != 1 {
+			t.Errorf("retries with one idempotency key across instances made decisions %v, want exactly one", seen)
+		}
+	})
+
 	t.Run("KillMidBurst", func(t *testing.T) {
 		var (
 			mu    sync.Mutex

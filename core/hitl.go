@@ -68,14 +68,24 @@ func (s *Service) Decide(ctx context.Context, in belay.DecideInput) (*belay.Deci
 			return nil, err
 		}
 		res, timedOut, err := s.decideOnce(ctx, c, in)
-		if !timedOut {
+		switch {
+		case errors.Is(err, errDecidedMeanwhile):
+			// Another instance's transaction decided after this one read the
+			// request (PostgreSQL's read committed): read it again, so that a
+			// retry with the same idempotency key gets the decision it made.
+		case !timedOut:
 			return res, err
 		}
-		// The deadline passed since settleDue looked, and the timeout was
+		// Or the deadline passed since settleDue looked, and the timeout was
 		// applied: now the request is decided by it (HITL_ALREADY_DECIDED) or
 		// paused and still open for this decision.
 	}
 }
+
+// errDecidedMeanwhile is recordDecision's error when another transaction
+// decided the request after this one read it undecided. It wraps
+// HITL_ALREADY_DECIDED.
+var errDecidedMeanwhile = errors.New("decided meanwhile")
 
 // decideOnce is one attempt of Decide in one transaction. It reports
 // timedOut, having applied and kept the timeout, when the request's deadline
@@ -170,7 +180,8 @@ func (s *Service) recordDecision(ctx context.Context, tx store.Tx, sess *belay.S
 		return err
 	}
 	if !won {
-		return belay.Errorf(belay.CodeHITLAlreadyDecided, "checkpoint %s was already decided", cp.ID).With("checkpointId", cp.ID)
+		return fmt.Errorf("%w: %w", errDecidedMeanwhile,
+			belay.Errorf(belay.CodeHITLAlreadyDecided, "checkpoint %s was already decided", cp.ID).With("checkpointId", cp.ID))
 	}
 	cp.Decision, cp.UpdatedAt = d, d.DecidedAt
 	if err := s.appendEvent(ctx, tx, belay.EventHITLDecided, sess.ID, cp.ID, map[string]any{
