@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/archive"
@@ -219,12 +220,22 @@ func (s *Service) ImportSession(ctx context.Context, in belay.ImportInput, r io.
 		}
 	}
 	res := &belay.ImportResult{Session: sess, Checkpoints: len(arc.Checkpoints), Rollbacks: len(arc.Rollbacks)}
+	// The workspace lock is held from the fetch of the snapshots until the
+	// session that refers to them is stored: a garbage collection in
+	// between would take them for an orphan's.
+	unlock := func() {}
 	if bundle.path != "" {
 		ws, err := s.workspaces()
 		if err != nil {
 			return nil, err
 		}
-		refs, err := ws.ReadBundle(ctx, sess.ProjectPath, bundle.path)
+		release, err := ws.Lock(ctx, sess.ProjectPath)
+		if err != nil {
+			return nil, workspaceError(err)
+		}
+		unlock = sync.OnceFunc(release)
+		defer unlock()
+		refs, err := ws.ReadBundleLocked(ctx, sess.ProjectPath, bundle.path)
 		if err != nil {
 			return nil, workspaceError(err)
 		}
@@ -254,6 +265,7 @@ func (s *Service) ImportSession(ctx context.Context, in belay.ImportInput, r io.
 			"projectPath": sess.ProjectPath, "title": sess.Title, "owner": sess.Owner,
 			"imported": true, "checkpoints": len(arc.Checkpoints)})
 	})
+	unlock()
 	if err != nil {
 		if bundle.path != "" {
 			if _, gerr := s.store.GetSession(ctx, sess.ID); belay.IsCode(gerr, belay.CodeSessionNotFound) {

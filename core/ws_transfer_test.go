@@ -4,18 +4,23 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/internal/testtree"
 	"github.com/belayhq/belay/internal/testutil"
 	"github.com/belayhq/belay/store"
@@ -349,5 +354,60 @@ func TestExportBranchRefusesAmbiguousNames(t *testing.T) {
 	}
 	if got := testtree.Git(t, e.project, "for-each-ref"); got != refs {
 		t.Errorf("refs changed:\n%s\nwant\n%s", got, refs)
+	}
+}
+
+// gcInImport runs a garbage collection when the import's first write
+// transaction starts: after the archive's snapshots were fetched, before the
+// session that refers to them is stored.
+type gcInImport struct {
+	store.Store
+	gc   func()
+	once sync.Once
+}
+
+func (g *gcInImport) Update(ctx context.Context, fn func(store.Tx) error) error {
+	g.once.Do(func() {
+		done := make(chan struct{})
+		go func() { g.gc(); close(done) }()
+		// The collection either finishes or waits for the workspace lock
+		// the import holds; give it the time to do either.
+		select {
+		case <-done:
+		case <-time.After(500 * time.Millisecond):
+		}
+	})
+	return g.Store.Update(ctx, fn)
+}
+
+// TestGarbageCollectionDuringImportKeepsItsSnapshots: a `belay gc` that runs
+// while an import stores its session must not take the imported snapshots
+// for an orphan's.
+func TestGarbageCollectionDuringImportKeepsItsSnapshots(t *testing.T) {
+	src := newWSEnv(t)
+	testtree.Write(t, src.project, map[string]string{"a.txt": "a"})
+	one := src.save(t, "one")
+	archive := src.export(t, one.SessionID)
+
+	dst := newWSEnv(t)
+	var gcDone sync.WaitGroup
+	hooked := &gcInImport{Store: dst.db}
+	svc := core.New(core.Options{Store: hooked, Workspaces: dst.ws, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	hooked.gc = func() {
+		gcDone.Add(1)
+		defer gcDone.Done()
+		if _, err := svc.CollectGarbage(admin, belay.GCInput{}); err != nil {
+			t.Errorf("gc during the import: %v", err)
+		}
+	}
+	if _, err := svc.ImportSession(admin, belay.ImportInput{ProjectPath: dst.project}, bytes.NewReader(archive)); err != nil {
+		t.Fatal(err)
+	}
+	gcDone.Wait()
+	if rep, err := svc.Validate(admin, belay.ValidateInput{}); err != nil || !rep.OK {
+		t.Fatalf("validate after an import a gc ran into = %+v, %v", rep, err)
+	}
+	if _, err := svc.RestoreCheckpoint(admin, belay.RestoreInput{CheckpointID: one.ID}); err != nil {
+		t.Errorf("rolling back to the imported checkpoint: %v", err)
 	}
 }

@@ -276,6 +276,19 @@ func (m *Manager) WriteBundle(ctx context.Context, root string, refs []string, p
 // An existing ref is only moved forward, never rewound. It takes the
 // workspace lock.
 func (m *Manager) ReadBundle(ctx context.Context, root, path string) (map[string]string, error) {
+	unlock, err := m.Lock(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return m.ReadBundleLocked(ctx, root, path)
+}
+
+// ReadBundleLocked is ReadBundle for a caller holding the workspace lock
+// (Lock): an import keeps it until the session that refers to the fetched
+// snapshots is stored, so a garbage collection cannot take them for an
+// orphan's in between.
+func (m *Manager) ReadBundleLocked(ctx context.Context, root, path string) (map[string]string, error) {
 	s, err := m.workspaceFor(ctx, root)
 	if err != nil {
 		return nil, err
@@ -284,11 +297,6 @@ func (m *Manager) ReadBundle(ctx context.Context, root, path string) (map[string
 	if err != nil {
 		return nil, fmt.Errorf("read bundle: %w", err)
 	}
-	unlock, err := m.lock(ctx, s)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
 	if err := m.open(ctx, s); err != nil {
 		return nil, fmt.Errorf("read bundle into %s: %w", s.root, err)
 	}
