@@ -93,11 +93,11 @@ func ValidateProjectPath(field, p string) error {
 	return nil
 }
 
-// validJSON checks a JSON document given as is (agent state, outputs,
+// ValidateJSON checks a JSON document given as is (agent state, outputs,
 // metadata, context, modifications): within the size limit and valid JSON
 // text, which is UTF-8. Invalid UTF-8 is refused rather than stored, since it
 // would be echoed as invalid JSON (json.Valid does not check it).
-func validJSON(field string, raw json.RawMessage) error {
+func ValidateJSON(field string, raw json.RawMessage) error {
 	if raw == nil {
 		return nil
 	}
@@ -114,7 +114,7 @@ func validJSON(field string, raw json.RawMessage) error {
 }
 
 func validObject(field string, raw json.RawMessage) error {
-	if err := validJSON(field, raw); err != nil || raw == nil {
+	if err := ValidateJSON(field, raw); err != nil || raw == nil {
 		return err
 	}
 	t := bytes.TrimSpace(raw)
@@ -202,10 +202,10 @@ func (in *CreateCheckpointInput) Validate() error {
 	if in.Step < 0 {
 		return Invalid("step", "step must not be negative")
 	}
-	if err := validJSON("agentState", in.AgentState); err != nil {
+	if err := ValidateJSON("agentState", in.AgentState); err != nil {
 		return err
 	}
-	if err := validJSON("outputs", in.Outputs); err != nil {
+	if err := ValidateJSON("outputs", in.Outputs); err != nil {
 		return err
 	}
 	if err := validObject("metadata", in.Metadata); err != nil {

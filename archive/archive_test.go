@@ -235,6 +235,9 @@ func TestReadRefusesMalformedArchives(t *testing.T) {
 		{"missing checkpoint", drop("cp-02-step-2.json"), belay.CodeValidation, "missing"},
 		{"no bundle", drop("workspace.bundle"), belay.CodeValidation, "do not match"},
 		{"tampered checkpoint", edit("cp-02-step-2.json", func(s string) string { return strings.Replace(s, `"step"`, `"evil"`, 1) }), belay.CodeCheckpointCorrupt, "checksum"},
+		{"session state not UTF-8", edit("manifest.json", func(s string) string {
+			return strings.Replace(s, `"title":`, `"state": {"k": "`+"\xff"+`"}, "title":`, 1)
+		}), belay.CodeValidation, "session state"},
 		{"rollback to elsewhere", edit("rollback-history.json", func(s string) string {
 			return strings.Replace(s, "01900000-0000-7000-8000-000000000101", "01900000-0000-7000-8000-000000000999", 1)
 		}), belay.CodeValidation, "lacks"},

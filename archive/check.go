@@ -2,7 +2,6 @@ package archive
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"path/filepath"
 	"slices"
@@ -115,8 +114,8 @@ func validSession(sess *belay.Session) error {
 		return Invalid("session project path is not absolute")
 	case sess.HeadCheckpointID != "" && !belay.IsUUID(sess.HeadCheckpointID):
 		return Invalid("session head is not a checkpoint id")
-	case len(sess.State) > belay.MaxStateBytes || sess.State != nil && !json.Valid(sess.State):
-		return Invalid("session state is not valid JSON within %d bytes", belay.MaxStateBytes)
+	case belay.ValidateJSON("state", sess.State) != nil:
+		return Invalid("session state is not valid JSON (UTF-8) within %d bytes", belay.MaxStateBytes)
 	case sess.LastSeq < 0 || sess.CurrentStep < 0 || len(sess.Owner) > belay.MaxNameLen*4:
 		return Invalid("session counters are out of range")
 	}
@@ -152,6 +151,11 @@ func validCheckpoint(cp *belay.Checkpoint) error {
 		return errors.New("workspaceRef is not a commit id")
 	case len(cp.CreatedBy) > belay.MaxNameLen*4:
 		return errors.New("createdBy is too long")
+	}
+	if d := cp.Decision; d != nil {
+		if err := belay.ValidateJSON("decision.modifications", d.Modifications); err != nil {
+			return err
+		}
 	}
 	if f := cp.Files; f != nil {
 		for _, p := range slices.Concat(f.Created, f.Modified, f.Deleted) {
