@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -63,6 +64,32 @@ func pgSchema(t *testing.T) string {
 	return u.String()
 }
 
+// serveInstances starts n `belay serve` processes on one fresh PostgreSQL
+// schema, each with its own data directory (as on n machines), and returns
+// them, their URLs and the admin token the first one printed.
+func serveInstances(t *testing.T, n int) ([]*exec.Cmd, []string, string) {
+	t.Helper()
+	dbURL := pgSchema(t)
+	bin := belayBinary(t)
+	home := t.TempDir()
+	var (
+		procs []*exec.Cmd
+		urls  []string
+		token string
+	)
+	for i := range n {
+		env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "LANG=C", "BELAY_DATA_DIR=" + t.TempDir(), "BELAY_DATABASE_URL=" + dbURL}
+		cmd, u, tok, stderr, _ := startServer(t, bin, env)
+		if i == 0 {
+			if token = tok; token == "" {
+				t.Fatalf("the first instance printed no admin token; stderr:\n%s", stderr.String())
+			}
+		}
+		procs, urls = append(procs, cmd), append(urls, u)
+	}
+	return procs, urls, token
+}
+
 // Three `belay serve` processes on one PostgreSQL database behave as one
 // belay: a decision is taken once, a timeout fires once, every instance's
 // events reach a follower of any other in order, and killing one loses
@@ -71,20 +98,10 @@ func TestServeInstancesOnPostgres(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary, runs three servers and waits out a HITL timeout")
 	}
-	dbURL := pgSchema(t)
-	bin := belayBinary(t)
-	home := t.TempDir()
-	env := func() []string {
-		return []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "LANG=C", "BELAY_DATA_DIR=" + t.TempDir(), "BELAY_DATABASE_URL=" + dbURL}
-	}
-	_, urlA, token, errA, _ := startServer(t, bin, env())
-	if token == "" {
-		t.Fatalf("the first instance printed no admin token; stderr:\n%s", errA.String())
-	}
-	_, urlB, _, _, _ := startServer(t, bin, env())
-	srvC, urlC, _, _, _ := startServer(t, bin, env())
+	procs, urls, token := serveInstances(t, 3)
+	srvC := procs[2]
 	var clients [3]*client.Client
-	for i, u := range []string{urlA, urlB, urlC} {
+	for i, u := range urls {
 		c, err := client.New(u, token)
 		if err != nil {
 			t.Fatal(err)
@@ -317,17 +334,8 @@ func TestRollbackThroughAnotherInstance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs two servers")
 	}
-	dbURL := pgSchema(t)
-	bin := belayBinary(t)
-	home := t.TempDir()
-	env := func() []string {
-		return []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "LANG=C", "BELAY_DATA_DIR=" + t.TempDir(), "BELAY_DATABASE_URL=" + dbURL}
-	}
-	_, urlA, token, errA, _ := startServer(t, bin, env())
-	if token == "" {
-		t.Fatalf("the first instance printed no admin token; stderr:\n%s", errA.String())
-	}
-	_, urlB, _, _, _ := startServer(t, bin, env())
+	_, urls, token := serveInstances(t, 2)
+	urlA, urlB := urls[0], urls[1]
 	a, err := client.New(urlA, token)
 	if err != nil {
 		t.Fatal(err)
@@ -381,17 +389,8 @@ func TestDashboardAcrossInstances(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs two servers")
 	}
-	dbURL := pgSchema(t)
-	bin := belayBinary(t)
-	home := t.TempDir()
-	env := func() []string {
-		return []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "LANG=C", "BELAY_DATA_DIR=" + t.TempDir(), "BELAY_DATABASE_URL=" + dbURL}
-	}
-	_, urlA, token, errA, _ := startServer(t, bin, env())
-	if token == "" {
-		t.Fatalf("the first instance printed no admin token; stderr:\n%s", errA.String())
-	}
-	_, urlB, _, _, _ := startServer(t, bin, env())
+	_, urls, token := serveInstances(t, 2)
+	urlA, urlB := urls[0], urls[1]
 	noFollow := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	c := &http.Client{CheckRedirect: noFollow}
 	res, err := c.PostForm(urlA+"/signin", url.Values{"token": {token}})
