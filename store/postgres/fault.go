@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/store"
 )
 
 // Messages of STORAGE_UNAVAILABLE, written for the person reading them: what
@@ -26,16 +26,6 @@ const (
 	msgTimeout     = "the database did not answer within its statement timeout"
 )
 
-// faultError is a storage fault: a STORAGE_UNAVAILABLE *belay.Error for
-// callers, with the server's or the network's error kept for logs.
-type faultError struct {
-	public *belay.Error
-	cause  error
-}
-
-func (e *faultError) Error() string   { return e.public.Error() + ": " + e.cause.Error() }
-func (e *faultError) Unwrap() []error { return []error{e.public, e.cause} }
-
 // storageFault returns err as a STORAGE_UNAVAILABLE error when the database
 // failed the request rather than refusing it (a full disk, a read-only
 // server, an I/O error, a lost or refused connection, exhausted resources, a
@@ -44,15 +34,14 @@ func storageFault(err error) error {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	var f *faultError
-	if errors.As(err, &f) {
+	if store.IsFault(err) {
 		return err
 	}
 	msg := faultMessage(err)
 	if msg == "" {
 		return err
 	}
-	return &faultError{public: belay.Errorf(belay.CodeStorageUnavailable, "%s", msg), cause: err}
+	return store.Fault(msg, err)
 }
 
 func faultMessage(err error) string {
