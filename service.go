@@ -719,6 +719,10 @@ type DiskUsageReport struct {
 	// DatabaseBytes is the size of the database's files, for admins of a
 	// store that can tell.
 	DatabaseBytes int64 `json:"databaseBytes,omitempty"`
+	// StateChunkBytes is what the chunks of large agent states take in the
+	// database, each stored once however many checkpoints share it (for
+	// admins): StateBytes counts every checkpoint's state whole.
+	StateChunkBytes int64 `json:"stateChunkBytes,omitempty"`
 }
 
 // DeleteSessionResult reports a deleted session.
@@ -760,8 +764,15 @@ type GCWorkspace struct {
 // GCReport is the outcome of CollectGarbage.
 type GCReport struct {
 	Workspaces []GCWorkspace `json:"workspaces"`
-	FreedBytes int64         `json:"freedBytes"`
-	DryRun     bool          `json:"dryRun,omitempty"`
+	// StateChunks counts the chunks of large agent states that no
+	// checkpoint or session refers to any more, deleted (or in a dry run to
+	// be deleted), and StateBytes their bytes. The database reuses that
+	// space for later writes; SQLite's file does not shrink.
+	StateChunks int64 `json:"stateChunks,omitempty"`
+	StateBytes  int64 `json:"stateBytes,omitempty"`
+	// FreedBytes adds up the workspaces' BytesFreed and StateBytes.
+	FreedBytes int64 `json:"freedBytes"`
+	DryRun     bool  `json:"dryRun,omitempty"`
 }
 
 // RetentionPolicy bounds how many checkpoints a project keeps: beyond the

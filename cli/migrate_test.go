@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -29,6 +30,12 @@ func TestMigrateRoundTrip(t *testing.T) {
 	write("main.go", "package main\n\nfunc main() {}\n")
 	write("notes.txt", "todo\n")
 	h.ok(t, `{"step": 2}`, "save", "-m", "second", "--state-file", "-", "--name", "two")
+	// A state large enough to be stored as chunks (store/chunkstore).
+	big := `{"notes": "` + strings.Repeat("a note on the second step; ", 4000) + `"}`
+	var large belay.Checkpoint
+	if err := json.Unmarshal([]byte(h.ok(t, big, "--json", "save", "-m", "large state", "--state-file", "-")), &large); err != nil {
+		t.Fatal(err)
+	}
 	ask := okJSON[belay.Checkpoint](t, h, "ask", "Ship it?", "--option", "yes:approve", "--option", "no:reject")
 	h.ok(t, "", "decide", ask.ID, "--option", "yes", "--feedback", "go")
 	h.ok(t, "", "rollback", "1", "--reason", "start over")
@@ -54,7 +61,7 @@ func TestMigrateRoundTrip(t *testing.T) {
 		}
 		counts[c.Table] = c.Source
 	}
-	for _, table := range []string{"sessions", "checkpoints", "events", "rollbacks", "users", "tokens", "webhooks", "retention", "checkpoint_search"} {
+	for _, table := range []string{"sessions", "checkpoints", "events", "rollbacks", "users", "tokens", "webhooks", "retention", "checkpoint_search", "state_chunks"} {
 		if counts[table] == 0 {
 			t.Errorf("no %s copied: %+v", table, rep.Tables)
 		}
@@ -70,6 +77,13 @@ func TestMigrateRoundTrip(t *testing.T) {
 	}
 	if out := h.ok(t, "", "--db", pg, "validate"); !strings.Contains(out, "No problems") {
 		t.Errorf("validate on PostgreSQL printed %q", out)
+	}
+	var want, got bytes.Buffer
+	if err := json.Compact(&want, []byte(big)); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Compact(&got, okJSON[belay.Checkpoint](t, h, "--db", pg, "show", large.ID).AgentState); err != nil || got.String() != want.String() {
+		t.Errorf("the large state on PostgreSQL is %d bytes, want %d (%v)", got.Len(), want.Len(), err)
 	}
 	decided := okJSON[belay.Checkpoint](t, h, "--db", pg, "show", ask.ID)
 	if decided.Decision == nil || decided.Decision.SelectedOption != "yes" {

@@ -601,6 +601,9 @@ func (a *app) printUsage(rep *belay.DiskUsageReport) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nTotal: %s of snapshots, %s of checkpoint state", humanBytes(rep.WorkspaceBytes), humanBytes(rep.StateBytes))
+	if rep.StateChunkBytes > 0 {
+		fmt.Fprintf(w, " (large states stored as %s of shared chunks)", humanBytes(rep.StateChunkBytes))
+	}
 	if rep.DatabaseBytes > 0 {
 		fmt.Fprintf(w, " in a database of %s", humanBytes(rep.DatabaseBytes))
 	}
@@ -614,11 +617,13 @@ func (a *app) gcCommand() *cobra.Command {
 	var in belay.GCInput
 	cmd := &cobra.Command{
 		Use:   "gc",
-		Short: "Reclaim the space snapshots no longer need",
-		Long: `Reclaim disk space: in every workspace's snapshot repository, drop what no
-checkpoint needs (the snapshots of deleted sessions, objects of failed saves
-and diffs), and remove the snapshot repositories of workspaces no session
-refers to (listed as orphaned by 'belay du'). Admins only.
+		Short: "Reclaim the space snapshots and agent states no longer need",
+		Long: `Reclaim disk space: delete the chunks of large agent states that no
+checkpoint refers to any more (those of deleted checkpoints and sessions); in
+every workspace's snapshot repository, drop what no checkpoint needs (the
+snapshots of deleted sessions, objects of failed saves and diffs); and
+remove the snapshot repositories of workspaces no session refers to (listed
+as orphaned by 'belay du'). Admins only.
 
 --dry-run says what would go and changes nothing; for a workspace that stays,
 the space it would free is an estimate.`,
@@ -650,6 +655,9 @@ func (a *app) printGC(rep *belay.GCReport) {
 	verb, removeVerb := "freed", "removed"
 	if rep.DryRun {
 		verb, removeVerb = "would free", "would remove"
+	}
+	if rep.StateChunks > 0 {
+		fmt.Fprintf(w, "  agent state: %s %s (%d chunks no checkpoint refers to)\n", verb, humanBytes(rep.StateBytes), rep.StateChunks)
 	}
 	for _, g := range rep.Workspaces {
 		name := g.ProjectPath

@@ -10,18 +10,30 @@ import (
 	"github.com/belayhq/belay/workspace"
 )
 
-// CollectGarbage reclaims the space snapshots no longer need (admins only):
-// the snapshots of deleted sessions that a failed delete left behind, the
-// objects no snapshot reaches in every shadow repository, and the shadow
-// repositories of workspaces no session refers to. With DryRun it reports
-// what it would free and changes nothing.
+// CollectGarbage reclaims the space snapshots and agent states no longer
+// need (admins only): the chunks of large states no checkpoint or session
+// refers to, the snapshots of deleted sessions that a failed delete left
+// behind, the objects no snapshot reaches in every shadow repository, and
+// the shadow repositories of workspaces no session refers to. With DryRun
+// it reports what it would free and changes nothing.
 func (s *Service) CollectGarbage(ctx context.Context, in belay.GCInput) (*belay.GCReport, error) {
 	if _, err := authorizeAdmin(ctx, "collect garbage"); err != nil {
 		return nil, err
 	}
-	ws, err := s.workspaces()
+	var chunks store.ChunkUsage
+	err := s.update(ctx, func(tx store.Tx) error {
+		var err error
+		chunks, err = tx.SweepStateChunks(ctx, in.DryRun)
+		return err
+	})
 	if err != nil {
 		return nil, err
+	}
+	rep := &belay.GCReport{Workspaces: []belay.GCWorkspace{}, DryRun: in.DryRun,
+		StateChunks: chunks.Chunks, StateBytes: chunks.Bytes, FreedBytes: chunks.Bytes}
+	ws := s.ws
+	if ws == nil {
+		return rep, nil // a service without snapshots
 	}
 	shadows, err := ws.Shadows(ctx)
 	if err != nil {
@@ -35,7 +47,6 @@ func (s *Service) CollectGarbage(ctx context.Context, in belay.GCInput) (*belay.
 	if err != nil {
 		return nil, err
 	}
-	rep := &belay.GCReport{Workspaces: []belay.GCWorkspace{}, DryRun: in.DryRun}
 	for _, sh := range shadows {
 		w := belay.GCWorkspace{ProjectPath: sh.Root, BytesBefore: sh.Bytes, Orphaned: sh.Root == "" || !used[sh.Root]}
 		var rec *workspace.Reclaimed

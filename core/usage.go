@@ -61,6 +61,13 @@ func (s *Service) DiskUsage(ctx context.Context) (*belay.DiskUsageReport, error)
 			return nil, err
 		}
 	}
+	if c.Admin {
+		u, err := s.store.StateChunks(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rep.StateChunkBytes = u.Bytes
+	}
 	slices.SortFunc(rep.Workspaces, func(a, b belay.WorkspaceUsage) int {
 		return cmp.Or(cmp.Compare(btoi(a.Orphaned), btoi(b.Orphaned)), strings.Compare(a.ProjectPath, b.ProjectPath))
 	})

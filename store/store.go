@@ -115,6 +115,10 @@ type Reader interface {
 	SearchIndex(ctx context.Context) (IndexState, error)
 	// SignedOut reports whether dashboard sign-in id was signed out.
 	SignedOut(ctx context.Context, id string) (bool, error)
+
+	// StateChunks counts the stored chunks of large agent states, each once
+	// however many states share it.
+	StateChunks(ctx context.Context) (ChunkUsage, error)
 }
 
 // Tx is a write transaction. Reads inside it see its own writes.
@@ -208,6 +212,25 @@ type Tx interface {
 	// SetTokenCount records a checkpoint's token count, derived data that
 	// checkpoints saved before it was counted lack.
 	SetTokenCount(ctx context.Context, id string, count int, encoding string) error
+
+	// A state larger than chunkstore.InlineMax is stored as content-addressed
+	// chunks, shared by every checkpoint and session whose state contains
+	// them, and read back whole, each chunk checked against its hash (a
+	// mismatch or a missing chunk is CHECKPOINT_CORRUPTED). Deleting a
+	// checkpoint or session leaves its chunks until a sweep.
+
+	// SweepStateChunks deletes the chunks no checkpoint or session refers
+	// to any more, or with dryRun only counts them, and returns how many
+	// chunks and bytes that is. A save running beside it never loses a
+	// chunk: it commits either before the sweep looks (and its chunks stay)
+	// or after the sweep (and stores again what the sweep deleted).
+	SweepStateChunks(ctx context.Context, dryRun bool) (ChunkUsage, error)
+}
+
+// ChunkUsage counts chunks of large agent states and their bytes.
+type ChunkUsage struct {
+	Chunks int64
+	Bytes  int64
 }
 
 // IndexModel names a vector space. Vectors of another Model, or of another

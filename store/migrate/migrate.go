@@ -43,6 +43,9 @@ type table struct {
 }
 
 var tables = []table{
+	// The chunks of large agent states, which sessions and checkpoints
+	// refer to by the roots their state columns hold: copied as they are.
+	{name: "state_chunks", order: "hash"},
 	{name: "sessions", order: "created_at, id"},
 	{name: "checkpoints", order: "created_at, id"},
 	{name: "checkpoint_tags", order: "checkpoint_id, tag"},

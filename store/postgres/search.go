@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/text/unicode/norm"
 
+	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/search"
 	"github.com/belayhq/belay/store"
 )
@@ -339,7 +340,11 @@ func (r reader) dueEmbeddings(ctx context.Context, now time.Time, limit int, loc
 		}
 		out = append(out, job)
 	}
-	return out, rows.Err()
+	cps := make([]*belay.Checkpoint, len(out))
+	for i, job := range out {
+		cps[i] = job.Checkpoint
+	}
+	return out, r.loadCheckpoints(ctx, rows, cps)
 }
 
 func (r reader) SearchIndex(ctx context.Context) (store.IndexState, error) {

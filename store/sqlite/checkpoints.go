@@ -69,6 +69,9 @@ func (r reader) getCheckpoint(ctx context.Context, notFound string, where string
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get checkpoint: %w", err)
 	}
+	if err := r.loadState(ctx, &c.AgentState); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -94,7 +97,7 @@ func (r reader) queryCheckpoints(ctx context.Context, query string, args ...any)
 		}
 		out = append(out, c)
 	}
-	return out, rows.Err()
+	return out, r.loadCheckpoints(ctx, rows, out)
 }
 
 func (r reader) ListCheckpoints(ctx context.Context, q store.CheckpointQuery) ([]*belay.Checkpoint, int64, error) {
@@ -261,6 +264,10 @@ func (t *tx) InsertCheckpoint(ctx context.Context, c *belay.Checkpoint) error {
 	if err != nil {
 		return err
 	}
+	state, err := t.saveState(ctx, c.AgentState)
+	if err != nil {
+		return err
+	}
 	cx, err := encode(c.Context, c.Context == nil)
 	if err != nil {
 		return err
@@ -288,7 +295,7 @@ func (t *tx) InsertCheckpoint(ctx context.Context, c *belay.Checkpoint) error {
 	_, err = t.q.ExecContext(ctx, `INSERT INTO checkpoints (`+checkpointCols+`, hitl_expires_at, decided_at)
 		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		c.ID, c.SessionID, c.Seq, c.Name, string(c.Type), string(c.Trigger), c.Summary, c.Description,
-		c.ProjectPath, c.WorkspaceRef, files, raw(c.AgentState), raw(c.Outputs), raw(c.Metadata), cx, tags,
+		c.ProjectPath, c.WorkspaceRef, files, state, raw(c.Outputs), raw(c.Metadata), cx, tags,
 		c.Phase, c.Step, c.ParentID, c.Checksum, boolInt(c.HITLRequired), hitl, boolInt(c.TimeoutFired),
 		decision, decisionKey, c.CreatedBy, ts(c.CreatedAt), nullTS(c.ExpiresAt),
 		ts(c.UpdatedAt), c.TokenCount, c.TokenEncoding, hitlExpires, decidedAt)

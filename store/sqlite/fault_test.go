@@ -2,7 +2,10 @@ package sqlite
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -25,6 +28,14 @@ func wantFault(t *testing.T, what string, err error, msg string) {
 	}
 }
 
+// randomState is a JSON string of about n random characters: a large state
+// that neither chunk deduplication nor compression shrinks much.
+func randomState(n int) json.RawMessage {
+	b := make([]byte, n*3/4)
+	_, _ = rand.Read(b)
+	return json.RawMessage(`"` + base64.StdEncoding.EncodeToString(b) + `"`)
+}
+
 func testSession(n int) *belay.Session {
 	return &belay.Session{ID: fmt.Sprintf("0190c2a0-0000-7000-8000-%012d", n), Status: belay.SessionRunning}
 }
@@ -39,7 +50,7 @@ func TestStorageFaults(t *testing.T) {
 
 	// SQLITE_FULL: the database may grow no further.
 	big := testSession(1)
-	big.State = []byte(`"` + strings.Repeat("x", 1<<20) + `"`)
+	big.State = randomState(1 << 20)
 	err := db.Update(ctx, func(stx store.Tx) error {
 		if _, err := stx.(*tx).q.ExecContext(ctx, "PRAGMA max_page_count = 1"); err != nil {
 			return err
@@ -131,7 +142,7 @@ func faultHelper(path string) error {
 	err = db.Update(ctx, func(stx store.Tx) error {
 		for i := range 3 {
 			s := testSession(i + 1)
-			s.State = []byte(`"` + strings.Repeat("x", 4<<20) + `"`)
+			s.State = randomState(4 << 20)
 			if err := stx.InsertSession(ctx, s); err != nil && first == nil {
 				first = err // tolerated: the fn goes on
 			}

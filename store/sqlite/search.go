@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/search"
 	"github.com/belayhq/belay/store"
 )
@@ -293,7 +294,11 @@ func (r reader) dueEmbeddings(ctx context.Context, now time.Time, limit int, loc
 		}
 		out = append(out, job)
 	}
-	return out, rows.Err()
+	cps := make([]*belay.Checkpoint, len(out))
+	for i, job := range out {
+		cps[i] = job.Checkpoint
+	}
+	return out, r.loadCheckpoints(ctx, rows, cps)
 }
 
 func (r reader) SearchIndex(ctx context.Context) (store.IndexState, error) {

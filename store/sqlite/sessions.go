@@ -69,6 +69,9 @@ func (r reader) GetSession(ctx context.Context, id string) (*belay.Session, erro
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get session: %w", err)
 	}
+	if err := r.loadState(ctx, &s.State); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -95,6 +98,9 @@ func (r reader) ActiveSession(ctx context.Context, projectPath string, scope sto
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: active session: %w", err)
+	}
+	if err := r.loadState(ctx, &s.State); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -141,7 +147,7 @@ func (r reader) ListSessions(ctx context.Context, q store.SessionQuery) ([]*bela
 		}
 		out = append(out, s)
 	}
-	return out, total, rows.Err()
+	return out, total, r.loadSessions(ctx, rows, out)
 }
 
 func (t *tx) InsertSession(ctx context.Context, s *belay.Session) error {
@@ -149,8 +155,12 @@ func (t *tx) InsertSession(ctx context.Context, s *belay.Session) error {
 	if err != nil {
 		return err
 	}
+	state, err := t.saveState(ctx, s.State)
+	if err != nil {
+		return err
+	}
 	_, err = t.q.ExecContext(ctx, `INSERT INTO sessions (`+sessionCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
-		s.ID, s.ProjectPath, s.Title, s.Owner, string(s.Status), s.Phase, s.CurrentStep, raw(s.State),
+		s.ID, s.ProjectPath, s.Title, s.Owner, string(s.Status), s.Phase, s.CurrentStep, state,
 		s.HeadCheckpointID, s.LastSeq, s.CheckpointCount, s.Cost, raw(s.Metadata), ts(s.CreatedAt), ts(s.UpdatedAt),
 		s.Holder, nullTS(s.LeaseExpiresAt), s.EndReason, plan, s.CostMicros)
 	if err != nil {
@@ -166,11 +176,15 @@ func (t *tx) UpdateSession(ctx context.Context, s *belay.Session) error {
 	if err != nil {
 		return err
 	}
+	state, err := t.saveState(ctx, s.State)
+	if err != nil {
+		return err
+	}
 	res, err := t.q.ExecContext(ctx, `UPDATE sessions SET title = ?, status = ?,
 		phase = ?, current_step = ?, state = ?, head_checkpoint_id = ?, last_seq = ?, checkpoint_count = ?,
 		cost = ?, metadata = ?, updated_at = ?, holder = ?, lease_expires_at = ?, end_reason = ?, plan = ?,
 		cost_micros = ? WHERE id = ?`,
-		s.Title, string(s.Status), s.Phase, s.CurrentStep, raw(s.State),
+		s.Title, string(s.Status), s.Phase, s.CurrentStep, state,
 		s.HeadCheckpointID, s.LastSeq, s.CheckpointCount, s.Cost, raw(s.Metadata), ts(s.UpdatedAt),
 		s.Holder, nullTS(s.LeaseExpiresAt), s.EndReason, plan, s.CostMicros, s.ID)
 	if err != nil {
@@ -214,5 +228,5 @@ func (r reader) DueLeases(ctx context.Context, now time.Time, limit int) ([]*bel
 		}
 		out = append(out, s)
 	}
-	return out, rows.Err()
+	return out, r.loadSessions(ctx, rows, out)
 }

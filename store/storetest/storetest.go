@@ -58,6 +58,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Search", testSearch},
 		{"Life", testLife},
 		{"Settings", testSettings},
+		{"StateChunks", testStateChunks},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

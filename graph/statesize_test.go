@@ -1,0 +1,95 @@
+package graph_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/belayhq/belay/core"
+	"github.com/belayhq/belay/graph"
+	"github.com/belayhq/belay/store/sqlite"
+)
+
+// corpus is a large state: 1000 documents of 1000 bytes, about 1 MB.
+type corpus struct {
+	Step int      `json:"step"`
+	Docs []string `json:"docs"`
+}
+
+func text(r *rand.Rand, n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = "abcdefghijklmnopqrstuvwxyz     "[r.IntN(31)]
+	}
+	return string(b)
+}
+
+// TestLargeStateGrowsWithTheChange is issue 12's case: 100 steps over a
+// 1 MB state that changes 1 KB per step grow the SQLite file by about the
+// change (at most 2 MB in all), not by 100 copies (100 MB).
+func TestLargeStateGrowsWithTheChange(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "belay.db")
+	db, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	empty := fileSize(t, path)
+
+	db, err = sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := core.New(core.Options{Store: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	const steps = 100
+	flow, err := graph.New[corpus]().
+		AddNode("edit", func(_ context.Context, c corpus) (corpus, error) {
+			c.Step++
+			c.Docs[(c.Step*37)%len(c.Docs)] = text(rand.New(rand.NewPCG(uint64(c.Step), 2)), 1000)
+			return c, nil
+		}).
+		AddEdge(graph.START, "edit").
+		AddConditionalEdges("edit", func(c corpus) string {
+			if c.Step < steps {
+				return "edit"
+			}
+			return graph.END
+		}, "edit", graph.END).
+		Compile(graph.WithRecursionLimit(steps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 1))
+	state := corpus{Docs: make([]string, 1000)}
+	for i := range state.Docs {
+		state.Docs[i] = text(r, 1000)
+	}
+	res, err := flow.Run(ctx, svc, graph.RunInput[corpus]{ProjectPath: t.TempDir(), Title: "large state", State: state})
+	if err != nil || res.Status != graph.Completed || res.Steps != steps {
+		t.Fatalf("run = %+v, %v", res.Status, err)
+	}
+	svc.Close()
+	if err := db.Close(); err != nil { // folds the write-ahead log into the file
+		t.Fatal(err)
+	}
+	growth := fileSize(t, path) - empty
+	t.Logf("%d steps over a state of about 1 MB: the database grew by %d bytes (%.2f MB); one copy per step would be about 100 MB", steps, growth, float64(growth)/1e6)
+	if growth > 2e6 {
+		t.Fatalf("the database grew by %d bytes, more than 2 MB", growth)
+	}
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
