@@ -190,8 +190,12 @@ func (c *Compiled[S]) UpdateState(ctx context.Context, svc belay.Service, runID 
 		if err := protect(asNode, func() (err error) { next, err = c.next(asNode, state); return err }); err != nil {
 			return nil, err
 		}
+		waiting, next := c.arrive(p.Waiting, []string{asNode}, next)
+		if len(next) == 0 {
+			next = []string{END}
+		}
 		np = nextPoint(next, p.Step+1)
-		np.Update = true
+		np.Update, np.Waiting = true, waiting
 	}
 	lease := belay.LeaseInput{SessionID: runID, Holder: newHolder(), Lease: c.lease}
 	if _, err := svc.ResumeSession(ctx, belay.ResumeInput{SessionID: runID, Holder: lease.Holder, Lease: lease.Lease}); err != nil {
