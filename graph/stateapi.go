@@ -234,17 +234,18 @@ func (c *Compiled[S]) UpdateState(ctx context.Context, svc belay.Service, runID 
 // checkpoints after it are kept on the old branch (`belay checkpoints
 // --tree` draws both), and the next checkpoint descends from it. Resume then
 // continues the run from there — with a new resume value when it is an
-// interrupt — and UpdateState changes it first if need be. A failed run can
-// be forked, and so runs again; a completed one cannot (CONFLICT). Fork
-// refuses a run a live process holds (LEASE_LOST).
+// interrupt — and UpdateState changes it first if need be. A failed or a
+// completed run can be forked too: it is running again, on the new branch,
+// and the old branch keeps its end. An abandoned run cannot (CONFLICT).
+// Fork refuses a run a live process holds (LEASE_LOST).
 func (c *Compiled[S]) Fork(ctx context.Context, svc belay.Service, runID, checkpointID string) (*StateSnapshot[S], error) {
 	sess, err := svc.GetSession(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
 	switch {
-	case sess.Status == belay.SessionCompleted || sess.Status == belay.SessionAbandoned:
-		return nil, belay.Errorf(belay.CodeConflict, "run %s has ended (%s): only an open or failed run can be forked", runID, sess.Status).
+	case sess.Status == belay.SessionAbandoned:
+		return nil, belay.Errorf(belay.CodeConflict, "run %s was abandoned: it is never resumed", runID).
 			With("sessionId", runID).With("status", sess.Status)
 	case sess.Holder != "" && sess.LeaseExpiresAt != nil && time.Now().Before(*sess.LeaseExpiresAt):
 		return nil, belay.Errorf(belay.CodeLeaseLost, "run %s is held by %s: it is running", runID, sess.Holder).
