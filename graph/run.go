@@ -796,6 +796,10 @@ func (r *run[S]) fail(ctx context.Context, node string, err error) (*Result[S], 
 // event log; ref names the checkpoint of a node_end whose save is deferred.
 // It reports false when the stream's consumer stopped reading.
 func (r *run[S]) publish(ev Event[S], ref *checkpointRef) bool {
+	if text, ok := ev.Data.(string); ok && ev.Type == EventCustom && ev.Name == TokenEvent {
+		r.log.token(ev.Node, ev.Step, text)
+		return r.em.send(ev)
+	}
 	at := map[string]any{"node": ev.Node, "step": ev.Step}
 	switch ev.Type {
 	case EventNodeStart:
@@ -804,10 +808,6 @@ func (r *run[S]) publish(ev Event[S], ref *checkpointRef) bool {
 		at["next"] = ev.Next
 		r.log.add(belay.EventGraphNodeEnd, ev.Node, at, ev.CheckpointID, ref)
 	case EventCustom:
-		if text, ok := ev.Data.(string); ok && ev.Name == TokenEvent {
-			r.log.token(ev.Node, ev.Step, text)
-			break
-		}
 		at["name"], at["data"] = ev.Name, ev.Data
 		r.log.add(belay.EventGraphCustom, ev.Node, at, "", nil)
 	case EventInterrupt:
