@@ -16,7 +16,9 @@
 // in another process. GetState, History, UpdateState and Fork read and
 // change a run between steps; InterruptBefore and InterruptAfter stop it at
 // static breakpoints; WithRetry runs failing nodes again; WithDurability
-// says when steps are saved.
+// says when steps are saved. Every run also writes its events (see Event)
+// to its session's event log, where `belay watch`, SSE, WebSocket and
+// webhooks see it live.
 package graph
 
 import (
