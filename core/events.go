@@ -404,8 +404,9 @@ func (s *Service) AppendEvents(ctx context.Context, in belay.AppendEventsInput) 
 			return err
 		}
 		now := s.clock.Now()
+		ours := map[string]bool{} // checkpoints seen to be the session's
 		for i, rec := range in.Events {
-			if rec.CheckpointID != "" {
+			if rec.CheckpointID != "" && !ours[rec.CheckpointID] {
 				cp, err := tx.GetCheckpoint(ctx, rec.CheckpointID)
 				if err != nil && !belay.IsCode(err, belay.CodeCheckpointNotFound) {
 					return err
@@ -413,6 +414,7 @@ func (s *Service) AppendEvents(ctx context.Context, in belay.AppendEventsInput) 
 				if cp == nil || cp.SessionID != in.SessionID {
 					return belay.Invalid(fmt.Sprintf("events[%d].checkpointId", i), "checkpoint %s is not one of session %s", rec.CheckpointID, in.SessionID)
 				}
+				ours[rec.CheckpointID] = true
 			}
 			out[i] = belay.Event{Type: rec.Type, SessionID: in.SessionID, CheckpointID: rec.CheckpointID, Data: rec.Data, CreatedAt: now}
 			if err := tx.AppendEvent(ctx, &out[i]); err != nil {
