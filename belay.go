@@ -292,6 +292,7 @@ var EventTypes = []string{
 	EventHITLRequired, EventHITLDecided, EventHITLTimedOut,
 	EventWorkspaceRestored, EventSessionDeleted, EventCheckpointRepaired,
 	EventPlanUpdated, EventPlanProgress, EventCostAdded,
+	EventGraphNodeStart, EventGraphNodeEnd, EventGraphCustom, EventGraphTokens, EventGraphInterrupt, EventGraphResult,
 }
 
 // ValidateEventTypes refuses an unknown event type, or more types than exist,

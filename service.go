@@ -265,6 +265,11 @@ type EventService interface {
 	// transport can keep an idle connection open. An After beyond the newest
 	// event is a VALIDATION_ERROR.
 	Follow(ctx context.Context, f EventFilter, heartbeat time.Duration, emit func(after int64, batch []Event) error) error
+	// AppendEvents appends in.Events to the log of a session the caller may
+	// write to, in order, in one transaction, and returns them numbered.
+	// Only the graph event types (GraphEventTypes) may be appended; a bad
+	// input is a VALIDATION_ERROR and appends nothing.
+	AppendEvents(ctx context.Context, in AppendEventsInput) ([]Event, error)
 }
 
 // DefaultSavesPerMinute is seed 003's rate of checkpoint saves per project

@@ -384,6 +384,17 @@ var accessActions = []accessAction{
 		}),
 	},
 	{
+		name: "append graph events", route: "POST /v1/sessions/{id}/events",
+		want: "200 200 403 200 403 404 404 403 404 401", write: true,
+		raw: rawCall(http.MethodPost, func(sc accessScene) string { return "/v1/sessions/" + sc.session + "/events" },
+			`{"events":[{"type":"graph.custom","data":{"node":"plan","name":"note"}}]}`, nil),
+		client: clientCall(func(ctx context.Context, c *client.Client, sc accessScene) (int, error) {
+			_, err := c.AppendEvents(ctx, belay.AppendEventsInput{SessionID: sc.session,
+				Events: []belay.EventRecord{{Type: belay.EventGraphCustom, Data: json.RawMessage(`{"node":"plan"}`)}}})
+			return 0, err
+		}),
+	},
+	{
 		name: "diff a snapshot", route: "GET /v1/checkpoints/{id}/diff",
 		want: "200 200 200 200 200 404 404 200 404 401", snapshot: true,
 		raw: rawCall(http.MethodGet, func(sc accessScene) string { return "/v1/checkpoints/" + sc.snapshot + "/diff" }, "", nil),

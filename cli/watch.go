@@ -90,6 +90,16 @@ func describe(e belay.Event, checkpoint string) string {
 		return fmt.Sprintf("%s → %s", str("from"), str("to"))
 	case belay.EventSessionUpdated:
 		return fmt.Sprintf("title %q", str("title"))
+	case belay.EventGraphNodeStart, belay.EventGraphInterrupt:
+		return fmt.Sprintf("%s (step %s)", str("node"), str("step"))
+	case belay.EventGraphNodeEnd:
+		return fmt.Sprintf("%s (step %s) → %s", str("node"), str("step"), str("next"))
+	case belay.EventGraphCustom:
+		return fmt.Sprintf("%s: %s", str("node"), str("name"))
+	case belay.EventGraphTokens:
+		return fmt.Sprintf("%s: %q", str("node"), belay.Clip(str("text"), 80))
+	case belay.EventGraphResult:
+		return str("status")
 	}
 	if e.CheckpointID != "" {
 		return checkpoint

@@ -161,3 +161,21 @@ func (c *Client) streamOnce(ctx context.Context, f belay.EventFilter, last *int6
 	}
 	return fmt.Errorf("event stream closed")
 }
+
+// AppendEvents appends graph events to a session's log.
+func (c *Client) AppendEvents(ctx context.Context, in belay.AppendEventsInput) ([]belay.Event, error) {
+	p, err := sessionPath(in.SessionID, "/events")
+	if err != nil {
+		return nil, err
+	}
+	out, err := call[items[belay.Event]](ctx, c, http.MethodPost, p, nil, appendBody{Events: in.Events})
+	if err != nil {
+		return nil, err
+	}
+	return out.Items, nil
+}
+
+// appendBody is the body of POST /v1/sessions/{id}/events.
+type appendBody struct {
+	Events []belay.EventRecord `json:"events"`
+}

@@ -190,6 +190,7 @@ func TestReadOnlyTokenOnlyReads(t *testing.T) {
 		{"DiskUsage", nil, belay.ScopeRead},
 		{"DeleteSession", []any{sessionID}, belay.ScopeWrite},
 		{"Follow", []any{belay.EventFilter{SessionID: sessionID}, time.Duration(0), stop}, belay.ScopeRead},
+		{"AppendEvents", []any{belay.AppendEventsInput{SessionID: sessionID, Events: []belay.EventRecord{{Type: belay.EventGraphNodeStart}}}}, belay.ScopeWrite},
 		{"CreateToken", []any{belay.CreateTokenInput{User: "alice"}}, belay.ScopeAdmin},
 		{"ListTokens", nil, belay.ScopeAdmin},
 		{"RevokeToken", []any{other.ID}, belay.ScopeAdmin},

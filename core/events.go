@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -383,4 +384,47 @@ func (s *Service) followLive(ctx context.Context, q *store.EventQuery, sub *subs
 			beat.reset()
 		}
 	}
+}
+
+// AppendEvents appends graph events to a session's log (see
+// belay.EventService): the caller must be able to write to the session, and
+// a checkpoint an event names must be one of the session's. The events are
+// numbered in one transaction, so a follower sees them together, in order.
+func (s *Service) AppendEvents(ctx context.Context, in belay.AppendEventsInput) ([]belay.Event, error) {
+	c, err := authorize(ctx, belay.ScopeWrite)
+	if err != nil {
+		return nil, err
+	}
+	if err := in.Validate(); err != nil {
+		return nil, err
+	}
+	out := make([]belay.Event, len(in.Events))
+	err = s.update(ctx, func(tx store.Tx) error {
+		if _, err := writeSession(ctx, tx, c, in.SessionID); err != nil {
+			return err
+		}
+		now := s.clock.Now()
+		ours := map[string]bool{} // checkpoints seen to be the session's
+		for i, rec := range in.Events {
+			if rec.CheckpointID != "" && !ours[rec.CheckpointID] {
+				cp, err := tx.GetCheckpoint(ctx, rec.CheckpointID)
+				if err != nil && !belay.IsCode(err, belay.CodeCheckpointNotFound) {
+					return err
+				}
+				if cp == nil || cp.SessionID != in.SessionID {
+					return belay.Invalid(fmt.Sprintf("events[%d].checkpointId", i), "checkpoint %s is not one of session %s", rec.CheckpointID, in.SessionID)
+				}
+				ours[rec.CheckpointID] = true
+			}
+			out[i] = belay.Event{Type: rec.Type, SessionID: in.SessionID, CheckpointID: rec.CheckpointID, Data: rec.Data, CreatedAt: now}
+			if err := tx.AppendEvent(ctx, &out[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }

@@ -356,7 +356,10 @@ func (s *Service) finishRestore(ctx context.Context, tx store.Tx, sess *belay.Se
 	if err := s.positionAt(ctx, tx, sess, target); err != nil {
 		return nil, err
 	}
-	if sess.Status == belay.SessionFailed || sess.Status == belay.SessionPaused {
+	// A rollback starts a new branch of the timeline: a session that failed,
+	// paused or completed goes on from the target (an abandoned one never
+	// does).
+	if sess.Status == belay.SessionFailed || sess.Status == belay.SessionPaused || sess.Status == belay.SessionCompleted {
 		if err := s.setStatus(ctx, tx, sess, belay.SessionRunning, belay.EventWorkspaceRestored); err != nil {
 			return nil, err
 		}

@@ -8,14 +8,17 @@
 // by Compile, and run with Compiled.Run (or Stream, which reports each node as
 // it goes). The state S travels between nodes by value and is stored as JSON
 // after every step, so it must be serialisable. Several edges from one node
-// run their targets in parallel; WithReducer merges what they write.
+// run their targets in parallel; WithReducer merges what they write, and
+// AddWaitingEdge joins them again.
 //
 // A run holds its session's lease while it runs: a process killed mid-node
 // leaves it to lapse, and Resume continues the run from its last checkpoint
 // in another process. GetState, History, UpdateState and Fork read and
 // change a run between steps; InterruptBefore and InterruptAfter stop it at
 // static breakpoints; WithRetry runs failing nodes again; WithDurability
-// says when steps are saved.
+// says when steps are saved. Every run also writes its events (see Event)
+// to its session's event log, where `belay watch`, SSE, WebSocket and
+// webhooks see it live.
 package graph
 
 import (
@@ -26,6 +29,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/belayhq/belay"
@@ -58,7 +62,19 @@ type Graph[S any] struct {
 	order   []string
 	edges   map[string][]string
 	routers map[string]conditional[S]
+	joins   []join
 	errs    []error
+}
+
+// join is a waiting edge: to runs once every one of sources has completed.
+type join struct {
+	sources []string
+	to      string
+}
+
+// key names the join in a checkpoint's waiting sets.
+func (j join) key() string {
+	return strings.Join(j.sources, ",") + "->" + j.to
 }
 
 type conditional[S any] struct {
@@ -99,7 +115,7 @@ func (g *Graph[S]) AddNode(name string, fn Node[S]) *Graph[S] {
 // writes are merged (see WithReducer). A node that several parallel
 // branches lead to (fan-in) runs once, in the step after them, with the
 // merged state; branches of different lengths reach it in different steps,
-// and it then runs once for each.
+// and it then runs once for each — AddWaitingEdge runs it once, after all.
 func (g *Graph[S]) AddEdge(from, to string) *Graph[S] {
 	_, routed := g.routers[from]
 	old := g.edges[from]
@@ -110,6 +126,39 @@ func (g *Graph[S]) AddEdge(from, to string) *Graph[S] {
 		return g.fail("edge", "the edge from %q to %q is added twice", from, to)
 	}
 	g.edges[from] = append(old, to)
+	return g
+}
+
+// AddWaitingEdge makes to run once after all of sources have completed —
+// LangGraph's add_edge(["a", "b"], "c"). Unlike edges from each source,
+// which run to once per step a source completes in, to runs once, in the
+// step after the last source completes, even when the sources complete in
+// different steps (parallel branches of unequal length), with the state as
+// it is then. Which sources have completed is saved with every checkpoint,
+// so a run resumed after a crash or an interrupt still waits for the rest;
+// once to is scheduled the wait starts over. A source may have other ways
+// out as well; a node whose only way out is a waiting edge goes on to
+// nothing until the last source completes, and a step after which nothing
+// runs next ends the run.
+func (g *Graph[S]) AddWaitingEdge(sources []string, to string) *Graph[S] {
+	switch {
+	case len(sources) == 0:
+		return g.fail("edge", "the waiting edge to %q names no source", to)
+	case slices.Contains(sources, START):
+		return g.fail("edge", "the waiting edge to %q waits for START, which never completes", to)
+	}
+	for i, src := range sources {
+		if slices.Contains(sources[:i], src) {
+			return g.fail("edge", "the waiting edge to %q names %q twice", to, src)
+		}
+	}
+	j := join{sources: slices.Sorted(slices.Values(sources)), to: to}
+	for _, o := range g.joins {
+		if o.key() == j.key() {
+			return g.fail("edge", "the waiting edge from %v to %q is added twice", sources, to)
+		}
+	}
+	g.joins = append(g.joins, j)
 	return g
 }
 
@@ -132,6 +181,16 @@ func (g *Graph[S]) hasExit(from string) bool {
 	_, edge := g.edges[from]
 	_, routed := g.routers[from]
 	return edge || routed
+}
+
+// waits reports whether from is a source of a waiting edge.
+func (g *Graph[S]) waits(from string) bool {
+	for _, j := range g.joins {
+		if slices.Contains(j.sources, from) {
+			return true
+		}
+	}
+	return false
 }
 
 // Option changes how a compiled graph runs.
@@ -302,6 +361,7 @@ type Compiled[S any] struct {
 	reducers       map[string]reducer
 	retry          map[string]RetryPolicy
 	durability     Durability
+	joins          []join
 }
 
 // Compile checks the graph and returns it ready to run. Every problem found
@@ -345,8 +405,20 @@ func (g *Graph[S]) Compile(opts ...Option) (*Compiled[S], error) {
 			}
 		}
 	}
+	for _, j := range g.joins {
+		for _, src := range j.sources {
+			if g.nodes[src] == nil {
+				errs = append(errs, belay.Invalid("edge", "waiting edge to %q from unknown node %q", j.to, belay.Clip(src, 60)))
+			}
+		}
+		if j.to == START {
+			errs = append(errs, belay.Invalid("edge", "waiting edge to START: START is only a beginning"))
+		} else if !known(j.to) {
+			errs = append(errs, belay.Invalid("edge", "waiting edge from %v to unknown node %q", j.sources, belay.Clip(j.to, 60)))
+		}
+	}
 	for _, name := range g.order {
-		if !g.hasExit(name) {
+		if !g.hasExit(name) && !g.waits(name) {
 			errs = append(errs, belay.Invalid("edge", "node %q has no way out: add an edge from it (to END when the run ends there)", name))
 		}
 	}
@@ -404,7 +476,7 @@ func (g *Graph[S]) Compile(opts ...Option) (*Compiled[S], error) {
 	}
 	return &Compiled[S]{nodes: g.nodes, edges: g.edges, routers: g.routers, recursionLimit: o.recursionLimit, lease: o.lease,
 		before: before, after: after, reducers: o.reducers, retry: retry,
-		durability: o.durability}, nil
+		durability: o.durability, joins: slices.Clone(g.joins)}, nil
 }
 
 // sources lists every node with a way out, in a stable order.
@@ -420,11 +492,19 @@ func (g *Graph[S]) sources() []string {
 	return out
 }
 
+// targets lists where from may lead: its edges or its router's targets,
+// and the targets of the waiting edges it is a source of.
 func (g *Graph[S]) targets(from string) []string {
-	if to, ok := g.edges[from]; ok {
-		return to
+	out, ok := g.edges[from]
+	if !ok {
+		out = g.routers[from].targets
 	}
-	return g.routers[from].targets
+	for _, j := range g.joins {
+		if slices.Contains(j.sources, from) && !slices.Contains(out, j.to) {
+			out = append(slices.Clip(out), j.to)
+		}
+	}
+	return out
 }
 
 // reach returns the nodes reachable from START.
@@ -450,7 +530,10 @@ func (c *Compiled[S]) next(from string, state S) ([]string, error) {
 	if to, ok := c.edges[from]; ok {
 		return to, nil
 	}
-	cond := c.routers[from]
+	cond, ok := c.routers[from]
+	if !ok {
+		return nil, nil // only waiting edges lead on (see arrive)
+	}
 	to := cond.route(state)
 	if !slices.Contains(cond.targets, to) {
 		return nil, belay.Errorf(belay.CodeValidation, "the router after %q returned %q, which is not one of its targets %v", from, to, cond.targets).
@@ -462,6 +545,42 @@ func (c *Compiled[S]) next(from string, state S) ([]string, error) {
 // first is the node (or the parallel nodes) the edges from START name.
 func (c *Compiled[S]) first(state S) ([]string, error) {
 	return c.next(START, state)
+}
+
+// arrive records that the nodes of a step completed, for the waiting edges
+// they are sources of: it returns the waiting sets after the step and next
+// with the targets whose sources have all completed now.
+func (c *Compiled[S]) arrive(waiting map[string][]string, step, next []string) (map[string][]string, []string) {
+	if len(c.joins) == 0 {
+		return waiting, next
+	}
+	out := map[string][]string{}
+	for k, v := range waiting {
+		out[k] = v
+	}
+	for _, j := range c.joins {
+		k := j.key()
+		done := out[k]
+		for _, n := range step {
+			if slices.Contains(j.sources, n) && !slices.Contains(done, n) {
+				done = append(slices.Clip(done), n)
+			}
+		}
+		switch {
+		case len(done) == len(j.sources):
+			delete(out, k)
+			if !slices.Contains(next, j.to) {
+				next = append(slices.Clip(next), j.to)
+			}
+		case len(done) > 0:
+			slices.Sort(done)
+			out[k] = done
+		}
+	}
+	if len(out) == 0 {
+		out = nil
+	}
+	return out, next
 }
 
 func (c *Compiled[S]) known(name string) bool {

@@ -82,7 +82,7 @@ func (c *Compiled[S]) resume(ctx context.Context, svc belay.Service, runID strin
 		}
 	}
 	r := &run[S]{svc: svc, id: runID, node: p.Next, also: p.Also, writes: p.Writes, keptFrom: head.AgentState,
-		resumes: map[string][]json.RawMessage{}, step: p.Step, state: state, raw: raw}
+		resumes: map[string][]json.RawMessage{}, step: p.Step, state: state, raw: raw, waiting: p.Waiting}
 	var settles []func(context.Context) error
 	switch {
 	case cmd.Goto != "":
@@ -186,7 +186,7 @@ func (c *Compiled[S]) recover(ctx context.Context, svc belay.Service, runID stri
 			return nil, err
 		}
 	}
-	r := &run[S]{svc: svc, id: runID, node: p.Next, also: p.Also, step: p.Step, state: state, raw: raw}
+	r := &run[S]{svc: svc, id: runID, node: p.Next, also: p.Also, step: p.Step, state: state, raw: raw, waiting: p.Waiting}
 	if cmd.Goto != "" {
 		r.node, r.also = cmd.Goto, nil
 	}

@@ -78,6 +78,9 @@ type point struct {
 	// Others are the step's other pending interrupts, when parallel
 	// branches paused together, each naming its Request.
 	Others []interruptPoint `json:"others,omitempty"`
+	// Waiting are the sources of each waiting edge (AddWaitingEdge) that
+	// have completed while its target waits for the rest.
+	Waiting map[string][]string `json:"waiting,omitempty"`
 }
 
 type interruptPoint struct {
@@ -111,7 +114,9 @@ type run[S any] struct {
 	writes map[string]json.RawMessage
 	// keptFrom is the state the kept writes started from.
 	keptFrom json.RawMessage
-	hold     *holding
+	// waiting are the waiting edges' completed sources (point.Waiting).
+	waiting map[string][]string
+	hold    *holding
 	// durability says when steps are saved; writing is the newest
 	// background save (async), asyncErr the first that failed, and
 	// unsaved the step held back (exit).
@@ -121,6 +126,8 @@ type run[S any] struct {
 	asyncErr   error
 	unsaved    *stepSave
 	em         *emitter
+	// log writes the run's events to its session's event log.
+	log *eventLog
 	// pass lets the run through the breakpoint before its first node once:
 	// it is resuming from there.
 	pass bool
@@ -172,7 +179,7 @@ func (c *Compiled[S]) start(ctx context.Context, svc belay.Service, in RunInput[
 func (c *Compiled[S]) drive(ctx context.Context, r *run[S], lease belay.LeaseInput, first func(context.Context) error) (*Result[S], error) {
 	h, hctx := hold(ctx, r.svc, lease)
 	defer h.stop()
-	r.hold, r.em, r.durability = h, emitterOf(ctx), c.durability
+	r.hold, r.em, r.durability, r.log = h, emitterOf(ctx), c.durability, newEventLog(ctx, r.svc, r.id)
 	var res *Result[S]
 	err := first(hctx)
 	if err == nil {
@@ -181,9 +188,15 @@ func (c *Compiled[S]) drive(ctx context.Context, r *run[S], lease belay.LeaseInp
 	if ferr := r.flush(hctx); ferr != nil && err == nil {
 		res, err = nil, ferr
 	}
+	if res != nil && res.Status == Interrupted {
+		r.publish(Event[S]{Type: EventInterrupt, RunID: r.id, Node: res.Interrupt.Node, Step: r.step, State: res.State, Interrupt: res.Interrupt}, nil)
+	}
+	r.logResult(res, err)
+	if lerr := r.log.stop(); lerr != nil && err == nil {
+		err = fmt.Errorf("graph: writing the event log of run %s: %w", r.id, lerr)
+	}
 	switch {
 	case res != nil && res.Status == Interrupted:
-		r.em.send(Event[S]{Type: EventInterrupt, RunID: r.id, Node: res.Interrupt.Node, Step: r.step, State: res.State, Interrupt: res.Interrupt})
 		// The interrupt is saved; should the release fail, the lease lapses
 		// and the run is resumed all the same.
 		_ = h.release(ctx)
@@ -242,20 +255,28 @@ func (c *Compiled[S]) loop(ctx context.Context, r *run[S]) (*Result[S], error) {
 			return res, err
 		}
 		name := belay.Clip(strings.Join(step, "+"), belay.MaxNameLen)
+		waiting, next := c.arrive(r.waiting, step, next)
+		if len(next) == 0 {
+			next = []string{END} // nothing runs next: the run ends
+		} else if len(next) > 1 {
+			next = slices.DeleteFunc(next, func(n string) bool { return n == END })
+		}
 		np := nextPoint(next, r.step+1)
+		np.Waiting = waiting
+		ref := newCheckpointRef()
 		cp, err := r.saveStep(ctx, belay.CreateCheckpointInput{Name: name, Type: belay.TypeAuto, Step: r.step,
-			Summary: belay.Clip(fmt.Sprintf("step %d: %s", r.step, strings.Join(step, ", ")), belay.MaxSummary), AgentState: raw}, np)
+			Summary: belay.Clip(fmt.Sprintf("step %d: %s", r.step, strings.Join(step, ", ")), belay.MaxSummary), AgentState: raw}, np, ref)
 		if err != nil {
 			return nil, err
 		}
-		r.node, r.also, r.step, r.state, r.raw = np.Next, np.Also, r.step+1, out, raw
+		r.node, r.also, r.step, r.state, r.raw, r.waiting = np.Next, np.Also, r.step+1, out, raw, waiting
 		r.resumes, r.writes = nil, nil
 		for _, n := range step {
 			ev := Event[S]{Type: EventNodeEnd, RunID: r.id, Node: n, Step: r.step - 1, State: out, Next: np.Next}
 			if cp != nil {
 				ev.CheckpointID = cp.ID
 			}
-			if !r.em.send(ev) {
+			if !r.publish(ev, ref) {
 				return nil, context.Canceled
 			}
 		}
@@ -279,7 +300,7 @@ func (r *run[S]) frontier() []string {
 
 // at is the point of the run's next step.
 func (r *run[S]) at() point {
-	return point{Next: r.node, Also: r.also, Step: r.step}
+	return point{Next: r.node, Also: r.also, Step: r.step, Waiting: r.waiting}
 }
 
 // nodeRun starts an execution of node: with the resume values of the
@@ -287,11 +308,9 @@ func (r *run[S]) at() point {
 func (r *run[S]) nodeRun(node string) *nodeRun {
 	nr := &nodeRun{node: node}
 	nr.resumes = r.resumes[node]
-	if r.em != nil {
-		step := r.step
-		nr.emit = func(name string, data any) bool {
-			return r.em.send(Event[S]{Type: EventCustom, RunID: r.id, Node: node, Step: step, Name: name, Data: data})
-		}
+	step := r.step
+	nr.emit = func(name string, data any) bool {
+		return r.publish(Event[S]{Type: EventCustom, RunID: r.id, Node: node, Step: step, Name: name, Data: data}, nil)
 	}
 	return nr
 }
@@ -299,7 +318,7 @@ func (r *run[S]) nodeRun(node string) *nodeRun {
 // single runs a step of one node. A result or an error ends the run there.
 func (c *Compiled[S]) single(ctx context.Context, r *run[S]) (S, json.RawMessage, []string, *Result[S], error) {
 	var zero S
-	if !r.em.send(Event[S]{Type: EventNodeStart, RunID: r.id, Node: r.node, Step: r.step, State: r.state}) {
+	if !r.publish(Event[S]{Type: EventNodeStart, RunID: r.id, Node: r.node, Step: r.step, State: r.state}, nil) {
 		return zero, nil, nil, nil, context.Canceled
 	}
 	nr := r.nodeRun(r.node)
@@ -396,7 +415,7 @@ func (c *Compiled[S]) parallel(ctx context.Context, r *run[S], names []string) (
 		if err != nil {
 			return zero, nil, nil, nil, err
 		}
-		if !r.em.send(Event[S]{Type: EventNodeStart, RunID: r.id, Node: name, Step: r.step, State: in}) {
+		if !r.publish(Event[S]{Type: EventNodeStart, RunID: r.id, Node: name, Step: r.step, State: in}, nil) {
 			wg.Wait()
 			return zero, nil, nil, nil, context.Canceled
 		}
@@ -619,41 +638,59 @@ func (r *run[S]) save(ctx context.Context, in belay.CreateCheckpointInput, p poi
 
 // stepSave is a step's checkpoint not written yet.
 type stepSave struct {
-	in belay.CreateCheckpointInput
-	p  point
+	in  belay.CreateCheckpointInput
+	p   point
+	ref *checkpointRef
 }
 
 // saveStep records the checkpoint after a step as the durability mode says:
 // now (sync), in the background while the next step runs (async), or not
 // until the run stops, and then only the last (exit).
-func (r *run[S]) saveStep(ctx context.Context, in belay.CreateCheckpointInput, p point) (*belay.Checkpoint, error) {
+//
+// ref gets the checkpoint's id once it is saved, or "" when it never is (a
+// step exit durability replaced, a save that failed).
+func (r *run[S]) saveStep(ctx context.Context, in belay.CreateCheckpointInput, p point, ref *checkpointRef) (*belay.Checkpoint, error) {
 	switch r.durability {
 	case DurabilityExit:
-		r.unsaved = &stepSave{in, p}
+		if r.unsaved != nil {
+			r.unsaved.ref.resolve("")
+		}
+		r.unsaved = &stepSave{in, p, ref}
 		return nil, nil
 	case DurabilityAsync:
 		if err := r.asyncError(); err != nil {
+			ref.resolve("")
 			return nil, err
 		}
 		prev, done := r.writing, make(chan struct{})
 		r.writing = done
 		go func() {
 			defer close(done)
+			defer ref.resolve("") // when not saved
 			if prev != nil {
 				<-prev
 			}
 			if r.asyncError() != nil {
 				return
 			}
-			if _, err := r.saveNow(ctx, in, p); err != nil {
+			cp, err := r.saveNow(ctx, in, p)
+			if err != nil {
 				r.mu.Lock()
 				r.asyncErr = err
 				r.mu.Unlock()
+				return
 			}
+			ref.resolve(cp.ID)
 		}()
 		return nil, nil
 	}
-	return r.saveNow(ctx, in, p)
+	cp, err := r.saveNow(ctx, in, p)
+	if err == nil {
+		ref.resolve(cp.ID)
+	} else {
+		ref.resolve("")
+	}
+	return cp, err
 }
 
 func (r *run[S]) asyncError() error {
@@ -674,9 +711,12 @@ func (r *run[S]) flush(ctx context.Context) error {
 	}
 	if u := r.unsaved; u != nil {
 		r.unsaved = nil
-		if _, err := r.saveNow(ctx, u.in, u.p); err != nil {
+		cp, err := r.saveNow(ctx, u.in, u.p)
+		if err != nil {
+			u.ref.resolve("")
 			return err
 		}
+		u.ref.resolve(cp.ID)
 	}
 	return nil
 }
@@ -750,4 +790,46 @@ func (r *run[S]) fail(ctx context.Context, node string, err error) (*Result[S], 
 		return nil, serr
 	}
 	return &Result[S]{RunID: r.id, Status: Failed, State: r.state, Steps: r.step - 1}, err
+}
+
+// publish reports ev to the run's stream, if any, and to its session's
+// event log; ref names the checkpoint of a node_end whose save is deferred.
+// It reports false when the stream's consumer stopped reading.
+func (r *run[S]) publish(ev Event[S], ref *checkpointRef) bool {
+	if text, ok := ev.Data.(string); ok && ev.Type == EventCustom && ev.Name == TokenEvent {
+		r.log.token(ev.Node, ev.Step, text)
+		return r.em.send(ev)
+	}
+	at := map[string]any{"node": ev.Node, "step": ev.Step}
+	switch ev.Type {
+	case EventNodeStart:
+		r.log.add(belay.EventGraphNodeStart, ev.Node, at, "", nil)
+	case EventNodeEnd:
+		at["next"] = ev.Next
+		r.log.add(belay.EventGraphNodeEnd, ev.Node, at, ev.CheckpointID, ref)
+	case EventCustom:
+		at["name"], at["data"] = ev.Name, ev.Data
+		r.log.add(belay.EventGraphCustom, ev.Node, at, "", nil)
+	case EventInterrupt:
+		at["interruptId"] = ev.Interrupt.ID
+		r.log.add(belay.EventGraphInterrupt, ev.Node, at, ev.Interrupt.ID, nil)
+	}
+	return r.em.send(ev)
+}
+
+// logResult records in the event log how the run stopped: completed,
+// interrupted or failed, or interrupted with the error that stopped it (to
+// be resumed).
+func (r *run[S]) logResult(res *Result[S], err error) {
+	data := map[string]any{"step": r.step}
+	switch {
+	case res != nil:
+		data["status"], data["steps"] = res.Status, res.Steps
+	default:
+		data["status"] = Interrupted
+	}
+	if err != nil {
+		data["error"] = belay.Clip(err.Error(), 500)
+	}
+	r.log.add(belay.EventGraphResult, "", data, "", nil)
 }

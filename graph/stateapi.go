@@ -190,8 +190,12 @@ func (c *Compiled[S]) UpdateState(ctx context.Context, svc belay.Service, runID 
 		if err := protect(asNode, func() (err error) { next, err = c.next(asNode, state); return err }); err != nil {
 			return nil, err
 		}
+		waiting, next := c.arrive(p.Waiting, []string{asNode}, next)
+		if len(next) == 0 {
+			next = []string{END}
+		}
 		np = nextPoint(next, p.Step+1)
-		np.Update = true
+		np.Update, np.Waiting = true, waiting
 	}
 	lease := belay.LeaseInput{SessionID: runID, Holder: newHolder(), Lease: c.lease}
 	if _, err := svc.ResumeSession(ctx, belay.ResumeInput{SessionID: runID, Holder: lease.Holder, Lease: lease.Lease}); err != nil {
@@ -230,17 +234,18 @@ func (c *Compiled[S]) UpdateState(ctx context.Context, svc belay.Service, runID 
 // checkpoints after it are kept on the old branch (`belay checkpoints
 // --tree` draws both), and the next checkpoint descends from it. Resume then
 // continues the run from there — with a new resume value when it is an
-// interrupt — and UpdateState changes it first if need be. A failed run can
-// be forked, and so runs again; a completed one cannot (CONFLICT). Fork
-// refuses a run a live process holds (LEASE_LOST).
+// interrupt — and UpdateState changes it first if need be. A failed or a
+// completed run can be forked too: it is running again, on the new branch,
+// and the old branch keeps its end. An abandoned run cannot (CONFLICT).
+// Fork refuses a run a live process holds (LEASE_LOST).
 func (c *Compiled[S]) Fork(ctx context.Context, svc belay.Service, runID, checkpointID string) (*StateSnapshot[S], error) {
 	sess, err := svc.GetSession(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
 	switch {
-	case sess.Status == belay.SessionCompleted || sess.Status == belay.SessionAbandoned:
-		return nil, belay.Errorf(belay.CodeConflict, "run %s has ended (%s): only an open or failed run can be forked", runID, sess.Status).
+	case sess.Status == belay.SessionAbandoned:
+		return nil, belay.Errorf(belay.CodeConflict, "run %s was abandoned: it is never resumed", runID).
 			With("sessionId", runID).With("status", sess.Status)
 	case sess.Holder != "" && sess.LeaseExpiresAt != nil && time.Now().Before(*sess.LeaseExpiresAt):
 		return nil, belay.Errorf(belay.CodeLeaseLost, "run %s is held by %s: it is running", runID, sess.Holder).

@@ -265,7 +265,61 @@ func TestForkFromAPastCheckpoint(t *testing.T) {
 	if search == nil || search.ParentID != plan.CheckpointID || failures != 1 {
 		t.Fatalf("search's checkpoint = %+v with %d error checkpoints; want it on a branch from plan, the failure kept", search, failures)
 	}
-	if _, err := c.Fork(ctx, svc, res.RunID, plan.CheckpointID); !belay.IsCode(err, belay.CodeConflict) {
-		t.Fatalf("Fork of a completed run = %v, want CONFLICT", err)
+}
+
+// Time travel from a completed run (LangGraph: invoke from a past
+// checkpoint_id of a finished thread): forked back to its interrupt, the run
+// is answered anew and runs on to END on a new branch; the first branch and
+// its end are kept. An abandoned run is never forked.
+func TestForkACompletedRun(t *testing.T) {
+	svc := newService(t)
+	flow := reviewFlow(t)
+	res, err := flow.Run(ctx, svc, graph.RunInput[doc]{})
+	if err != nil || res.Status != graph.Interrupted {
+		t.Fatalf("Run = %+v, %v", res, err)
+	}
+	ask := res.Interrupt.ID
+	if res, err = flow.Resume(ctx, svc, res.RunID, graph.Command{Resume: "yes"}); err != nil || res.Status != graph.Completed {
+		t.Fatalf("Resume = %+v, %v", res, err)
+	}
+	first := checkpoints(t, svc, res.RunID)
+
+	st, err := flow.Fork(ctx, svc, res.RunID, ask)
+	if err != nil || st.CheckpointID != ask || st.Status != belay.SessionRunning || st.Interrupt == nil || !slices.Equal(st.Next, []string{"review"}) {
+		t.Fatalf("Fork = %+v, %v; want the run back at its interrupt, running", st, err)
+	}
+	again, err := flow.Resume(ctx, svc, res.RunID, graph.Command{Resume: "no"})
+	if err != nil || again.Status != graph.Completed || !slices.Equal(again.State.Answers, []string{"no"}) ||
+		!slices.Equal(again.State.Steps, []string{"plan", "finalize"}) {
+		t.Fatalf("Resume after the fork = %+v, %v; want completed with the new answer", again, err)
+	}
+	if sess, err := svc.GetSession(ctx, res.RunID); err != nil || sess.Status != belay.SessionCompleted {
+		t.Fatalf("session = %+v, %v; want completed again", sess, err)
+	}
+	all := checkpoints(t, svc, res.RunID)
+	children := map[string][]string{}
+	for _, cp := range all {
+		children[cp.ParentID] = append(children[cp.ParentID], cp.Name)
+	}
+	// Both branches descend from the interrupt: the first run's review
+	// step, and the fork's.
+	if got := children[ask]; len(got) != 2 || got[0] != "review" || got[1] != "review" {
+		t.Fatalf("children of the interrupt = %v, want two review steps; checkpoints %d before, %d after", got, len(first), len(all))
+	}
+	for _, cp := range first {
+		if _, err := svc.GetCheckpoint(ctx, cp.ID); err != nil {
+			t.Fatalf("checkpoint %s of the first branch: %v", cp.Name, err)
+		}
+	}
+
+	dropped, err := flow.Run(ctx, svc, graph.RunInput[doc]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.EndSession(ctx, belay.EndSessionInput{SessionID: dropped.RunID, Status: belay.SessionAbandoned}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := flow.Fork(ctx, svc, dropped.RunID, dropped.Interrupt.ID); !belay.IsCode(err, belay.CodeConflict) {
+		t.Fatalf("Fork of an abandoned run = %v, want CONFLICT", err)
 	}
 }

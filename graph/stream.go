@@ -14,6 +14,14 @@ type EventType string
 // Event types, in the order a run produces them: for each node a start, any
 // custom events it emits, and an end with the state it wrote; then, when the
 // run pauses, an interrupt; last, always, a result.
+//
+// The same events go to the event log of the run's session, whether the run
+// is streamed or not, as graph.* events (belay.GraphEventTypes) with a
+// sequence number, where `belay watch`, SSE and WebSocket clients follow
+// them: graph.node_start, graph.node_end, graph.custom (graph.tokens for
+// TokenEvent, coalesced), graph.interrupt and graph.result. The log holds
+// no state (the checkpoints do); it is written every TokenFlushInterval and
+// when the run stops, so it trails the stream by at most that long.
 const (
 	EventNodeStart EventType = "node_start"
 	EventCustom    EventType = "custom"
@@ -30,9 +38,14 @@ type Event[S any] struct {
 	Node string
 	Step int
 	// State is the state a node starts from (node_start) or wrote
-	// (node_end, saved as CheckpointID), and the run's state at an
-	// interrupt or result.
-	State        S
+	// (node_end), and the run's state at an interrupt or result.
+	State S
+	// CheckpointID is the checkpoint of the node_end's step. It is set
+	// only with DurabilitySync, where the step is saved before the event;
+	// with DurabilityAsync and DurabilityExit the save comes later (or, for
+	// exit, not at all but for the last step), so it is empty here. The
+	// graph.node_end event of the session's log names the checkpoint once
+	// saved: every step's in sync and async, the last step's in exit.
 	CheckpointID string
 	// Next is the node that runs after Node (node_end).
 	Next string

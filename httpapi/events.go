@@ -178,3 +178,24 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) error {
 }
 
 var errAccepted = errors.New("websocket accept answered")
+
+// appendEvents is POST /v1/sessions/{id}/events: {"events": [...]} in,
+// {"items": [...]} (the events numbered) out.
+func (s *Server) appendEvents(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Events []belay.EventRecord `json:"events"`
+	}
+	if err := decodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	evs, err := s.svc.AppendEvents(r.Context(), belay.AppendEventsInput{SessionID: id, Events: in.Events})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": evs})
+	return nil
+}

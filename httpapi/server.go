@@ -108,6 +108,7 @@ func (s *Server) routes() {
 	s.stream("GET /v1/usage", s.diskUsage)
 	s.stream("POST /v1/gc", s.collectGarbage)
 	s.stream("GET /v1/events", s.sse)
+	s.api("POST /v1/sessions/{id}/events", s.appendEvents)
 	s.stream("GET /v1/ws", s.websocket)
 	s.api("GET /v1/checkpoints/resolve", s.resolveCheckpoint)
 	s.api("GET /v1/sessions/current", s.currentSession)

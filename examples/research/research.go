@@ -120,6 +120,9 @@ func New(m Model) (*graph.Compiled[State], error) {
 		AddNode("plan_research", func(ctx context.Context, s State) (State, error) {
 			q, err := m.Plan(ctx, s.Topic, s.Feedback)
 			s.Queries, s.Rounds = q, s.Rounds+1
+			if err == nil {
+				graph.Emit(ctx, "plan", map[string]any{"queries": q, "round": s.Rounds})
+			}
 			return s, err
 		}).
 		AddNode("search", func(ctx context.Context, s State) (State, error) {
@@ -136,12 +139,18 @@ func New(m Model) (*graph.Compiled[State], error) {
 		AddNode("synthesize", func(ctx context.Context, s State) (State, error) {
 			t, err := m.Synthesize(ctx, s.Topic, s.Sources)
 			s.Trends = t
+			for _, trend := range t {
+				graph.Emit(ctx, "trend", map[string]any{"title": trend.Title, "confidence": trend.Confidence})
+			}
 			return s, err
 		}).
 		AddNode("await_approval", awaitApproval).
 		AddNode("generate_ideas", func(ctx context.Context, s State) (State, error) {
 			ideas, err := m.Ideas(ctx, s.Trends)
 			s.Ideas = ideas
+			for _, idea := range ideas {
+				graph.Emit(ctx, "idea", map[string]any{"idea": idea})
+			}
 			return s, err
 		}).
 		AddEdge(graph.START, "plan_research").

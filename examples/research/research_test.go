@@ -2,11 +2,14 @@ package research_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/core"
@@ -61,5 +64,32 @@ func TestResearchFlow(t *testing.T) {
 	sess, err := svc.GetSession(ctx, res.RunID)
 	if err != nil || sess.Status != belay.SessionCompleted {
 		t.Fatalf("session = %+v, %v; want completed", sess, err)
+	}
+
+	// Seed 001's events are in the session's log: a plan per round, the
+	// trends of each, the ideas at the end.
+	custom := map[string]int{}
+	stop := errors.New("stop")
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err = svc.Follow(fctx, belay.EventFilter{SessionID: res.RunID, Types: []string{belay.EventGraphCustom, belay.EventGraphResult}}, 0,
+		func(_ int64, batch []belay.Event) error {
+			for _, e := range batch {
+				var d struct {
+					Name   string `json:"name"`
+					Status string `json:"status"`
+				}
+				if err := json.Unmarshal(e.Data, &d); err != nil {
+					return err
+				}
+				custom[d.Name]++
+				if d.Status == string(graph.Completed) {
+					return stop
+				}
+			}
+			return nil
+		})
+	if err != stop || custom["plan"] != 3 || custom["trend"] != 9 || custom["idea"] != 3 {
+		t.Fatalf("the log's custom events: %v (%v); want 3 plans, 9 trends, 3 ideas", custom, err)
 	}
 }
