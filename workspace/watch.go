@@ -1,0 +1,108 @@
+package workspace
+
+import (
+	"errors"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// A watcher (Options.WatchFiles) lets a snapshot look only at the paths that
+// changed since the previous one instead of statting the whole tree. It
+// vouches for a change list only when it saw every event since the private
+// index was last brought up to date by a snapshot it also watched; otherwise
+// (just started, a queue overflow, a directory renamed, an ignore file
+// changed, the index written by anything else, a watch it could not add) the
+// snapshot scans everything, as without a watcher, and the watcher vouches
+// again from then on.
+
+// watchRetry is how long a workspace whose watcher could not start (a
+// file system without events, the inotify watch limit) goes without one
+// before the next try.
+const watchRetry = time.Minute
+
+// maxDirty is how many changed paths a watcher keeps before it gives up
+// vouching for them: beyond that a full scan costs about as much.
+const maxDirty = 10000
+
+// indexID identifies one version of the private index file: git writes a
+// new index through a lock file and a rename, so any write changes it.
+type indexID struct {
+	dev, ino, size uint64
+	mtime, ctime   int64 // nanoseconds
+}
+
+// readIndexID returns the identity of the index at path (the zero value
+// when it does not exist).
+func readIndexID(path string) indexID {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return indexID{}
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return indexID{}
+	}
+	return indexID{
+		dev: uint64(st.Dev), ino: uint64(st.Ino), size: uint64(st.Size),
+		mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(),
+	}
+}
+
+// changeClaim is what a watcher tells a snapshot: the paths that changed
+// since the previous claim, and whether it vouches that nothing else did.
+type changeClaim struct {
+	w     *treeWatcher
+	paths []string // relative, slash separated
+	ok    bool
+	gen   uint64
+}
+
+// settle tells the watcher the snapshot that made the claim is recorded:
+// with complete (it looked at every path that may have changed), the index
+// now matches the work tree as of the claim, and the watcher vouches for
+// later claims against that index. Without it, later claims fall back to a
+// full scan until one completes.
+func (c *changeClaim) settle(index indexID, complete bool) {
+	if c == nil || c.w == nil {
+		return
+	}
+	c.w.settle(c.gen, index, complete)
+}
+
+// abandon tells the watcher the snapshot failed: the claimed paths may not
+// be in the index, so it no longer vouches.
+func (c *changeClaim) abandon() {
+	if c == nil || c.w == nil {
+		return
+	}
+	c.w.invalidate()
+}
+
+// errNoEvents is why a watcher does not start on a file system whose
+// changes do not all produce events (network and FUSE file systems).
+var errNoEvents = errors.New("the file system does not report every change")
+
+// watchers keeps the watcher of each workspace of a Manager.
+type watchers struct {
+	mu     sync.Mutex
+	byKey  map[string]*treeWatcher
+	failed map[string]time.Time // when a watcher last failed to start
+	closed bool
+}
+
+// Close stops the file-system watchers of the Manager (Options.WatchFiles).
+// Later snapshots scan the whole work tree. It is safe to call more than
+// once.
+func (m *Manager) Close() error {
+	m.watch.mu.Lock()
+	ws := m.watch.byKey
+	m.watch.byKey, m.watch.closed = nil, true
+	m.watch.mu.Unlock()
+	var errs []error
+	for _, w := range ws {
+		errs = append(errs, w.close())
+	}
+	return errors.Join(errs...)
+}
