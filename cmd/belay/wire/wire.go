@@ -38,7 +38,7 @@ import (
 func Backend() cli.Backend {
 	return cli.Backend{
 		Open: func(ctx context.Context, cfg cli.LocalConfig) (*cli.Local, error) {
-			l, err := open(ctx, cfg, nil)
+			l, err := open(ctx, cfg, nil, false)
 			if err != nil {
 				return nil, err
 			}
@@ -60,13 +60,18 @@ func Backend() cli.Backend {
 type local struct {
 	db  store.Store
 	svc *core.Service
+	ws  *workspace.Manager // nil without git
 	// where names the database for people, without a password.
 	where string
 }
 
-// close stops the service's event tailer, then closes the database it reads.
+// close stops the service's event tailer and the workspace watchers, then
+// closes the database it reads.
 func (l *local) close() error {
 	l.svc.Close()
+	if l.ws != nil {
+		l.ws.Close()
+	}
 	return l.db.Close()
 }
 
@@ -96,13 +101,16 @@ func openStore(ctx context.Context, cfg cli.LocalConfig) (store.Store, string, e
 }
 
 // open opens the database and the service on it, logging to log (the
-// default logger when nil).
-func open(ctx context.Context, cfg cli.LocalConfig, log *slog.Logger) (*local, error) {
+// default logger when nil). With watch, the workspace manager keeps a
+// file-system watcher on each workspace it snapshots (for a long-running
+// process: a short-lived command would pay for the watches and never use
+// them).
+func open(ctx context.Context, cfg cli.LocalConfig, log *slog.Logger, watch bool) (*local, error) {
 	db, where, err := openStore(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	ws, err := workspace.New(workspace.Options{DataDir: cfg.DataDir})
+	ws, err := workspace.New(workspace.Options{DataDir: cfg.DataDir, WatchFiles: watch})
 	var we *workspace.Error
 	if errors.As(err, &we) && we.Code == workspace.GitMissing {
 		// Without git everything but workspace snapshots works; core says so
@@ -120,7 +128,7 @@ func open(ctx context.Context, cfg cli.LocalConfig, log *slog.Logger) (*local, e
 	}
 	svc := core.New(core.Options{Store: db, Workspaces: ws, WorkspaceRoots: cfg.WorkspaceRoots, SavesPerMinute: cfg.SavesPerMinute,
 		Embedder: embedder, Logger: log})
-	return &local{db: db, svc: svc, where: where}, nil
+	return &local{db: db, svc: svc, ws: ws, where: where}, nil
 }
 
 // serve runs `belay serve`: the API, the timeout sweeper, the webhook
@@ -132,7 +140,7 @@ func serve(ctx context.Context, cfg cli.ServeConfig) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	l, err := open(ctx, cfg.Local, log)
+	l, err := open(ctx, cfg.Local, log, true)
 	if err != nil {
 		return err
 	}
