@@ -2,9 +2,7 @@ package workspace
 
 import (
 	"errors"
-	"os"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -33,30 +31,14 @@ type indexID struct {
 	mtime, ctime   int64 // nanoseconds
 }
 
-// readIndexID returns the identity of the index at path (the zero value
-// when it does not exist).
-func readIndexID(path string) indexID {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return indexID{}
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return indexID{}
-	}
-	return indexID{
-		dev: uint64(st.Dev), ino: uint64(st.Ino), size: uint64(st.Size),
-		mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(),
-	}
-}
-
 // changeClaim is what a watcher tells a snapshot: the paths that changed
 // since the previous claim, and whether it vouches that nothing else did.
 type changeClaim struct {
-	w     *treeWatcher
-	paths []string // relative, slash separated
-	ok    bool
-	gen   uint64
+	w      *treeWatcher
+	remote *remoteClaim // a watcher of another process (ServeWatch)
+	paths  []string     // relative, slash separated
+	ok     bool
+	gen    uint64
 }
 
 // settle tells the watcher the snapshot that made the claim is recorded:
@@ -65,19 +47,25 @@ type changeClaim struct {
 // later claims against that index. Without it, later claims fall back to a
 // full scan until one completes.
 func (c *changeClaim) settle(index indexID, complete bool) {
-	if c == nil || c.w == nil {
-		return
+	switch {
+	case c == nil:
+	case c.remote != nil:
+		c.remote.settle(c.gen, index, complete)
+	case c.w != nil:
+		c.w.settle(c.gen, index, complete)
 	}
-	c.w.settle(c.gen, index, complete)
 }
 
 // abandon tells the watcher the snapshot failed: the claimed paths may not
 // be in the index, so it no longer vouches.
 func (c *changeClaim) abandon() {
-	if c == nil || c.w == nil {
-		return
+	switch {
+	case c == nil:
+	case c.remote != nil:
+		c.remote.abandon()
+	case c.w != nil:
+		c.w.invalidate()
 	}
-	c.w.invalidate()
 }
 
 // errNoEvents is why a watcher does not start on a file system whose

@@ -2,10 +2,12 @@ package workspace
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -321,16 +323,63 @@ func (w *treeWatcher) close() error {
 	return err
 }
 
-// claimChanges returns the watcher's claim for a snapshot of s, starting a
-// watcher first when s has none (that first claim does not vouch). It
-// returns nil when the Manager does not watch or the watcher cannot start.
+// readIndexID returns the identity of the index at path (the zero value
+// when it does not exist).
+func readIndexID(path string) indexID {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return indexID{}
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return indexID{}
+	}
+	return indexID{
+		dev: uint64(st.Dev), ino: uint64(st.Ino), size: uint64(st.Size),
+		mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(),
+	}
+}
+
+// claimChanges returns the watcher's claim for a snapshot of s: from the
+// Manager's own watcher (Options.WatchFiles), started first when s has none
+// (that first claim does not vouch), else from a process serving one
+// (ServeWatch). It returns nil when there is no watcher.
 func (m *Manager) claimChanges(ctx context.Context, s *shadow) *changeClaim {
 	if !m.watchFiles {
+		return claimRemote(ctx, s)
+	}
+	return m.claimLocal(ctx, s, readIndexID(s.index))
+}
+
+// claimLocal claims from this Manager's watcher of s. A watcher found to be
+// broken only once its queue is read (a directory moved just before) is
+// replaced at once, so that this snapshot's full scan settles the new one.
+func (m *Manager) claimLocal(ctx context.Context, s *shadow, index indexID) *changeClaim {
+	w := m.watcherFor(s)
+	if w == nil {
 		return nil
 	}
+	c := w.claim(ctx, index)
+	if !c.ok {
+		w.mu.Lock()
+		broken := w.broken != nil
+		w.mu.Unlock()
+		if broken {
+			if w = m.watcherFor(s); w == nil {
+				return nil
+			}
+			c = w.claim(ctx, index)
+		}
+	}
+	return c
+}
+
+// watcherFor returns the watcher of s, started or restarted when needed;
+// nil when it cannot start or the Manager is closed.
+func (m *Manager) watcherFor(s *shadow) *treeWatcher {
 	m.watch.mu.Lock()
+	defer m.watch.mu.Unlock()
 	if m.watch.closed {
-		m.watch.mu.Unlock()
 		return nil
 	}
 	w := m.watch.byKey[s.key]
@@ -338,25 +387,198 @@ func (m *Manager) claimChanges(ctx context.Context, s *shadow) *changeClaim {
 		w.mu.Lock()
 		broken := w.broken != nil
 		w.mu.Unlock()
-		if broken {
-			delete(m.watch.byKey, s.key)
-			w.close()
-			w = nil
+		if !broken {
+			return w
 		}
+		delete(m.watch.byKey, s.key)
+		w.close()
 	}
-	if w == nil {
-		if time.Since(m.watch.failed[s.key]) < watchRetry {
-			m.watch.mu.Unlock()
-			return nil
-		}
-		var err error
-		if w, err = startWatcher(s, m.dataDir); err != nil {
-			m.watch.failed[s.key] = time.Now()
-			m.watch.mu.Unlock()
-			return nil
-		}
-		m.watch.byKey[s.key] = w
+	if time.Since(m.watch.failed[s.key]) < watchRetry {
+		return nil
 	}
-	m.watch.mu.Unlock()
-	return w.claim(ctx, readIndexID(s.index))
+	w, err := startWatcher(s, m.dataDir)
+	if err != nil {
+		m.watch.failed[s.key] = time.Now()
+		return nil
+	}
+	m.watch.byKey[s.key] = w
+	return w
 }
+
+// watchSocket is the unix socket in the shadow directory through which a
+// process running ServeWatch lends its watcher to other processes.
+const watchSocket = "watch.sock"
+
+// watchRequest is one request on the watch socket: "claim" (with the index
+// the snapshot found) or "settle" (with the index it left).
+type watchRequest struct {
+	Op       string    `json:"op"`
+	Index    [5]uint64 `json:"index"`
+	Gen      uint64    `json:"gen,omitempty"`
+	Complete bool      `json:"complete,omitempty"`
+}
+
+// watchReply answers a claim; a settle is answered with an empty one.
+type watchReply struct {
+	OK    bool     `json:"ok"`
+	Paths []string `json:"paths,omitempty"`
+	Gen   uint64   `json:"gen"`
+}
+
+func (id indexID) wire() [5]uint64 {
+	return [5]uint64{id.dev, id.ino, id.size, uint64(id.mtime), uint64(id.ctime)}
+}
+
+func indexFromWire(v [5]uint64) indexID {
+	return indexID{dev: v[0], ino: v[1], size: v[2], mtime: int64(v[3]), ctime: int64(v[4])}
+}
+
+// ServeWatch keeps a file-system watcher on the workspace at root and lends
+// it, through a unix socket in its shadow directory, to the snapshots that
+// other processes sharing DataDir take of it (the CLI's saves), until ctx
+// ends: they then look only at the paths that changed, as with
+// Options.WatchFiles. ready, when set, is called once the socket listens.
+// It fails when another process serves the workspace already.
+func (m *Manager) ServeWatch(ctx context.Context, root string, ready func()) error {
+	s, err := m.workspaceFor(ctx, root)
+	if err != nil {
+		return err
+	}
+	unlock, err := m.lock(ctx, s)
+	if err != nil {
+		return err
+	}
+	err = m.open(ctx, s)
+	unlock()
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", s.root, err)
+	}
+	sock := filepath.Join(s.dir, watchSocket)
+	if c, err := net.Dial("unix", sock); err == nil {
+		c.Close()
+		return errorf(InvalidWorkspace, nil, "workspace %s is watched by another process already", s.root)
+	}
+	os.Remove(sock)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", s.root, err)
+	}
+	defer os.Remove(sock)
+	m.watch.mu.Lock()
+	if m.watch.closed {
+		m.watch.mu.Unlock()
+		ln.Close()
+		return errors.New("watch: the Manager is closed")
+	}
+	delete(m.watch.failed, s.key)
+	m.watch.mu.Unlock()
+	if m.watcherFor(s) == nil {
+		ln.Close()
+		return fmt.Errorf("watch %s: the watcher cannot start (a network or FUSE file system, or the inotify watch limit)", s.root)
+	}
+	if ready != nil {
+		ready()
+	}
+	var conns sync.WaitGroup
+	defer conns.Wait()
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("watch %s: %w", s.root, err)
+		}
+		conns.Go(func() {
+			defer conn.Close()
+			closeOnDone := context.AfterFunc(ctx, func() { conn.Close() })
+			defer closeOnDone()
+			m.serveClaims(ctx, s, conn)
+		})
+	}
+}
+
+// serveClaims answers one snapshot's claim and settle. A connection that
+// ends between the two is a failed snapshot: the watcher stops vouching.
+func (m *Manager) serveClaims(ctx context.Context, s *shadow, conn net.Conn) {
+	dec, enc := json.NewDecoder(conn), json.NewEncoder(conn)
+	var claim *changeClaim
+	defer func() { claim.abandon() }()
+	for {
+		var req watchRequest
+		if err := dec.Decode(&req); err != nil {
+			return
+		}
+		switch req.Op {
+		case "claim":
+			claim.abandon()
+			claim = nil
+			reply := watchReply{}
+			if claim = m.claimLocal(ctx, s, indexFromWire(req.Index)); claim != nil {
+				reply = watchReply{OK: claim.ok, Paths: claim.paths, Gen: claim.gen}
+			}
+			if enc.Encode(reply) != nil {
+				return
+			}
+		case "settle":
+			if claim != nil && claim.gen == req.Gen {
+				claim.settle(indexFromWire(req.Index), req.Complete)
+				claim = nil
+			}
+			if enc.Encode(watchReply{}) != nil {
+				return
+			}
+		default:
+			return
+		}
+	}
+}
+
+// claimRemote asks the process serving a watcher for s (ServeWatch), if
+// any, for a claim; nil when none answers.
+func claimRemote(ctx context.Context, s *shadow) *changeClaim {
+	sock := filepath.Join(s.dir, watchSocket)
+	if _, err := os.Stat(sock); err != nil {
+		return nil
+	}
+	d := net.Dialer{Timeout: time.Second}
+	conn, err := d.DialContext(ctx, "unix", sock)
+	if err != nil {
+		return nil
+	}
+	rc := &remoteClaim{conn: conn, dec: json.NewDecoder(conn), enc: json.NewEncoder(conn)}
+	var reply watchReply
+	if err := rc.call(watchRequest{Op: "claim", Index: readIndexID(s.index).wire()}, &reply); err != nil {
+		conn.Close()
+		return nil
+	}
+	return &changeClaim{remote: rc, paths: reply.Paths, ok: reply.OK, gen: reply.Gen}
+}
+
+// remoteClaim is a claim made through the watch socket.
+type remoteClaim struct {
+	conn net.Conn
+	dec  *json.Decoder
+	enc  *json.Encoder
+}
+
+// call sends one request and reads its reply, within a few seconds.
+func (rc *remoteClaim) call(req watchRequest, reply *watchReply) error {
+	if err := rc.conn.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		return err
+	}
+	if err := rc.enc.Encode(req); err != nil {
+		return err
+	}
+	return rc.dec.Decode(reply)
+}
+
+func (rc *remoteClaim) settle(gen uint64, index indexID, complete bool) {
+	var reply watchReply
+	rc.call(watchRequest{Op: "settle", Gen: gen, Index: index.wire(), Complete: complete}, &reply)
+	rc.conn.Close()
+}
+
+func (rc *remoteClaim) abandon() { rc.conn.Close() }

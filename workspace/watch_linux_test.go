@@ -164,8 +164,8 @@ func TestWatcherSnapshotsMatchGit(t *testing.T) {
 }
 
 // TestWatcherQueueOverflow stalls the watcher until the kernel's event
-// queue overflows: the next snapshot must not trust it, and the one after
-// may again.
+// queue overflows: the change made meanwhile must be in the next snapshot,
+// which must not trust the watcher, and the one after may again.
 func TestWatcherQueueOverflow(t *testing.T) {
 	data, err := os.ReadFile("/proc/sys/fs/inotify/max_queued_events")
 	if err != nil {
@@ -182,20 +182,12 @@ func TestWatcherQueueOverflow(t *testing.T) {
 
 	w := f.watcher()
 	w.gate.Lock()
-	// Writes alternating between two files are queued one by one (the
-	// kernel merges only identical consecutive events).
-	fa, err := os.OpenFile(f.path("a.txt"), os.O_WRONLY|os.O_APPEND, 0)
-	f.do(err)
-	fb, err := os.OpenFile(f.path("b.txt"), os.O_WRONLY|os.O_APPEND, 0)
-	f.do(err)
-	for range limit/2 + 100 {
-		_, err := fa.Write([]byte("a"))
-		f.do(err)
-		_, err = fb.Write([]byte("b"))
-		f.do(err)
+	// Files created in the cookie directory share the queue and change
+	// nothing the snapshot looks at.
+	for i := range limit + 100 {
+		f.do(os.WriteFile(filepath.Join(w.cookieDir, "flood-"+strconv.Itoa(i)), nil, 0o600))
 	}
-	fa.Close()
-	fb.Close()
+	writeFiles(t, f.root, map[string]string{"a.txt": "lost in the overflow\n"})
 	w.gate.Unlock()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -252,4 +244,62 @@ func TestRacyEdit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestServeWatch lends a watcher to another Manager over the watch socket,
+// as `belay watch-fs` does to the CLI's saves: its snapshots are vouched for
+// and match git; once the server stops they scan everything again.
+func TestServeWatch(t *testing.T) {
+	dataDir := t.TempDir()
+	server, err := New(Options{DataDir: dataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	f := newWatchFixture(t, map[string]string{"a.txt": "a\n", "dir/b.txt": "b\n"})
+	if f.m, err = New(Options{DataDir: dataDir}); err != nil {
+		t.Fatal(err)
+	}
+	f.m.claimed = func(c *changeClaim) { f.vouched = append(f.vouched, c != nil && c.ok) }
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	ready := make(chan struct{})
+	go func() { served <- server.ServeWatch(ctx, f.root, func() { close(ready) }) }()
+	select {
+	case <-ready:
+	case err := <-served:
+		t.Fatal(err)
+	}
+	if err := server.ServeWatch(ctx, f.root, nil); err == nil {
+		t.Error("a second ServeWatch of the same workspace succeeded")
+	}
+
+	f.snap("first snapshot through the socket", false)
+	writeFiles(t, f.root, map[string]string{"a.txt": "a2\n", "dir/new/c.txt": "c\n"})
+	removeFiles(t, f.root, "dir/b.txt")
+	s := f.snap("changes through the socket", true)
+	if !slices.Equal(s.Created, []string{"dir/new/c.txt"}) || !slices.Equal(s.Modified, []string{"a.txt"}) || !slices.Equal(s.Deleted, []string{"dir/b.txt"}) {
+		t.Errorf("created %q modified %q deleted %q", s.Created, s.Modified, s.Deleted)
+	}
+	// A claim whose snapshot never settles (the process died) ends vouching.
+	sh, err := f.m.workspaceFor(ctx, f.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, f.root, map[string]string{"lost.txt": "claimed, never stored\n"})
+	c := claimRemote(ctx, sh)
+	if c == nil || !c.ok || !slices.Equal(c.paths, []string{"lost.txt"}) {
+		t.Fatalf("claim %+v", c)
+	}
+	c.abandon()
+	f.snap("after an abandoned claim", false)
+	writeFiles(t, f.root, map[string]string{"a.txt": "a3\n"})
+	f.snap("vouched again", true)
+
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, f.root, map[string]string{"a.txt": "a4\n"})
+	f.snap("server stopped", false)
 }
