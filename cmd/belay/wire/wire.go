@@ -46,6 +46,7 @@ func Backend() cli.Backend {
 		},
 		Serve:   serve,
 		Migrate: migrateTo,
+		WatchFS: watchFS,
 		MCP: func(ctx context.Context, svc belay.Service, in io.ReadCloser, out io.WriteCloser) error {
 			err := mcpserver.New(mcpserver.Options{Service: svc, Version: cli.Version}).Run(ctx, &mcp.IOTransport{Reader: in, Writer: out})
 			if ctx.Err() != nil {
@@ -54,6 +55,32 @@ func Backend() cli.Backend {
 			return err
 		},
 	}
+}
+
+// watchFS runs `belay watch-fs`: a watcher per root, each lent to other
+// processes' snapshots until ctx ends or one of them fails.
+func watchFS(ctx context.Context, cfg cli.WatchFSConfig) error {
+	ws, err := workspace.New(workspace.Options{DataDir: cfg.DataDir})
+	if err != nil {
+		return err
+	}
+	defer ws.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(cfg.Roots))
+	for _, root := range cfg.Roots {
+		go func() {
+			errs <- ws.ServeWatch(ctx, root, func() { cfg.Ready(root) })
+		}()
+	}
+	var first error
+	for range cfg.Roots {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+			cancel()
+		}
+	}
+	return first
 }
 
 // local is an open database with the service on it.
