@@ -137,9 +137,9 @@ func (m *Manager) snapshot(ctx context.Context, s *shadow, req SnapshotRequest) 
 	if _, err := m.recoverRestore(ctx, s); err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
 	}
-	// A full object name needs no git command to resolve: diff-tree and
-	// commit-tree below fail on one that names no commit, and only then is
-	// it looked up, for the error.
+	// A full object name needs no git command to resolve: diff-tree below
+	// fails on one that names no commit, and only then is it looked up, for
+	// the error.
 	parent := req.Parent
 	if parent != "" && !isObjectID(parent) {
 		var err error
@@ -178,7 +178,7 @@ func (m *Manager) snapshot(ctx context.Context, s *shadow, req SnapshotRequest) 
 		}
 		snap.Created = splitNUL(out)
 	} else {
-		changes, err := m.treeChanges(ctx, s, parent, tree)
+		changes, err := m.treeChanges(ctx, s, parent+"^{commit}", tree)
 		if err != nil {
 			return nil, m.parentError(ctx, s, req.Parent, err)
 		}
@@ -202,21 +202,33 @@ func (m *Manager) snapshot(ctx context.Context, s *shadow, req SnapshotRequest) 
 			return nil, fmt.Errorf("snapshot %s: message: %w", s.root, err)
 		}
 	}
-	args := []string{"commit-tree", tree}
-	if parent != "" {
-		args = append(args, "-p", parent)
+	if snap.Commit, err = m.commitTree(ctx, s, tree, parent, msg); err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
 	}
-	out, err := m.run(ctx, s, runOpts{stdin: []byte(msg)}, append(args, "-F", "-")...)
-	if err != nil {
-		return nil, m.parentError(ctx, s, req.Parent, err)
-	}
-	snap.Commit = strings.TrimSpace(string(out))
 	if err := m.updateRef(ctx, s, req.Ref, snap.Commit); err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
 	}
 	settled = true
 	claim.settle(readIndexID(s.index), built.full || opts.vouched)
 	return snap, nil
+}
+
+// commitTree writes the commit of a snapshot: itself when it can (see
+// objects.go), else with git commit-tree. parent, when set, is a full
+// commit id.
+func (m *Manager) commitTree(ctx context.Context, s *shadow, tree, parent, msg string) (string, error) {
+	if body, ok := commitBody(tree, parent, msg, m.now().Unix()); ok {
+		return writeLooseObject(s.repo, "commit", body)
+	}
+	args := []string{"commit-tree", tree}
+	if parent != "" {
+		args = append(args, "-p", parent)
+	}
+	out, err := m.run(ctx, s, runOpts{stdin: []byte(msg)}, append(args, "-F", "-")...)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(out)), nil
 }
 
 // parentError explains a failure of a git command given the snapshot's
