@@ -209,7 +209,7 @@ func (m *Manager) snapshot(ctx context.Context, s *shadow, req SnapshotRequest) 
 		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
 	}
 	settled = true
-	claim.settle(readIndexID(s.index), built.full || opts.vouched)
+	claim.settle(readIndexID(s), built.full || opts.vouched)
 	return snap, nil
 }
 

@@ -24,11 +24,20 @@ const watchRetry = time.Minute
 // vouching for them: beyond that a full scan costs about as much.
 const maxDirty = 10000
 
-// indexID identifies one version of the private index file: git writes a
-// new index through a lock file and a rename, so any write changes it.
-type indexID struct {
+// fileID identifies one version of a file that is only ever replaced
+// through a rename (git's index, belay's atomic writes): any write changes
+// it.
+type fileID struct {
 	dev, ino, size uint64
 	mtime, ctime   int64 // nanoseconds
+}
+
+// indexID identifies what a watched snapshot's list of paths is relative
+// to: the private index, and the excludes it was checked against
+// (info/exclude, rewritten when the user's .git/info/exclude or
+// .belayignore changes, by a snapshot or a diff).
+type indexID struct {
+	index, exclude fileID
 }
 
 // changeClaim is what a watcher tells a snapshot: the paths that changed

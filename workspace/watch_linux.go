@@ -323,18 +323,22 @@ func (w *treeWatcher) close() error {
 	return err
 }
 
-// readIndexID returns the identity of the index at path (the zero value
-// when it does not exist).
-func readIndexID(path string) indexID {
+// readIndexID returns the identity of the private index and the excludes
+// of s (zero values for missing files).
+func readIndexID(s *shadow) indexID {
+	return indexID{index: readFileID(s.index), exclude: readFileID(filepath.Join(s.repo, "info", "exclude"))}
+}
+
+func readFileID(path string) fileID {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return indexID{}
+		return fileID{}
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
-		return indexID{}
+		return fileID{}
 	}
-	return indexID{
+	return fileID{
 		dev: uint64(st.Dev), ino: uint64(st.Ino), size: uint64(st.Size),
 		mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(),
 	}
@@ -348,7 +352,7 @@ func (m *Manager) claimChanges(ctx context.Context, s *shadow) *changeClaim {
 	if !m.watchFiles {
 		return claimRemote(ctx, s)
 	}
-	return m.claimLocal(ctx, s, readIndexID(s.index))
+	return m.claimLocal(ctx, s, readIndexID(s))
 }
 
 // claimLocal claims from this Manager's watcher of s. A watcher found to be
@@ -412,10 +416,10 @@ const watchSocket = "watch.sock"
 // watchRequest is one request on the watch socket: "claim" (with the index
 // the snapshot found) or "settle" (with the index it left).
 type watchRequest struct {
-	Op       string    `json:"op"`
-	Index    [5]uint64 `json:"index"`
-	Gen      uint64    `json:"gen,omitempty"`
-	Complete bool      `json:"complete,omitempty"`
+	Op       string     `json:"op"`
+	Index    [10]uint64 `json:"index"`
+	Gen      uint64     `json:"gen,omitempty"`
+	Complete bool       `json:"complete,omitempty"`
 }
 
 // watchReply answers a claim; a settle is answered with an empty one.
@@ -425,12 +429,19 @@ type watchReply struct {
 	Gen   uint64   `json:"gen"`
 }
 
-func (id indexID) wire() [5]uint64 {
-	return [5]uint64{id.dev, id.ino, id.size, uint64(id.mtime), uint64(id.ctime)}
+func (id indexID) wire() [10]uint64 {
+	var v [10]uint64
+	for i, f := range []fileID{id.index, id.exclude} {
+		copy(v[5*i:], []uint64{f.dev, f.ino, f.size, uint64(f.mtime), uint64(f.ctime)})
+	}
+	return v
 }
 
-func indexFromWire(v [5]uint64) indexID {
-	return indexID{dev: v[0], ino: v[1], size: v[2], mtime: int64(v[3]), ctime: int64(v[4])}
+func indexFromWire(v [10]uint64) indexID {
+	file := func(v []uint64) fileID {
+		return fileID{dev: v[0], ino: v[1], size: v[2], mtime: int64(v[3]), ctime: int64(v[4])}
+	}
+	return indexID{index: file(v[:5]), exclude: file(v[5:])}
 }
 
 // ServeWatch keeps a file-system watcher on the workspace at root and lends
@@ -550,7 +561,7 @@ func claimRemote(ctx context.Context, s *shadow) *changeClaim {
 	}
 	rc := &remoteClaim{conn: conn, dec: json.NewDecoder(conn), enc: json.NewEncoder(conn)}
 	var reply watchReply
-	if err := rc.call(watchRequest{Op: "claim", Index: readIndexID(s.index).wire()}, &reply); err != nil {
+	if err := rc.call(watchRequest{Op: "claim", Index: readIndexID(s).wire()}, &reply); err != nil {
 		conn.Close()
 		return nil
 	}

@@ -303,3 +303,26 @@ func TestServeWatch(t *testing.T) {
 	writeFiles(t, f.root, map[string]string{"a.txt": "a4\n"})
 	f.snap("server stopped", false)
 }
+
+// TestWatcherUserExcludeChanged: the user's .git/info/exclude is not
+// watched; a change to it, even one a diff has already copied into the
+// shadow repository, makes the next snapshot scan everything.
+func TestWatcherUserExcludeChanged(t *testing.T) {
+	f := newWatchFixture(t, map[string]string{"a.txt": "a\n", "x.secret": "hidden\n"})
+	userGit(t, f.root, "init", "-q")
+	exclude := filepath.Join(f.root, ".git", "info", "exclude")
+	f.do(os.MkdirAll(filepath.Dir(exclude), 0o755))
+	f.do(os.WriteFile(exclude, []byte("*.secret\n"), 0o644))
+	f.snap("first snapshot", false)
+	writeFiles(t, f.root, map[string]string{"y.secret": "also hidden\n"})
+	f.snap("an excluded file created", true)
+
+	f.do(os.WriteFile(exclude, nil, 0o644))
+	if _, err := f.m.Diff(context.Background(), f.root, f.parent, ""); err != nil {
+		t.Fatal(err)
+	}
+	s := f.snap("exclude emptied, then a diff", false)
+	if !slices.Equal(s.Created, []string{"x.secret", "y.secret"}) {
+		t.Errorf("created %q", s.Created)
+	}
+}
