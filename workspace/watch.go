@@ -73,7 +73,7 @@ func (c *changeClaim) abandon() {
 	case c.remote != nil:
 		c.remote.abandon()
 	case c.w != nil:
-		c.w.invalidate()
+		c.w.abandon()
 	}
 }
 

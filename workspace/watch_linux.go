@@ -42,6 +42,7 @@ type treeWatcher struct {
 	dirty   map[string]bool // changed paths since the last claim, relative
 	gen     uint64          // counts the events that end vouching
 	valid   bool            // the index matched the tree at the last claim
+	pending bool            // a claim is neither settled nor abandoned yet
 	index   indexID         // the index the last settled snapshot left
 	broken  error           // run stopped or a watch could not be added
 	cookies map[string]chan struct{}
@@ -232,6 +233,14 @@ func (w *treeWatcher) invalidate() {
 	w.mu.Unlock()
 }
 
+// abandon ends a claim whose snapshot failed: the watcher stops vouching.
+func (w *treeWatcher) abandon() {
+	w.invalidate()
+	w.mu.Lock()
+	w.pending = false
+	w.mu.Unlock()
+}
+
 // stop marks the watcher unusable; the next claim replaces it.
 func (w *treeWatcher) stop(err error) {
 	w.mu.Lock()
@@ -257,7 +266,10 @@ func (w *treeWatcher) claim(ctx context.Context, index indexID) *changeClaim {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	c := &changeClaim{w: w, gen: w.gen}
-	c.ok = synced && w.broken == nil && w.valid && w.index == index
+	// An earlier claim still pending belongs to a snapshot that died (its
+	// connection's end not yet seen): its paths may not be in the index.
+	c.ok = synced && w.broken == nil && w.valid && !w.pending && w.index == index
+	w.pending = true
 	if c.ok {
 		c.paths = slices.Sorted(maps.Keys(w.dirty))
 	}
@@ -307,6 +319,7 @@ func (w *treeWatcher) sync(ctx context.Context) bool {
 func (w *treeWatcher) settle(gen uint64, index indexID, complete bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.pending = false
 	switch {
 	case !complete:
 		w.valid = false

@@ -22,7 +22,7 @@ func (m *Manager) ServeWatch(context.Context, string, func()) error {
 }
 
 func (w *treeWatcher) settle(uint64, indexID, bool) {}
-func (w *treeWatcher) invalidate()                  {}
+func (w *treeWatcher) abandon()                     {}
 func (w *treeWatcher) close() error                 { return nil }
 
 // readIndexID returns the zero value: there are no watchers to compare it.
