@@ -157,7 +157,7 @@ func (m *Manager) snapshot(ctx context.Context, s *shadow, req SnapshotRequest) 
 		m.claimed(claim)
 	}
 	if claim != nil && claim.ok {
-		opts.paths, opts.vouched = claim.paths, true
+		opts.paths, opts.vouched, opts.indexTree = claim.paths, true, claim.tree
 	}
 	settled := false
 	defer func() {
@@ -177,7 +177,9 @@ func (m *Manager) snapshot(ctx context.Context, s *shadow, req SnapshotRequest) 
 			return nil, fmt.Errorf("snapshot %s: list files: %w", s.root, err)
 		}
 		snap.Created = splitNUL(out)
-	} else {
+	} else if !opts.vouched || parent != claim.commit || tree != claim.tree {
+		// (A parent that is the snapshot the index was left by, with the
+		// same tree, has no changes against it.)
 		changes, err := m.treeChanges(ctx, s, parent+"^{commit}", tree)
 		if err != nil {
 			return nil, m.parentError(ctx, s, req.Parent, err)
@@ -209,7 +211,7 @@ func (m *Manager) snapshot(ctx context.Context, s *shadow, req SnapshotRequest) 
 		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
 	}
 	settled = true
-	claim.settle(readIndexID(s), built.full || opts.vouched)
+	claim.settle(readIndexID(s), built.full || opts.vouched, tree, snap.Commit)
 	return snap, nil
 }
 
@@ -280,7 +282,10 @@ type treeOpts struct {
 	paths []string
 	// vouched says paths are all that changed, even when empty (a watcher
 	// vouches for them): no path then means nothing to look at.
-	vouched     bool
+	vouched bool
+	// indexTree, when vouched, is the tree the index holds (that of the
+	// snapshot that left it), so with no path changed no tree is written.
+	indexTree   string
 	maxFileSize int64
 	// specials looks for the named pipes, sockets and devices of the work
 	// tree on a full scan, to report them as skipped: git's own listing
@@ -319,6 +324,9 @@ func (m *Manager) buildTree(ctx context.Context, s *shadow, indexPath string, op
 		if err := m.seedIndex(ctx, s, indexPath); err != nil {
 			return builtTree{}, err
 		}
+	}
+	if opts.vouched && !full && len(paths) == 0 && opts.indexTree != "" {
+		return builtTree{tree: opts.indexTree}, nil
 	}
 	o := runOpts{index: indexPath}
 	var candidates []string

@@ -48,6 +48,10 @@ type changeClaim struct {
 	paths  []string     // relative, slash separated
 	ok     bool
 	gen    uint64
+	// tree and commit are those of the snapshot that left the index, when
+	// the watcher vouches: with no path changed, they are this snapshot's
+	// tree and, as a parent, a commit with no change against it.
+	tree, commit string
 }
 
 // settle tells the watcher the snapshot that made the claim is recorded:
@@ -55,13 +59,13 @@ type changeClaim struct {
 // now matches the work tree as of the claim, and the watcher vouches for
 // later claims against that index. Without it, later claims fall back to a
 // full scan until one completes.
-func (c *changeClaim) settle(index indexID, complete bool) {
+func (c *changeClaim) settle(index indexID, complete bool, tree, commit string) {
 	switch {
 	case c == nil:
 	case c.remote != nil:
-		c.remote.settle(c.gen, index, complete)
+		c.remote.settle(c.gen, index, complete, tree, commit)
 	case c.w != nil:
-		c.w.settle(c.gen, index, complete)
+		c.w.settle(c.gen, index, complete, tree, commit)
 	}
 }
 

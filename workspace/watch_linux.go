@@ -44,6 +44,8 @@ type treeWatcher struct {
 	valid   bool            // the index matched the tree at the last claim
 	pending bool            // a claim is neither settled nor abandoned yet
 	index   indexID         // the index the last settled snapshot left
+	tree    string          // that snapshot's tree
+	commit  string          // and commit
 	broken  error           // run stopped or a watch could not be added
 	cookies map[string]chan struct{}
 }
@@ -272,6 +274,7 @@ func (w *treeWatcher) claim(ctx context.Context, index indexID) *changeClaim {
 	w.pending = true
 	if c.ok {
 		c.paths = slices.Sorted(maps.Keys(w.dirty))
+		c.tree, c.commit = w.tree, w.commit
 	}
 	clear(w.dirty)
 	return c
@@ -316,7 +319,7 @@ func (w *treeWatcher) sync(ctx context.Context) bool {
 }
 
 // settle records the index a snapshot left (see changeClaim.settle).
-func (w *treeWatcher) settle(gen uint64, index indexID, complete bool) {
+func (w *treeWatcher) settle(gen uint64, index indexID, complete bool, tree, commit string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.pending = false
@@ -325,7 +328,7 @@ func (w *treeWatcher) settle(gen uint64, index indexID, complete bool) {
 		w.valid = false
 	case w.gen == gen:
 		// Nothing that ends vouching happened since the claim.
-		w.valid, w.index = true, index
+		w.valid, w.index, w.tree, w.commit = true, index, tree, commit
 	}
 }
 
@@ -433,13 +436,17 @@ type watchRequest struct {
 	Index    [10]uint64 `json:"index"`
 	Gen      uint64     `json:"gen,omitempty"`
 	Complete bool       `json:"complete,omitempty"`
+	Tree     string     `json:"tree,omitempty"`
+	Commit   string     `json:"commit,omitempty"`
 }
 
 // watchReply answers a claim; a settle is answered with an empty one.
 type watchReply struct {
-	OK    bool     `json:"ok"`
-	Paths []string `json:"paths,omitempty"`
-	Gen   uint64   `json:"gen"`
+	OK     bool     `json:"ok"`
+	Paths  []string `json:"paths,omitempty"`
+	Gen    uint64   `json:"gen"`
+	Tree   string   `json:"tree,omitempty"`
+	Commit string   `json:"commit,omitempty"`
 }
 
 func (id indexID) wire() [10]uint64 {
@@ -541,14 +548,14 @@ func (m *Manager) serveClaims(ctx context.Context, s *shadow, conn net.Conn) {
 			claim = nil
 			reply := watchReply{}
 			if claim = m.claimLocal(ctx, s, indexFromWire(req.Index)); claim != nil {
-				reply = watchReply{OK: claim.ok, Paths: claim.paths, Gen: claim.gen}
+				reply = watchReply{OK: claim.ok, Paths: claim.paths, Gen: claim.gen, Tree: claim.tree, Commit: claim.commit}
 			}
 			if enc.Encode(reply) != nil {
 				return
 			}
 		case "settle":
 			if claim != nil && claim.gen == req.Gen {
-				claim.settle(indexFromWire(req.Index), req.Complete)
+				claim.settle(indexFromWire(req.Index), req.Complete, req.Tree, req.Commit)
 				claim = nil
 			}
 			if enc.Encode(watchReply{}) != nil {
@@ -578,7 +585,7 @@ func claimRemote(ctx context.Context, s *shadow) *changeClaim {
 		conn.Close()
 		return nil
 	}
-	return &changeClaim{remote: rc, paths: reply.Paths, ok: reply.OK, gen: reply.Gen}
+	return &changeClaim{remote: rc, paths: reply.Paths, ok: reply.OK, gen: reply.Gen, tree: reply.Tree, commit: reply.Commit}
 }
 
 // remoteClaim is a claim made through the watch socket.
@@ -599,9 +606,9 @@ func (rc *remoteClaim) call(req watchRequest, reply *watchReply) error {
 	return rc.dec.Decode(reply)
 }
 
-func (rc *remoteClaim) settle(gen uint64, index indexID, complete bool) {
+func (rc *remoteClaim) settle(gen uint64, index indexID, complete bool, tree, commit string) {
 	var reply watchReply
-	rc.call(watchRequest{Op: "settle", Gen: gen, Index: index.wire(), Complete: complete}, &reply)
+	rc.call(watchRequest{Op: "settle", Gen: gen, Index: index.wire(), Complete: complete, Tree: tree, Commit: commit}, &reply)
 	rc.conn.Close()
 }
 
