@@ -207,6 +207,8 @@ func (m *Manager) snapshot(ctx context.Context, s *shadow, req SnapshotRequest) 
 	if snap.Commit, err = m.commitTree(ctx, s, tree, parent, msg); err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
 	}
+	// The ref is synced in full however it is written, after the commit:
+	// that flush also makes durable what buildTree's commands wrote out.
 	if err := m.updateRef(ctx, s, req.Ref, snap.Commit); err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
 	}
@@ -303,7 +305,9 @@ type builtTree struct {
 }
 
 // buildTree brings the index at indexPath up to date with the work tree and
-// writes its tree.
+// writes its tree. Its git commands write out what they store without
+// flushing the disk cache (runOpts.writeoutOnly): a caller that needs it
+// durable syncs something afterwards (a snapshot, its commit and ref).
 func (m *Manager) buildTree(ctx context.Context, s *shadow, indexPath string, opts treeOpts) (builtTree, error) {
 	excludesChanged, err := syncExcludes(s)
 	if err != nil {
@@ -368,7 +372,7 @@ func (m *Manager) buildTree(ctx context.Context, s *shadow, indexPath string, op
 		skipped = append(skipped, special...)
 	}
 	if len(remove) > 0 {
-		if _, err := m.run(ctx, s, runOpts{index: indexPath, stdin: joinNUL(remove)}, "update-index", "--force-remove", "-z", "--stdin"); err != nil {
+		if _, err := m.run(ctx, s, runOpts{index: indexPath, stdin: joinNUL(remove), writeoutOnly: true}, "update-index", "--force-remove", "-z", "--stdin"); err != nil {
 			return builtTree{}, fmt.Errorf("record deleted files: %w", err)
 		}
 	}
@@ -383,7 +387,7 @@ func (m *Manager) buildTree(ctx context.Context, s *shadow, indexPath string, op
 			batches = progressBatches(add, sizes)
 		}
 		for _, batch := range batches {
-			if _, err := m.run(ctx, s, runOpts{index: indexPath, stdin: joinNUL(batch)}, "update-index", "--add", "--replace", "-z", "--stdin"); err != nil {
+			if _, err := m.run(ctx, s, runOpts{index: indexPath, stdin: joinNUL(batch), writeoutOnly: true}, "update-index", "--add", "--replace", "-z", "--stdin"); err != nil {
 				return builtTree{}, fmt.Errorf("record changed files: %w", err)
 			}
 			for range batch {
@@ -393,7 +397,9 @@ func (m *Manager) buildTree(ctx context.Context, s *shadow, indexPath string, op
 			report(p)
 		}
 	}
-	out, err := m.run(ctx, s, o, "write-tree")
+	wo := o
+	wo.writeoutOnly = true
+	out, err := m.run(ctx, s, wo, "write-tree")
 	if err != nil {
 		return builtTree{}, fmt.Errorf("write tree: %w", err)
 	}
@@ -448,7 +454,7 @@ func (m *Manager) touchedFiles(ctx context.Context, s *shadow, o runOpts, paths 
 	}
 	if len(missing) > 0 {
 		ro := o
-		ro.stdin = joinNUL(missing)
+		ro.stdin, ro.writeoutOnly = joinNUL(missing), true
 		if _, err := m.run(ctx, s, ro, "--literal-pathspecs", "rm", "--cached", "-r", "-f", "-q", "--ignore-unmatch", "--pathspec-from-file=-", "--pathspec-file-nul"); err != nil {
 			return nil, false, fmt.Errorf("record deleted files: %w", err)
 		}

@@ -672,6 +672,13 @@ type runOpts struct {
 	// mergeStderr sends stderr to the returned output (for fsck, which
 	// reports on both).
 	mergeStderr bool
+	// writeoutOnly has git write out what it must sync without flushing the
+	// disk cache (core.fsyncMethod=writeout-only): for the commands of a
+	// snapshot, whose commit or ref is synced in full afterwards, before
+	// the snapshot is reported. That one flush makes the objects and the
+	// index they wrote durable too, as git's batch mode does with its
+	// single flush at the end of one command.
+	writeoutOnly bool
 }
 
 // gitError is a failed git invocation with its stderr.
@@ -743,6 +750,9 @@ func (m *Manager) runCode(ctx context.Context, s *shadow, o runOpts, args ...str
 // cancelled operation does not block the next one; SIGKILL follows if it
 // does not exit.
 func (m *Manager) command(ctx context.Context, s *shadow, o runOpts, args ...string) *exec.Cmd {
+	if o.writeoutOnly {
+		args = append([]string{"-c", "core.fsyncMethod=writeout-only"}, args...)
+	}
 	cmd := exec.CommandContext(ctx, m.git, args...)
 	cmd.Env = m.env(s, o)
 	cmd.Dir = s.root
