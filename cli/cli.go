@@ -84,6 +84,9 @@ type Backend struct {
 	// Migrate copies the data directory's database into an empty
 	// PostgreSQL one (`belay migrate`), reporting progress through ctx.
 	Migrate func(ctx context.Context, cfg MigrateConfig) (*MigrateReport, error)
+	// WatchFS keeps a file-system watcher on each workspace and lends it to
+	// the saves of other processes (`belay watch-fs`) until ctx ends.
+	WatchFS func(ctx context.Context, cfg WatchFSConfig) error
 }
 
 // LocalConfig says which local database to open and how.
@@ -322,6 +325,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.demoCommand(),
 		a.gcCommand(),
 		a.migrateCommand(),
+		a.watchFSCommand(),
 		a.versionCommand(),
 	)
 	a.completions(root)

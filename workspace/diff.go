@@ -78,8 +78,8 @@ func (m *Manager) workTreeTree(ctx context.Context, s *shadow) (string, error) {
 	} else if err != nil {
 		return "", err
 	}
-	tree, _, err := m.buildTree(ctx, s, tmp, treeOpts{maxFileSize: m.maxFileSize})
-	return tree, err
+	built, err := m.buildTree(ctx, s, tmp, treeOpts{maxFileSize: m.maxFileSize})
+	return built.tree, err
 }
 
 func (m *Manager) diffTrees(ctx context.Context, s *shadow, from, to string) (*Diff, error) {

@@ -343,6 +343,9 @@ func (m *Manager) updateRef(ctx context.Context, s *shadow, ref, commit string) 
 			return fmt.Errorf("remove the damaged ref %s: %w", ref, err)
 		}
 	}
+	if snapshotRef(ref) && isObjectID(commit) {
+		return writeLooseRef(s.repo, ref, commit)
+	}
 	if _, err := m.run(ctx, s, runOpts{}, "update-ref", "--no-deref", ref, commit); err != nil {
 		return err
 	}

@@ -36,9 +36,10 @@ type SnapshotRequest struct {
 	// separated) the caller touched since the previous snapshot: only these
 	// are re-hashed, created or removed, and the rest of the tree is taken
 	// from the private index as it is. A path that is an existing directory
-	// makes the snapshot fall back to a full scan. Empty means a full scan
-	// (which is also cheap: unchanged files are recognised by their stat
-	// data).
+	// has everything below it looked at. Empty means a full scan (which is
+	// also cheap: unchanged files are recognised by their stat data). A
+	// Manager with Options.WatchFiles uses its watcher's list instead of
+	// either when the watcher vouches for it.
 	Paths []string
 	// MaxFileSize, when positive, replaces Options.MaxFileSize for this
 	// snapshot.
@@ -136,8 +137,11 @@ func (m *Manager) snapshot(ctx context.Context, s *shadow, req SnapshotRequest) 
 	if _, err := m.recoverRestore(ctx, s); err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
 	}
-	var parent string
-	if req.Parent != "" {
+	// A full object name needs no git command to resolve: diff-tree below
+	// fails on one that names no commit, and only then is it looked up, for
+	// the error.
+	parent := req.Parent
+	if parent != "" && !isObjectID(parent) {
 		var err error
 		if parent, err = m.resolveCommit(ctx, s, req.Parent); err != nil {
 			return nil, fmt.Errorf("snapshot %s: parent: %w", s.root, err)
@@ -147,21 +151,38 @@ func (m *Manager) snapshot(ctx context.Context, s *shadow, req SnapshotRequest) 
 	if req.MaxFileSize > 0 {
 		maxSize = req.MaxFileSize
 	}
-	tree, skipped, err := m.buildTree(ctx, s, s.index, treeOpts{paths: req.Paths, maxFileSize: maxSize, specials: true, progress: req.Progress})
+	opts := treeOpts{paths: req.Paths, maxFileSize: maxSize, specials: true, progress: req.Progress}
+	claim := m.claimChanges(ctx, s)
+	if m.claimed != nil {
+		m.claimed(claim)
+	}
+	if claim != nil && claim.ok {
+		opts.paths, opts.vouched, opts.indexTree = claim.paths, true, claim.tree
+	}
+	settled := false
+	defer func() {
+		if !settled {
+			claim.abandon()
+		}
+	}()
+	built, err := m.buildTree(ctx, s, s.index, opts)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
 	}
-	snap := &Snapshot{Tree: tree, Skipped: skipped}
+	tree := built.tree
+	snap := &Snapshot{Tree: tree, Skipped: built.skipped}
 	if parent == "" {
 		out, err := m.run(ctx, s, runOpts{}, "ls-tree", "-r", "-z", "--name-only", tree)
 		if err != nil {
 			return nil, fmt.Errorf("snapshot %s: list files: %w", s.root, err)
 		}
 		snap.Created = splitNUL(out)
-	} else {
-		changes, err := m.treeChanges(ctx, s, parent, tree)
+	} else if !opts.vouched || parent != claim.commit || tree != claim.tree {
+		// (A parent that is the snapshot the index was left by, with the
+		// same tree, has no changes against it.)
+		changes, err := m.treeChanges(ctx, s, parent+"^{commit}", tree)
 		if err != nil {
-			return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
+			return nil, m.parentError(ctx, s, req.Parent, err)
 		}
 		for _, c := range changes {
 			switch c.status {
@@ -183,19 +204,46 @@ func (m *Manager) snapshot(ctx context.Context, s *shadow, req SnapshotRequest) 
 			return nil, fmt.Errorf("snapshot %s: message: %w", s.root, err)
 		}
 	}
+	if snap.Commit, err = m.commitTree(ctx, s, tree, parent, msg); err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
+	}
+	// The ref is synced in full however it is written, after the commit:
+	// that flush also makes durable what buildTree's commands wrote out.
+	if err := m.updateRef(ctx, s, req.Ref, snap.Commit); err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
+	}
+	settled = true
+	claim.settle(readIndexID(s), built.full || opts.vouched, tree, snap.Commit)
+	return snap, nil
+}
+
+// commitTree writes the commit of a snapshot: itself when it can (see
+// objects.go), else with git commit-tree. parent, when set, is a full
+// commit id.
+func (m *Manager) commitTree(ctx context.Context, s *shadow, tree, parent, msg string) (string, error) {
+	if body, ok := commitBody(tree, parent, msg, m.now().Unix()); ok {
+		return writeLooseObject(s.repo, "commit", body)
+	}
 	args := []string{"commit-tree", tree}
 	if parent != "" {
 		args = append(args, "-p", parent)
 	}
 	out, err := m.run(ctx, s, runOpts{stdin: []byte(msg)}, append(args, "-F", "-")...)
 	if err != nil {
-		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
+		return "", err
 	}
-	snap.Commit = strings.TrimSpace(string(out))
-	if err := m.updateRef(ctx, s, req.Ref, snap.Commit); err != nil {
-		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
+	return strings.TrimSpace(string(out)), nil
+}
+
+// parentError explains a failure of a git command given the snapshot's
+// parent: NotFound when the parent names no commit, err otherwise.
+func (m *Manager) parentError(ctx context.Context, s *shadow, parent string, err error) error {
+	if parent != "" {
+		if _, perr := m.resolveCommit(ctx, s, parent); perr != nil {
+			return fmt.Errorf("snapshot %s: parent: %w", s.root, perr)
+		}
 	}
-	return snap, nil
+	return fmt.Errorf("snapshot %s: %w", s.root, err)
 }
 
 // treeChange is one line of `git diff-tree -r --raw --no-renames`.
@@ -233,7 +281,13 @@ func (m *Manager) treeChanges(ctx context.Context, s *shadow, from, to string) (
 // treeOpts tailors buildTree.
 type treeOpts struct {
 	// paths, when not empty, are the only paths looked at.
-	paths       []string
+	paths []string
+	// vouched says paths are all that changed, even when empty (a watcher
+	// vouches for them): no path then means nothing to look at.
+	vouched bool
+	// indexTree, when vouched, is the tree the index holds (that of the
+	// snapshot that left it), so with no path changed no tree is written.
+	indexTree   string
 	maxFileSize int64
 	// specials looks for the named pipes, sockets and devices of the work
 	// tree on a full scan, to report them as skipped: git's own listing
@@ -242,11 +296,22 @@ type treeOpts struct {
 	progress func(Progress)
 }
 
+// builtTree is what buildTree wrote.
+type builtTree struct {
+	tree    string
+	skipped []Skipped
+	// full is true when every file of the work tree was looked at.
+	full bool
+}
+
 // buildTree brings the index at indexPath up to date with the work tree and
-// writes its tree.
-func (m *Manager) buildTree(ctx context.Context, s *shadow, indexPath string, opts treeOpts) (string, []Skipped, error) {
-	if err := syncExcludes(s); err != nil {
-		return "", nil, err
+// writes its tree. Its git commands write out what they store without
+// flushing the disk cache (runOpts.writeoutOnly): a caller that needs it
+// durable syncs something afterwards (a snapshot, its commit and ref).
+func (m *Manager) buildTree(ctx context.Context, s *shadow, indexPath string, opts treeOpts) (builtTree, error) {
+	excludesChanged, err := syncExcludes(s)
+	if err != nil {
+		return builtTree{}, err
 	}
 	paths := opts.paths
 	report := func(Progress) {}
@@ -256,19 +321,23 @@ func (m *Manager) buildTree(ctx context.Context, s *shadow, indexPath string, op
 	report(Progress{Phase: "scanning"})
 	// Paths are relative to what the index holds; a new index holds nothing
 	// or the user's index, so the first snapshot always scans everything.
-	full := len(paths) == 0
+	// New exclude rules may make any untracked file count.
+	full := len(paths) == 0 && !opts.vouched || excludesChanged
 	if _, err := os.Stat(indexPath); errors.Is(err, fs.ErrNotExist) {
 		full = true
 		if err := m.seedIndex(ctx, s, indexPath); err != nil {
-			return "", nil, err
+			return builtTree{}, err
 		}
+	}
+	if opts.vouched && !full && len(paths) == 0 && opts.indexTree != "" {
+		return builtTree{tree: opts.indexTree}, nil
 	}
 	o := runOpts{index: indexPath}
 	var candidates []string
-	if !full {
+	if !full && len(paths) > 0 {
 		var err error
 		if candidates, full, err = m.touchedFiles(ctx, s, o, paths); err != nil {
-			return "", nil, err
+			return builtTree{}, err
 		}
 	}
 	var scan specialScan
@@ -286,25 +355,25 @@ func (m *Manager) buildTree(ctx context.Context, s *shadow, indexPath string, op
 	if full {
 		out, err := m.run(ctx, s, o, "ls-files", "-z", "--others", "--modified", "--exclude-standard")
 		if err != nil {
-			return "", nil, fmt.Errorf("list changed files: %w", err)
+			return builtTree{}, fmt.Errorf("list changed files: %w", err)
 		}
 		candidates = splitNUL(out)
 	}
 	add, sizes, remove, skipped, err := m.classify(ctx, s, candidates, opts.maxFileSize)
 	if err != nil {
-		return "", nil, err
+		return builtTree{}, err
 	}
 	if walked != nil {
 		<-walked
 		special, err := m.reportSpecials(ctx, s, o, scan)
 		if err != nil {
-			return "", nil, err
+			return builtTree{}, err
 		}
 		skipped = append(skipped, special...)
 	}
 	if len(remove) > 0 {
-		if _, err := m.run(ctx, s, runOpts{index: indexPath, stdin: joinNUL(remove)}, "update-index", "--force-remove", "-z", "--stdin"); err != nil {
-			return "", nil, fmt.Errorf("record deleted files: %w", err)
+		if _, err := m.run(ctx, s, runOpts{index: indexPath, stdin: joinNUL(remove), writeoutOnly: true}, "update-index", "--force-remove", "-z", "--stdin"); err != nil {
+			return builtTree{}, fmt.Errorf("record deleted files: %w", err)
 		}
 	}
 	if len(add) > 0 {
@@ -318,8 +387,8 @@ func (m *Manager) buildTree(ctx context.Context, s *shadow, indexPath string, op
 			batches = progressBatches(add, sizes)
 		}
 		for _, batch := range batches {
-			if _, err := m.run(ctx, s, runOpts{index: indexPath, stdin: joinNUL(batch)}, "update-index", "--add", "--replace", "-z", "--stdin"); err != nil {
-				return "", nil, fmt.Errorf("record changed files: %w", err)
+			if _, err := m.run(ctx, s, runOpts{index: indexPath, stdin: joinNUL(batch), writeoutOnly: true}, "update-index", "--add", "--replace", "-z", "--stdin"); err != nil {
+				return builtTree{}, fmt.Errorf("record changed files: %w", err)
 			}
 			for range batch {
 				p.Bytes += sizes[p.Files]
@@ -328,19 +397,27 @@ func (m *Manager) buildTree(ctx context.Context, s *shadow, indexPath string, op
 			report(p)
 		}
 	}
-	out, err := m.run(ctx, s, o, "write-tree")
+	wo := o
+	wo.writeoutOnly = true
+	out, err := m.run(ctx, s, wo, "write-tree")
 	if err != nil {
-		return "", nil, fmt.Errorf("write tree: %w", err)
+		return builtTree{}, fmt.Errorf("write tree: %w", err)
 	}
-	return strings.TrimSpace(string(out)), skipped, nil
+	return builtTree{tree: strings.TrimSpace(string(out)), skipped: skipped, full: full}, nil
 }
+
+// maxScannedDirs is how many touched directories touchedFiles lists below;
+// more make a full scan.
+const maxScannedDirs = 256
 
 // touchedFiles turns the caller's list of touched paths into candidates for
 // classify. Paths that no longer exist are dropped from the index here (with
 // everything below them, for a deleted directory); ignored paths are left
-// out. full is true when a path is a directory: then a full scan is needed.
+// out; a directory stands for everything below it, as git lists it. full
+// is true when the list amounts to the whole tree: then a full scan is
+// needed.
 func (m *Manager) touchedFiles(ctx context.Context, s *shadow, o runOpts, paths []string) (candidates []string, full bool, err error) {
-	var existing, missing []string
+	var existing, missing, scanned []string
 	seen := make(map[string]bool, len(paths))
 	dirs := make(map[string]bool)
 	for _, p := range paths {
@@ -367,20 +444,32 @@ func (m *Manager) touchedFiles(ctx context.Context, s *shadow, o runOpts, paths 
 			// classify reports it as skipped.
 			existing = append(existing, rel)
 		case fi.IsDir():
-			return nil, true, nil
+			scanned = append(scanned, rel)
+			if len(scanned) > maxScannedDirs {
+				return nil, true, nil
+			}
 		default:
 			existing = append(existing, rel)
 		}
 	}
 	if len(missing) > 0 {
 		ro := o
-		ro.stdin = joinNUL(missing)
+		ro.stdin, ro.writeoutOnly = joinNUL(missing), true
 		if _, err := m.run(ctx, s, ro, "--literal-pathspecs", "rm", "--cached", "-r", "-f", "-q", "--ignore-unmatch", "--pathspec-from-file=-", "--pathspec-file-nul"); err != nil {
 			return nil, false, fmt.Errorf("record deleted files: %w", err)
 		}
 	}
+	if len(scanned) > 0 {
+		// What changed below a directory (new, changed, deleted, not
+		// ignored), and the directory itself when it replaced a file.
+		out, err := m.run(ctx, s, o, append([]string{"--literal-pathspecs", "ls-files", "-z", "--others", "--modified", "--exclude-standard", "--"}, scanned...)...)
+		if err != nil {
+			return nil, false, fmt.Errorf("list changed files: %w", err)
+		}
+		candidates = splitNUL(out)
+	}
 	if len(existing) == 0 {
-		return nil, false, nil
+		return candidates, false, nil
 	}
 	ignored, err := m.ignored(ctx, s, o, existing)
 	if err != nil {

@@ -307,13 +307,25 @@ func TestSnapshotWithPaths(t *testing.T) {
 	if !slices.Equal(s3.Modified, []string{"b.txt"}) || len(s3.Created)+len(s3.Deleted) != 0 {
 		t.Errorf("full snapshot after paths: created %q modified %q deleted %q", s3.Created, s3.Modified, s3.Deleted)
 	}
-	// A directory among the paths falls back to a full scan.
-	writeFiles(t, root, map[string]string{"newdir/n.txt": "n\n", "b.txt": "b3\n"})
+	// A directory among the paths stands for everything below it, and
+	// only that: b.txt waits for a full scan.
+	writeFiles(t, root, map[string]string{"newdir/n.txt": "n\n", "newdir/sub/m.txt": "m\n", "newdir/node_modules/x.js": "x\n", "b.txt": "b3\n"})
 	s4 := snapshot(t, m, root, "refs/belay/s/4", s3.Commit, "newdir")
-	if !slices.Equal(s4.Created, []string{"newdir/n.txt"}) || !slices.Equal(s4.Modified, []string{"b.txt"}) {
+	if !slices.Equal(s4.Created, []string{"newdir/n.txt", "newdir/sub/m.txt"}) || len(s4.Modified) != 0 {
 		t.Errorf("created %q modified %q", s4.Created, s4.Modified)
 	}
-	_, err := m.Snapshot(context.Background(), SnapshotRequest{Root: root, Ref: "refs/belay/s/5", Paths: []string{"../escape"}})
+	// A file replaced by a directory, and the whole tree as ".".
+	removeFiles(t, root, "c.txt")
+	writeFiles(t, root, map[string]string{"c.txt/inner.txt": "i\n"})
+	s5 := snapshot(t, m, root, "refs/belay/s/5", s4.Commit, "c.txt")
+	if !slices.Equal(s5.Created, []string{"c.txt/inner.txt"}) || !slices.Equal(s5.Deleted, []string{"c.txt"}) || len(s5.Modified) != 0 {
+		t.Errorf("file to directory: created %q modified %q deleted %q", s5.Created, s5.Modified, s5.Deleted)
+	}
+	s6 := snapshot(t, m, root, "refs/belay/s/6", s5.Commit, ".")
+	if !slices.Equal(s6.Modified, []string{"b.txt"}) {
+		t.Errorf("full scan: created %q modified %q deleted %q", s6.Created, s6.Modified, s6.Deleted)
+	}
+	_, err := m.Snapshot(context.Background(), SnapshotRequest{Root: root, Ref: "refs/belay/s/7", Paths: []string{"../escape"}})
 	wantCode(t, err, InvalidWorkspace)
 }
 

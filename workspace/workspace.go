@@ -109,6 +109,13 @@ type Options struct {
 	MaxFileSize int64
 	// Git is the git binary to run. Empty means "git" from PATH.
 	Git string
+	// WatchFiles keeps a file-system watcher (inotify, Linux only) on each
+	// workspace the Manager snapshots, from its first snapshot until Close,
+	// so that later snapshots look only at the paths that changed instead of
+	// statting every file. Whenever the watcher cannot vouch for its list
+	// (see watch.go) a snapshot scans the whole tree as without it. For a
+	// long-running process (belay serve); call Close when done.
+	WatchFiles bool
 }
 
 // DefaultMaxFileSize is used when Options.MaxFileSize is zero.
@@ -130,9 +137,16 @@ type Manager struct {
 	// openFile opens a file to check it is readable before it is hashed;
 	// tests replace it because root can read any file.
 	openFile func(name string) (*os.File, error)
+	// claimed, when set, is told of each snapshot's watcher claim (nil
+	// without a watcher); tests use it to see which snapshots a watcher
+	// vouched for.
+	claimed func(*changeClaim)
 
 	mu    sync.Mutex
 	locks map[string]*workspaceLock
+
+	watchFiles bool
+	watch      watchers
 }
 
 // New returns a Manager. It fails with code GitMissing when the git binary
@@ -171,6 +185,8 @@ func New(opts Options) (*Manager, error) {
 		now:         time.Now,
 		openFile:    os.Open,
 		locks:       make(map[string]*workspaceLock),
+		watchFiles:  opts.WatchFiles,
+		watch:       watchers{byKey: map[string]*treeWatcher{}, failed: map[string]time.Time{}},
 	}, nil
 }
 
@@ -525,8 +541,8 @@ func (m *Manager) requireShadow(s *shadow) error {
 // git applies relative to the workspace root: the user's own
 // .git/info/exclude (which git would not read, the shadow repository being
 // another repository) followed by <root>/.belayignore, so .belayignore can
-// re-include what the former excludes.
-func syncExcludes(s *shadow) error {
+// re-include what the former excludes. It reports whether the file changed.
+func syncExcludes(s *shadow) (bool, error) {
 	var want []byte
 	for _, name := range []string{userExcludeFile(s.root), filepath.Join(s.root, ".belayignore")} {
 		if name == "" {
@@ -534,7 +550,7 @@ func syncExcludes(s *shadow) error {
 		}
 		data, err := os.ReadFile(name)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("read %s: %w", name, err)
+			return false, fmt.Errorf("read %s: %w", name, err)
 		}
 		if len(data) > 0 && data[len(data)-1] != '\n' {
 			data = append(data, '\n')
@@ -544,9 +560,9 @@ func syncExcludes(s *shadow) error {
 	path := filepath.Join(s.repo, "info", "exclude")
 	have, err := os.ReadFile(path)
 	if err == nil && bytes.Equal(have, want) {
-		return nil
+		return false, nil
 	}
-	return writeFileAtomic(path, want, 0o600)
+	return true, writeFileAtomic(path, want, 0o600)
 }
 
 // userExcludeFile returns the info/exclude file of the git repository whose
@@ -656,6 +672,13 @@ type runOpts struct {
 	// mergeStderr sends stderr to the returned output (for fsck, which
 	// reports on both).
 	mergeStderr bool
+	// writeoutOnly has git write out what it must sync without flushing the
+	// disk cache (core.fsyncMethod=writeout-only): for the commands of a
+	// snapshot, whose commit or ref is synced in full afterwards, before
+	// the snapshot is reported. That one flush makes the objects and the
+	// index they wrote durable too, as git's batch mode does with its
+	// single flush at the end of one command.
+	writeoutOnly bool
 }
 
 // gitError is a failed git invocation with its stderr.
@@ -727,6 +750,9 @@ func (m *Manager) runCode(ctx context.Context, s *shadow, o runOpts, args ...str
 // cancelled operation does not block the next one; SIGKILL follows if it
 // does not exit.
 func (m *Manager) command(ctx context.Context, s *shadow, o runOpts, args ...string) *exec.Cmd {
+	if o.writeoutOnly {
+		args = append([]string{"-c", "core.fsyncMethod=writeout-only"}, args...)
+	}
 	cmd := exec.CommandContext(ctx, m.git, args...)
 	cmd.Env = m.env(s, o)
 	cmd.Dir = s.root

@@ -8,6 +8,11 @@
 // interleaved with belay's runs on identical changes, so both see the same
 // files, page cache and dirty state (copying 50,000 files on every run would
 // take longer than the measurements).
+//
+// A second Manager with Options.WatchFiles (as belay serve runs it) snapshots
+// the same changes into its own data directory, so the table shows the
+// snapshot with and without a file-system watcher side by side. The git
+// processes per snapshot are counted last, through a wrapper around git.
 package main
 
 import (
@@ -22,6 +27,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -97,6 +103,28 @@ func (b *bench) run(runs, growth int) error {
 		firstObjects = append(firstObjects, n)
 		m = mgr
 	}
+	watched, err := workspace.New(workspace.Options{DataDir: filepath.Join(b.tmp, "data-watched"), WatchFiles: true})
+	if err != nil {
+		return err
+	}
+	defer watched.Close()
+	watchedSeq, watchedParent := 0, ""
+	snapWatched := func() (time.Duration, error) {
+		watchedSeq++
+		t0 := time.Now()
+		s, err := watched.Snapshot(ctx, workspace.SnapshotRequest{
+			Root: b.root, Ref: fmt.Sprintf("refs/belay/bench/%d", watchedSeq), Parent: watchedParent, Message: "bench\n",
+		})
+		if err != nil {
+			return 0, err
+		}
+		watchedParent = s.Commit
+		return time.Since(t0), nil
+	}
+	// The first snapshot starts the watcher and scans everything.
+	if _, err := snapWatched(); err != nil {
+		return err
+	}
 	seq, parent := 0, ""
 	snap := func(paths []string) (*workspace.Snapshot, time.Duration, error) {
 		seq++
@@ -110,12 +138,12 @@ func (b *bench) run(runs, growth int) error {
 		parent = s.Commit
 		return s, time.Since(t0), nil
 	}
-	gitCommit := func() (time.Duration, error) {
+	gitCommit := func(config ...string) (time.Duration, error) {
 		t0 := time.Now()
-		if err := b.git("add", "-A"); err != nil {
+		if err := b.git(append(config, "add", "-A")...); err != nil {
 			return 0, err
 		}
-		err := b.git("commit", "-q", "-m", "bench")
+		err := b.git(append(config, "commit", "-q", "-m", "bench")...)
 		return time.Since(t0), err
 	}
 	// Bring belay and git to the same state before measuring.
@@ -123,7 +151,7 @@ func (b *bench) run(runs, growth int) error {
 		return err
 	}
 
-	var full, paths, gitFull, gitPaths, gitStatus []time.Duration
+	var full, withWatcher, paths, gitFull, gitPaths, gitStatus []time.Duration
 	for range runs {
 		if _, err := b.edit(); err != nil {
 			return err
@@ -133,6 +161,10 @@ func (b *bench) run(runs, growth int) error {
 			return err
 		}
 		full = append(full, d)
+		if d, err = snapWatched(); err != nil {
+			return err
+		}
+		withWatcher = append(withWatcher, d)
 		// One stat scan of every file, the floor for a full snapshot.
 		t0 := time.Now()
 		if err := b.git("status", "--porcelain", "--untracked-files=all"); err != nil {
@@ -143,6 +175,19 @@ func (b *bench) run(runs, growth int) error {
 			return err
 		}
 		gitFull = append(gitFull, d)
+	}
+	// git syncs nothing of add and commit by default; belay syncs what a
+	// snapshot writes (core.fsync=committed,index). The same for git:
+	var gitSynced []time.Duration
+	for range runs {
+		if _, err := b.edit(); err != nil {
+			return err
+		}
+		d, err := gitCommit("-c", "core.fsync=committed,index", "-c", "core.fsyncMethod=batch")
+		if err != nil {
+			return err
+		}
+		gitSynced = append(gitSynced, d)
 	}
 	for range runs {
 		touched, err := b.edit()
@@ -216,8 +261,15 @@ func (b *bench) run(runs, growth int) error {
 		return err
 	}
 
+	procsFull, procsWatched, err := b.countProcesses(ctx)
+	if err != nil {
+		return err
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+
 	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "\n%d files, %d changed per step, median of %d runs\n\n", b.files, b.changed, runs)
+	fmt.Fprintf(w, "\n%d files, %d changed per step, median of %d runs, %d cores, load average %s\n",
+		b.files, b.changed, runs, runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:min(3, len(strings.Fields(string(load))))], " "))
 	fmt.Fprintln(w, "measurement\tbelay\tgit\tratio\ttarget\t")
 	fmt.Fprintf(w, "first snapshot\t%v\t\t\t≤ 1s\t\n", median(first))
 	fmt.Fprintf(w, "  new objects it stored\t%s\t\t\t≤ 10 MB\t\n", size(medianInt(firstObjects)))
@@ -227,10 +279,13 @@ func (b *bench) run(runs, growth int) error {
 		fmt.Fprintf(w, "%s\t%v\t%v (%s)\t%.2f×\t%s\t\n", name, bm, gm, gitName, float64(bm)/float64(gm), target)
 	}
 	row(fmt.Sprintf("snapshot after %d changes", b.changed), full, gitFull, "add -A && commit", "≤ 0.5×")
+	row("  the same with a file-system watcher", withWatcher, gitFull, "add -A && commit", "≤ 0.1×")
+	row("  with a watcher, against git synced as belay is", withWatcher, gitSynced, "the same, core.fsync=committed,index", "")
 	row("  git status alone (one stat scan: the floor)", gitStatus, gitFull, "add -A && commit", "")
-	row("snapshot with Paths", paths, gitPaths, "add -A && commit", "≤ 0.25×")
-	row(fmt.Sprintf("restore of a %d-file change", b.changed), restore, gitRestore, "reset --hard && clean -fd", "≤ 0.5×")
+	row("snapshot with Paths", paths, gitPaths, "add -A && commit", "≤ 0.2×")
+	row(fmt.Sprintf("restore of a %d-file change", b.changed), restore, gitRestore, "reset --hard && clean -fd", "≤ 0.25×")
 	row("  snapshot + restore (a full rollback)", snapRestore, gitRestore, "reset --hard && clean -fd", "")
+	fmt.Fprintf(w, "git processes per snapshot\t%.1f\t\t\t(%.1f with a watcher)\t\t\n", procsFull, procsWatched)
 	fmt.Fprintf(w, "growth: %d snapshots of %d changed files\t+%s\t\t\t(%s per snapshot; shadow dir %s)\t\n",
 		growth, b.changed, size(after-before), size((after-before)/int64(growth)), size(after))
 	return w.Flush()
@@ -328,6 +383,56 @@ func (b *bench) editSaved() (*savedEdit, error) {
 		}{b.names[i], fileContent(i, b.edits)})
 	}
 	return e, e.apply()
+}
+
+// countProcesses runs a few snapshots of 10 changes through a wrapper that
+// counts the git processes they start, without and with a watcher, and
+// returns the processes per snapshot.
+func (b *bench) countProcesses(ctx context.Context) (full, watched float64, err error) {
+	gitPath, err := exec.LookPath("git")
+	if err != nil {
+		return 0, 0, err
+	}
+	counter := filepath.Join(b.tmp, "git-count")
+	wrapper := filepath.Join(b.tmp, "git-counting")
+	script := fmt.Sprintf("#!/bin/sh\necho >> '%s'\nexec '%s' \"$@\"\n", counter, gitPath)
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		return 0, 0, err
+	}
+	const snaps = 5
+	count := func(watch bool) (float64, error) {
+		m, err := workspace.New(workspace.Options{DataDir: filepath.Join(b.tmp, fmt.Sprintf("data-count-%v", watch)), Git: wrapper, WatchFiles: watch})
+		if err != nil {
+			return 0, err
+		}
+		defer m.Close()
+		parent := ""
+		for i := range snaps + 2 {
+			if i == 2 { // after the first snapshot and one that settles the watcher
+				if err := os.Remove(counter); err != nil {
+					return 0, err
+				}
+			}
+			if _, err := b.edit(); err != nil {
+				return 0, err
+			}
+			s, err := m.Snapshot(ctx, workspace.SnapshotRequest{Root: b.root, Ref: fmt.Sprintf("refs/belay/count/%d", i), Parent: parent, Message: "count\n"})
+			if err != nil {
+				return 0, err
+			}
+			parent = s.Commit
+		}
+		data, err := os.ReadFile(counter)
+		if err != nil {
+			return 0, err
+		}
+		return float64(bytes.Count(data, []byte("\n"))) / snaps, os.Remove(counter)
+	}
+	if full, err = count(false); err != nil {
+		return 0, 0, err
+	}
+	watched, err = count(true)
+	return full, watched, err
 }
 
 // objectBytes sums the sizes of the files under every shadow repository's

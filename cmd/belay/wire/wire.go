@@ -38,7 +38,7 @@ import (
 func Backend() cli.Backend {
 	return cli.Backend{
 		Open: func(ctx context.Context, cfg cli.LocalConfig) (*cli.Local, error) {
-			l, err := open(ctx, cfg, nil)
+			l, err := open(ctx, cfg, nil, false)
 			if err != nil {
 				return nil, err
 			}
@@ -46,6 +46,7 @@ func Backend() cli.Backend {
 		},
 		Serve:   serve,
 		Migrate: migrateTo,
+		WatchFS: watchFS,
 		MCP: func(ctx context.Context, svc belay.Service, in io.ReadCloser, out io.WriteCloser) error {
 			err := mcpserver.New(mcpserver.Options{Service: svc, Version: cli.Version}).Run(ctx, &mcp.IOTransport{Reader: in, Writer: out})
 			if ctx.Err() != nil {
@@ -56,17 +57,48 @@ func Backend() cli.Backend {
 	}
 }
 
+// watchFS runs `belay watch-fs`: a watcher per root, each lent to other
+// processes' snapshots until ctx ends or one of them fails.
+func watchFS(ctx context.Context, cfg cli.WatchFSConfig) error {
+	ws, err := workspace.New(workspace.Options{DataDir: cfg.DataDir})
+	if err != nil {
+		return err
+	}
+	defer ws.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(cfg.Roots))
+	for _, root := range cfg.Roots {
+		go func() {
+			errs <- ws.ServeWatch(ctx, root, func() { cfg.Ready(root) })
+		}()
+	}
+	var first error
+	for range cfg.Roots {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+			cancel()
+		}
+	}
+	return first
+}
+
 // local is an open database with the service on it.
 type local struct {
 	db  store.Store
 	svc *core.Service
+	ws  *workspace.Manager // nil without git
 	// where names the database for people, without a password.
 	where string
 }
 
-// close stops the service's event tailer, then closes the database it reads.
+// close stops the service's event tailer and the workspace watchers, then
+// closes the database it reads.
 func (l *local) close() error {
 	l.svc.Close()
+	if l.ws != nil {
+		l.ws.Close()
+	}
 	return l.db.Close()
 }
 
@@ -96,13 +128,16 @@ func openStore(ctx context.Context, cfg cli.LocalConfig) (store.Store, string, e
 }
 
 // open opens the database and the service on it, logging to log (the
-// default logger when nil).
-func open(ctx context.Context, cfg cli.LocalConfig, log *slog.Logger) (*local, error) {
+// default logger when nil). With watch, the workspace manager keeps a
+// file-system watcher on each workspace it snapshots (for a long-running
+// process: a short-lived command would pay for the watches and never use
+// them).
+func open(ctx context.Context, cfg cli.LocalConfig, log *slog.Logger, watch bool) (*local, error) {
 	db, where, err := openStore(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	ws, err := workspace.New(workspace.Options{DataDir: cfg.DataDir})
+	ws, err := workspace.New(workspace.Options{DataDir: cfg.DataDir, WatchFiles: watch})
 	var we *workspace.Error
 	if errors.As(err, &we) && we.Code == workspace.GitMissing {
 		// Without git everything but workspace snapshots works; core says so
@@ -120,7 +155,7 @@ func open(ctx context.Context, cfg cli.LocalConfig, log *slog.Logger) (*local, e
 	}
 	svc := core.New(core.Options{Store: db, Workspaces: ws, WorkspaceRoots: cfg.WorkspaceRoots, SavesPerMinute: cfg.SavesPerMinute,
 		Embedder: embedder, Logger: log})
-	return &local{db: db, svc: svc, where: where}, nil
+	return &local{db: db, svc: svc, ws: ws, where: where}, nil
 }
 
 // serve runs `belay serve`: the API, the timeout sweeper, the webhook
@@ -132,7 +167,7 @@ func serve(ctx context.Context, cfg cli.ServeConfig) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	l, err := open(ctx, cfg.Local, log)
+	l, err := open(ctx, cfg.Local, log, true)
 	if err != nil {
 		return err
 	}
