@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/belayhq/belay"
@@ -56,7 +57,7 @@ func main() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	fmt.Printf("%d cores (GOMAXPROCS %d), load %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), loadAverage())
+	fmt.Printf("%d cores (GOMAXPROCS %d), load %s, SQLite driver %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), loadAverage(), sqlite.Driver)
 
 	fsyncP50 := fsyncLatency(dir, 200)
 	ceiling := float64(time.Second) / float64(fsyncP50)
@@ -74,11 +75,13 @@ func main() {
 		}
 	}
 	// Rounds interleave belay and LangGraph, so a busy machine slows both alike.
-	rates := map[int][]float64{}
+	rates, cpu := map[int][]float64{}, map[int][]float64{}
 	var lgRates []float64
 	for r := range *rounds {
 		for _, w := range counts {
-			rates[w] = append(rates[w], createRound(ctx, dir, durability, state, *n, w, r))
+			rate, perCheckpoint := createRound(ctx, dir, durability, state, *n, w, r)
+			rates[w] = append(rates[w], rate)
+			cpu[w] = append(cpu[w], perCheckpoint)
 		}
 		if lg != nil {
 			lgRates = append(lgRates, lg.round(state, *n, r))
@@ -89,7 +92,8 @@ func main() {
 		*n, *stateSize, durability, *rounds, loadAverage())
 	for _, w := range counts {
 		med := median(rates[w])
-		line := fmt.Sprintf("  belay %2d writer(s): %6.0f checkpoints/s (%.0f-%.0f)", w, med, slices.Min(rates[w]), slices.Max(rates[w]))
+		line := fmt.Sprintf("  belay %2d writer(s): %6.0f checkpoints/s (%.0f-%.0f), %3.0f µs CPU each",
+			w, med, slices.Min(rates[w]), slices.Max(rates[w]), median(cpu[w]))
 		if w == 1 && durability == sqlite.Full {
 			line += fmt.Sprintf(", %.0f%% of the fsync ceiling (target >= 70%%)", 100*med/ceiling)
 		}
@@ -182,8 +186,10 @@ func parseCounts(list string) ([]int, error) {
 }
 
 // createRound creates n checkpoints with w concurrent writers in one session
-// of a fresh database and returns the rate.
-func createRound(ctx context.Context, dir string, durability sqlite.Durability, state json.RawMessage, n, w, round int) float64 {
+// of a fresh database and returns the rate and the process's CPU time
+// (user and system) per checkpoint in microseconds, which a busy machine
+// disturbs less than the rate.
+func createRound(ctx context.Context, dir string, durability sqlite.Durability, state json.RawMessage, n, w, round int) (float64, float64) {
 	db, err := sqlite.Open(ctx, filepath.Join(dir, fmt.Sprintf("create-%d-%d.db", w, round)), sqlite.WithDurability(durability))
 	if err != nil {
 		log.Fatal(err)
@@ -195,6 +201,7 @@ func createRound(ctx context.Context, dir string, durability sqlite.Durability, 
 		log.Fatal(err)
 	}
 	var wg sync.WaitGroup
+	cpuStart := cpuTime()
 	start := time.Now()
 	for w0 := range w {
 		wg.Add(1)
@@ -212,7 +219,17 @@ func createRound(ctx context.Context, dir string, durability sqlite.Durability, 
 		}()
 	}
 	wg.Wait()
-	return float64(n) / time.Since(start).Seconds()
+	elapsed := time.Since(start)
+	return float64(n) / elapsed.Seconds(), float64((cpuTime()-cpuStart)/time.Microsecond) / float64(n)
+}
+
+// cpuTime returns the user and system CPU time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		log.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // fsyncLatency returns the median time to overwrite one 4 KiB page of a file
