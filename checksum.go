@@ -128,11 +128,19 @@ func writeCanonical(w io.Writer, doc json.RawMessage) error {
 // canonical reports whether doc is non-empty and has neither whitespace
 // outside its strings nor a character json.Marshal escapes (<, >, &, and
 // the first byte of U+2028 and U+2029).
-func canonical(doc []byte) bool {
+func canonical(doc []byte) bool { return len(doc) > 0 && compactScan(doc, true) }
+
+// IsCompactJSON reports whether doc has no whitespace outside its strings:
+// json.Compact would return valid JSON doc as it is.
+func IsCompactJSON(doc []byte) bool { return compactScan(doc, false) }
+
+// compactScan reports whether doc has no whitespace outside its strings and,
+// with html, no byte of a character json.Marshal escapes.
+func compactScan(doc []byte, html bool) bool {
 	inString, escaped := false, false
 	for _, c := range doc {
 		switch {
-		case c == '<' || c == '>' || c == '&' || c == 0xE2:
+		case html && (c == '<' || c == '>' || c == '&' || c == 0xE2):
 			return false
 		case inString:
 			switch {
@@ -149,7 +157,7 @@ func canonical(doc []byte) bool {
 			return false
 		}
 	}
-	return len(doc) > 0
+	return true
 }
 
 // VerifyChecksum returns CHECKPOINT_CORRUPTED when the stored checksum does not

@@ -62,3 +62,21 @@ func TestChecksumSplicesDocumentsAsMarshalWould(t *testing.T) {
 		}
 	}
 }
+
+// TestIsCompactJSON: only whitespace outside strings makes a document not
+// compact; whitespace and escaped quotes inside strings do not.
+func TestIsCompactJSON(t *testing.T) {
+	for doc, want := range map[string]bool{
+		`{"a":[1,2],"b":"x y"}`: true,
+		`"a \" b"`:              true,
+		`"\\" `:                 false,
+		`{"a": 1}`:              false,
+		"[1,\n2]":               false,
+		`"<&>"`:                 true,
+		``:                      true,
+	} {
+		if got := IsCompactJSON([]byte(doc)); got != want {
+			t.Errorf("IsCompactJSON(%q) = %v, want %v", doc, got, want)
+		}
+	}
+}
