@@ -1,9 +1,12 @@
 package belay
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"io"
 	"time"
 )
 
@@ -45,7 +48,10 @@ func canonicalTime(t time.Time) string {
 }
 
 // ComputeChecksum returns "sha256:" and the hex digest of the checkpoint's
-// canonical encoding.
+// canonical encoding. It fails when agent state, outputs or metadata is not
+// JSON that compacting can make canonical (non-nil and empty, or invalid with
+// whitespace or HTML characters); other invalid JSON hashes as it is, which
+// no stored checkpoint matches, since creation validates it.
 func (c *Checkpoint) ComputeChecksum() (string, error) {
 	hitl := c.HITL
 	if hitl != nil && hitl.Timeout != nil {
@@ -54,11 +60,13 @@ func (c *Checkpoint) ComputeChecksum() (string, error) {
 		h.Timeout = &to
 		hitl = &h
 	}
+	// The JSON documents, the largest fields by far, are left out of the
+	// marshalling and hashed in their place: json.Marshal would scan each
+	// again to compact it, and they are compact already.
 	f := checksumFields{
 		ID: c.ID, SessionID: c.SessionID, Seq: c.Seq, Name: c.Name, Type: c.Type,
 		Trigger: c.Trigger, Summary: c.Summary, Description: c.Description,
 		ProjectPath: c.ProjectPath, WorkspaceRef: c.WorkspaceRef, Files: c.Files,
-		AgentState: c.AgentState, Outputs: c.Outputs, Metadata: c.Metadata,
 		Context: c.Context, Tags: c.Tags, Phase: c.Phase, Step: c.Step,
 		ParentID: c.ParentID, HITLRequired: c.HITLRequired, HITL: hitl,
 		CreatedBy: c.CreatedBy, CreatedAt: canonicalTime(c.CreatedAt),
@@ -70,8 +78,86 @@ func (c *Checkpoint) ComputeChecksum() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:]), nil
+	// The slots are the first of their kind: a string before them has its
+	// quotes escaped, and the files' keys are fixed.
+	i := bytes.Index(b, documentSlots)
+	if i < 0 {
+		return "", fmt.Errorf("checksum: no place for the JSON documents in %.80q", b)
+	}
+	h := sha256.New()
+	h.Write(b[:i])
+	for j, doc := range []json.RawMessage{c.AgentState, c.Outputs, c.Metadata} {
+		h.Write(documentKeys[j])
+		if err := writeCanonical(h, doc); err != nil {
+			return "", err
+		}
+	}
+	h.Write(b[i+len(documentSlots)-1:])
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// documentSlots is how json.Marshal writes checksumFields' JSON documents
+// when they are nil, up to the comma after them; documentKeys are their keys.
+var (
+	documentSlots = []byte(`,"agentState":null,"outputs":null,"metadata":null,`)
+	documentKeys  = [][]byte{[]byte(`,"agentState":`), []byte(`,"outputs":`), []byte(`,"metadata":`)}
+)
+
+// writeCanonical writes doc as json.Marshal writes a json.RawMessage:
+// compacted, with <, >, & and U+2028/U+2029 escaped, "null" when nil. A
+// document without whitespace outside strings and without those characters
+// is written as it is, with no second scan.
+func writeCanonical(w io.Writer, doc json.RawMessage) error {
+	if doc == nil {
+		_, err := w.Write([]byte("null"))
+		return err
+	}
+	if canonical(doc) {
+		_, err := w.Write(doc)
+		return err
+	}
+	var compacted, escaped bytes.Buffer
+	if err := json.Compact(&compacted, doc); err != nil {
+		return err
+	}
+	json.HTMLEscape(&escaped, compacted.Bytes())
+	_, err := escaped.WriteTo(w)
+	return err
+}
+
+// canonical reports whether doc is non-empty and has neither whitespace
+// outside its strings nor a character json.Marshal escapes (<, >, &, and
+// the first byte of U+2028 and U+2029).
+func canonical(doc []byte) bool { return len(doc) > 0 && compactScan(doc, true) }
+
+// IsCompactJSON reports whether doc has no whitespace outside its strings:
+// json.Compact would return valid JSON doc as it is.
+func IsCompactJSON(doc []byte) bool { return compactScan(doc, false) }
+
+// compactScan reports whether doc has no whitespace outside its strings and,
+// with html, no byte of a character json.Marshal escapes.
+func compactScan(doc []byte, html bool) bool {
+	inString, escaped := false, false
+	for _, c := range doc {
+		switch {
+		case html && (c == '<' || c == '>' || c == '&' || c == 0xE2):
+			return false
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			return false
+		}
+	}
+	return true
 }
 
 // VerifyChecksum returns CHECKPOINT_CORRUPTED when the stored checksum does not

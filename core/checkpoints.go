@@ -67,6 +67,8 @@ func (s *Service) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpoin
 			cp.Type = belay.TypeHITL
 		}
 	}
+	// Before the transaction: counting need not hold up other writers.
+	countTokens(cp)
 	if in.Snapshot {
 		if err := s.createWithSnapshot(ctx, c, in, cp); err != nil {
 			return nil, err

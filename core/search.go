@@ -199,6 +199,11 @@ func derive(cp *belay.Checkpoint) {
 			cp.UpdatedAt = cp.Decision.DecidedAt
 		}
 	}
+	countTokens(cp)
+}
+
+// countTokens sets the token count of cp's text when it has none.
+func countTokens(cp *belay.Checkpoint) {
 	if cp.TokenEncoding == "" {
 		if n, err := search.CountTokens(cp.Summary, cp.Description); err == nil {
 			cp.TokenCount, cp.TokenEncoding = n, search.TokenEncoding

@@ -164,9 +164,13 @@ func (s *Service) ListSessions(ctx context.Context, in belay.ListSessionsInput) 
 
 // compactJSON removes insignificant whitespace so stored documents and
 // checksums do not depend on how a client formatted them. "null" means absent.
+// A document already compact is copied without a second JSON scan.
 func compactJSON(raw json.RawMessage) json.RawMessage {
-	if len(raw) == 0 {
+	if len(raw) == 0 || string(raw) == "null" {
 		return nil
+	}
+	if belay.IsCompactJSON(raw) {
+		return bytes.Clone(raw)
 	}
 	var b bytes.Buffer
 	b.Grow(len(raw))

@@ -1,26 +1,33 @@
 // Command checkpoints measures belay's checkpoint throughput and list latency
 // on the embedded SQLite store, through the core service (validation,
-// checksum and event log included):
+// checksum and event log included), beside the disk's fsync latency and
+// LangGraph.js's SQLite checkpoint saver (bench/checkpoints/node, installed
+// with npm ci on first use) saving the same agent state:
 //
-//	go run ./bench/checkpoints -n 20000 -state 2048 -rows 100000
+//	go run ./bench/checkpoints -n 5000 -rounds 5 -state 2048 -rows 100000
 //
-// -durability relaxed measures the opt-in synchronous=NORMAL mode beside the
-// default (full).
+// -durability relaxed measures the opt-in synchronous=NORMAL mode instead of
+// the default (full); LangGraph's saver then runs with its own default
+// (NORMAL in WAL mode), and with synchronous=FULL otherwise.
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/belayhq/belay"
@@ -29,23 +36,35 @@ import (
 )
 
 func main() {
-	n := flag.Int("n", 20000, "checkpoints to create for the throughput run")
+	n := flag.Int("n", 5000, "checkpoints to create per throughput round")
+	rounds := flag.Int("rounds", 5, "throughput rounds per writer count; the median is reported")
 	stateSize := flag.Int("state", 2048, "bytes of agent state per checkpoint")
-	workers := flag.String("workers", "1,16", "concurrent creators: one create run per comma-separated count")
-	rows := flag.Int("rows", 100000, "checkpoints in the database for the list run")
+	workers := flag.String("workers", "1,16", "concurrent creators: comma-separated counts, each measured every round")
+	rows := flag.Int("rows", 100000, "checkpoints in the database for the list run; 0 skips it")
 	queries := flag.Int("queries", 500, "list queries per filter")
-	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the create run here")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the create rounds here")
+	langgraph := flag.String("langgraph", "bench/checkpoints/node", "directory of the LangGraph.js saver bench; empty skips it")
 	var durability sqlite.Durability
 	flag.Var(&durability, "durability", "full or relaxed: what a commit waits for")
 	flag.Parse()
+	counts, err := parseCounts(*workers)
+	if err != nil {
+		log.Fatal(err)
+	}
 	ctx := belay.WithActor(context.Background(), belay.Actor{UserID: "bench", Admin: true})
 	dir, err := os.MkdirTemp("", "belay-bench-")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
+	fmt.Printf("%d cores (GOMAXPROCS %d), load %s, SQLite driver %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), loadAverage(), sqlite.Driver)
+
+	fsyncP50 := fsyncLatency(dir, 200)
+	ceiling := float64(time.Second) / float64(fsyncP50)
+	fmt.Printf("fsync p50 %s: one sequential durable writer cannot pass %.0f commits/s\n", fsyncP50.Round(time.Microsecond), ceiling)
 
 	state := makeState(*stateSize)
+	lg := newLangGraph(*langgraph, dir, durability)
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -55,27 +74,47 @@ func main() {
 			log.Fatal(err)
 		}
 	}
-	for _, field := range strings.Split(*workers, ",") {
-		w, err := strconv.Atoi(strings.TrimSpace(field))
-		if err != nil || w < 1 {
-			log.Fatalf("-workers: %q is not a positive count", field)
+	// Rounds interleave belay and LangGraph, so a busy machine slows both alike.
+	rates, cpu := map[int][]float64{}, map[int][]float64{}
+	var lgRates []float64
+	for r := range *rounds {
+		for _, w := range counts {
+			rate, perCheckpoint := createRound(ctx, dir, durability, state, *n, w, r)
+			rates[w] = append(rates[w], rate)
+			cpu[w] = append(cpu[w], perCheckpoint)
 		}
-		// Each run on a fresh database, so runs do not see each other's rows.
-		db, err := sqlite.Open(ctx, filepath.Join(dir, fmt.Sprintf("create-%d.db", w)), sqlite.WithDurability(durability))
-		if err != nil {
-			log.Fatal(err)
+		if lg != nil {
+			lgRates = append(lgRates, lg.round(state, *n, r))
 		}
-		svc := core.New(core.Options{Store: db})
-		sess, err := svc.CreateSession(ctx, belay.CreateSessionInput{ProjectPath: dir, Title: "bench"})
-		if err != nil {
-			log.Fatal(err)
-		}
-		rate := create(ctx, svc, sess.ID, state, *n, w)
-		fmt.Printf("create: %d checkpoints with %d B agent state, %2d writer(s), durability %s: %6.0f checkpoints/s (target >= 10000/s)\n",
-			*n, *stateSize, w, durability, rate)
-		db.Close()
 	}
 	pprof.StopCPUProfile()
+	fmt.Printf("create: %d checkpoints with %d B agent state per round, durability %s, median of %d rounds (min-max); load %s\n",
+		*n, *stateSize, durability, *rounds, loadAverage())
+	for _, w := range counts {
+		med := median(rates[w])
+		line := fmt.Sprintf("  belay %2d writer(s): %6.0f checkpoints/s (%.0f-%.0f), %3.0f µs CPU each",
+			w, med, slices.Min(rates[w]), slices.Max(rates[w]), median(cpu[w]))
+		if w == 1 && durability == sqlite.Full {
+			line += fmt.Sprintf(", %.0f%% of the fsync ceiling (target >= 70%%)", 100*med/ceiling)
+		}
+		if w > 1 && durability == sqlite.Full {
+			line += " (target >= 10000/s)"
+		}
+		if w == 1 && durability == sqlite.Relaxed {
+			line += " (target >= 5000/s)"
+		}
+		if len(lgRates) > 0 {
+			line += fmt.Sprintf("; %.2fx LangGraph.js", med/median(lgRates))
+		}
+		fmt.Println(line)
+	}
+	if len(lgRates) > 0 {
+		fmt.Printf("  LangGraph.js SqliteSaver.put, 1 writer: %6.0f puts/s (%.0f-%.0f), %s\n",
+			median(lgRates), slices.Min(lgRates), slices.Max(lgRates), lg.settings)
+	}
+	if *rows == 0 {
+		return
+	}
 
 	// A fresh database with rows checkpoints over 100 sessions, then timed lists.
 	db, err := sqlite.Open(ctx, filepath.Join(dir, "list.db"), sqlite.WithDurability(durability))
@@ -134,16 +173,43 @@ func main() {
 	}
 }
 
-func create(ctx context.Context, svc *core.Service, sessionID string, state json.RawMessage, n, workers int) float64 {
+func parseCounts(list string) ([]int, error) {
+	var counts []int
+	for _, field := range strings.Split(list, ",") {
+		w, err := strconv.Atoi(strings.TrimSpace(field))
+		if err != nil || w < 1 {
+			return nil, fmt.Errorf("-workers: %q is not a positive count", field)
+		}
+		counts = append(counts, w)
+	}
+	return counts, nil
+}
+
+// createRound creates n checkpoints with w concurrent writers in one session
+// of a fresh database and returns the rate and the process's CPU time
+// (user and system) per checkpoint in microseconds, which a busy machine
+// disturbs less than the rate.
+func createRound(ctx context.Context, dir string, durability sqlite.Durability, state json.RawMessage, n, w, round int) (float64, float64) {
+	db, err := sqlite.Open(ctx, filepath.Join(dir, fmt.Sprintf("create-%d-%d.db", w, round)), sqlite.WithDurability(durability))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	svc := core.New(core.Options{Store: db})
+	sess, err := svc.CreateSession(ctx, belay.CreateSessionInput{ProjectPath: dir, Title: "bench"})
+	if err != nil {
+		log.Fatal(err)
+	}
 	var wg sync.WaitGroup
+	cpuStart := cpuTime()
 	start := time.Now()
-	for w := 0; w < workers; w++ {
+	for w0 := range w {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := w; i < n; i += workers {
+			for i := w0; i < n; i += w {
 				_, err := svc.CreateCheckpoint(ctx, belay.CreateCheckpointInput{
-					SessionID: sessionID, Summary: fmt.Sprintf("step %d", i), Type: belay.TypeAuto,
+					SessionID: sess.ID, Summary: fmt.Sprintf("step %d", i), Type: belay.TypeAuto,
 					Trigger: belay.TriggerPeriodic, AgentState: state, Tags: []string{"bench"},
 				})
 				if err != nil {
@@ -153,7 +219,120 @@ func create(ctx context.Context, svc *core.Service, sessionID string, state json
 		}()
 	}
 	wg.Wait()
-	return float64(n) / time.Since(start).Seconds()
+	elapsed := time.Since(start)
+	return float64(n) / elapsed.Seconds(), float64((cpuTime()-cpuStart)/time.Microsecond) / float64(n)
+}
+
+// cpuTime returns the user and system CPU time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		log.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// fsyncLatency returns the median time to overwrite one 4 KiB page of a file
+// and fsync it (SQLite syncs with fsync), as a commit of the write-ahead log
+// does once the log has reached its working size.
+func fsyncLatency(dir string, samples int) time.Duration {
+	f, err := os.Create(filepath.Join(dir, "fsync"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	const size = 4 << 20
+	page := bytes.Repeat([]byte{1}, 4096)
+	for off := int64(0); off < size; off += int64(len(page)) {
+		if _, err := f.WriteAt(page, off); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		log.Fatal(err)
+	}
+	lat := make([]time.Duration, 0, samples)
+	for i := range samples {
+		start := time.Now()
+		if _, err := f.WriteAt(page, int64(i*len(page))%size); err != nil {
+			log.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			log.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	slices.Sort(lat)
+	return lat[len(lat)/2]
+}
+
+// langGraph runs LangGraph.js's SQLite saver bench (node put.mjs).
+type langGraph struct {
+	dir, dataDir, synchronous string
+	settings                  string
+}
+
+// newLangGraph installs the saver bench's locked dependencies when needed,
+// or returns nil, saying why, when node or npm cannot run it.
+func newLangGraph(dir, dataDir string, durability sqlite.Durability) *langGraph {
+	if dir == "" {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules")); err != nil {
+		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Printf("LangGraph.js skipped: npm ci in %s: %v\n%s", dir, err, out)
+			return nil
+		}
+	}
+	synchronous := "full"
+	if durability == sqlite.Relaxed {
+		synchronous = "default"
+	}
+	return &langGraph{dir: dir, dataDir: dataDir, synchronous: synchronous}
+}
+
+func (lg *langGraph) round(state json.RawMessage, n, round int) float64 {
+	db := filepath.Join(lg.dataDir, fmt.Sprintf("langgraph-%d.db", round))
+	cmd := exec.Command("node", "put.mjs", db, strconv.Itoa(n), lg.synchronous)
+	cmd.Dir = lg.dir
+	cmd.Stdin = bytes.NewReader(state)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		log.Fatalf("LangGraph.js saver bench: %v", err)
+	}
+	var res struct {
+		PutsPerSecond float64 `json:"putsPerSecond"`
+		JournalMode   string  `json:"journalMode"`
+		Synchronous   int     `json:"synchronous"`
+		SQLite        string  `json:"sqlite"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		log.Fatalf("LangGraph.js saver bench said %q: %v", out, err)
+	}
+	lg.settings = fmt.Sprintf("SQLite %s, journal_mode=%s, synchronous=%d", res.SQLite, res.JournalMode, res.Synchronous)
+	return res.PutsPerSecond
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// loadAverage returns the 1, 5 and 15 minute load averages, or "?".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // makeState returns a JSON object of about size bytes, shaped like agent state.

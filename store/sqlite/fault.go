@@ -5,9 +5,6 @@ import (
 	"errors"
 	"syscall"
 
-	msqlite "modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
-
 	"github.com/belayhq/belay"
 )
 
@@ -18,6 +15,14 @@ const (
 	msgReadOnly   = "the database cannot be written: read-only file system"
 	msgIOError    = "storage I/O error"
 	msgCannotOpen = "the database file cannot be opened"
+)
+
+// SQLite's primary result codes of storage faults.
+const (
+	sqliteReadOnly = 8
+	sqliteIOErr    = 10
+	sqliteFull     = 13
+	sqliteCantOpen = 14
 )
 
 // faultError is a storage fault: a STORAGE_UNAVAILABLE *belay.Error for
@@ -51,18 +56,15 @@ func isFault(err error) bool {
 }
 
 func faultMessage(err error) string {
-	var se *msqlite.Error
-	if errors.As(err, &se) {
-		// Extended codes (SQLITE_IOERR_WRITE, SQLITE_READONLY_DBMOVED…)
-		// carry their primary code in the low byte.
-		switch se.Code() & 0xff {
-		case sqlite3.SQLITE_FULL:
+	if code, ok := resultCode(err); ok {
+		switch code {
+		case sqliteFull:
 			return msgDiskFull
-		case sqlite3.SQLITE_READONLY:
+		case sqliteReadOnly:
 			return msgReadOnly
-		case sqlite3.SQLITE_IOERR:
+		case sqliteIOErr:
 			return msgIOError
-		case sqlite3.SQLITE_CANTOPEN:
+		case sqliteCantOpen:
 			return msgCannotOpen
 		}
 		return ""

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -184,5 +185,108 @@ func TestIOErrorMidTransaction(t *testing.T) {
 	list, total, err := db.ListSessions(t.Context(), store.SessionQuery{Scope: store.Everything, Limit: 10})
 	if err != nil || total != 1 || len(list) != 1 || list[0].ID != testSession(9).ID {
 		t.Errorf("sessions after the fault: %d, %v; want only the one written after it", total, err)
+	}
+}
+
+// TestFullDiskMidTransaction: on a real full disk (a small tmpfs, so root
+// only), SQLite fails a statement and rolls the whole transaction back. A fn
+// that tolerates the error and writes on, after space came back, must not
+// have those writes committed on their own (autocommit): the Update fails
+// with STORAGE_UNAVAILABLE and keeps nothing, alone on the fast path or
+// sharing a batch; the next Update works.
+func TestFullDiskMidTransaction(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Alone", true: "Shared"}[shared], func(t *testing.T) {
+			dir := t.TempDir()
+			if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=4m"); err != nil {
+				t.Skipf("cannot mount a small tmpfs (needs root): %v", err)
+			}
+			defer syscall.Unmount(dir, syscall.MNT_DETACH)
+			ctx := t.Context()
+			db := mustOpen(t, filepath.Join(dir, "belay.db"))
+			defer db.Close()
+			ballast := filepath.Join(dir, "ballast")
+			fill(t, ballast)
+
+			// Shared: the first Update holds the writer until the two
+			// after it are queued, so they share one batch.
+			release, first := make(chan struct{}), make(chan error, 1)
+			if shared {
+				go func() { first <- db.Update(ctx, func(store.Tx) error { <-release; return nil }) }()
+				for db.queued.Load() != 0 || len(db.turn) == 0 {
+					runtime.Gosched()
+				}
+			}
+			big, late := testSession(1), testSession(2)
+			big.State = []byte(`"` + strings.Repeat("x", 4<<20) + `"`)
+			lost, failed := false, make(chan error, 1)
+			go func() {
+				failed <- db.Update(ctx, func(stx store.Tx) error {
+					if err := stx.InsertSession(ctx, big); err == nil {
+						t.Error("InsertSession of 4 MiB on a full disk succeeded")
+					}
+					lost = db.txLost
+					if err := os.Remove(ballast); err != nil {
+						t.Error(err)
+					}
+					stx.InsertSession(ctx, late)
+					stx.AppendEvent(ctx, &belay.Event{Type: belay.EventSessionCreated, SessionID: late.ID})
+					return nil
+				})
+			}()
+			var other error
+			if shared {
+				for db.queued.Load() != 1 {
+					runtime.Gosched()
+				}
+				after := make(chan error, 1)
+				go func() { after <- db.Update(ctx, func(store.Tx) error { return nil }) }()
+				for db.queued.Load() != 2 {
+					runtime.Gosched()
+				}
+				close(release)
+				if err := <-first; err != nil {
+					t.Errorf("first Update: %v", err)
+				}
+				other = <-after
+			}
+			err := <-failed
+			if !lost {
+				t.Fatal("SQLite did not roll the transaction back; the test does not test its case")
+			}
+			wantFault(t, "Update on a full disk", err, msgDiskFull)
+			if shared && other == nil {
+				t.Error("the other Update of the lost batch got no error")
+			}
+			for _, id := range []string{big.ID, late.ID} {
+				if _, err := db.GetSession(ctx, id); !belay.IsCode(err, belay.CodeSessionNotFound) {
+					t.Errorf("GetSession(%s) after the lost transaction: %v; want SESSION_NOT_FOUND", id, err)
+				}
+			}
+			if n, err := db.LastEventSeq(ctx); err != nil || n != 0 {
+				t.Errorf("LastEventSeq = %d, %v; want 0: a write after the loss was kept", n, err)
+			}
+			if err := db.Update(ctx, func(stx store.Tx) error { return stx.InsertSession(ctx, late) }); err != nil {
+				t.Errorf("Update once the disk has room: %v", err)
+			}
+		})
+	}
+}
+
+// fill writes path until its file system is full.
+func fill(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(chunk); errors.Is(err, syscall.ENOSPC) {
+			return
+		} else if err != nil {
+			t.Fatal(err)
+		}
 	}
 }

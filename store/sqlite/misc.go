@@ -59,8 +59,12 @@ func (r reader) LastEventSeq(ctx context.Context) (int64, error) {
 }
 
 func (t *tx) AppendEvent(ctx context.Context, e *belay.Event) error {
-	err := t.q.QueryRowContext(ctx, `INSERT INTO events (type, session_id, checkpoint_id, data, created_at)
-		VALUES (?, ?, ?, ?, ?) RETURNING seq`, e.Type, e.SessionID, e.CheckpointID, raw(e.Data), ts(e.CreatedAt)).Scan(&e.Seq)
+	// seq is the rowid: the last insert's id, with no result rows to read.
+	res, err := t.q.ExecContext(ctx, `INSERT INTO events (type, session_id, checkpoint_id, data, created_at)
+		VALUES (?, ?, ?, ?, ?)`, e.Type, e.SessionID, e.CheckpointID, raw(e.Data), ts(e.CreatedAt))
+	if err == nil {
+		e.Seq, err = res.LastInsertId()
+	}
 	if err != nil {
 		return fmt.Errorf("sqlite: append event: %w", err)
 	}

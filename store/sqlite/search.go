@@ -63,6 +63,47 @@ func phrase(s string) string {
 	return `"` + strings.Join(words, " ") + `"`
 }
 
+// SearchCheckpoints first writes the full-text entries of the checkpoints
+// saved since the last search (see indexPending).
+func (db *DB) SearchCheckpoints(ctx context.Context, q store.SearchQuery) ([]store.SearchHit, error) {
+	var pending bool
+	if err := db.reader.q.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM search_pending)`).Scan(&pending); err != nil {
+		return nil, fmt.Errorf("sqlite: pending search entries: %w", err)
+	}
+	if pending {
+		if err := db.Update(ctx, func(stx store.Tx) error { return stx.(*tx).indexPending(ctx) }); err != nil {
+			return nil, err
+		}
+	}
+	return db.reader.SearchCheckpoints(ctx, q)
+}
+
+// SearchCheckpoints in a transaction first writes the full-text entries
+// waiting, its own saves' included.
+func (t *tx) SearchCheckpoints(ctx context.Context, q store.SearchQuery) ([]store.SearchHit, error) {
+	if err := t.indexPending(ctx); err != nil {
+		return nil, err
+	}
+	return t.reader.SearchCheckpoints(ctx, q)
+}
+
+// indexPending writes the full-text entries of the checkpoints waiting in
+// search_pending, all in one FTS5 segment: a save only queues its
+// checkpoint, which spares it the segment, the merges and a third of its
+// pages.
+func (t *tx) indexPending(ctx context.Context) error {
+	if _, err := t.q.ExecContext(ctx, `INSERT INTO checkpoint_fts (rowid, name, summary, description, tags)
+		SELECT p.doc_id, c.name, c.summary, c.description,
+			COALESCE((SELECT group_concat(value, ' ') FROM json_each(CAST(c.tags AS TEXT))), '')
+		FROM search_pending p JOIN checkpoint_search s ON s.doc_id = p.doc_id JOIN checkpoints c ON c.id = s.checkpoint_id`); err != nil {
+		return fmt.Errorf("sqlite: index pending checkpoints: %w", err)
+	}
+	if _, err := t.q.ExecContext(ctx, `DELETE FROM search_pending`); err != nil {
+		return fmt.Errorf("sqlite: index pending checkpoints: %w", err)
+	}
+	return nil
+}
+
 func (r reader) SearchCheckpoints(ctx context.Context, q store.SearchQuery) ([]store.SearchHit, error) {
 	ix := r.vectors
 	if ix == nil {

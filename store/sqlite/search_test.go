@@ -1,8 +1,11 @@
 package sqlite
 
 import (
+	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -148,5 +151,88 @@ func TestSearchMigrationIndexesExisting(t *testing.T) {
 	}
 	if got := jobs[0].Checkpoint.UpdatedAt; !got.Equal(fromTS(9)) {
 		t.Errorf("UpdatedAt after the migration = %v, want the decision's time", got)
+	}
+}
+
+// TestSearchIndexesPendingFirst: a save only queues its checkpoint for the
+// full-text index; a search (on the database or in a transaction, which sees
+// its own saves) writes every entry waiting first. A checkpoint deleted while
+// it waits, or after it was indexed, is found no more.
+func TestSearchIndexesPendingFirst(t *testing.T) {
+	ctx := t.Context()
+	db := mustOpen(t, filepath.Join(t.TempDir(), "belay.db"))
+	defer db.Close()
+	sess := testSession(1)
+	checkpoint := func(n int, summary string) *belay.Checkpoint {
+		return &belay.Checkpoint{ID: fmt.Sprintf("0190c2a0-0000-7000-8000-%012d", 100+n), SessionID: sess.ID, Seq: int64(n),
+			Type: belay.TypeManual, Trigger: belay.TriggerUserRequest, Summary: summary, Tags: []string{"t" + summary[:1]},
+			Checksum: "x", CreatedAt: fromTS(int64(n))}
+	}
+	alpha, beta, gamma, delta := checkpoint(1, "alpha deploy"), checkpoint(2, "beta deploy"), checkpoint(3, "gamma"), checkpoint(4, "delta deploy")
+	err := db.Update(ctx, func(stx store.Tx) error {
+		if err := stx.InsertSession(ctx, sess); err != nil {
+			return err
+		}
+		for _, c := range []*belay.Checkpoint{alpha, beta, gamma} {
+			if err := stx.InsertCheckpoint(ctx, c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending := func() (n int) {
+		t.Helper()
+		if err := db.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM search_pending`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := pending(); n != 3 {
+		t.Errorf("%d checkpoints wait for the full-text index after three saves, want 3", n)
+	}
+	if err := db.Update(ctx, func(stx store.Tx) error { return stx.DeleteCheckpoint(ctx, beta.ID) }); err != nil {
+		t.Fatalf("delete a waiting checkpoint: %v", err)
+	}
+	search := func(s interface {
+		SearchCheckpoints(context.Context, store.SearchQuery) ([]store.SearchHit, error)
+	}, text string) []string {
+		t.Helper()
+		hits, err := s.SearchCheckpoints(ctx, store.SearchQuery{Scope: store.Everything, Text: text, Limit: 10})
+		if err != nil {
+			t.Fatalf("search %q: %v", text, err)
+		}
+		var ids []string
+		for _, h := range hits {
+			ids = append(ids, h.CheckpointID)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	if got := search(db, "deploy"); !slices.Equal(got, []string{alpha.ID}) {
+		t.Errorf("search deploy = %v, want only alpha", got)
+	}
+	if got := search(db, "tg"); !slices.Equal(got, []string{gamma.ID}) {
+		t.Errorf("search of gamma's tag = %v, want gamma", got)
+	}
+	if n := pending(); n != 0 {
+		t.Errorf("%d checkpoints still wait after a search", n)
+	}
+	err = db.Update(ctx, func(stx store.Tx) error {
+		if err := stx.InsertCheckpoint(ctx, delta); err != nil {
+			return err
+		}
+		if got := search(stx, "deploy"); !slices.Equal(got, []string{alpha.ID, delta.ID}) {
+			t.Errorf("search deploy in the transaction that saved delta = %v, want alpha and delta", got)
+		}
+		return stx.DeleteCheckpoint(ctx, alpha.ID)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := search(db, "deploy"); !slices.Equal(got, []string{delta.ID}) {
+		t.Errorf("search deploy after deleting alpha = %v, want only delta", got)
 	}
 }

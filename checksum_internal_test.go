@@ -1,0 +1,82 @@
+package belay
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+// marshalledChecksum is the checksum as the canonical encoding defines it:
+// json.Marshal of every field, the JSON documents included.
+func marshalledChecksum(c *Checkpoint) (string, error) {
+	f := checksumFields{
+		ID: c.ID, SessionID: c.SessionID, Seq: c.Seq, Name: c.Name, Type: c.Type,
+		Trigger: c.Trigger, Summary: c.Summary, Description: c.Description,
+		ProjectPath: c.ProjectPath, WorkspaceRef: c.WorkspaceRef, Files: c.Files,
+		AgentState: c.AgentState, Outputs: c.Outputs, Metadata: c.Metadata,
+		Context: c.Context, Tags: c.Tags, Phase: c.Phase, Step: c.Step,
+		ParentID: c.ParentID, HITLRequired: c.HITLRequired, HITL: c.HITL,
+		CreatedBy: c.CreatedBy, CreatedAt: canonicalTime(c.CreatedAt),
+	}
+	b, err := json.Marshal(&f)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// TestChecksumSplicesDocumentsAsMarshalWould: hashing the JSON documents
+// beside the marshalled fields gives json.Marshal's checksum for documents
+// compact or not, with characters Marshal escapes, and strings that look
+// like the other fields; documents Marshal refuses fail.
+func TestChecksumSplicesDocumentsAsMarshalWould(t *testing.T) {
+	docs := []json.RawMessage{
+		nil,
+		json.RawMessage(`{"a":1,"b":[true,null,"x y"]}`),
+		json.RawMessage(` { "a" : [ 1 , 2 ] } `),
+		json.RawMessage("{\"s\":\"<b>&amp;</b>\",\"t\":\"\u2028\u2029 ✓\"}"),
+		json.RawMessage(`{"q":"\" ,\"agentState\":null,\"outputs\":null,\"metadata\":null, \\\\"}`),
+		json.RawMessage(`"just a string"`),
+		json.RawMessage(`0`),
+		json.RawMessage("[\n1,\t2\r]"),
+	}
+	for _, state := range docs {
+		for _, other := range []json.RawMessage{nil, docs[2]} {
+			c := &Checkpoint{ID: "0190c2a0-0000-7000-8000-000000000001", Seq: 2, Summary: `"agentState":null`,
+				AgentState: state, Outputs: other, Metadata: state, Tags: []string{"a"},
+				Files: &FileChanges{Created: []string{"metadata"}}, CreatedAt: time.Unix(1, 2)}
+			got, err := c.ComputeChecksum()
+			want, werr := marshalledChecksum(c)
+			if err != nil || werr != nil || got != want {
+				t.Errorf("state %s, outputs %s: %s, %v; want %s, %v", state, other, got, err, want, werr)
+			}
+		}
+	}
+	for _, bad := range []json.RawMessage{{}, json.RawMessage(`{"a": }`), json.RawMessage(`<>`)} {
+		c := &Checkpoint{AgentState: bad}
+		if sum, err := c.ComputeChecksum(); err == nil {
+			t.Errorf("state %q: checksum %s; want an error, as json.Marshal gives", bad, sum)
+		}
+	}
+}
+
+// TestIsCompactJSON: only whitespace outside strings makes a document not
+// compact; whitespace and escaped quotes inside strings do not.
+func TestIsCompactJSON(t *testing.T) {
+	for doc, want := range map[string]bool{
+		`{"a":[1,2],"b":"x y"}`: true,
+		`"a \" b"`:              true,
+		`"\\" `:                 false,
+		`{"a": 1}`:              false,
+		"[1,\n2]":               false,
+		`"<&>"`:                 true,
+		``:                      true,
+	} {
+		if got := IsCompactJSON([]byte(doc)); got != want {
+			t.Errorf("IsCompactJSON(%q) = %v, want %v", doc, got, want)
+		}
+	}
+}
