@@ -5,7 +5,7 @@ import (
 	"errors"
 	"syscall"
 
-	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/store"
 )
 
 // Messages of STORAGE_UNAVAILABLE, written for the person reading them: what
@@ -25,34 +25,19 @@ const (
 	sqliteCantOpen = 14
 )
 
-// faultError is a storage fault: a STORAGE_UNAVAILABLE *belay.Error for
-// callers, with SQLite's or the OS's error kept for logs.
-type faultError struct {
-	public *belay.Error
-	cause  error
-}
-
-func (e *faultError) Error() string   { return e.public.Error() + ": " + e.cause.Error() }
-func (e *faultError) Unwrap() []error { return []error{e.public, e.cause} }
-
 // storageFault returns err as a STORAGE_UNAVAILABLE error when the storage
 // failed (a full disk or SQLITE_FULL, a read-only file system or
 // SQLITE_READONLY, an I/O error, a database file that cannot be opened), and
 // err unchanged otherwise.
 func storageFault(err error) error {
-	if err == nil || isFault(err) {
+	if err == nil || store.IsFault(err) {
 		return err
 	}
 	msg := faultMessage(err)
 	if msg == "" {
 		return err
 	}
-	return &faultError{public: belay.Errorf(belay.CodeStorageUnavailable, "%s", msg), cause: err}
-}
-
-func isFault(err error) bool {
-	var f *faultError
-	return errors.As(err, &f)
+	return store.Fault(msg, err)
 }
 
 func faultMessage(err error) string {

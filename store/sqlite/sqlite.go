@@ -425,7 +425,7 @@ func (db *DB) lostError(fnErr error) error {
 // transaction SQLite then rolls back.
 func (db *DB) noteFault(err error) error {
 	err = storageFault(err)
-	if db != nil && db.fault == nil && isFault(err) {
+	if db != nil && db.fault == nil && store.IsFault(err) {
 		db.fault = err
 	}
 	return err
