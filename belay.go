@@ -53,6 +53,11 @@ type Session struct {
 	// State is the agent state of the session's current position: the state of
 	// the newest checkpoint, or of the checkpoint last rolled back to.
 	State json.RawMessage `json:"state,omitempty"`
+	// StateErr is set, with State nil, on a session a list returned whose
+	// state could not be read back (a chunk of a large state missing or
+	// damaged; CHECKPOINT_CORRUPTED), so one damaged state fails no list.
+	// Reading the session itself returns the error. Never stored or sent.
+	StateErr *Error `json:"-"`
 	// HeadCheckpointID is the checkpoint the next one descends from.
 	HeadCheckpointID string `json:"headCheckpointId,omitempty"`
 	// LastSeq is the highest checkpoint sequence number handed out.
@@ -122,18 +127,24 @@ type FileChanges struct {
 // Checkpoint is an immutable record in a session. Only its HITL decision and
 // timeout bookkeeping change after it is created.
 type Checkpoint struct {
-	ID           string            `json:"id"`
-	SessionID    string            `json:"sessionId"`
-	Seq          int64             `json:"seq"`
-	Name         string            `json:"name,omitempty"`
-	Type         CheckpointType    `json:"type"`
-	Trigger      Trigger           `json:"trigger"`
-	Summary      string            `json:"summary"`
-	Description  string            `json:"description,omitempty"`
-	ProjectPath  string            `json:"projectPath,omitempty"`
-	WorkspaceRef string            `json:"workspaceRef,omitempty"`
-	Files        *FileChanges      `json:"files,omitempty"`
-	AgentState   json.RawMessage   `json:"agentState,omitempty"`
+	ID           string          `json:"id"`
+	SessionID    string          `json:"sessionId"`
+	Seq          int64           `json:"seq"`
+	Name         string          `json:"name,omitempty"`
+	Type         CheckpointType  `json:"type"`
+	Trigger      Trigger         `json:"trigger"`
+	Summary      string          `json:"summary"`
+	Description  string          `json:"description,omitempty"`
+	ProjectPath  string          `json:"projectPath,omitempty"`
+	WorkspaceRef string          `json:"workspaceRef,omitempty"`
+	Files        *FileChanges    `json:"files,omitempty"`
+	AgentState   json.RawMessage `json:"agentState,omitempty"`
+	// StateErr is set, with AgentState nil, on a checkpoint a list returned
+	// whose agent state could not be read back (a chunk of a large state
+	// missing or damaged; CHECKPOINT_CORRUPTED), so one damaged state fails
+	// only its checkpoint. VerifyChecksum returns it; reading the checkpoint
+	// itself returns it as the error. Never stored or sent.
+	StateErr     *Error            `json:"-"`
 	Outputs      json.RawMessage   `json:"outputs,omitempty"`
 	Metadata     json.RawMessage   `json:"metadata,omitempty"`
 	Context      map[string]string `json:"context,omitempty"`

@@ -161,8 +161,11 @@ func compactScan(doc []byte, html bool) bool {
 }
 
 // VerifyChecksum returns CHECKPOINT_CORRUPTED when the stored checksum does not
-// match the checkpoint's content.
+// match the checkpoint's content, or its state could not be read (StateErr).
 func (c *Checkpoint) VerifyChecksum() error {
+	if c.StateErr != nil {
+		return c.StateErr
+	}
 	sum, err := c.ComputeChecksum()
 	if err != nil || sum != c.Checksum {
 		return &Error{Code: CodeCheckpointCorrupt,

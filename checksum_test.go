@@ -87,6 +87,9 @@ var uncovered = map[string]func(c *belay.Checkpoint){
 	"UpdatedAt":     func(c *belay.Checkpoint) { c.UpdatedAt = t0.Add(time.Hour) },
 	"TokenCount":    func(c *belay.Checkpoint) { c.TokenCount = 42 },
 	"TokenEncoding": func(c *belay.Checkpoint) { c.TokenEncoding = "cl100k_base" },
+	"StateErr": func(c *belay.Checkpoint) {
+		c.StateErr = belay.Errorf(belay.CodeCheckpointCorrupt, "a chunk of the state is missing")
+	},
 }
 
 // covered lists, for every other field, edits that must change the checksum.

@@ -418,6 +418,10 @@ type CheckpointList struct {
 	NextCursor string        `json:"nextCursor,omitempty"`
 	HasMore    bool          `json:"hasMore"`
 	TotalCount int64         `json:"totalCount"`
+	// Corrupted says why the checkpoints of the page that could not be
+	// read whole (CHECKPOINT_CORRUPTED: a damaged agent state, a checksum
+	// mismatch) are left out of Items; `belay validate` says how to recover.
+	Corrupted []*Error `json:"corrupted,omitempty"`
 }
 
 // DecideInput is a human decision on a HITL checkpoint (seed 000's HITLDecisionInput).

@@ -237,6 +237,9 @@ of that project. --all lists every project.
 			}
 			return a.paged(func(bool) error {
 				a.printCheckpoints(list)
+				for _, e := range list.Corrupted {
+					fmt.Fprintf(a.env.Stdout, "⚠️  left out: %s\n", e.Message)
+				}
 				if active != nil {
 					return a.printEarlierSession(ctx, svc, active)
 				}

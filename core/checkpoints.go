@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"slices"
 
 	"github.com/belayhq/belay"
@@ -297,11 +298,21 @@ func (s *Service) ListCheckpoints(ctx context.Context, in belay.ListCheckpointsI
 		}
 		out.NextCursor = encodeCursor(c)
 	}
-	for i, cp := range out.Items {
-		if out.Items[i], err = s.settle(ctx, cp); err != nil {
+	settled := out.Items[:0]
+	for _, cp := range out.Items {
+		cp, err := s.settle(ctx, cp)
+		var e *belay.Error
+		switch {
+		case errors.As(err, &e) && e.Code == belay.CodeCheckpointCorrupt:
+			// One damaged checkpoint fails no list.
+			out.Corrupted = append(out.Corrupted, e)
+			continue
+		case err != nil:
 			return nil, err
 		}
+		settled = append(settled, cp)
 	}
+	out.Items = settled
 	if out.Items == nil {
 		out.Items = []*belay.Checkpoint{}
 	}

@@ -24,14 +24,12 @@ func (s *Service) DiskUsage(ctx context.Context) (*belay.DiskUsageReport, error)
 	rep := &belay.DiskUsageReport{Workspaces: []belay.WorkspaceUsage{}, Sessions: []belay.SessionUsage{}}
 	byRoot := map[string]int{}
 	err = forEachSession(ctx, s.store, c.scope(), func(sess *belay.Session) error {
-		cps, err := sessionCheckpoints(ctx, s.store, sess.ID)
+		cu, err := s.store.CheckpointUsage(ctx, sess.ID)
 		if err != nil {
 			return err
 		}
-		u := belay.SessionUsage{ID: sess.ID, Title: sess.Title, ProjectPath: sess.ProjectPath, Status: sess.Status, Checkpoints: int64(len(cps))}
-		for _, cp := range cps {
-			u.StateBytes += int64(len(cp.AgentState) + len(cp.Outputs) + len(cp.Metadata))
-		}
+		u := belay.SessionUsage{ID: sess.ID, Title: sess.Title, ProjectPath: sess.ProjectPath, Status: sess.Status,
+			Checkpoints: cu.Checkpoints, StateBytes: cu.StateBytes}
 		rep.Sessions = append(rep.Sessions, u)
 		rep.StateBytes += u.StateBytes
 		if sess.ProjectPath == "" {

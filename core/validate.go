@@ -255,6 +255,9 @@ func (s *Service) validateSession(ctx context.Context, sess *belay.Session, repa
 		p := belay.ValidationProblem{SessionID: sess.ID, CheckpointID: cp.ID, Seq: cp.Seq, ProjectPath: root}
 		if err := cp.VerifyChecksum(); err != nil {
 			p.Kind, p.Message = belay.ProblemChecksum, fmt.Sprintf("checkpoint #%d does not match its checksum", cp.Seq)
+			if cp.StateErr != nil {
+				p.Message = fmt.Sprintf("the agent state of checkpoint #%d cannot be read back: %v", cp.Seq, cp.StateErr.Details["reason"])
+			}
 			problems = append(problems, found{problem: p, existing: cp, commit: refs[checkpointRef(sess.ID, cp.Seq)]})
 			continue
 		}
@@ -405,6 +408,9 @@ func (s *Service) repair(ctx context.Context, sess *belay.Session, root string, 
 	var fixed []int
 	for i, f := range problems {
 		if f.commit == "" {
+			if f.existing != nil && f.existing.StateErr != nil {
+				problems[i].problem.Message += "; nothing can rebuild it: its state is stored nowhere else (the checkpoint has no snapshot commit)"
+			}
 			continue
 		}
 		cp, err := s.rebuild(ctx, sess, root, f.commit, f.problem.Seq, f.existing)
@@ -419,13 +425,10 @@ func (s *Service) repair(ctx context.Context, sess *belay.Session, root string, 
 		return nil
 	}
 	err := s.update(ctx, func(tx store.Tx) error {
-		cur, err := tx.GetSession(ctx, sess.ID)
-		if err != nil {
-			return err
-		}
 		for _, cp := range rebuilt {
+			// A row whose state cannot be read back is there all the same.
 			switch _, err := tx.GetCheckpoint(ctx, cp.ID); {
-			case err == nil:
+			case err == nil || belay.IsCode(err, belay.CodeCheckpointCorrupt):
 				if err := tx.DeleteCheckpoint(ctx, cp.ID); err != nil {
 					return err
 				}
@@ -436,10 +439,16 @@ func (s *Service) repair(ctx context.Context, sess *belay.Session, root string, 
 			if err := tx.InsertCheckpoint(ctx, cp); err != nil {
 				return err
 			}
-			if err := s.appendEvent(ctx, tx, belay.EventCheckpointRepaired, cur.ID, cp.ID,
+			if err := s.appendEvent(ctx, tx, belay.EventCheckpointRepaired, sess.ID, cp.ID,
 				map[string]any{"seq": cp.Seq, "workspaceRef": cp.WorkspaceRef}); err != nil {
 				return err
 			}
+		}
+		// Read after the inserts: storing a rebuilt state stores again the
+		// chunks the session's state shares with it.
+		cur, err := tx.GetSession(ctx, sess.ID)
+		if err != nil {
+			return err
 		}
 		// The count may have gone wrong with the rows: count again.
 		if _, cur.CheckpointCount, err = tx.ListCheckpoints(ctx, store.CheckpointQuery{Scope: store.Everything, SessionID: cur.ID, Limit: 1}); err != nil {

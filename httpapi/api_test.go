@@ -834,8 +834,23 @@ func TestCheckpointAPI(t *testing.T) {
 			}},
 		{name: "corrupt by seq", method: "GET", path: "/v1/sessions/{sid}/checkpoints/2", wantStatus: 422, wantCode: belay.CodeCheckpointCorrupt,
 			setup: func(t *testing.T, e *apiEnv) { e.corrupt(t, e.vars["cp2"]) }},
-		{name: "corrupt in a list", method: "GET", path: "/v1/checkpoints", wantStatus: 422, wantCode: belay.CodeCheckpointCorrupt,
-			setup: func(t *testing.T, e *apiEnv) { e.corrupt(t, e.vars["cp2"]) }},
+		{name: "corrupt in a list: left out and named, the others listed", method: "GET", path: "/v1/checkpoints", wantStatus: 200,
+			setup: func(t *testing.T, e *apiEnv) { e.corrupt(t, e.vars["cp2"]) },
+			check: func(t *testing.T, e *apiEnv, body []byte) {
+				var list belay.CheckpointList
+				if err := json.Unmarshal(body, &list); err != nil {
+					t.Fatal(err)
+				}
+				if len(list.Items) == 0 || len(list.Corrupted) != 1 || list.Corrupted[0].Code != belay.CodeCheckpointCorrupt ||
+					list.Corrupted[0].Details["id"] != e.vars["cp2"] {
+					t.Errorf("list = %d items, corrupted %+v; want cp2 named there", len(list.Items), list.Corrupted)
+				}
+				for _, cp := range list.Items {
+					if cp.ID == e.vars["cp2"] {
+						t.Error("the corrupted checkpoint is listed")
+					}
+				}
+			}},
 		{name: "intact beside a corrupt one", method: "GET", path: "/v1/checkpoints/{cp1}", wantStatus: 200,
 			setup: func(t *testing.T, e *apiEnv) { e.corrupt(t, e.vars["cp2"]) }},
 	})

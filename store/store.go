@@ -119,6 +119,10 @@ type Reader interface {
 	// StateChunks counts the stored chunks of large agent states, each once
 	// however many states share it.
 	StateChunks(ctx context.Context) (ChunkUsage, error)
+	// CheckpointUsage counts a session's checkpoints and the bytes of their
+	// agent states, outputs and metadata, a large state at the length it has
+	// whole, as its root declares: no state is read back from its chunks.
+	CheckpointUsage(ctx context.Context, sessionID string) (CheckpointUsage, error)
 }
 
 // Tx is a write transaction. Reads inside it see its own writes.
@@ -231,6 +235,13 @@ type Tx interface {
 type ChunkUsage struct {
 	Chunks int64
 	Bytes  int64
+}
+
+// CheckpointUsage is what Reader.CheckpointUsage counts.
+type CheckpointUsage struct {
+	Checkpoints int64
+	// StateBytes adds up the lengths of the agent states, outputs and metadata.
+	StateBytes int64
 }
 
 // IndexModel names a vector space. Vectors of another Model, or of another

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -268,4 +269,27 @@ func mark(ctx context.Context, s Store, b []byte, live, expanded map[ID]bool) er
 		live[id] = true
 	}
 	return nil
+}
+
+// Unreadable returns err as the error of a state Load could not rebuild
+// (a chunk missing or damaged), whose says whose state it is, and true; or
+// err and false when err is not that (a failed query, say).
+func Unreadable(err error, whose string) (*belay.Error, bool) {
+	var e *belay.Error
+	if !errors.As(err, &e) || e.Code != belay.CodeCheckpointCorrupt {
+		return nil, false
+	}
+	u := e.With("reason", e.Message)
+	u.Message = fmt.Sprintf("the agent state of %s cannot be read back: %s; run `belay validate` to see how to recover", whose, e.Message)
+	return u, true
+}
+
+// Length returns the length of the state stored as stored without reading
+// its chunks: the length a root declares, else (a state stored as it is, or
+// a damaged root) the length of stored.
+func Length(stored []byte) int {
+	if r, err := parseRoot(stored); err == nil {
+		return r.length
+	}
+	return len(stored)
 }

@@ -69,7 +69,7 @@ func (r reader) getCheckpoint(ctx context.Context, notFound string, where string
 	if err != nil {
 		return nil, fmt.Errorf("postgres: get checkpoint: %w", err)
 	}
-	if err := r.loadState(ctx, &c.AgentState); err != nil {
+	if err := r.loadCheckpointState(ctx, c); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -97,7 +97,7 @@ func (r reader) queryCheckpoints(ctx context.Context, query string, args ...any)
 		}
 		out = append(out, c)
 	}
-	return out, r.loadCheckpoints(ctx, rows, out)
+	return r.loadCheckpoints(ctx, rows, out)
 }
 
 func (r reader) ListCheckpoints(ctx context.Context, q store.CheckpointQuery) ([]*belay.Checkpoint, int64, error) {

@@ -1,8 +1,11 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/belayhq/belay"
@@ -167,32 +170,93 @@ type resultSet interface {
 	Close() error
 }
 
-// loadCheckpoints closes rows and loads the states of cps stored as roots.
-func (r reader) loadCheckpoints(ctx context.Context, rows resultSet, cps []*belay.Checkpoint) error {
-	if err := rows.Err(); err != nil {
+// loadCheckpointState loads c's state. A state its chunks cannot rebuild is
+// CHECKPOINT_CORRUPTED, unless the checkpoint was deleted (and its chunks
+// swept) since its row was read: then it is CHECKPOINT_NOT_FOUND.
+func (r reader) loadCheckpointState(ctx context.Context, c *belay.Checkpoint) error {
+	err := r.loadState(ctx, &c.AgentState)
+	damaged, ok := chunkstore.Unreadable(err, fmt.Sprintf("checkpoint #%d (%s)", c.Seq, c.ID))
+	if !ok {
 		return err
 	}
-	rows.Close()
-	for _, c := range cps {
-		if err := r.loadState(ctx, &c.AgentState); err != nil {
-			return err
-		}
+	if gone, err := r.gone(ctx, `SELECT 1 FROM checkpoints WHERE id = ?`, c.ID); err != nil || gone {
+		return cmp.Or(err, checkpointNotFound(c.ID))
 	}
-	return nil
+	return damaged.With("id", c.ID).With("seq", c.Seq).With("sessionId", c.SessionID)
 }
 
-// loadSessions closes rows and loads the states of ss stored as roots.
-func (r reader) loadSessions(ctx context.Context, rows resultSet, ss []*belay.Session) error {
-	if err := rows.Err(); err != nil {
+// loadSessionState is loadCheckpointState for a session's state.
+func (r reader) loadSessionState(ctx context.Context, s *belay.Session) error {
+	err := r.loadState(ctx, &s.State)
+	damaged, ok := chunkstore.Unreadable(err, "session "+s.ID)
+	if !ok {
 		return err
 	}
-	rows.Close()
-	for _, s := range ss {
-		if err := r.loadState(ctx, &s.State); err != nil {
-			return err
-		}
+	if gone, err := r.gone(ctx, `SELECT 1 FROM sessions WHERE id = ?`, s.ID); err != nil || gone {
+		return cmp.Or(err, sessionNotFound(s.ID))
 	}
-	return nil
+	return damaged.With("sessionId", s.ID)
+}
+
+// gone reports whether the row query selects is no longer there.
+func (r reader) gone(ctx context.Context, query, id string) (bool, error) {
+	var one int
+	switch err := r.q.QueryRowContext(ctx, query, id).Scan(&one); {
+	case errors.Is(err, sql.ErrNoRows):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("postgres: look up %s: %w", id, err)
+	}
+	return false, nil
+}
+
+// loadCheckpoints closes rows, loads the states of cps stored as roots and
+// returns cps but those deleted meanwhile. A state that cannot be rebuilt
+// fails only its checkpoint: its AgentState is nil and its StateErr says
+// why.
+func (r reader) loadCheckpoints(ctx context.Context, rows resultSet, cps []*belay.Checkpoint) ([]*belay.Checkpoint, error) {
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows.Close()
+	out := cps[:0]
+	for _, c := range cps {
+		err := r.loadCheckpointState(ctx, c)
+		var e *belay.Error
+		switch {
+		case belay.IsCode(err, belay.CodeCheckpointNotFound):
+			continue
+		case errors.As(err, &e) && e.Code == belay.CodeCheckpointCorrupt:
+			c.AgentState, c.StateErr = nil, e
+		case err != nil:
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// loadSessions is loadCheckpoints for sessions.
+func (r reader) loadSessions(ctx context.Context, rows resultSet, ss []*belay.Session) ([]*belay.Session, error) {
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows.Close()
+	out := ss[:0]
+	for _, s := range ss {
+		err := r.loadSessionState(ctx, s)
+		var e *belay.Error
+		switch {
+		case belay.IsCode(err, belay.CodeSessionNotFound):
+			continue
+		case errors.As(err, &e) && e.Code == belay.CodeCheckpointCorrupt:
+			s.State, s.StateErr = nil, e
+		case err != nil:
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 func (r reader) StateChunks(ctx context.Context) (store.ChunkUsage, error) {
@@ -207,4 +271,30 @@ func (r reader) StateChunks(ctx context.Context) (store.ChunkUsage, error) {
 func (t *tx) SweepStateChunks(ctx context.Context, dryRun bool) (store.ChunkUsage, error) {
 	n, size, err := chunkstore.Sweep(ctx, chunkTable{t.q}, dryRun)
 	return store.ChunkUsage{Chunks: n, Bytes: size}, err
+}
+
+func (r reader) CheckpointUsage(ctx context.Context, sessionID string) (store.CheckpointUsage, error) {
+	// A root is read for the length it declares; any other state is
+	// counted by the database.
+	rows, err := r.q.QueryContext(ctx, `SELECT octet_length(agent_state), CASE WHEN substring(agent_state from 1 for 1) = '\x00'::bytea THEN agent_state END,
+		COALESCE(octet_length(outputs), 0) + COALESCE(octet_length(metadata), 0) FROM checkpoints WHERE session_id = ?`, sessionID)
+	if err != nil {
+		return store.CheckpointUsage{}, fmt.Errorf("postgres: checkpoint usage: %w", err)
+	}
+	defer rows.Close()
+	var u store.CheckpointUsage
+	for rows.Next() {
+		var state sql.NullInt64
+		var root []byte
+		var other int64
+		if err := rows.Scan(&state, &root, &other); err != nil {
+			return store.CheckpointUsage{}, fmt.Errorf("postgres: checkpoint usage: %w", err)
+		}
+		if root != nil {
+			state.Int64 = int64(chunkstore.Length(root))
+		}
+		u.Checkpoints++
+		u.StateBytes += state.Int64 + other
+	}
+	return u, rows.Err()
 }

@@ -75,7 +75,7 @@ func (r reader) GetSession(ctx context.Context, id string) (*belay.Session, erro
 	if err != nil {
 		return nil, fmt.Errorf("postgres: get session: %w", err)
 	}
-	if err := r.loadState(ctx, &s.State); err != nil {
+	if err := r.loadSessionState(ctx, s); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -105,7 +105,7 @@ func (r reader) ActiveSession(ctx context.Context, projectPath string, scope sto
 	if err != nil {
 		return nil, fmt.Errorf("postgres: active session: %w", err)
 	}
-	if err := r.loadState(ctx, &s.State); err != nil {
+	if err := r.loadSessionState(ctx, s); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -153,7 +153,8 @@ func (r reader) ListSessions(ctx context.Context, q store.SessionQuery) ([]*bela
 		}
 		out = append(out, s)
 	}
-	return out, total, r.loadSessions(ctx, rows, out)
+	out, err = r.loadSessions(ctx, rows, out)
+	return out, total, err
 }
 
 func (t *tx) InsertSession(ctx context.Context, s *belay.Session) error {
@@ -234,7 +235,7 @@ func (r reader) DueLeases(ctx context.Context, now time.Time, limit int) ([]*bel
 		}
 		out = append(out, s)
 	}
-	return out, r.loadSessions(ctx, rows, out)
+	return r.loadSessions(ctx, rows, out)
 }
 
 // claim locks the rows a claiming query returns inside a transaction,

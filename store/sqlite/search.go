@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -339,7 +340,12 @@ func (r reader) dueEmbeddings(ctx context.Context, now time.Time, limit int, loc
 	for i, job := range out {
 		cps[i] = job.Checkpoint
 	}
-	return out, r.loadCheckpoints(ctx, rows, cps)
+	kept, err := r.loadCheckpoints(ctx, rows, cps)
+	if err != nil {
+		return nil, err
+	}
+	// A checkpoint deleted meanwhile has no job left.
+	return slices.DeleteFunc(out, func(job store.EmbeddingJob) bool { return !slices.Contains(kept, job.Checkpoint) }), nil
 }
 
 func (r reader) SearchIndex(ctx context.Context) (store.IndexState, error) {

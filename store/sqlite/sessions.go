@@ -69,7 +69,7 @@ func (r reader) GetSession(ctx context.Context, id string) (*belay.Session, erro
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get session: %w", err)
 	}
-	if err := r.loadState(ctx, &s.State); err != nil {
+	if err := r.loadSessionState(ctx, s); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -99,7 +99,7 @@ func (r reader) ActiveSession(ctx context.Context, projectPath string, scope sto
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: active session: %w", err)
 	}
-	if err := r.loadState(ctx, &s.State); err != nil {
+	if err := r.loadSessionState(ctx, s); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -147,7 +147,8 @@ func (r reader) ListSessions(ctx context.Context, q store.SessionQuery) ([]*bela
 		}
 		out = append(out, s)
 	}
-	return out, total, r.loadSessions(ctx, rows, out)
+	out, err = r.loadSessions(ctx, rows, out)
+	return out, total, err
 }
 
 func (t *tx) InsertSession(ctx context.Context, s *belay.Session) error {
@@ -228,5 +229,5 @@ func (r reader) DueLeases(ctx context.Context, now time.Time, limit int) ([]*bel
 		}
 		out = append(out, s)
 	}
-	return out, r.loadSessions(ctx, rows, out)
+	return r.loadSessions(ctx, rows, out)
 }

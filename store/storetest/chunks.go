@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 
@@ -220,6 +221,24 @@ func testStateChunks(t *testing.T, o opener) {
 				t.Fatalf("with no checkpoint left, %+v remain", u)
 			}
 		}},
+		{"checkpoint usage counts large states whole without their chunks", func(t *testing.T, st store.Store) {
+			sess := mustInsertSession(t, st, newSession("/p", at(0)))
+			other := mustInsertSession(t, st, newSession("/q", at(0)))
+			big := newBigState(5, 300).json(t)
+			c := newCheckpoint(sess, 1, at(1))
+			c.Outputs, c.Metadata = json.RawMessage(`{"out":1}`), json.RawMessage(`{"m":"x"}`)
+			mustInsertCheckpoint(t, st, withState(t, c, big))
+			mustInsertCheckpoint(t, st, withState(t, newCheckpoint(sess, 2, at(2)), json.RawMessage(`{"step":2}`)))
+			mustInsertCheckpoint(t, st, newCheckpoint(sess, 3, at(3)))
+			mustInsertCheckpoint(t, st, withState(t, newCheckpoint(other, 1, at(1)), big))
+			want := store.CheckpointUsage{Checkpoints: 3, StateBytes: int64(len(big) + len(c.Outputs) + len(c.Metadata) + len(`{"step":2}`))}
+			if u, err := st.CheckpointUsage(t.Context(), sess.ID); err != nil || u != want {
+				t.Fatalf("CheckpointUsage = %+v, %v; want %+v", u, err, want)
+			}
+			if u, err := st.CheckpointUsage(t.Context(), newID()); err != nil || u != (store.CheckpointUsage{}) {
+				t.Fatalf("CheckpointUsage of no session = %+v, %v", u, err)
+			}
+		}},
 		{"a save reusing swept chunks keeps them", func(t *testing.T, st store.Store) {
 			sess := mustInsertSession(t, st, newSession("/p", at(0)))
 			const rounds = 12
@@ -268,18 +287,56 @@ func testStateChunks(t *testing.T, o opener) {
 }
 
 // RunDamagedChunk checks that a store reports a damaged chunk of a large
-// state as CHECKPOINT_CORRUPTED, never as a wrong state. damage must change
+// state as CHECKPOINT_CORRUPTED, never as a wrong state, and only for the
+// checkpoint and session whose state it is: a direct read fails, a list
+// returns them with StateErr set and the others whole. damage must change
 // the bytes of every chunk st holds, behind the store's back.
 func RunDamagedChunk(t *testing.T, st store.Store, damage func(t *testing.T)) {
 	sess := mustInsertSession(t, st, newSession("/p", at(0)))
+	small := withState(t, newCheckpoint(sess, 1, at(1)), json.RawMessage(`{"step":1}`))
+	mustInsertCheckpoint(t, st, small)
 	state := newBigState(4, 200).json(t)
-	c := withState(t, newCheckpoint(sess, 1, at(1)), state)
+	c := withState(t, newCheckpoint(sess, 2, at(2)), state)
 	saveStep(t, st, sess, c)
 	damage(t)
 	_, err := st.GetCheckpoint(t.Context(), c.ID)
 	wantCode(t, "GetCheckpoint of a damaged state", err, belay.CodeCheckpointCorrupt)
-	_, _, err = st.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: store.Everything, Limit: 10})
-	wantCode(t, "ListCheckpoints of a damaged state", err, belay.CodeCheckpointCorrupt)
+	_, err = st.GetCheckpointBySeq(t.Context(), sess.ID, 2)
+	wantCode(t, "GetCheckpointBySeq of a damaged state", err, belay.CodeCheckpointCorrupt)
 	_, err = st.GetSession(t.Context(), sess.ID)
 	wantCode(t, "GetSession of a damaged state", err, belay.CodeCheckpointCorrupt)
+
+	list, total, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: store.Everything, Limit: 10})
+	if err != nil || total != 2 || len(list) != 2 {
+		t.Fatalf("ListCheckpoints with one damaged state: %d of %d, %v; want both", len(list), total, err)
+	}
+	for _, got := range list {
+		switch got.ID {
+		case small.ID:
+			if got.StateErr != nil || !bytes.Equal(got.AgentState, small.AgentState) || got.VerifyChecksum() != nil {
+				t.Errorf("the intact checkpoint came back with state %q, StateErr %v", got.AgentState, got.StateErr)
+			}
+		case c.ID:
+			if got.AgentState != nil {
+				t.Errorf("the damaged checkpoint came back with a state of %d bytes", len(got.AgentState))
+			}
+			wantCode(t, "StateErr of the damaged checkpoint", got.StateErr, belay.CodeCheckpointCorrupt)
+			wantCode(t, "VerifyChecksum of the damaged checkpoint", got.VerifyChecksum(), belay.CodeCheckpointCorrupt)
+			if got.StateErr != nil && !strings.Contains(got.StateErr.Message, c.ID) {
+				t.Errorf("StateErr %q does not name the checkpoint", got.StateErr.Message)
+			}
+		}
+	}
+	sessions, _, err := st.ListSessions(t.Context(), store.SessionQuery{Scope: store.Everything, Limit: 10})
+	if err != nil || len(sessions) != 1 {
+		t.Fatalf("ListSessions with one damaged state: %d, %v", len(sessions), err)
+	}
+	if sessions[0].State != nil {
+		t.Errorf("the damaged session came back with a state of %d bytes", len(sessions[0].State))
+	}
+	wantCode(t, "StateErr of the damaged session", sessions[0].StateErr, belay.CodeCheckpointCorrupt)
+	u, err := st.CheckpointUsage(t.Context(), sess.ID)
+	if want := int64(len(state) + len(small.AgentState)); err != nil || u.Checkpoints != 2 || u.StateBytes != want {
+		t.Errorf("CheckpointUsage = %+v, %v; want 2 checkpoints of %d bytes, counted from the root", u, err, want)
+	}
 }

@@ -209,8 +209,9 @@ func keyOf(c *belay.Checkpoint) *store.CheckpointKey {
 }
 
 // notStored names the fields a store does not keep: core sets them on
-// answers only (Checkpoint.StartedSession).
-var notStored = map[string]bool{"StartedSession": true}
+// answers only (Checkpoint.StartedSession), a store on a state it could not
+// read back (StateErr, see RunDamagedChunk).
+var notStored = map[string]bool{"StartedSession": true, "StateErr": true}
 
 // wantAllSet fails for every field of v (recursively through structs,
 // pointers and the first element of slices) that holds its zero value, so a
