@@ -228,6 +228,12 @@ func (in *CreateCheckpointInput) Validate() error {
 	if err := in.validateSnapshot(); err != nil {
 		return err
 	}
+	if in.Snapshot && len(in.Events) > 0 {
+		return Invalid("events", "events are not carried by a checkpoint with a snapshot: append them with AppendEvents")
+	}
+	if err := ValidateEvents("events", in.Events, true); err != nil {
+		return err
+	}
 	if in.HITL != nil {
 		return in.HITL.Validate()
 	}

@@ -10,7 +10,8 @@ import (
 
 // CreateCheckpoint saves a checkpoint in its session (the project's active
 // session when none is named, created on demand) with the next seq, the
-// session's head as parent, a checksum, and events, all in one transaction.
+// session's head as parent, a checksum, and events (its own, then the graph
+// events in.Events carries), all in one transaction.
 // With in.Snapshot it first snapshots the session's workspace (see
 // createWithSnapshot).
 func (s *Service) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpointInput) (*belay.Checkpoint, error) {
@@ -82,7 +83,11 @@ func (s *Service) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpoin
 			return err
 		}
 		cp.StartedSession = started
-		return s.insertCheckpoint(ctx, tx, sess, cp)
+		if err := s.insertCheckpoint(ctx, tx, sess, cp); err != nil {
+			return err
+		}
+		_, err = s.appendGraphEvents(ctx, tx, sess.ID, in.Events, cp.ID)
+		return err
 	})
 	if err != nil {
 		return nil, err

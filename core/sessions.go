@@ -13,7 +13,8 @@ import (
 	"github.com/belayhq/belay/workspace"
 )
 
-// CreateSession starts a running session owned by the caller.
+// CreateSession starts a running session owned by the caller, held by
+// in.Holder when it names one.
 func (s *Service) CreateSession(ctx context.Context, in belay.CreateSessionInput) (*belay.Session, error) {
 	c, err := authorize(ctx, belay.ScopeWrite)
 	if err != nil {
@@ -21,6 +22,11 @@ func (s *Service) CreateSession(ctx context.Context, in belay.CreateSessionInput
 	}
 	if err := in.Validate(); err != nil {
 		return nil, err
+	}
+	if in.Holder != "" || in.Lease != 0 {
+		if in.Lease, err = leaseFor(in.Holder, in.Lease); err != nil {
+			return nil, err
+		}
 	}
 	in.ProjectPath = cleanPath(in.ProjectPath)
 	if err := c.mayCreateIn(in.ProjectPath); err != nil {
@@ -41,6 +47,10 @@ func (s *Service) newSession(ctx context.Context, tx store.Tx, c caller, in bela
 		ID: newID(), ProjectPath: in.ProjectPath, Title: in.Title, Owner: c.UserID,
 		Status: belay.SessionRunning, Phase: in.Phase, Metadata: compactJSON(in.Metadata),
 		CreatedAt: now, UpdatedAt: now,
+	}
+	if in.Holder != "" {
+		until := now.Add(in.Lease)
+		sess.Holder, sess.LeaseExpiresAt = in.Holder, &until
 	}
 	if err := tx.InsertSession(ctx, sess); err != nil {
 		return nil, err

@@ -88,16 +88,14 @@ func (h *holding) stop() {
 	h.cancel(nil)
 }
 
-// release gives the lease up: a run awaiting a decision keeps waiting, held
-// by no one; a run stopped by an error or a cancelled context becomes
-// interrupted, to be resumed. A lease already lost is no error.
-func (h *holding) release(ctx context.Context) error {
+// release gives the lease up, appending events in the same call: a run
+// awaiting a decision keeps waiting, held by no one; a run stopped by an
+// error or a cancelled context becomes interrupted, to be resumed. A lease
+// already lost is LEASE_LOST, and nothing is appended.
+func (h *holding) release(ctx context.Context, events ...belay.EventRecord) error {
 	h.stop()
 	in := h.in
-	in.Release = true
+	in.Release, in.Events = true, events
 	_, err := h.svc.Heartbeat(context.WithoutCancel(ctx), in)
-	if belay.IsCode(err, belay.CodeLeaseLost) {
-		return nil
-	}
 	return err
 }

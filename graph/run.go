@@ -156,14 +156,13 @@ func (c *Compiled[S]) start(ctx context.Context, svc belay.Service, in RunInput[
 	if err := protect(START, func() (err error) { first, err = c.first(in.State); return err }); err != nil {
 		return nil, err
 	}
-	sess, err := svc.CreateSession(ctx, belay.CreateSessionInput{ProjectPath: in.ProjectPath, Title: in.Title})
+	lease := belay.LeaseInput{Holder: newHolder(), Lease: c.lease}
+	sess, err := svc.CreateSession(ctx, belay.CreateSessionInput{ProjectPath: in.ProjectPath, Title: in.Title,
+		Holder: lease.Holder, Lease: lease.Lease})
 	if err != nil {
 		return nil, err
 	}
-	lease := belay.LeaseInput{SessionID: sess.ID, Holder: newHolder(), Lease: c.lease}
-	if _, err := svc.Heartbeat(ctx, lease); err != nil {
-		return nil, err
-	}
+	lease.SessionID = sess.ID
 	r := &run[S]{svc: svc, id: sess.ID, node: first[0], also: first[1:], step: 1, state: in.State, raw: raw}
 	return c.drive(ctx, r, lease, func(ctx context.Context) error {
 		_, err := r.save(ctx, belay.CreateCheckpointInput{Name: START, Type: belay.TypeAuto, Summary: "input",
@@ -173,9 +172,11 @@ func (c *Compiled[S]) start(ctx context.Context, svc belay.Service, in RunInput[
 }
 
 // drive runs r while holding its lease (taken already): it renews the lease
-// as nodes run and gives it up as the run stops. A run stopped by an error of
-// the service, a lost lease or a cancelled context is left interrupted, to be
-// resumed from its last checkpoint.
+// as nodes run and gives it up as the run stops — by ending the session at
+// END or on a failure, or by releasing it — in a call that carries the run's
+// last events. A run stopped by an error of the service, a lost lease or a
+// cancelled context is left interrupted, to be resumed from its last
+// checkpoint.
 func (c *Compiled[S]) drive(ctx context.Context, r *run[S], lease belay.LeaseInput, first func(context.Context) error) (*Result[S], error) {
 	h, hctx := hold(ctx, r.svc, lease)
 	defer h.stop()
@@ -191,22 +192,40 @@ func (c *Compiled[S]) drive(ctx context.Context, r *run[S], lease belay.LeaseInp
 	if res != nil && res.Status == Interrupted {
 		r.publish(Event[S]{Type: EventInterrupt, RunID: r.id, Node: res.Interrupt.Node, Step: r.step, State: res.State, Interrupt: res.Interrupt}, nil)
 	}
-	r.logResult(res, err)
-	if lerr := r.log.stop(); lerr != nil && err == nil {
-		err = fmt.Errorf("graph: writing the event log of run %s: %w", r.id, lerr)
-	}
+	events, lerr := r.log.stop()
+	events = append(events, r.result(res, err))
 	switch {
-	case res != nil && res.Status == Interrupted:
+	case res != nil && res.Status != Interrupted:
+		end := belay.EndSessionInput{SessionID: r.id, Status: belay.SessionCompleted, Events: events}
+		if res.Status == Failed {
+			end.Status, end.Reason = belay.SessionFailed, belay.Clip(err.Error(), 200)
+		}
+		if _, eerr := r.svc.EndSession(hctx, end); eerr != nil {
+			res, err = nil, eerr
+			events[len(events)-1] = r.result(res, err)
+			r.log.appendNow(events)
+			_ = h.release(ctx)
+			break
+		}
+		h.stop() // ending the session released the lease
+	case res != nil:
 		// The interrupt is saved; should the release fail, the lease lapses
 		// and the run is resumed all the same.
-		_ = h.release(ctx)
-	case res != nil:
-		h.stop() // ending the session released the lease
+		if h.release(ctx, events...) != nil {
+			r.log.appendNow(events)
+		}
 	default:
 		if lost := h.lost(); lost != nil && err != nil {
 			err = lost
 		}
+		r.log.appendNow(events)
 		_ = h.release(ctx)
+	}
+	if lerr == nil {
+		lerr = r.log.failed()
+	}
+	if lerr != nil && err == nil {
+		err = fmt.Errorf("graph: writing the event log of run %s: %w", r.id, lerr)
 	}
 	return res, err
 }
@@ -220,9 +239,6 @@ func (c *Compiled[S]) loop(ctx context.Context, r *run[S]) (*Result[S], error) {
 				return nil, err
 			}
 			if err := r.settleFirst(ctx); err != nil {
-				return nil, err
-			}
-			if _, err := r.svc.EndSession(ctx, belay.EndSessionInput{SessionID: r.id, Status: belay.SessionCompleted}); err != nil {
 				return nil, err
 			}
 			return &Result[S]{RunID: r.id, Status: Completed, State: r.state, Steps: r.step - 1}, nil
@@ -263,7 +279,14 @@ func (c *Compiled[S]) loop(ctx context.Context, r *run[S]) (*Result[S], error) {
 		}
 		np := nextPoint(next, r.step+1)
 		np.Waiting = waiting
+		// The node_end events go to the log before the save, which carries
+		// them naming its checkpoint; to the stream once it is saved.
 		ref := newCheckpointRef()
+		ends := make([]Event[S], len(step))
+		for i, n := range step {
+			ends[i] = Event[S]{Type: EventNodeEnd, RunID: r.id, Node: n, Step: r.step, State: out, Next: np.Next}
+			r.logEvent(ends[i], ref)
+		}
 		cp, err := r.saveStep(ctx, belay.CreateCheckpointInput{Name: name, Type: belay.TypeAuto, Step: r.step,
 			Summary: belay.Clip(fmt.Sprintf("step %d: %s", r.step, strings.Join(step, ", ")), belay.MaxSummary), AgentState: raw}, np, ref)
 		if err != nil {
@@ -271,12 +294,11 @@ func (c *Compiled[S]) loop(ctx context.Context, r *run[S]) (*Result[S], error) {
 		}
 		r.node, r.also, r.step, r.state, r.raw, r.waiting = np.Next, np.Also, r.step+1, out, raw, waiting
 		r.resumes, r.writes = nil, nil
-		for _, n := range step {
-			ev := Event[S]{Type: EventNodeEnd, RunID: r.id, Node: n, Step: r.step - 1, State: out, Next: np.Next}
+		for _, ev := range ends {
 			if cp != nil {
 				ev.CheckpointID = cp.ID
 			}
-			if !r.publish(ev, ref) {
+			if !r.em.send(ev) {
 				return nil, context.Canceled
 			}
 		}
@@ -633,7 +655,7 @@ func (r *run[S]) save(ctx context.Context, in belay.CreateCheckpointInput, p poi
 	if err := r.flush(ctx); err != nil {
 		return nil, err
 	}
-	return r.saveNow(ctx, in, p)
+	return r.saveNow(ctx, in, p, nil)
 }
 
 // stepSave is a step's checkpoint not written yet.
@@ -673,7 +695,7 @@ func (r *run[S]) saveStep(ctx context.Context, in belay.CreateCheckpointInput, p
 			if r.asyncError() != nil {
 				return
 			}
-			cp, err := r.saveNow(ctx, in, p)
+			cp, err := r.saveNow(ctx, in, p, ref)
 			if err != nil {
 				r.mu.Lock()
 				r.asyncErr = err
@@ -684,7 +706,7 @@ func (r *run[S]) saveStep(ctx context.Context, in belay.CreateCheckpointInput, p
 		}()
 		return nil, nil
 	}
-	cp, err := r.saveNow(ctx, in, p)
+	cp, err := r.saveNow(ctx, in, p, ref)
 	if err == nil {
 		ref.resolve(cp.ID)
 	} else {
@@ -711,7 +733,7 @@ func (r *run[S]) flush(ctx context.Context) error {
 	}
 	if u := r.unsaved; u != nil {
 		r.unsaved = nil
-		cp, err := r.saveNow(ctx, u.in, u.p)
+		cp, err := r.saveNow(ctx, u.in, u.p, u.ref)
 		if err != nil {
 			u.ref.resolve("")
 			return err
@@ -721,8 +743,9 @@ func (r *run[S]) flush(ctx context.Context) error {
 	return nil
 }
 
-// saveNow writes a checkpoint of the run.
-func (r *run[S]) saveNow(ctx context.Context, in belay.CreateCheckpointInput, p point) (*belay.Checkpoint, error) {
+// saveNow writes a checkpoint of the run, with the events queued for the
+// log; those of ref name it.
+func (r *run[S]) saveNow(ctx context.Context, in belay.CreateCheckpointInput, p point, ref *checkpointRef) (*belay.Checkpoint, error) {
 	if r.hold != nil {
 		if err := r.hold.lost(); err != nil {
 			return nil, err // another process holds the run now: write nothing
@@ -736,7 +759,13 @@ func (r *run[S]) saveNow(ctx context.Context, in belay.CreateCheckpointInput, p 
 		return nil, err
 	}
 	in.SessionID, in.Metadata = r.id, meta
-	return r.svc.CreateCheckpoint(ctx, in)
+	var cp *belay.Checkpoint
+	err = r.log.carry(ref, func(events []belay.EventRecord) error {
+		in.Events = events
+		cp, err = r.svc.CreateCheckpoint(ctx, in)
+		return err
+	})
+	return cp, err
 }
 
 // interrupt pauses the run at the pending interrupts of nrs (one, or one
@@ -768,8 +797,8 @@ func (r *run[S]) interrupt(ctx context.Context, nrs []*nodeRun, writes map[strin
 	return res, nil
 }
 
-// fail records err as an error checkpoint of the node that was to run and
-// fails the session.
+// fail records err as an error checkpoint of the node that was to run; the
+// run then fails its session (drive).
 func (r *run[S]) fail(ctx context.Context, node string, err error) (*Result[S], error) {
 	err = nodeError(node, r.step, err)
 	desc := err.Error()
@@ -785,20 +814,22 @@ func (r *run[S]) fail(ctx context.Context, node string, err error) (*Result[S], 
 		AgentState: r.raw}, p); serr != nil {
 		return nil, serr
 	}
-	if _, serr := r.svc.EndSession(ctx, belay.EndSessionInput{SessionID: r.id, Status: belay.SessionFailed,
-		Reason: belay.Clip(err.Error(), 200)}); serr != nil {
-		return nil, serr
-	}
 	return &Result[S]{RunID: r.id, Status: Failed, State: r.state, Steps: r.step - 1}, err
 }
 
 // publish reports ev to the run's stream, if any, and to its session's
-// event log; ref names the checkpoint of a node_end whose save is deferred.
-// It reports false when the stream's consumer stopped reading.
+// event log. It reports false when the stream's consumer stopped reading.
 func (r *run[S]) publish(ev Event[S], ref *checkpointRef) bool {
+	r.logEvent(ev, ref)
+	return r.em.send(ev)
+}
+
+// logEvent queues ev for the session's event log; ref names the checkpoint
+// of a node_end not saved yet.
+func (r *run[S]) logEvent(ev Event[S], ref *checkpointRef) {
 	if text, ok := ev.Data.(string); ok && ev.Type == EventCustom && ev.Name == TokenEvent {
 		r.log.token(ev.Node, ev.Step, text)
-		return r.em.send(ev)
+		return
 	}
 	at := map[string]any{"node": ev.Node, "step": ev.Step}
 	switch ev.Type {
@@ -814,13 +845,12 @@ func (r *run[S]) publish(ev Event[S], ref *checkpointRef) bool {
 		at["interruptId"] = ev.Interrupt.ID
 		r.log.add(belay.EventGraphInterrupt, ev.Node, at, ev.Interrupt.ID, nil)
 	}
-	return r.em.send(ev)
 }
 
-// logResult records in the event log how the run stopped: completed,
+// result is the event that records how the run stopped: completed,
 // interrupted or failed, or interrupted with the error that stopped it (to
 // be resumed).
-func (r *run[S]) logResult(res *Result[S], err error) {
+func (r *run[S]) result(res *Result[S], err error) belay.EventRecord {
 	data := map[string]any{"step": r.step}
 	switch {
 	case res != nil:
@@ -831,5 +861,5 @@ func (r *run[S]) logResult(res *Result[S], err error) {
 	if err != nil {
 		data["error"] = belay.Clip(err.Error(), 500)
 	}
-	r.log.add(belay.EventGraphResult, "", data, "", nil)
+	return belay.EventRecord{Type: belay.EventGraphResult, Data: eventData(data)}
 }

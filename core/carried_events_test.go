@@ -1,0 +1,134 @@
+package core_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/internal/testutil"
+)
+
+// A graph run writes its events and takes and gives up its lease in the
+// transactions of its own writes: a session created held, a checkpoint that
+// carries the step's events, an end or a release that carries the last.
+func TestEventsRideWithTheirWrite(t *testing.T) {
+	svc := newService(t, nil)
+	alice, bob := asUser("alice"), asUser("bob")
+	if _, err := svc.CreateToken(localCtx, belay.CreateTokenInput{User: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := svc.CreateSession(alice, belay.CreateSessionInput{Holder: "h1", Lease: 500 * time.Millisecond})
+	testutil.WantCode(t, err, belay.CodeValidation, "lease")
+	_, err = svc.CreateSession(alice, belay.CreateSessionInput{Lease: time.Minute})
+	testutil.WantCode(t, err, belay.CodeValidation, "holder")
+	sess, err := svc.CreateSession(alice, belay.CreateSessionInput{Holder: "h1", Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sess.Holder != "h1" || sess.LeaseExpiresAt == nil {
+		t.Fatalf("created %+v, want held by h1", sess)
+	}
+	_, err = svc.Heartbeat(alice, belay.LeaseInput{SessionID: sess.ID, Holder: "h2"})
+	testutil.WantCode(t, err, belay.CodeLeaseLost, "")
+	if _, err := svc.GrantSession(alice, belay.GrantInput{SessionID: sess.ID, User: "bob", Role: belay.RoleRead}); err != nil {
+		t.Fatal(err)
+	}
+
+	start := belay.EventRecord{Type: belay.EventGraphNodeStart, Data: json.RawMessage(`{"node":"plan","step":1}`)}
+	end := belay.EventRecord{Type: belay.EventGraphNodeEnd, ThisCheckpoint: true, Data: json.RawMessage(`{"node":"plan","step":1}`)}
+	step := func(evs ...belay.EventRecord) belay.CreateCheckpointInput {
+		return belay.CreateCheckpointInput{SessionID: sess.ID, Summary: "plan", Events: evs}
+	}
+	before := len(events(t, svc))
+	for _, c := range []struct {
+		name  string
+		err   error
+		code  belay.Code
+		field string
+	}{
+		{"thisCheckpoint with a checkpoint id", func() error {
+			named := end
+			named.CheckpointID = sess.ID
+			_, err := svc.CreateCheckpoint(alice, step(start, named))
+			return err
+		}(), belay.CodeValidation, "events[1].thisCheckpoint"},
+		{"events with a snapshot", func() error {
+			in := step(start)
+			in.Snapshot = true
+			_, err := svc.CreateCheckpoint(alice, in)
+			return err
+		}(), belay.CodeValidation, "events"},
+		{"a type of belay's own", func() error {
+			_, err := svc.CreateCheckpoint(alice, step(belay.EventRecord{Type: belay.EventCheckpointCreated}))
+			return err
+		}(), belay.CodeValidation, "events[0].type"},
+		{"thisCheckpoint with no checkpoint", func() error {
+			_, err := svc.AppendEvents(alice, belay.AppendEventsInput{SessionID: sess.ID, Events: []belay.EventRecord{end}})
+			return err
+		}(), belay.CodeValidation, "events[0].thisCheckpoint"},
+		{"thisCheckpoint ending a session", func() error {
+			_, err := svc.EndSession(alice, belay.EndSessionInput{SessionID: sess.ID, Status: belay.SessionCompleted, Events: []belay.EventRecord{end}})
+			return err
+		}(), belay.CodeValidation, "events[0].thisCheckpoint"},
+		{"events with a renewal", func() error {
+			_, err := svc.Heartbeat(alice, belay.LeaseInput{SessionID: sess.ID, Holder: "h1", Events: []belay.EventRecord{start}})
+			return err
+		}(), belay.CodeValidation, "events"},
+		{"a reader's checkpoint", func() error {
+			_, err := svc.CreateCheckpoint(bob, step(start))
+			return err
+		}(), belay.CodeUnauthorized, ""},
+		{"a reader's end", func() error {
+			_, err := svc.EndSession(bob, belay.EndSessionInput{SessionID: sess.ID, Status: belay.SessionCompleted, Events: []belay.EventRecord{start}})
+			return err
+		}(), belay.CodeUnauthorized, ""},
+		{"another holder's release", func() error {
+			_, err := svc.Heartbeat(alice, belay.LeaseInput{SessionID: sess.ID, Holder: "h2", Release: true, Events: []belay.EventRecord{start}})
+			return err
+		}(), belay.CodeLeaseLost, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) { testutil.WantCode(t, c.err, c.code, c.field) })
+	}
+	if n := len(events(t, svc)); n != before {
+		t.Fatalf("refused calls wrote %d events", n-before)
+	}
+
+	cp, err := svc.CreateCheckpoint(alice, step(start, end))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := events(t, svc)[before:]
+	if len(evs) != 3 || evs[0].Type != belay.EventCheckpointCreated || evs[1].Type != belay.EventGraphNodeStart ||
+		evs[2].Type != belay.EventGraphNodeEnd || evs[2].CheckpointID != cp.ID || evs[1].CheckpointID != "" {
+		t.Fatalf("the checkpoint wrote %+v", evs)
+	}
+
+	hitl, err := svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{SessionID: sess.ID, Summary: "review",
+		HITL: &belay.HITLInput{Required: true, Title: "Approve?"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	interrupt := belay.EventRecord{Type: belay.EventGraphInterrupt, CheckpointID: hitl.ID, Data: json.RawMessage(`{"node":"review"}`)}
+	released, err := svc.Heartbeat(alice, belay.LeaseInput{SessionID: sess.ID, Holder: "h1", Release: true, Events: []belay.EventRecord{interrupt}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if released.Holder != "" || released.Status != belay.SessionAwaitingInput {
+		t.Fatalf("released %+v, want awaiting input, held by no one", released)
+	}
+	evs = events(t, svc)
+	if last := evs[len(evs)-1]; last.Type != belay.EventGraphInterrupt || last.CheckpointID != hitl.ID {
+		t.Fatalf("the release wrote %+v", last)
+	}
+
+	result := belay.EventRecord{Type: belay.EventGraphResult, Data: json.RawMessage(`{"status":"completed"}`)}
+	ended, err := svc.EndSession(alice, belay.EndSessionInput{SessionID: sess.ID, Status: belay.SessionCompleted, Events: []belay.EventRecord{result}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs = events(t, svc)
+	if last := evs[len(evs)-1]; ended.Status != belay.SessionCompleted || last.Type != belay.EventGraphResult || last.SessionID != sess.ID {
+		t.Fatalf("the end left %s and wrote %+v", ended.Status, last)
+	}
+}
