@@ -397,6 +397,23 @@ type CreateCheckpointInput struct {
 	// session's event log in the transaction that saves the checkpoint,
 	// after its own events; not with Snapshot.
 	Events []EventRecord `json:"events,omitempty"`
+	// Holder, when set, saves the checkpoint only while Holder may hold the
+	// session's lease (LEASE_LOST otherwise, as LifeService.Heartbeat): a
+	// process another has taken the session over from writes nothing.
+	Holder string `json:"holder,omitempty"`
+	// Release, with Holder, gives the lease up once the checkpoint is saved,
+	// in the same transaction, as Heartbeat's Release does.
+	Release bool `json:"release,omitempty"`
+	// End, when set, ends the session once the checkpoint is saved, in the
+	// same transaction, as EndSession does: completed, failed or abandoned,
+	// for EndReason.
+	End       SessionStatus `json:"end,omitempty"`
+	EndReason string        `json:"endReason,omitempty"`
+	// Answers decide open HITL requests of the session before the
+	// checkpoint is saved, in its transaction, as Decide does: the caller
+	// needs the decide scope and the right to decide each. A request
+	// decided already keeps its decision, and its answer is dropped.
+	Answers []DecideInput `json:"answers,omitempty"`
 }
 
 // Orderings and directions of a checkpoint list.

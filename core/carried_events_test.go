@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -130,5 +131,115 @@ func TestEventsRideWithTheirWrite(t *testing.T) {
 	evs = events(t, svc)
 	if last := evs[len(evs)-1]; ended.Status != belay.SessionCompleted || last.Type != belay.EventGraphResult || last.SessionID != sess.ID {
 		t.Fatalf("the end left %s and wrote %+v", ended.Status, last)
+	}
+}
+
+// A checkpoint can be saved under a lease, release it or end the session,
+// and record the decisions a run's resume made, all in its transaction.
+func TestCheckpointCarriesTheSessionLife(t *testing.T) {
+	svc := newService(t, nil)
+	alice := asUser("alice")
+	writeOnly := belay.WithActor(context.Background(), belay.Actor{UserID: "alice", Scopes: []belay.Scope{belay.ScopeRead, belay.ScopeWrite}})
+	sess, err := svc.CreateSession(alice, belay.CreateSessionInput{Holder: "h1", Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := svc.CreateSession(alice, belay.CreateSessionInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherReq, err := svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{SessionID: other.ID, Summary: "other",
+		HITL: &belay.HITLInput{Required: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{SessionID: sess.ID, Summary: "review", Holder: "h1",
+		HITL: &belay.HITLInput{Required: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	approve := belay.DecideInput{CheckpointID: req.ID, SelectedOption: "approve"}
+	in := func(f func(*belay.CreateCheckpointInput)) belay.CreateCheckpointInput {
+		in := belay.CreateCheckpointInput{SessionID: sess.ID, Summary: "step", Holder: "h1"}
+		f(&in)
+		return in
+	}
+	before, _ := svc.GetSession(alice, sess.ID)
+	for _, c := range []struct {
+		name  string
+		ctx   context.Context
+		in    belay.CreateCheckpointInput
+		code  belay.Code
+		field string
+	}{
+		{"another holder", alice, in(func(in *belay.CreateCheckpointInput) { in.Holder = "h2" }), belay.CodeLeaseLost, ""},
+		{"a release with no holder", alice, in(func(in *belay.CreateCheckpointInput) { in.Holder, in.Release = "", true }), belay.CodeValidation, "release"},
+		{"a release and an end", alice, in(func(in *belay.CreateCheckpointInput) { in.Release, in.End = true, belay.SessionCompleted }), belay.CodeValidation, "release"},
+		{"an end that is no end", alice, in(func(in *belay.CreateCheckpointInput) { in.End = belay.SessionRunning }), belay.CodeValidation, "end"},
+		{"a reason with no end", alice, in(func(in *belay.CreateCheckpointInput) { in.EndReason = "why" }), belay.CodeValidation, "endReason"},
+		{"a project's checkpoint with a holder", alice, belay.CreateCheckpointInput{ProjectPath: t.TempDir(), Summary: "s", Holder: "h1"}, belay.CodeValidation, "sessionId"},
+		{"answers from a token that may not decide", writeOnly, in(func(in *belay.CreateCheckpointInput) { in.Answers = []belay.DecideInput{approve} }), belay.CodeUnauthorized, ""},
+		{"an answer to another session's request", alice, in(func(in *belay.CreateCheckpointInput) {
+			in.Answers = []belay.DecideInput{{CheckpointID: otherReq.ID, SelectedOption: "approve"}}
+		}), belay.CodeValidation, "answers"},
+		{"an answer naming no option", alice, in(func(in *belay.CreateCheckpointInput) {
+			in.Answers = []belay.DecideInput{{CheckpointID: req.ID, SelectedOption: "maybe"}}
+		}), belay.CodeInvalidOption, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := svc.CreateCheckpoint(c.ctx, c.in)
+			testutil.WantCode(t, err, c.code, c.field)
+		})
+	}
+	if after, _ := svc.GetSession(alice, sess.ID); after.CheckpointCount != before.CheckpointCount || after.Status != belay.SessionAwaitingInput {
+		t.Fatalf("refused checkpoints left %d checkpoints (was %d), status %s", after.CheckpointCount, before.CheckpointCount, after.Status)
+	}
+
+	// The step after the interrupt records its answer first; an answer to
+	// a request decided already is dropped.
+	if _, err := svc.CreateCheckpoint(alice, in(func(in *belay.CreateCheckpointInput) { in.Answers = []belay.DecideInput{approve} })); err != nil {
+		t.Fatal(err)
+	}
+	decided, err := svc.GetCheckpoint(alice, req.ID)
+	if err != nil || decided.Decision == nil || decided.Decision.SelectedOption != "approve" {
+		t.Fatalf("the request after its answer: %+v, %v", decided, err)
+	}
+	late := approve
+	late.SelectedOption = "reject"
+	if _, err := svc.CreateCheckpoint(alice, in(func(in *belay.CreateCheckpointInput) { in.Answers = []belay.DecideInput{late} })); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := svc.GetCheckpoint(alice, req.ID); again.Decision.ID != decided.Decision.ID {
+		t.Fatalf("a second answer replaced the decision: %+v", again.Decision)
+	}
+	if s, _ := svc.GetSession(alice, sess.ID); s.Status != belay.SessionRunning || s.Holder != "h1" {
+		t.Fatalf("after the answer the session is %s, held by %q", s.Status, s.Holder)
+	}
+
+	// A request saved with a release waits held by no one; the last step
+	// ends the session.
+	if _, err := svc.CreateCheckpoint(alice, in(func(in *belay.CreateCheckpointInput) {
+		in.HITL, in.Release = &belay.HITLInput{Required: true}, true
+	})); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := svc.GetSession(alice, sess.ID); s.Status != belay.SessionAwaitingInput || s.Holder != "" || s.LeaseExpiresAt != nil {
+		t.Fatalf("after the release the session is %s, held by %q", s.Status, s.Holder)
+	}
+	if _, err := svc.ResumeSession(alice, belay.ResumeInput{SessionID: sess.ID, Holder: "h3"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.CreateCheckpoint(alice, in(func(in *belay.CreateCheckpointInput) { in.Holder = "h1" })); !belay.IsCode(err, belay.CodeLeaseLost) {
+		t.Fatalf("the holder that released saved again: %v", err)
+	}
+	final, err := svc.CreateCheckpoint(alice, in(func(in *belay.CreateCheckpointInput) {
+		in.Holder, in.End, in.EndReason = "h3", belay.SessionFailed, "the model gave up"
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := svc.GetSession(alice, sess.ID)
+	if s.Status != belay.SessionFailed || s.EndReason != "the model gave up" || s.Holder != "" || s.HeadCheckpointID != final.ID {
+		t.Fatalf("after the last step the session is %+v", s)
 	}
 }

@@ -11,7 +11,9 @@ import (
 // CreateCheckpoint saves a checkpoint in its session (the project's active
 // session when none is named, created on demand) with the next seq, the
 // session's head as parent, a checksum, and events (its own, then the graph
-// events in.Events carries), all in one transaction.
+// events in.Events carries), all in one transaction — which also records
+// in.Answers first, checks in.Holder's lease and releases it, or ends the
+// session, when in says so.
 // With in.Snapshot it first snapshots the session's workspace (see
 // createWithSnapshot).
 func (s *Service) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpointInput) (*belay.Checkpoint, error) {
@@ -21,6 +23,11 @@ func (s *Service) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpoin
 	}
 	if err := in.Validate(); err != nil {
 		return nil, err
+	}
+	if len(in.Answers) > 0 {
+		if err := c.also(belay.ScopeDecide); err != nil {
+			return nil, err
+		}
 	}
 	in.ProjectPath = cleanPath(in.ProjectPath)
 	if in.HITL != nil {
@@ -82,12 +89,39 @@ func (s *Service) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpoin
 		if err := checkOpen(sess); err != nil {
 			return err
 		}
+		if in.Holder != "" {
+			if err := s.leaseLost(sess, in.Holder); err != nil {
+				return err
+			}
+		}
+		if len(in.Answers) > 0 {
+			rt, err := rightsIn(ctx, tx, c, sess)
+			if err != nil {
+				return err
+			}
+			for _, a := range in.Answers {
+				if err := s.answer(ctx, tx, c, sess, rt, a); err != nil {
+					return err
+				}
+			}
+			if err := checkOpen(sess); err != nil {
+				return err // an answer ended it
+			}
+		}
 		cp.StartedSession = started
 		if err := s.insertCheckpoint(ctx, tx, sess, cp); err != nil {
 			return err
 		}
-		_, err = s.appendGraphEvents(ctx, tx, sess.ID, in.Events, cp.ID)
-		return err
+		if _, err := s.appendGraphEvents(ctx, tx, sess.ID, in.Events, cp.ID); err != nil {
+			return err
+		}
+		switch {
+		case in.Release:
+			return s.releaseLease(ctx, tx, sess, in.Holder)
+		case in.End != "":
+			return s.endSession(ctx, tx, sess, in.End, in.EndReason)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err

@@ -16,7 +16,7 @@ import (
 // lease. Completed, failed and abandoned sessions have ended.
 
 // maxReason bounds an end reason.
-const maxReason = 1000
+const maxReason = belay.MaxEndReason
 
 // EndSession completes, fails or abandons a session (the caller must be able
 // to write to it) and releases its lease, appending in.Events in the same
@@ -45,22 +45,27 @@ func (s *Service) EndSession(ctx context.Context, in belay.EndSessionInput) (*be
 		if sess, err = writeSession(ctx, tx, c, in.SessionID); err != nil {
 			return err
 		}
-		if !sess.Status.Open() {
-			return belay.Errorf(belay.CodeConflict, "session %s has ended already (%s)", sess.ID, sess.Status).
-				With("sessionId", sess.ID).With("status", sess.Status)
-		}
-		sess.Holder, sess.LeaseExpiresAt, sess.EndReason = "", nil, in.Reason
-		sess.UpdatedAt = s.clock.Now()
-		if err := s.setStatus(ctx, tx, sess, in.Status, in.Reason); err != nil {
-			return err
-		}
-		if err := tx.UpdateSession(ctx, sess); err != nil {
+		if err := s.endSession(ctx, tx, sess, in.Status, in.Reason); err != nil {
 			return err
 		}
 		_, err = s.appendGraphEvents(ctx, tx, sess.ID, in.Events, "")
 		return err
 	})
 	return sess, err
+}
+
+// endSession ends sess in tx with status, for reason, releasing its lease.
+func (s *Service) endSession(ctx context.Context, tx store.Tx, sess *belay.Session, status belay.SessionStatus, reason string) error {
+	if !sess.Status.Open() {
+		return belay.Errorf(belay.CodeConflict, "session %s has ended already (%s)", sess.ID, sess.Status).
+			With("sessionId", sess.ID).With("status", sess.Status)
+	}
+	sess.Holder, sess.LeaseExpiresAt, sess.EndReason = "", nil, reason
+	sess.UpdatedAt = s.clock.Now()
+	if err := s.setStatus(ctx, tx, sess, status, reason); err != nil {
+		return err
+	}
+	return tx.UpdateSession(ctx, sess)
 }
 
 // leaseFor checks a lease request and returns its length.

@@ -64,7 +64,9 @@ type logRecord struct {
 	node string
 	cp   string
 	ref  *checkpointRef
-	raw  json.RawMessage
+	// owner is the save the record is written with, or not at all.
+	owner *checkpointRef
+	raw   json.RawMessage
 	// data, text and n are a token batch's, encoded when it is appended.
 	data map[string]any
 	text strings.Builder
@@ -132,6 +134,14 @@ func (l *eventLog) add(typ, node string, data map[string]any, cp string, ref *ch
 	l.queue = append(l.queue, rec)
 }
 
+// own queues an event of type typ to be written with the save of checkpoint
+// ref only.
+func (l *eventLog) own(typ string, data json.RawMessage, ref *checkpointRef) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.queue = append(l.queue, &logRecord{typ: typ, owner: ref, raw: data})
+}
+
 // token adds text to node's open token batch, opening one when there is
 // none or it is full.
 func (l *eventLog) token(node string, step int, text string) {
@@ -160,12 +170,15 @@ func (l *eventLog) take(this *checkpointRef, max int) ([]*logRecord, bool) {
 	}
 	n := 0
 	for n < len(l.queue) && n < max {
-		if ref := l.queue[n].ref; ref != nil && ref != this && !ref.resolved() {
+		if !l.queue[n].ready(this) {
 			break
 		}
 		n++
 	}
-	recs := l.queue[:n:n]
+	// What belongs to a save that failed is not written.
+	recs := slices.DeleteFunc(slices.Clone(l.queue[:n]), func(r *logRecord) bool {
+		return r.owner != nil && r.owner != this && r.owner.id == ""
+	})
 	l.queue = l.queue[n:]
 	for _, r := range recs {
 		if r.typ == belay.EventGraphTokens && l.tokens[r.node] == r {
@@ -173,6 +186,18 @@ func (l *eventLog) take(this *checkpointRef, max int) ([]*logRecord, bool) {
 		}
 	}
 	return recs, true
+}
+
+// ready reports whether the record can be written with the save of
+// checkpoint this (nil: with no save): the checkpoint it names and the save
+// it belongs to are this one or done.
+func (r *logRecord) ready(this *checkpointRef) bool {
+	for _, ref := range []*checkpointRef{r.ref, r.owner} {
+		if ref != nil && ref != this && !ref.resolved() {
+			return false
+		}
+	}
+	return true
 }
 
 // records encodes recs; those whose checkpoint is this name the
@@ -229,7 +254,7 @@ func (l *eventLog) append(ctx context.Context) {
 
 // carry has write, a checkpoint save, carry the queued events in its
 // transaction (events, which those of checkpoint this name). When write
-// fails, they stay queued — but for those naming this, which was not saved.
+// fails, they stay queued — but for those that name this or belong to it.
 // A nil log carries nothing.
 func (l *eventLog) carry(this *checkpointRef, write func(events []belay.EventRecord) error) error {
 	if l == nil {
@@ -240,7 +265,7 @@ func (l *eventLog) carry(this *checkpointRef, write func(events []belay.EventRec
 	recs, _ := l.take(this, belay.MaxAppendEvents)
 	err := write(records(recs, this))
 	if err != nil {
-		recs = slices.DeleteFunc(recs, func(r *logRecord) bool { return r.ref != nil && r.ref == this })
+		recs = slices.DeleteFunc(recs, func(r *logRecord) bool { return this != nil && (r.ref == this || r.owner == this) })
 		l.mu.Lock()
 		l.queue = append(recs, l.queue...)
 		l.mu.Unlock()

@@ -81,10 +81,15 @@ func (h *holding) lost() error {
 	return h.err
 }
 
-// stop ends the renewals.
-func (h *holding) stop() {
+// stopRenewing ends the renewals; the run's context lives on.
+func (h *holding) stopRenewing() {
 	h.once.Do(func() { close(h.stopc) })
 	<-h.done
+}
+
+// stop ends the renewals and the run's context.
+func (h *holding) stop() {
+	h.stopRenewing()
 	h.cancel(nil)
 }
 

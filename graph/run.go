@@ -105,9 +105,9 @@ type run[S any] struct {
 	raw   json.RawMessage
 	// resumes are the resume values of the nodes being resumed.
 	resumes map[string][]json.RawMessage
-	// settle answers the interrupt being resumed, before the run records
-	// anything else; nil when there is nothing to answer.
-	settle func(context.Context) error
+	// answers answer the interrupts being resumed, recorded with the run's
+	// next checkpoint; decide those recorded before it, each on its own.
+	answers, decide []belay.DecideInput
 	// also are the parallel siblings of node; writes the states of those
 	// that completed already.
 	also   []string
@@ -131,6 +131,9 @@ type run[S any] struct {
 	// pass lets the run through the breakpoint before its first node once:
 	// it is resuming from there.
 	pass bool
+	// closed says the run's last save stopped it: released the lease or
+	// ended the session, with the run's last events (see stopWith).
+	closed bool
 }
 
 // Run starts a run: it creates a session, saves the input as checkpoint
@@ -166,7 +169,7 @@ func (c *Compiled[S]) start(ctx context.Context, svc belay.Service, in RunInput[
 	r := &run[S]{svc: svc, id: sess.ID, node: first[0], also: first[1:], step: 1, state: in.State, raw: raw}
 	return c.drive(ctx, r, lease, func(ctx context.Context) error {
 		_, err := r.save(ctx, belay.CreateCheckpointInput{Name: START, Type: belay.TypeAuto, Summary: "input",
-			AgentState: raw}, nextPoint(first, 1))
+			AgentState: raw}, nextPoint(first, 1), nil)
 		return err
 	})
 }
@@ -190,11 +193,21 @@ func (c *Compiled[S]) drive(ctx context.Context, r *run[S], lease belay.LeaseInp
 		res, err = nil, ferr
 	}
 	if res != nil && res.Status == Interrupted {
-		r.publish(Event[S]{Type: EventInterrupt, RunID: r.id, Node: res.Interrupt.Node, Step: r.step, State: res.State, Interrupt: res.Interrupt}, nil)
+		ev := Event[S]{Type: EventInterrupt, RunID: r.id, Node: res.Interrupt.Node, Step: r.step, State: res.State, Interrupt: res.Interrupt}
+		if r.closed {
+			r.em.send(ev) // the log has it from the save
+		} else {
+			r.publish(ev, nil)
+		}
 	}
 	events, lerr := r.log.stop()
-	events = append(events, r.result(res, err))
+	if !r.closed {
+		events = append(events, belay.EventRecord{Type: belay.EventGraphResult, Data: resultData(r.step, res, err)})
+	}
 	switch {
+	case r.closed:
+		h.stop()
+		r.log.appendNow(events) // what came after the last save
 	case res != nil && res.Status != Interrupted:
 		end := belay.EndSessionInput{SessionID: r.id, Status: belay.SessionCompleted, Events: events}
 		if res.Status == Failed {
@@ -202,7 +215,7 @@ func (c *Compiled[S]) drive(ctx context.Context, r *run[S], lease belay.LeaseInp
 		}
 		if _, eerr := r.svc.EndSession(hctx, end); eerr != nil {
 			res, err = nil, eerr
-			events[len(events)-1] = r.result(res, err)
+			events[len(events)-1].Data = resultData(r.step, res, err)
 			r.log.appendNow(events)
 			_ = h.release(ctx)
 			break
@@ -238,7 +251,7 @@ func (c *Compiled[S]) loop(ctx context.Context, r *run[S]) (*Result[S], error) {
 			if err := r.flush(ctx); err != nil {
 				return nil, err
 			}
-			if err := r.settleFirst(ctx); err != nil {
+			if err := r.settle(ctx, false); err != nil {
 				return nil, err
 			}
 			return &Result[S]{RunID: r.id, Status: Completed, State: r.state, Steps: r.step - 1}, nil
@@ -287,8 +300,13 @@ func (c *Compiled[S]) loop(ctx context.Context, r *run[S]) (*Result[S], error) {
 			ends[i] = Event[S]{Type: EventNodeEnd, RunID: r.id, Node: n, Step: r.step, State: out, Next: np.Next}
 			r.logEvent(ends[i], ref)
 		}
-		cp, err := r.saveStep(ctx, belay.CreateCheckpointInput{Name: name, Type: belay.TypeAuto, Step: r.step,
-			Summary: belay.Clip(fmt.Sprintf("step %d: %s", r.step, strings.Join(step, ", ")), belay.MaxSummary), AgentState: raw}, np, ref)
+		in := belay.CreateCheckpointInput{Name: name, Type: belay.TypeAuto, Step: r.step,
+			Summary: belay.Clip(fmt.Sprintf("step %d: %s", r.step, strings.Join(step, ", ")), belay.MaxSummary), AgentState: raw}
+		if np.Next == END && len(np.Also) == 0 && r.durability == DurabilitySync && !slices.ContainsFunc(step, func(n string) bool { return c.after[n] }) {
+			// The run ends with this step: its save ends the session.
+			r.stopWith(&in, ref, &Result[S]{Status: Completed, Steps: r.step}, r.step+1, nil)
+		}
+		cp, err := r.saveStep(ctx, in, np, ref)
 		if err != nil {
 			return nil, err
 		}
@@ -298,7 +316,7 @@ func (c *Compiled[S]) loop(ctx context.Context, r *run[S]) (*Result[S], error) {
 			if cp != nil {
 				ev.CheckpointID = cp.ID
 			}
-			if !r.em.send(ev) {
+			if !r.em.send(ev) && !r.closed {
 				return nil, context.Canceled
 			}
 		}
@@ -615,10 +633,14 @@ const (
 func (r *run[S]) breakpoint(ctx context.Context, where, node string, p point) (*Result[S], error) {
 	p.Interrupt = &interruptPoint{Node: node, Breakpoint: where}
 	title := fmt.Sprintf("Breakpoint %s %s", where, node)
-	cp, err := r.save(ctx, belay.CreateCheckpointInput{Name: node, Type: belay.TypeHITL, Step: p.Step,
+	in := belay.CreateCheckpointInput{Name: node, Type: belay.TypeHITL, Step: p.Step,
 		Summary: belay.Clip(title, belay.MaxSummary), AgentState: r.raw, HITL: &belay.HITLInput{Required: true, Title: title,
 			Message: fmt.Sprintf("The run stopped %s node %q; continue when ready.", where, node), OnReject: belay.OnRejectContinue,
-			Options: []belay.HITLOption{{ID: "continue", Label: "Continue", Action: belay.ActionApprove, IsDefault: true}}}}, p)
+			Options: []belay.HITLOption{{ID: "continue", Label: "Continue", Action: belay.ActionApprove, IsDefault: true}}}}
+	ref := newCheckpointRef()
+	r.log.add(belay.EventGraphInterrupt, node, map[string]any{"node": node, "step": r.step}, "", ref)
+	r.stopWith(&in, ref, &Result[S]{Status: Interrupted, Steps: r.step - 1}, r.step, nil)
+	cp, err := r.save(ctx, in, p, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -639,23 +661,33 @@ func protect(node string, fn func() error) (err error) {
 	return fn()
 }
 
-func (r *run[S]) settleFirst(ctx context.Context) error {
-	if r.settle == nil {
-		return nil
+// settle records the answers to the interrupts being resumed that the next
+// checkpoint does not carry: all of them when carry is false (there is none).
+func (r *run[S]) settle(ctx context.Context, carry bool) error {
+	ins := r.decide
+	if !carry {
+		ins, r.answers = append(ins, r.answers...), nil
 	}
-	if err := r.settle(ctx); err != nil {
+	if err := decideAll(ctx, r.svc, ins); err != nil {
 		return err
 	}
-	r.settle = nil
+	r.decide = nil
 	return nil
 }
 
-// save records a checkpoint of the run at p.
-func (r *run[S]) save(ctx context.Context, in belay.CreateCheckpointInput, p point) (*belay.Checkpoint, error) {
+// save records a checkpoint of the run at p; ref, if any, is the
+// checkpoint's for the events that name it.
+func (r *run[S]) save(ctx context.Context, in belay.CreateCheckpointInput, p point, ref *checkpointRef) (*belay.Checkpoint, error) {
 	if err := r.flush(ctx); err != nil {
 		return nil, err
 	}
-	return r.saveNow(ctx, in, p, nil)
+	cp, err := r.saveNow(ctx, in, p, ref)
+	if err != nil {
+		ref.resolve("")
+		return nil, err
+	}
+	ref.resolve(cp.ID)
+	return cp, nil
 }
 
 // stepSave is a step's checkpoint not written yet.
@@ -751,7 +783,7 @@ func (r *run[S]) saveNow(ctx context.Context, in belay.CreateCheckpointInput, p 
 			return nil, err // another process holds the run now: write nothing
 		}
 	}
-	if err := r.settleFirst(ctx); err != nil {
+	if err := r.settle(ctx, true); err != nil {
 		return nil, err
 	}
 	meta, err := json.Marshal(map[string]point{"graph": p})
@@ -759,13 +791,42 @@ func (r *run[S]) saveNow(ctx context.Context, in belay.CreateCheckpointInput, p 
 		return nil, err
 	}
 	in.SessionID, in.Metadata = r.id, meta
+	closing := in.Release || in.End != ""
+	if r.hold != nil {
+		in.Holder = r.hold.in.Holder
+		if closing {
+			// No renewal may take the lease again once this save gives it up.
+			r.hold.stopRenewing()
+		}
+	}
+	in.Answers = r.answers
 	var cp *belay.Checkpoint
 	err = r.log.carry(ref, func(events []belay.EventRecord) error {
 		in.Events = events
 		cp, err = r.svc.CreateCheckpoint(ctx, in)
 		return err
 	})
-	return cp, err
+	if err != nil {
+		return nil, err
+	}
+	r.answers, r.closed = nil, closing
+	return cp, nil
+}
+
+// stopWith makes in, the run's last save, stop the run as res says in the
+// same transaction — release the lease at an interrupt, end the session at
+// END or on a failure — and carry the graph.result event (of step, err);
+// ref is the save's.
+func (r *run[S]) stopWith(in *belay.CreateCheckpointInput, ref *checkpointRef, res *Result[S], step int, err error) {
+	switch res.Status {
+	case Interrupted:
+		in.Release = true
+	case Completed:
+		in.End = belay.SessionCompleted
+	case Failed:
+		in.End, in.EndReason = belay.SessionFailed, belay.Clip(err.Error(), 200)
+	}
+	r.log.own(belay.EventGraphResult, resultData(step, res, err), ref)
 }
 
 // interrupt pauses the run at the pending interrupts of nrs (one, or one
@@ -774,7 +835,7 @@ func (r *run[S]) saveNow(ctx context.Context, in belay.CreateCheckpointInput, p 
 func (r *run[S]) interrupt(ctx context.Context, nrs []*nodeRun, writes map[string]json.RawMessage) (*Result[S], error) {
 	res := &Result[S]{RunID: r.id, Status: Interrupted, State: r.state, Steps: r.step - 1}
 	var others []interruptPoint
-	for _, nr := range nrs {
+	for i, nr := range nrs {
 		summary := nr.pending.Title
 		if summary == "" {
 			summary = fmt.Sprintf("%s asks for a decision", nr.node)
@@ -783,8 +844,22 @@ func (r *run[S]) interrupt(ctx context.Context, nrs []*nodeRun, writes map[strin
 		p.Writes = writes
 		p.Interrupt = &interruptPoint{Node: nr.node, Index: nr.index, Resumes: nr.resumes[:nr.index]}
 		p.Others = others
-		cp, err := r.save(ctx, belay.CreateCheckpointInput{Name: nr.node, Type: belay.TypeHITL, Step: r.step,
-			Summary: belay.Clip(summary, belay.MaxSummary), AgentState: r.raw, HITL: nr.pending}, p)
+		in := belay.CreateCheckpointInput{Name: nr.node, Type: belay.TypeHITL, Step: r.step,
+			Summary: belay.Clip(summary, belay.MaxSummary), AgentState: r.raw, HITL: nr.pending}
+		var ref *checkpointRef
+		if i == len(nrs)-1 {
+			// The last request stops the run: the graph.interrupt event
+			// names the first.
+			ref = newCheckpointRef()
+			at := map[string]any{"node": nrs[0].node, "step": r.step}
+			if i == 0 {
+				r.log.add(belay.EventGraphInterrupt, nr.node, at, "", ref)
+			} else {
+				r.log.add(belay.EventGraphInterrupt, nrs[0].node, at, res.Interrupts[0].ID, nil)
+			}
+			r.stopWith(&in, ref, res, r.step, nil)
+		}
+		cp, err := r.save(ctx, in, p, ref)
 		if err != nil {
 			return nil, err
 		}
@@ -797,8 +872,8 @@ func (r *run[S]) interrupt(ctx context.Context, nrs []*nodeRun, writes map[strin
 	return res, nil
 }
 
-// fail records err as an error checkpoint of the node that was to run; the
-// run then fails its session (drive).
+// fail records err as an error checkpoint of the node that was to run, which
+// fails the session.
 func (r *run[S]) fail(ctx context.Context, node string, err error) (*Result[S], error) {
 	err = nodeError(node, r.step, err)
 	desc := err.Error()
@@ -809,12 +884,15 @@ func (r *run[S]) fail(ctx context.Context, node string, err error) (*Result[S], 
 	}
 	p := r.at()
 	p.Writes = r.writes // the branches of the step that completed
-	if _, serr := r.save(ctx, belay.CreateCheckpointInput{Name: belay.Clip(node, belay.MaxNameLen), Type: belay.TypeError, Step: r.step,
-		Summary: belay.Clip(err.Error(), belay.MaxSummary), Description: belay.Clip(desc, belay.MaxDescription),
-		AgentState: r.raw}, p); serr != nil {
+	res := &Result[S]{RunID: r.id, Status: Failed, State: r.state, Steps: r.step - 1}
+	in := belay.CreateCheckpointInput{Name: belay.Clip(node, belay.MaxNameLen), Type: belay.TypeError, Step: r.step,
+		Summary: belay.Clip(err.Error(), belay.MaxSummary), Description: belay.Clip(desc, belay.MaxDescription), AgentState: r.raw}
+	ref := newCheckpointRef()
+	r.stopWith(&in, ref, res, r.step, err)
+	if _, serr := r.save(ctx, in, p, ref); serr != nil {
 		return nil, serr
 	}
-	return &Result[S]{RunID: r.id, Status: Failed, State: r.state, Steps: r.step - 1}, err
+	return res, err
 }
 
 // publish reports ev to the run's stream, if any, and to its session's
@@ -842,16 +920,15 @@ func (r *run[S]) logEvent(ev Event[S], ref *checkpointRef) {
 		at["name"], at["data"] = ev.Name, ev.Data
 		r.log.add(belay.EventGraphCustom, ev.Node, at, "", nil)
 	case EventInterrupt:
-		at["interruptId"] = ev.Interrupt.ID
 		r.log.add(belay.EventGraphInterrupt, ev.Node, at, ev.Interrupt.ID, nil)
 	}
 }
 
-// result is the event that records how the run stopped: completed,
-// interrupted or failed, or interrupted with the error that stopped it (to
-// be resumed).
-func (r *run[S]) result(res *Result[S], err error) belay.EventRecord {
-	data := map[string]any{"step": r.step}
+// resultData is the data of the graph.result event that records how the
+// run stopped at step: completed, interrupted or failed, or interrupted with
+// the error that stopped it (to be resumed).
+func resultData[S any](step int, res *Result[S], err error) json.RawMessage {
+	data := map[string]any{"step": step}
 	switch {
 	case res != nil:
 		data["status"], data["steps"] = res.Status, res.Steps
@@ -861,5 +938,5 @@ func (r *run[S]) result(res *Result[S], err error) belay.EventRecord {
 	if err != nil {
 		data["error"] = belay.Clip(err.Error(), 500)
 	}
-	return belay.EventRecord{Type: belay.EventGraphResult, Data: eventData(data)}
+	return eventData(data)
 }
