@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -104,13 +105,13 @@ func (s *Service) Heartbeat(ctx context.Context, in belay.LeaseInput) (*belay.Se
 	if err := belay.ValidateEvents("events", in.Events, false); err != nil {
 		return nil, err
 	}
-	if err := s.settleLease(ctx, in.SessionID); err != nil {
-		return nil, err
-	}
 	var sess *belay.Session
-	err = s.update(ctx, func(tx store.Tx) error {
+	err = s.afterLapse(ctx, in.SessionID, func(tx store.Tx) error {
 		if sess, err = writeSession(ctx, tx, c, in.SessionID); err != nil {
 			return err
+		}
+		if leaseLapsed(sess, s.clock.Now()) {
+			return errLapsed
 		}
 		if in.Release {
 			if err := s.releaseLease(ctx, tx, sess, in.Holder); err != nil {
@@ -160,6 +161,25 @@ func (s *Service) leaseLost(sess *belay.Session, holder string) error {
 			sess.LeaseExpiresAt.Format(time.RFC3339)).With("sessionId", sess.ID).With("holder", sess.Holder)
 	}
 	return nil
+}
+
+// errLapsed is what a transaction of afterLapse returns when it finds the
+// session's lease lapsed.
+var errLapsed = errors.New("the lease lapsed")
+
+// afterLapse runs fn in a transaction on session id as the session stands
+// once a lapsed lease has made it interrupted: when fn finds the lease
+// lapsed (errLapsed), the session is interrupted in a transaction of its own,
+// which stays, and fn runs again.
+func (s *Service) afterLapse(ctx context.Context, id string, fn func(tx store.Tx) error) error {
+	err := s.update(ctx, fn)
+	if !errors.Is(err, errLapsed) {
+		return err
+	}
+	if err := s.settleLease(ctx, id); err != nil {
+		return err
+	}
+	return s.update(ctx, fn)
 }
 
 // settleLease interrupts session id when its lease has lapsed, in its own
@@ -236,16 +256,15 @@ func (s *Service) ResumeSession(ctx context.Context, in belay.ResumeInput) (*bel
 	if err := belay.ValidateID("sessionId", in.SessionID); err != nil {
 		return nil, err
 	}
-	if err := s.settleLease(ctx, in.SessionID); err != nil {
-		return nil, err
-	}
 	var sess *belay.Session
-	err = s.update(ctx, func(tx store.Tx) error {
+	err = s.afterLapse(ctx, in.SessionID, func(tx store.Tx) error {
 		if sess, err = writeSession(ctx, tx, c, in.SessionID); err != nil {
 			return err
 		}
 		now := s.clock.Now()
 		switch {
+		case leaseLapsed(sess, now):
+			return errLapsed
 		case sess.Status == belay.SessionAbandoned:
 			return belay.Errorf(belay.CodeConflict, "session %s was abandoned and is never resumed", sess.ID).With("sessionId", sess.ID)
 		case !sess.Status.Open():

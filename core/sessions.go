@@ -69,10 +69,14 @@ func (s *Service) GetSession(ctx context.Context, id string) (*belay.Session, er
 	if err := belay.ValidateID("id", id); err != nil {
 		return nil, err
 	}
+	sess, _, err := readSession(ctx, s.store, c, id)
+	if err != nil || !leaseLapsed(sess, s.clock.Now()) {
+		return sess, err
+	}
 	if err := s.settleLease(ctx, id); err != nil {
 		return nil, err
 	}
-	sess, _, err := readSession(ctx, s.store, c, id)
+	sess, _, err = readSession(ctx, s.store, c, id)
 	return sess, err
 }
 

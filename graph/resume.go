@@ -120,7 +120,7 @@ func (c *Compiled[S]) resume(ctx context.Context, svc belay.Service, runID strin
 			r.resumes[ip.Node] = append(prior[:len(prior):len(prior)], v)
 		}
 	}
-	return c.take(ctx, r)
+	return c.take(ctx, r, true)
 }
 
 // pendingOf lists the interrupts the run waits at, in the order of its
@@ -179,14 +179,23 @@ func (c *Compiled[S]) recover(ctx context.Context, svc belay.Service, runID stri
 	if cmd.Goto != "" {
 		r.node, r.also = cmd.Goto, nil
 	}
-	return c.take(ctx, r)
+	return c.take(ctx, r, false)
 }
 
 // take takes the run's lease — refused with LEASE_LOST while a live process
-// holds it — and runs it on.
-func (c *Compiled[S]) take(ctx context.Context, r *run[S]) (*Result[S], error) {
+// holds it — and runs it on. A run waiting at an interrupt is held by no
+// one, and a heartbeat takes it; a run whose process stopped is interrupted,
+// and is resumed.
+func (c *Compiled[S]) take(ctx context.Context, r *run[S], waiting bool) (*Result[S], error) {
 	lease := belay.LeaseInput{SessionID: r.id, Holder: newHolder(), Lease: c.lease}
-	if _, err := r.svc.ResumeSession(ctx, belay.ResumeInput{SessionID: r.id, Holder: lease.Holder, Lease: lease.Lease}); err != nil {
+	var err error
+	if waiting {
+		_, err = r.svc.Heartbeat(ctx, lease)
+	}
+	if !waiting || belay.IsCode(err, belay.CodeLeaseLost) {
+		_, err = r.svc.ResumeSession(ctx, belay.ResumeInput{SessionID: r.id, Holder: lease.Holder, Lease: lease.Lease})
+	}
+	if err != nil {
 		return nil, err
 	}
 	return c.drive(ctx, r, lease, func(context.Context) error { return nil })
