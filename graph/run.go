@@ -678,10 +678,11 @@ func (r *run[S]) settle(ctx context.Context, carry bool) error {
 // save records a checkpoint of the run at p; ref, if any, is the
 // checkpoint's for the events that name it.
 func (r *run[S]) save(ctx context.Context, in belay.CreateCheckpointInput, p point, ref *checkpointRef) (*belay.Checkpoint, error) {
-	if err := r.flush(ctx); err != nil {
-		return nil, err
+	err := r.flush(ctx)
+	var cp *belay.Checkpoint
+	if err == nil {
+		cp, err = r.saveNow(ctx, in, p, ref)
 	}
-	cp, err := r.saveNow(ctx, in, p, ref)
 	if err != nil {
 		ref.resolve("")
 		return nil, err
