@@ -320,6 +320,11 @@ type CreateSessionInput struct {
 	// carries them as "holder" and "leaseSeconds".
 	Holder string        `json:"-"`
 	Lease  time.Duration `json:"-"`
+	// Checkpoint, when set, is the session's first checkpoint, saved in the
+	// transaction that creates it: its session is the new one (SessionID
+	// and ProjectPath left empty), with no snapshot, holder, release, end or
+	// answers. /v1 carries it as "checkpoint".
+	Checkpoint *CreateCheckpointInput `json:"-"`
 }
 
 // UpdateSessionInput changes a session: each field that is set.

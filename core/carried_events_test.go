@@ -243,3 +243,39 @@ func TestCheckpointCarriesTheSessionLife(t *testing.T) {
 		t.Fatalf("after the last step the session is %+v", s)
 	}
 }
+
+// A session can be created with its first checkpoint, in one transaction.
+func TestSessionCreatedWithItsFirstCheckpoint(t *testing.T) {
+	svc := newService(t, nil)
+	alice := asUser("alice")
+	start := belay.EventRecord{Type: belay.EventGraphCustom, ThisCheckpoint: true, Data: json.RawMessage(`{"name":"input"}`)}
+	for _, bad := range []belay.CreateCheckpointInput{
+		{SessionID: "0190d5b8-7d7e-7000-8000-000000000000", Summary: "input"},
+		{Summary: "input", Holder: "h1"},
+		{Summary: "input", Answers: []belay.DecideInput{{CheckpointID: "0190d5b8-7d7e-7000-8000-000000000000", SelectedOption: "approve"}}},
+	} {
+		_, err := svc.CreateSession(alice, belay.CreateSessionInput{Checkpoint: &bad})
+		testutil.WantCode(t, err, belay.CodeValidation, "checkpoint")
+	}
+	_, err := svc.CreateSession(alice, belay.CreateSessionInput{Checkpoint: &belay.CreateCheckpointInput{Summary: ""}})
+	testutil.WantCode(t, err, belay.CodeValidation, "summary")
+	before := len(events(t, svc))
+	sess, err := svc.CreateSession(alice, belay.CreateSessionInput{ProjectPath: t.TempDir(), Holder: "h1", Lease: time.Minute,
+		Checkpoint: &belay.CreateCheckpointInput{Name: "__start__", Summary: "input", AgentState: json.RawMessage(`{"topic":"x"}`),
+			Events: []belay.EventRecord{start}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sess.CheckpointCount != 1 || sess.HeadCheckpointID == "" || string(sess.State) != `{"topic":"x"}` || sess.Holder != "h1" {
+		t.Fatalf("created %+v", sess)
+	}
+	cp, err := svc.GetCheckpoint(alice, sess.HeadCheckpointID)
+	if err != nil || cp.Name != "__start__" || cp.Seq != 1 || cp.ProjectPath != sess.ProjectPath {
+		t.Fatalf("the first checkpoint is %+v, %v", cp, err)
+	}
+	evs := events(t, svc)[before:]
+	if len(evs) != 3 || evs[0].Type != belay.EventSessionCreated || evs[1].Type != belay.EventCheckpointCreated ||
+		evs[2].Type != belay.EventGraphCustom || evs[2].CheckpointID != cp.ID {
+		t.Fatalf("the creation wrote %+v", evs)
+	}
+}

@@ -21,6 +21,67 @@ func (s *Service) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpoin
 	if err != nil {
 		return nil, err
 	}
+	cp, err := s.newCheckpoint(ctx, c, &in)
+	if err != nil {
+		return nil, err
+	}
+	if in.Snapshot {
+		if err := s.createWithSnapshot(ctx, c, in, cp); err != nil {
+			return nil, err
+		}
+		return cp, nil
+	}
+	err = s.update(ctx, func(tx store.Tx) error {
+		sess, started, err := s.sessionFor(ctx, tx, c, in.SessionID, in.ProjectPath)
+		if err != nil {
+			return err
+		}
+		if err := checkOpen(sess); err != nil {
+			return err
+		}
+		if in.Holder != "" {
+			if err := s.leaseLost(sess, in.Holder); err != nil {
+				return err
+			}
+		}
+		if len(in.Answers) > 0 {
+			rt, err := rightsIn(ctx, tx, c, sess)
+			if err != nil {
+				return err
+			}
+			for _, a := range in.Answers {
+				if err := s.answer(ctx, tx, c, sess, rt, a); err != nil {
+					return err
+				}
+			}
+			if err := checkOpen(sess); err != nil {
+				return err // an answer ended it
+			}
+		}
+		cp.StartedSession = started
+		if err := s.insertCheckpoint(ctx, tx, sess, cp); err != nil {
+			return err
+		}
+		if _, err := s.appendGraphEvents(ctx, tx, sess.ID, in.Events, cp.ID); err != nil {
+			return err
+		}
+		switch {
+		case in.Release:
+			return s.releaseLease(ctx, tx, sess, in.Holder)
+		case in.End != "":
+			return s.endSession(ctx, tx, sess, in.End, in.EndReason)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
+// newCheckpoint checks in (cleaning its project path) and builds the
+// checkpoint it asks for, not saved yet.
+func (s *Service) newCheckpoint(ctx context.Context, c caller, in *belay.CreateCheckpointInput) (*belay.Checkpoint, error) {
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
@@ -74,57 +135,6 @@ func (s *Service) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpoin
 		if cp.Type == belay.TypeManual && in.Type == "" {
 			cp.Type = belay.TypeHITL
 		}
-	}
-	if in.Snapshot {
-		if err := s.createWithSnapshot(ctx, c, in, cp); err != nil {
-			return nil, err
-		}
-		return cp, nil
-	}
-	err = s.update(ctx, func(tx store.Tx) error {
-		sess, started, err := s.sessionFor(ctx, tx, c, in.SessionID, in.ProjectPath)
-		if err != nil {
-			return err
-		}
-		if err := checkOpen(sess); err != nil {
-			return err
-		}
-		if in.Holder != "" {
-			if err := s.leaseLost(sess, in.Holder); err != nil {
-				return err
-			}
-		}
-		if len(in.Answers) > 0 {
-			rt, err := rightsIn(ctx, tx, c, sess)
-			if err != nil {
-				return err
-			}
-			for _, a := range in.Answers {
-				if err := s.answer(ctx, tx, c, sess, rt, a); err != nil {
-					return err
-				}
-			}
-			if err := checkOpen(sess); err != nil {
-				return err // an answer ended it
-			}
-		}
-		cp.StartedSession = started
-		if err := s.insertCheckpoint(ctx, tx, sess, cp); err != nil {
-			return err
-		}
-		if _, err := s.appendGraphEvents(ctx, tx, sess.ID, in.Events, cp.ID); err != nil {
-			return err
-		}
-		switch {
-		case in.Release:
-			return s.releaseLease(ctx, tx, sess, in.Holder)
-		case in.End != "":
-			return s.endSession(ctx, tx, sess, in.End, in.EndReason)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
 	return cp, nil
 }
@@ -196,7 +206,7 @@ func (s *Service) sessionFor(ctx context.Context, tx store.Tx, c caller, session
 	if len(prev) == 1 {
 		started = &belay.SessionStart{PreviousID: prev[0].ID, PreviousStatus: prev[0].Status}
 	}
-	sess, err = s.newSession(ctx, tx, c, belay.CreateSessionInput{ProjectPath: projectPath})
+	sess, err = s.newSession(ctx, tx, c, belay.CreateSessionInput{ProjectPath: projectPath}, newID())
 	return sess, started, err
 }
 

@@ -14,7 +14,8 @@ import (
 )
 
 // CreateSession starts a running session owned by the caller, held by
-// in.Holder when it names one.
+// in.Holder when it names one, with in.Checkpoint as its first checkpoint
+// when given.
 func (s *Service) CreateSession(ctx context.Context, in belay.CreateSessionInput) (*belay.Session, error) {
 	c, err := authorize(ctx, belay.ScopeWrite)
 	if err != nil {
@@ -28,6 +29,18 @@ func (s *Service) CreateSession(ctx context.Context, in belay.CreateSessionInput
 			return nil, err
 		}
 	}
+	id := newID()
+	var first *belay.Checkpoint
+	if f := in.Checkpoint; f != nil {
+		if f.SessionID != "" || f.ProjectPath != "" || f.Snapshot || f.Holder != "" || f.Release || f.End != "" || len(f.Answers) > 0 {
+			return nil, belay.Invalid("checkpoint", "the first checkpoint belongs to the session being created: no sessionId, projectPath, snapshot, holder, release, end or answers")
+		}
+		in := *f
+		in.SessionID = id
+		if first, err = s.newCheckpoint(ctx, c, &in); err != nil {
+			return nil, err
+		}
+	}
 	in.ProjectPath = cleanPath(in.ProjectPath)
 	if err := c.mayCreateIn(in.ProjectPath); err != nil {
 		return nil, err
@@ -35,16 +48,23 @@ func (s *Service) CreateSession(ctx context.Context, in belay.CreateSessionInput
 	var sess *belay.Session
 	err = s.update(ctx, func(tx store.Tx) error {
 		var err error
-		sess, err = s.newSession(ctx, tx, c, in)
+		if sess, err = s.newSession(ctx, tx, c, in, id); err != nil || first == nil {
+			return err
+		}
+		if err := s.insertCheckpoint(ctx, tx, sess, first); err != nil {
+			return err
+		}
+		_, err = s.appendGraphEvents(ctx, tx, sess.ID, in.Checkpoint.Events, first.ID)
 		return err
 	})
 	return sess, err
 }
 
-func (s *Service) newSession(ctx context.Context, tx store.Tx, c caller, in belay.CreateSessionInput) (*belay.Session, error) {
+// newSession inserts session id of the caller, as in describes it, in tx.
+func (s *Service) newSession(ctx context.Context, tx store.Tx, c caller, in belay.CreateSessionInput, id string) (*belay.Session, error) {
 	now := s.clock.Now()
 	sess := &belay.Session{
-		ID: newID(), ProjectPath: in.ProjectPath, Title: in.Title, Owner: c.UserID,
+		ID: id, ProjectPath: in.ProjectPath, Title: in.Title, Owner: c.UserID,
 		Status: belay.SessionRunning, Phase: in.Phase, Metadata: compactJSON(in.Metadata),
 		CreatedAt: now, UpdatedAt: now,
 	}

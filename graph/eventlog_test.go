@@ -305,6 +305,9 @@ func TestEventLogOverHTTP(t *testing.T) {
 	if err != nil || res.Status != graph.Interrupted {
 		t.Fatalf("Run = %+v, %v", res, err)
 	}
+	if got := checkpointNames(t, svc, res.RunID); !slices.Equal(got, []string{"__start__", "plan", "review"}) {
+		t.Fatalf("over /v1 the run saved %v", got)
+	}
 	var seen []string
 	var ids []string
 	read := func(n int) {

@@ -198,7 +198,7 @@ func (c *Compiled[S]) take(ctx context.Context, r *run[S], waiting bool) (*Resul
 	if err != nil {
 		return nil, err
 	}
-	return c.drive(ctx, r, lease, func(context.Context) error { return nil })
+	return c.drive(ctx, r, lease)
 }
 
 // Wait blocks until the run's pending interrupts are decided through belay

@@ -159,19 +159,21 @@ func (c *Compiled[S]) start(ctx context.Context, svc belay.Service, in RunInput[
 	if err := protect(START, func() (err error) { first, err = c.first(in.State); return err }); err != nil {
 		return nil, err
 	}
+	meta, err := pointMeta(nextPoint(first, 1))
+	if err != nil {
+		return nil, err
+	}
+	// The session is created held, with the input as checkpoint "__start__".
 	lease := belay.LeaseInput{Holder: newHolder(), Lease: c.lease}
 	sess, err := svc.CreateSession(ctx, belay.CreateSessionInput{ProjectPath: in.ProjectPath, Title: in.Title,
-		Holder: lease.Holder, Lease: lease.Lease})
+		Holder: lease.Holder, Lease: lease.Lease, Checkpoint: &belay.CreateCheckpointInput{Name: START, Type: belay.TypeAuto,
+			Summary: "input", AgentState: raw, Metadata: meta}})
 	if err != nil {
 		return nil, err
 	}
 	lease.SessionID = sess.ID
 	r := &run[S]{svc: svc, id: sess.ID, node: first[0], also: first[1:], step: 1, state: in.State, raw: raw}
-	return c.drive(ctx, r, lease, func(ctx context.Context) error {
-		_, err := r.save(ctx, belay.CreateCheckpointInput{Name: START, Type: belay.TypeAuto, Summary: "input",
-			AgentState: raw}, nextPoint(first, 1), nil)
-		return err
-	})
+	return c.drive(ctx, r, lease)
 }
 
 // drive runs r while holding its lease (taken already): it renews the lease
@@ -180,15 +182,11 @@ func (c *Compiled[S]) start(ctx context.Context, svc belay.Service, in RunInput[
 // last events. A run stopped by an error of the service, a lost lease or a
 // cancelled context is left interrupted, to be resumed from its last
 // checkpoint.
-func (c *Compiled[S]) drive(ctx context.Context, r *run[S], lease belay.LeaseInput, first func(context.Context) error) (*Result[S], error) {
+func (c *Compiled[S]) drive(ctx context.Context, r *run[S], lease belay.LeaseInput) (*Result[S], error) {
 	h, hctx := hold(ctx, r.svc, lease)
 	defer h.stop()
 	r.hold, r.em, r.durability, r.log = h, emitterOf(ctx), c.durability, newEventLog(ctx, r.svc, r.id)
-	var res *Result[S]
-	err := first(hctx)
-	if err == nil {
-		res, err = c.loop(hctx, r)
-	}
+	res, err := c.loop(hctx, r)
 	if ferr := r.flush(hctx); ferr != nil && err == nil {
 		res, err = nil, ferr
 	}
@@ -787,7 +785,7 @@ func (r *run[S]) saveNow(ctx context.Context, in belay.CreateCheckpointInput, p 
 	if err := r.settle(ctx, true); err != nil {
 		return nil, err
 	}
-	meta, err := json.Marshal(map[string]point{"graph": p})
+	meta, err := pointMeta(p)
 	if err != nil {
 		return nil, err
 	}
@@ -812,6 +810,11 @@ func (r *run[S]) saveNow(ctx context.Context, in belay.CreateCheckpointInput, p 
 	}
 	r.answers, r.closed = nil, closing
 	return cp, nil
+}
+
+// pointMeta is the metadata of a checkpoint of a run at p.
+func pointMeta(p point) (json.RawMessage, error) {
+	return json.Marshal(map[string]point{"graph": p})
 }
 
 // stopWith makes in, the run's last save, stop the run as res says in the

@@ -10,20 +10,23 @@ import (
 )
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
-	// The session's fields, and the lease it is created held with.
+	// The session's fields, the lease it is created held with and its first
+	// checkpoint.
 	var in struct {
-		ProjectPath  string          `json:"projectPath,omitempty"`
-		Title        string          `json:"title,omitempty"`
-		Phase        string          `json:"phase,omitempty"`
-		Metadata     json.RawMessage `json:"metadata,omitempty"`
-		Holder       string          `json:"holder,omitempty"`
-		LeaseSeconds int             `json:"leaseSeconds,omitempty"`
+		ProjectPath  string                       `json:"projectPath,omitempty"`
+		Title        string                       `json:"title,omitempty"`
+		Phase        string                       `json:"phase,omitempty"`
+		Metadata     json.RawMessage              `json:"metadata,omitempty"`
+		Holder       string                       `json:"holder,omitempty"`
+		LeaseSeconds int                          `json:"leaseSeconds,omitempty"`
+		Checkpoint   *belay.CreateCheckpointInput `json:"checkpoint,omitempty"`
 	}
 	if err := decodeJSON(w, r, &in); err != nil {
 		return err
 	}
 	sess, err := s.svc.CreateSession(r.Context(), belay.CreateSessionInput{ProjectPath: in.ProjectPath, Title: in.Title,
-		Phase: in.Phase, Metadata: in.Metadata, Holder: in.Holder, Lease: time.Duration(in.LeaseSeconds) * time.Second})
+		Phase: in.Phase, Metadata: in.Metadata, Holder: in.Holder, Lease: time.Duration(in.LeaseSeconds) * time.Second,
+		Checkpoint: in.Checkpoint})
 	if err != nil {
 		return err
 	}
