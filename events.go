@@ -54,6 +54,9 @@ type EventRecord struct {
 	Type         string          `json:"type"`
 	CheckpointID string          `json:"checkpointId,omitempty"`
 	Data         json.RawMessage `json:"data,omitempty"`
+	// ThisCheckpoint, in CreateCheckpointInput.Events only, makes the event
+	// name the checkpoint being created (CheckpointID left empty).
+	ThisCheckpoint bool `json:"thisCheckpoint,omitempty"`
 }
 
 // Validate checks the input's shape; core checks the session and the
@@ -62,11 +65,27 @@ func (in AppendEventsInput) Validate() error {
 	if err := ValidateID("sessionId", in.SessionID); err != nil {
 		return err
 	}
-	if len(in.Events) == 0 || len(in.Events) > MaxAppendEvents {
-		return Invalid("events", "give 1 to %d events, got %d", MaxAppendEvents, len(in.Events))
+	if len(in.Events) == 0 {
+		return Invalid("events", "give 1 to %d events, got 0", MaxAppendEvents)
 	}
-	for i, e := range in.Events {
-		field := fmt.Sprintf("events[%d]", i)
+	return ValidateEvents("events", in.Events, false)
+}
+
+// ValidateEvents checks events carried by a call that appends them to a
+// session's event log (AppendEvents, and CreateCheckpoint, EndSession and a
+// lease release in the same transaction as their own change): at most
+// MaxAppendEvents, each of GraphEventTypes with data a JSON object of at most
+// MaxEventData bytes. thisCheckpoint says whether an event may name the
+// checkpoint the call creates.
+func ValidateEvents(field string, events []EventRecord, thisCheckpoint bool) error {
+	if len(events) > MaxAppendEvents {
+		return Invalid(field, "give at most %d events, got %d", MaxAppendEvents, len(events))
+	}
+	for i, e := range events {
+		field := fmt.Sprintf("%s[%d]", field, i)
+		if e.ThisCheckpoint && (!thisCheckpoint || e.CheckpointID != "") {
+			return Invalid(field+".thisCheckpoint", "thisCheckpoint names the checkpoint being created: only with a new checkpoint, and without checkpointId")
+		}
 		if !slices.Contains(GraphEventTypes, e.Type) {
 			return Invalid(field+".type", "event type %q may not be appended: only %s", Clip(e.Type, 60), strings.Join(GraphEventTypes, ", ")).
 				With("allowed", GraphEventTypes)

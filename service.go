@@ -51,6 +51,9 @@ type EndSessionInput struct {
 	SessionID string        `json:"sessionId"`
 	Status    SessionStatus `json:"status"`
 	Reason    string        `json:"reason,omitempty"`
+	// Events are graph events (see ValidateEvents) appended to the
+	// session's event log in the transaction that ends it.
+	Events []EventRecord `json:"events,omitempty"`
 }
 
 // LeaseInput takes or renews a session's lease for Holder (a process's
@@ -64,6 +67,10 @@ type LeaseInput struct {
 	// awaits input or is paused: then it keeps waiting for a person, held by
 	// no one.
 	Release bool `json:"release,omitempty"`
+	// Events, with Release only, are graph events (see ValidateEvents)
+	// appended to the session's event log in the transaction that releases
+	// the lease.
+	Events []EventRecord `json:"events,omitempty"`
 }
 
 // ResumeInput names the session to resume and who holds it from now on.
@@ -308,6 +315,16 @@ type CreateSessionInput struct {
 	Title       string          `json:"title,omitempty"`
 	Phase       string          `json:"phase,omitempty"`
 	Metadata    json.RawMessage `json:"metadata,omitempty"`
+	// Holder, when set, takes the new session's lease for Lease (as
+	// LifeService.Heartbeat would) in the transaction that creates it. /v1
+	// carries them as "holder" and "leaseSeconds".
+	Holder string        `json:"-"`
+	Lease  time.Duration `json:"-"`
+	// Checkpoint, when set, is the session's first checkpoint, saved in the
+	// transaction that creates it: its session is the new one (SessionID
+	// and ProjectPath left empty), with no snapshot, holder, release, end or
+	// answers. /v1 carries it as "checkpoint".
+	Checkpoint *CreateCheckpointInput `json:"-"`
 }
 
 // UpdateSessionInput changes a session: each field that is set.
@@ -381,6 +398,27 @@ type CreateCheckpointInput struct {
 	// left out of the snapshot (and listed as skipped), at most
 	// MaxFileSizeLimit; 0 means the default of 50 MiB.
 	MaxFileSize int64 `json:"maxFileSize,omitempty"`
+	// Events are graph events (see ValidateEvents) appended to the
+	// session's event log in the transaction that saves the checkpoint,
+	// after its own events; not with Snapshot.
+	Events []EventRecord `json:"events,omitempty"`
+	// Holder, when set, saves the checkpoint only while Holder may hold the
+	// session's lease (LEASE_LOST otherwise, as LifeService.Heartbeat): a
+	// process another has taken the session over from writes nothing.
+	Holder string `json:"holder,omitempty"`
+	// Release, with Holder, gives the lease up once the checkpoint is saved,
+	// in the same transaction, as Heartbeat's Release does.
+	Release bool `json:"release,omitempty"`
+	// End, when set, ends the session once the checkpoint is saved, in the
+	// same transaction, as EndSession does: completed, failed or abandoned,
+	// for EndReason.
+	End       SessionStatus `json:"end,omitempty"`
+	EndReason string        `json:"endReason,omitempty"`
+	// Answers decide open HITL requests of the session before the
+	// checkpoint is saved, in its transaction, as Decide does: the caller
+	// needs the decide scope and the right to decide each. A request
+	// decided already keeps its decision, and its answer is dropped.
+	Answers []DecideInput `json:"answers,omitempty"`
 }
 
 // Orderings and directions of a checkpoint list.

@@ -36,6 +36,10 @@ const (
 	DefaultListLimit  = 20
 	// MaxStateBytes bounds agent state, outputs and metadata, each.
 	MaxStateBytes = 8 << 20
+	// MaxEndReason bounds the reason a session ends for.
+	MaxEndReason = 1000
+	// MaxAnswers bounds the decisions a checkpoint carries.
+	MaxAnswers = 100
 	// MaxPaths bounds the touched paths given with a snapshot.
 	MaxPaths = 10000
 	// MaxPathLen bounds one such path, in bytes.
@@ -228,10 +232,51 @@ func (in *CreateCheckpointInput) Validate() error {
 	if err := in.validateSnapshot(); err != nil {
 		return err
 	}
+	if in.Snapshot && len(in.Events) > 0 {
+		return Invalid("events", "events are not carried by a checkpoint with a snapshot: append them with AppendEvents")
+	}
+	if err := in.validateLife(); err != nil {
+		return err
+	}
+	if err := ValidateEvents("events", in.Events, true); err != nil {
+		return err
+	}
 	if in.HITL != nil {
 		return in.HITL.Validate()
 	}
 	return nil
+}
+
+// validateLife checks what the checkpoint does to the session's life: the
+// lease it is saved under, released or not, the end, and the requests it
+// answers.
+func (in *CreateCheckpointInput) validateLife() error {
+	switch {
+	case (in.Holder != "" || in.Release || in.End != "") && in.Snapshot:
+		return Invalid("snapshot", "a checkpoint with a snapshot takes no holder, release or end: heartbeat and end the session apart")
+	case in.SessionID == "" && (in.Holder != "" || in.Release || in.End != ""):
+		return Invalid("sessionId", "holder, release and end need the session named")
+	case in.Release && in.Holder == "":
+		return Invalid("release", "release gives up a holder's lease: name the holder")
+	case in.Release && in.End != "":
+		return Invalid("release", "give release or end, not both: ending the session releases its lease")
+	case in.End != "" && in.End != SessionCompleted && in.End != SessionFailed && in.End != SessionAbandoned:
+		return Invalid("end", "a session ends completed, failed or abandoned, not %q", Clip(string(in.End), 40))
+	case in.EndReason != "" && in.End == "":
+		return Invalid("endReason", "endReason goes with end")
+	case len(in.EndReason) > MaxEndReason:
+		return Invalid("endReason", "endReason must be at most %d bytes", MaxEndReason)
+	case len(in.Answers) > 0 && (in.Snapshot || in.SessionID == ""):
+		return Invalid("answers", "answers need the session named, and no snapshot")
+	case len(in.Answers) > MaxAnswers:
+		return Invalid("answers", "give at most %d answers, got %d", MaxAnswers, len(in.Answers))
+	}
+	for i := range in.Answers {
+		if err := in.Answers[i].Validate(); err != nil {
+			return err
+		}
+	}
+	return validText("holder", in.Holder, 0, MaxNameLen)
 }
 
 // validateSnapshot checks the snapshot request: touched paths must stay

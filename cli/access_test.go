@@ -347,6 +347,17 @@ var accessActions = []accessAction{
 		}),
 	},
 	{
+		name: "create checkpoint answering its request", route: "POST /v1/checkpoints",
+		want: "201 201 403 403 403 404 404 403 404 401", write: true,
+		raw: rawCall(http.MethodPost, func(accessScene) string { return "/v1/checkpoints" },
+			`{"sessionId":"{session}","summary":"more","answers":[{"checkpointId":"{request}","selectedOption":"approve"}]}`, nil),
+		client: clientCall(func(ctx context.Context, c *client.Client, sc accessScene) (int, error) {
+			_, err := c.CreateCheckpoint(ctx, belay.CreateCheckpointInput{SessionID: sc.session, Summary: "more",
+				Answers: []belay.DecideInput{{CheckpointID: sc.request, SelectedOption: "approve"}}})
+			return 0, err
+		}),
+	},
+	{
 		name: "decide", route: "POST /v1/checkpoints/{id}/decide", cli: "belay decide ID --option approve",
 		want: "200 200 403 403 200 200 404 403 404 401", write: true,
 		raw: rawCall(http.MethodPost, func(sc accessScene) string { return "/v1/checkpoints/" + sc.request + "/decide" },
@@ -587,7 +598,7 @@ func rawCall(method string, path func(accessScene) string, body string, count ac
 		t.Helper()
 		var rd io.Reader
 		if body != "" {
-			rd = strings.NewReader(strings.ReplaceAll(body, "{session}", sc.session))
+			rd = strings.NewReader(strings.NewReplacer("{session}", sc.session, "{request}", sc.request).Replace(body))
 		}
 		req, err := http.NewRequest(method, w.srv.URL+path(sc), rd)
 		if err != nil {

@@ -106,7 +106,12 @@ func IsConnectionError(err error) bool {
 
 // CreateSession starts a session on the server, owned by the token's user.
 func (c *Client) CreateSession(ctx context.Context, in belay.CreateSessionInput) (*belay.Session, error) {
-	return call[belay.Session](ctx, c, http.MethodPost, "/v1/sessions", nil, in)
+	return call[belay.Session](ctx, c, http.MethodPost, "/v1/sessions", nil, struct {
+		belay.CreateSessionInput
+		Holder       string                       `json:"holder,omitempty"`
+		LeaseSeconds int                          `json:"leaseSeconds,omitempty"`
+		Checkpoint   *belay.CreateCheckpointInput `json:"checkpoint,omitempty"`
+	}{in, in.Holder, int(in.Lease.Seconds()), in.Checkpoint})
 }
 
 // GetSession asks for a session the token may read; SESSION_NOT_FOUND otherwise.

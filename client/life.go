@@ -27,15 +27,19 @@ func (c *Client) EndSession(ctx context.Context, in belay.EndSessionInput) (*bel
 	if err != nil {
 		return nil, err
 	}
-	return call[belay.Session](ctx, c, http.MethodPost, p, nil, map[string]string{"reason": in.Reason})
+	return call[belay.Session](ctx, c, http.MethodPost, p, nil, struct {
+		Reason string              `json:"reason,omitempty"`
+		Events []belay.EventRecord `json:"events,omitempty"`
+	}{in.Reason, in.Events})
 }
 
 // leaseBody is the body of heartbeat and resume.
 type leaseBody struct {
-	Holder       string `json:"holder"`
-	LeaseSeconds int    `json:"leaseSeconds,omitempty"`
-	ProjectPath  string `json:"projectPath,omitempty"`
-	Release      bool   `json:"release,omitempty"`
+	Holder       string              `json:"holder"`
+	LeaseSeconds int                 `json:"leaseSeconds,omitempty"`
+	ProjectPath  string              `json:"projectPath,omitempty"`
+	Release      bool                `json:"release,omitempty"`
+	Events       []belay.EventRecord `json:"events,omitempty"`
 }
 
 // Heartbeat takes or renews a session's lease.
@@ -44,7 +48,8 @@ func (c *Client) Heartbeat(ctx context.Context, in belay.LeaseInput) (*belay.Ses
 	if err != nil {
 		return nil, err
 	}
-	return call[belay.Session](ctx, c, http.MethodPost, p, nil, leaseBody{Holder: in.Holder, LeaseSeconds: int(in.Lease.Seconds()), Release: in.Release})
+	return call[belay.Session](ctx, c, http.MethodPost, p, nil, leaseBody{Holder: in.Holder, LeaseSeconds: int(in.Lease.Seconds()), Release: in.Release,
+		Events: in.Events})
 }
 
 // ResumeSession takes the lease of an interrupted session.

@@ -29,11 +29,20 @@ func authorize(ctx context.Context, need belay.Scope) (caller, error) {
 		return caller{}, belay.Errorf(belay.CodeUnauthenticated, "a valid API token is required")
 	}
 	c := caller{a}
-	if !c.Has(need) {
-		return caller{}, belay.Errorf(belay.CodeUnauthorized, "this token may not %s (its scopes: %v)", scopeVerb[need], c.Scopes).
-			With("scope", need)
+	if err := c.also(need); err != nil {
+		return caller{}, err
 	}
 	return c, nil
+}
+
+// also refuses a caller whose token lacks scope need for part of a call
+// (UNAUTHORIZED): the answers a checkpoint carries need decide.
+func (c caller) also(need belay.Scope) error {
+	if !c.Has(need) {
+		return belay.Errorf(belay.CodeUnauthorized, "this token may not %s (its scopes: %v)", scopeVerb[need], c.Scopes).
+			With("scope", need)
+	}
+	return nil
 }
 
 var scopeVerb = map[belay.Scope]string{

@@ -11,7 +11,10 @@ import (
 
 // CreateCheckpoint saves a checkpoint in its session (the project's active
 // session when none is named, created on demand) with the next seq, the
-// session's head as parent, a checksum, and events, all in one transaction.
+// session's head as parent, a checksum, and events (its own, then the graph
+// events in.Events carries), all in one transaction — which also records
+// in.Answers first, checks in.Holder's lease and releases it, or ends the
+// session, when in says so.
 // With in.Snapshot it first snapshots the session's workspace (see
 // createWithSnapshot).
 func (s *Service) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpointInput) (*belay.Checkpoint, error) {
@@ -19,8 +22,74 @@ func (s *Service) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpoin
 	if err != nil {
 		return nil, err
 	}
+	cp, err := s.newCheckpoint(ctx, c, &in)
+	if err != nil {
+		return nil, err
+	}
+	if in.Snapshot {
+		if err := s.createWithSnapshot(ctx, c, in, cp); err != nil {
+			return nil, err
+		}
+		return cp, nil
+	}
+	err = s.update(ctx, func(tx store.Tx) error {
+		sess, started, err := s.sessionFor(ctx, tx, c, in.SessionID, in.ProjectPath)
+		if err != nil {
+			return err
+		}
+		if err := checkOpen(sess); err != nil {
+			return err
+		}
+		if in.Holder != "" {
+			if err := s.leaseLost(sess, in.Holder); err != nil {
+				return err
+			}
+		}
+		if len(in.Answers) > 0 {
+			rt, err := rightsIn(ctx, tx, c, sess)
+			if err != nil {
+				return err
+			}
+			for _, a := range in.Answers {
+				if err := s.answer(ctx, tx, c, sess, rt, a); err != nil {
+					return err
+				}
+			}
+			if err := checkOpen(sess); err != nil {
+				return err // an answer ended it
+			}
+		}
+		cp.StartedSession = started
+		if err := s.insertCheckpoint(ctx, tx, sess, cp); err != nil {
+			return err
+		}
+		if _, err := s.appendGraphEvents(ctx, tx, sess.ID, in.Events, cp.ID); err != nil {
+			return err
+		}
+		switch {
+		case in.Release:
+			return s.releaseLease(ctx, tx, sess, in.Holder)
+		case in.End != "":
+			return s.endSession(ctx, tx, sess, in.End, in.EndReason)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
+// newCheckpoint checks in (cleaning its project path) and builds the
+// checkpoint it asks for, not saved yet.
+func (s *Service) newCheckpoint(ctx context.Context, c caller, in *belay.CreateCheckpointInput) (*belay.Checkpoint, error) {
 	if err := in.Validate(); err != nil {
 		return nil, err
+	}
+	if len(in.Answers) > 0 {
+		if err := c.also(belay.ScopeDecide); err != nil {
+			return nil, err
+		}
 	}
 	in.ProjectPath = cleanPath(in.ProjectPath)
 	if in.HITL != nil {
@@ -70,26 +139,6 @@ func (s *Service) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpoin
 	}
 	// Before the transaction: counting need not hold up other writers.
 	countTokens(cp)
-	if in.Snapshot {
-		if err := s.createWithSnapshot(ctx, c, in, cp); err != nil {
-			return nil, err
-		}
-		return cp, nil
-	}
-	err = s.update(ctx, func(tx store.Tx) error {
-		sess, started, err := s.sessionFor(ctx, tx, c, in.SessionID, in.ProjectPath)
-		if err != nil {
-			return err
-		}
-		if err := checkOpen(sess); err != nil {
-			return err
-		}
-		cp.StartedSession = started
-		return s.insertCheckpoint(ctx, tx, sess, cp)
-	})
-	if err != nil {
-		return nil, err
-	}
 	return cp, nil
 }
 
@@ -160,7 +209,7 @@ func (s *Service) sessionFor(ctx context.Context, tx store.Tx, c caller, session
 	if len(prev) == 1 {
 		started = &belay.SessionStart{PreviousID: prev[0].ID, PreviousStatus: prev[0].Status}
 	}
-	sess, err = s.newSession(ctx, tx, c, belay.CreateSessionInput{ProjectPath: projectPath})
+	sess, err = s.newSession(ctx, tx, c, belay.CreateSessionInput{ProjectPath: projectPath}, newID())
 	return sess, started, err
 }
 

@@ -398,33 +398,46 @@ func (s *Service) AppendEvents(ctx context.Context, in belay.AppendEventsInput) 
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
-	out := make([]belay.Event, len(in.Events))
+	var out []belay.Event
 	err = s.update(ctx, func(tx store.Tx) error {
 		if _, err := writeSession(ctx, tx, c, in.SessionID); err != nil {
 			return err
 		}
-		now := s.clock.Now()
-		ours := map[string]bool{} // checkpoints seen to be the session's
-		for i, rec := range in.Events {
-			if rec.CheckpointID != "" && !ours[rec.CheckpointID] {
-				cp, err := tx.GetCheckpoint(ctx, rec.CheckpointID)
-				if err != nil && !belay.IsCode(err, belay.CodeCheckpointNotFound) {
-					return err
-				}
-				if cp == nil || cp.SessionID != in.SessionID {
-					return belay.Invalid(fmt.Sprintf("events[%d].checkpointId", i), "checkpoint %s is not one of session %s", rec.CheckpointID, in.SessionID)
-				}
-				ours[rec.CheckpointID] = true
-			}
-			out[i] = belay.Event{Type: rec.Type, SessionID: in.SessionID, CheckpointID: rec.CheckpointID, Data: rec.Data, CreatedAt: now}
-			if err := tx.AppendEvent(ctx, &out[i]); err != nil {
-				return err
-			}
-		}
-		return nil
+		out, err = s.appendGraphEvents(ctx, tx, in.SessionID, in.Events, "")
+		return err
 	})
 	if err != nil {
 		return nil, err
+	}
+	return out, nil
+}
+
+// appendGraphEvents appends graph events (validated by belay.ValidateEvents)
+// to the log of session sessionID in tx, for a caller who may write to it: a
+// checkpoint an event names must be one of the session's; an event with
+// ThisCheckpoint names thisCheckpoint, the checkpoint tx creates.
+func (s *Service) appendGraphEvents(ctx context.Context, tx store.Tx, sessionID string, recs []belay.EventRecord, thisCheckpoint string) ([]belay.Event, error) {
+	out := make([]belay.Event, len(recs))
+	now := s.clock.Now()
+	ours := map[string]bool{thisCheckpoint: true} // checkpoints seen to be the session's
+	for i, rec := range recs {
+		if rec.ThisCheckpoint {
+			rec.CheckpointID = thisCheckpoint
+		}
+		if rec.CheckpointID != "" && !ours[rec.CheckpointID] {
+			cp, err := tx.GetCheckpoint(ctx, rec.CheckpointID)
+			if err != nil && !belay.IsCode(err, belay.CodeCheckpointNotFound) {
+				return nil, err
+			}
+			if cp == nil || cp.SessionID != sessionID {
+				return nil, belay.Invalid(fmt.Sprintf("events[%d].checkpointId", i), "checkpoint %s is not one of session %s", rec.CheckpointID, sessionID)
+			}
+			ours[rec.CheckpointID] = true
+		}
+		out[i] = belay.Event{Type: rec.Type, SessionID: sessionID, CheckpointID: rec.CheckpointID, Data: rec.Data, CreatedAt: now}
+		if err := tx.AppendEvent(ctx, &out[i]); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

@@ -120,28 +120,8 @@ func (s *Service) decideOnce(ctx context.Context, c caller, in belay.DecideInput
 			return belay.Errorf(belay.CodeHITLAlreadyDecided, "checkpoint %s was already decided: %s by %s", cp.ID, d.Action, d.UserID).
 				With("checkpointId", cp.ID).With("decision", d)
 		}
-		if cp.ExpiresAt != nil && !now.Before(*cp.ExpiresAt) {
-			return belay.Errorf(belay.CodeCheckpointExpired, "checkpoint %s expired at %s", cp.ID, cp.ExpiresAt.Format(time.RFC3339)).
-				With("checkpointId", cp.ID).With("expiresAt", cp.ExpiresAt)
-		}
-		opt, err := ChooseOption(cp.HITL, in.SelectedOption, in.Action)
+		d, err := s.decideOpen(ctx, tx, c, sess, cp, in, now)
 		if err != nil {
-			return err
-		}
-		if len(in.Modifications) > 0 && opt.Action != belay.ActionModify {
-			return belay.Invalid("modifications", "modifications are only allowed with action modify")
-		}
-		d := &belay.Decision{
-			ID: newID(), UserID: c.UserID, Action: opt.Action, SelectedOption: opt.ID, Feedback: in.Feedback,
-			Modifications: compactJSON(in.Modifications), DecidedAt: now,
-			ResponseTime: now.Sub(cp.CreatedAt).Milliseconds(), IdempotencyKey: in.IdempotencyKey,
-		}
-		// An Adjust plan decision on a trigger checkpoint carries the
-		// adjustment: a bad one refuses the decision, nothing changes.
-		if err := s.adjustOnDecision(ctx, tx, sess, cp, d); err != nil {
-			return err
-		}
-		if err := s.recordDecision(ctx, tx, sess, cp, d); err != nil {
 			return err
 		}
 		res = belay.DecideResult{Checkpoint: cp, Session: sess, Decision: d}
@@ -151,6 +131,81 @@ func (s *Service) decideOnce(ctx context.Context, c caller, in belay.DecideInput
 		return nil, timedOut, err
 	}
 	return &res, false, nil
+}
+
+// decideOpen records in, the caller's decision of cp — an open request of
+// sess it may decide — in tx at now.
+func (s *Service) decideOpen(ctx context.Context, tx store.Tx, c caller, sess *belay.Session, cp *belay.Checkpoint, in belay.DecideInput, now time.Time) (*belay.Decision, error) {
+	if cp.ExpiresAt != nil && !now.Before(*cp.ExpiresAt) {
+		return nil, belay.Errorf(belay.CodeCheckpointExpired, "checkpoint %s expired at %s", cp.ID, cp.ExpiresAt.Format(time.RFC3339)).
+			With("checkpointId", cp.ID).With("expiresAt", cp.ExpiresAt)
+	}
+	opt, err := ChooseOption(cp.HITL, in.SelectedOption, in.Action)
+	if err != nil {
+		return nil, err
+	}
+	if len(in.Modifications) > 0 && opt.Action != belay.ActionModify {
+		return nil, belay.Invalid("modifications", "modifications are only allowed with action modify")
+	}
+	d := &belay.Decision{
+		ID: newID(), UserID: c.UserID, Action: opt.Action, SelectedOption: opt.ID, Feedback: in.Feedback,
+		Modifications: compactJSON(in.Modifications), DecidedAt: now,
+		ResponseTime: now.Sub(cp.CreatedAt).Milliseconds(), IdempotencyKey: in.IdempotencyKey,
+	}
+	// An Adjust plan decision on a trigger checkpoint carries the
+	// adjustment: a bad one refuses the decision, nothing changes.
+	if err := s.adjustOnDecision(ctx, tx, sess, cp, d); err != nil {
+		return nil, err
+	}
+	if err := s.recordDecision(ctx, tx, sess, cp, d); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// answer records a, the caller's answer to a request of sess (whose rights
+// in it are rt), in tx as Decide would — a timeout that is due applied first
+// — unless the request is decided already: then its decision stands.
+func (s *Service) answer(ctx context.Context, tx store.Tx, c caller, sess *belay.Session, rt rights, a belay.DecideInput) error {
+	cp, err := tx.GetCheckpoint(ctx, a.CheckpointID)
+	if err != nil && !belay.IsCode(err, belay.CodeCheckpointNotFound) {
+		return err
+	}
+	if cp == nil || cp.SessionID != sess.ID {
+		return belay.Invalid("answers", "checkpoint %s is not one of session %s", a.CheckpointID, sess.ID)
+	}
+	if err := cp.VerifyChecksum(); err != nil {
+		return err
+	}
+	if !cp.HITLRequired {
+		return belay.Errorf(belay.CodeHITLNotRequired, "checkpoint %s does not ask for a decision", cp.ID).With("checkpointId", cp.ID)
+	}
+	if err := mayDecide(c, rt, cp); err != nil {
+		return err
+	}
+	now := s.clock.Now()
+	if due(cp, now) {
+		if err := s.applyTimeout(ctx, tx, cp); err != nil {
+			return err
+		}
+		// The timeout moved the session and the request on: read both again.
+		fresh, err := tx.GetSession(ctx, sess.ID)
+		if err != nil {
+			return err
+		}
+		*sess = *fresh
+		if cp, err = tx.GetCheckpoint(ctx, cp.ID); err != nil {
+			return err
+		}
+	}
+	if cp.Decision != nil {
+		return nil
+	}
+	_, err = s.decideOpen(ctx, tx, c, sess, cp, a, now)
+	if errors.Is(err, errDecidedMeanwhile) {
+		return nil
+	}
+	return err
 }
 
 // ChooseOption returns the option a decision picks: optionID among the

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -16,10 +17,11 @@ import (
 // lease. Completed, failed and abandoned sessions have ended.
 
 // maxReason bounds an end reason.
-const maxReason = 1000
+const maxReason = belay.MaxEndReason
 
 // EndSession completes, fails or abandons a session (the caller must be able
-// to write to it) and releases its lease.
+// to write to it) and releases its lease, appending in.Events in the same
+// transaction.
 func (s *Service) EndSession(ctx context.Context, in belay.EndSessionInput) (*belay.Session, error) {
 	c, err := authorize(ctx, belay.ScopeWrite)
 	if err != nil {
@@ -36,23 +38,35 @@ func (s *Service) EndSession(ctx context.Context, in belay.EndSessionInput) (*be
 	if len(in.Reason) > maxReason {
 		return nil, belay.Invalid("reason", "reason must be at most %d bytes", maxReason)
 	}
+	if err := belay.ValidateEvents("events", in.Events, false); err != nil {
+		return nil, err
+	}
 	var sess *belay.Session
 	err = s.update(ctx, func(tx store.Tx) error {
 		if sess, err = writeSession(ctx, tx, c, in.SessionID); err != nil {
 			return err
 		}
-		if !sess.Status.Open() {
-			return belay.Errorf(belay.CodeConflict, "session %s has ended already (%s)", sess.ID, sess.Status).
-				With("sessionId", sess.ID).With("status", sess.Status)
-		}
-		sess.Holder, sess.LeaseExpiresAt, sess.EndReason = "", nil, in.Reason
-		sess.UpdatedAt = s.clock.Now()
-		if err := s.setStatus(ctx, tx, sess, in.Status, in.Reason); err != nil {
+		if err := s.endSession(ctx, tx, sess, in.Status, in.Reason); err != nil {
 			return err
 		}
-		return tx.UpdateSession(ctx, sess)
+		_, err = s.appendGraphEvents(ctx, tx, sess.ID, in.Events, "")
+		return err
 	})
 	return sess, err
+}
+
+// endSession ends sess in tx with status, for reason, releasing its lease.
+func (s *Service) endSession(ctx context.Context, tx store.Tx, sess *belay.Session, status belay.SessionStatus, reason string) error {
+	if !sess.Status.Open() {
+		return belay.Errorf(belay.CodeConflict, "session %s has ended already (%s)", sess.ID, sess.Status).
+			With("sessionId", sess.ID).With("status", sess.Status)
+	}
+	sess.Holder, sess.LeaseExpiresAt, sess.EndReason = "", nil, reason
+	sess.UpdatedAt = s.clock.Now()
+	if err := s.setStatus(ctx, tx, sess, status, reason); err != nil {
+		return err
+	}
+	return tx.UpdateSession(ctx, sess)
 }
 
 // leaseFor checks a lease request and returns its length.
@@ -69,9 +83,10 @@ func leaseFor(holder string, d time.Duration) (time.Duration, error) {
 	return d, nil
 }
 
-// Heartbeat takes or renews a session's lease for in.Holder. Another holder's
-// live lease, or a session that was interrupted or ended meanwhile, is
-// LEASE_LOST: the caller must resume it, not carry on.
+// Heartbeat takes or renews a session's lease for in.Holder, or gives it up
+// (in.Release, appending in.Events in the same transaction). Another
+// holder's live lease, or a session that was interrupted or ended meanwhile,
+// is LEASE_LOST: the caller must resume it, not carry on.
 func (s *Service) Heartbeat(ctx context.Context, in belay.LeaseInput) (*belay.Session, error) {
 	c, err := authorize(ctx, belay.ScopeWrite)
 	if err != nil {
@@ -84,39 +99,87 @@ func (s *Service) Heartbeat(ctx context.Context, in belay.LeaseInput) (*belay.Se
 	if err != nil {
 		return nil, err
 	}
-	if err := s.settleLease(ctx, in.SessionID); err != nil {
+	if len(in.Events) > 0 && !in.Release {
+		return nil, belay.Invalid("events", "events ride only with a release")
+	}
+	if err := belay.ValidateEvents("events", in.Events, false); err != nil {
 		return nil, err
 	}
 	var sess *belay.Session
-	err = s.update(ctx, func(tx store.Tx) error {
+	err = s.afterLapse(ctx, in.SessionID, func(tx store.Tx) error {
 		if sess, err = writeSession(ctx, tx, c, in.SessionID); err != nil {
 			return err
 		}
-		now := s.clock.Now()
-		held := sess.Holder != "" && sess.LeaseExpiresAt != nil && now.Before(*sess.LeaseExpiresAt)
-		switch {
-		case !sess.Status.Open() || sess.Status == belay.SessionInterrupted:
-			return belay.Errorf(belay.CodeLeaseLost, "session %s is %s: resume it to hold it again", sess.ID, sess.Status).
-				With("sessionId", sess.ID).With("status", sess.Status)
-		case held && sess.Holder != in.Holder:
-			return belay.Errorf(belay.CodeLeaseLost, "session %s is held by %s until %s", sess.ID, sess.Holder,
-				sess.LeaseExpiresAt.Format(time.RFC3339)).With("sessionId", sess.ID).With("holder", sess.Holder)
-		}
-		if in.Release && (sess.Status == belay.SessionAwaitingInput || sess.Status == belay.SessionPaused) {
-			// A session that waits for a person has no work in flight: its
-			// holder steps away and it keeps waiting, no process holding it.
-			sess.Holder, sess.LeaseExpiresAt, sess.UpdatedAt = "", nil, now
-			return tx.UpdateSession(ctx, sess)
+		if leaseLapsed(sess, s.clock.Now()) {
+			return errLapsed
 		}
 		if in.Release {
-			sess.Holder = in.Holder
-			return s.interrupt(ctx, tx, sess, "released by "+in.Holder)
+			if err := s.releaseLease(ctx, tx, sess, in.Holder); err != nil {
+				return err
+			}
+			_, err = s.appendGraphEvents(ctx, tx, sess.ID, in.Events, "")
+			return err
 		}
+		if err := s.leaseLost(sess, in.Holder); err != nil {
+			return err
+		}
+		now := s.clock.Now()
 		until := now.Add(d)
 		sess.Holder, sess.LeaseExpiresAt, sess.UpdatedAt = in.Holder, &until, now
 		return tx.UpdateSession(ctx, sess)
 	})
 	return sess, err
+}
+
+// releaseLease gives up holder's lease of sess in tx: a session that waits for
+// a person keeps waiting, held by no one; another becomes interrupted. A
+// session held by another, interrupted or ended is LEASE_LOST.
+func (s *Service) releaseLease(ctx context.Context, tx store.Tx, sess *belay.Session, holder string) error {
+	if err := s.leaseLost(sess, holder); err != nil {
+		return err
+	}
+	if sess.Status == belay.SessionAwaitingInput || sess.Status == belay.SessionPaused {
+		// A session that waits for a person has no work in flight: its
+		// holder steps away and it keeps waiting, no process holding it.
+		sess.Holder, sess.LeaseExpiresAt, sess.UpdatedAt = "", nil, s.clock.Now()
+		return tx.UpdateSession(ctx, sess)
+	}
+	sess.Holder = holder
+	return s.interrupt(ctx, tx, sess, "released by "+holder)
+}
+
+// leaseLost is LEASE_LOST when holder may not hold sess: it was interrupted
+// or has ended, or another holder's lease is live.
+func (s *Service) leaseLost(sess *belay.Session, holder string) error {
+	held := sess.Holder != "" && sess.LeaseExpiresAt != nil && s.clock.Now().Before(*sess.LeaseExpiresAt)
+	switch {
+	case !sess.Status.Open() || sess.Status == belay.SessionInterrupted:
+		return belay.Errorf(belay.CodeLeaseLost, "session %s is %s: resume it to hold it again", sess.ID, sess.Status).
+			With("sessionId", sess.ID).With("status", sess.Status)
+	case held && sess.Holder != holder:
+		return belay.Errorf(belay.CodeLeaseLost, "session %s is held by %s until %s", sess.ID, sess.Holder,
+			sess.LeaseExpiresAt.Format(time.RFC3339)).With("sessionId", sess.ID).With("holder", sess.Holder)
+	}
+	return nil
+}
+
+// errLapsed is what a transaction of afterLapse returns when it finds the
+// session's lease lapsed.
+var errLapsed = errors.New("the lease lapsed")
+
+// afterLapse runs fn in a transaction on session id as the session stands
+// once a lapsed lease has made it interrupted: when fn finds the lease
+// lapsed (errLapsed), the session is interrupted in a transaction of its own,
+// which stays, and fn runs again.
+func (s *Service) afterLapse(ctx context.Context, id string, fn func(tx store.Tx) error) error {
+	err := s.update(ctx, fn)
+	if !errors.Is(err, errLapsed) {
+		return err
+	}
+	if err := s.settleLease(ctx, id); err != nil {
+		return err
+	}
+	return s.update(ctx, fn)
 }
 
 // settleLease interrupts session id when its lease has lapsed, in its own
@@ -193,16 +256,15 @@ func (s *Service) ResumeSession(ctx context.Context, in belay.ResumeInput) (*bel
 	if err := belay.ValidateID("sessionId", in.SessionID); err != nil {
 		return nil, err
 	}
-	if err := s.settleLease(ctx, in.SessionID); err != nil {
-		return nil, err
-	}
 	var sess *belay.Session
-	err = s.update(ctx, func(tx store.Tx) error {
+	err = s.afterLapse(ctx, in.SessionID, func(tx store.Tx) error {
 		if sess, err = writeSession(ctx, tx, c, in.SessionID); err != nil {
 			return err
 		}
 		now := s.clock.Now()
 		switch {
+		case leaseLapsed(sess, now):
+			return errLapsed
 		case sess.Status == belay.SessionAbandoned:
 			return belay.Errorf(belay.CodeConflict, "session %s was abandoned and is never resumed", sess.ID).With("sessionId", sess.ID)
 		case !sess.Status.Open():

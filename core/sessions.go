@@ -13,7 +13,9 @@ import (
 	"github.com/belayhq/belay/workspace"
 )
 
-// CreateSession starts a running session owned by the caller.
+// CreateSession starts a running session owned by the caller, held by
+// in.Holder when it names one, with in.Checkpoint as its first checkpoint
+// when given.
 func (s *Service) CreateSession(ctx context.Context, in belay.CreateSessionInput) (*belay.Session, error) {
 	c, err := authorize(ctx, belay.ScopeWrite)
 	if err != nil {
@@ -22,6 +24,23 @@ func (s *Service) CreateSession(ctx context.Context, in belay.CreateSessionInput
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
+	if in.Holder != "" || in.Lease != 0 {
+		if in.Lease, err = leaseFor(in.Holder, in.Lease); err != nil {
+			return nil, err
+		}
+	}
+	id := newID()
+	var first *belay.Checkpoint
+	if f := in.Checkpoint; f != nil {
+		if f.SessionID != "" || f.ProjectPath != "" || f.Snapshot || f.Holder != "" || f.Release || f.End != "" || len(f.Answers) > 0 {
+			return nil, belay.Invalid("checkpoint", "the first checkpoint belongs to the session being created: no sessionId, projectPath, snapshot, holder, release, end or answers")
+		}
+		in := *f
+		in.SessionID = id
+		if first, err = s.newCheckpoint(ctx, c, &in); err != nil {
+			return nil, err
+		}
+	}
 	in.ProjectPath = cleanPath(in.ProjectPath)
 	if err := c.mayCreateIn(in.ProjectPath); err != nil {
 		return nil, err
@@ -29,18 +48,29 @@ func (s *Service) CreateSession(ctx context.Context, in belay.CreateSessionInput
 	var sess *belay.Session
 	err = s.update(ctx, func(tx store.Tx) error {
 		var err error
-		sess, err = s.newSession(ctx, tx, c, in)
+		if sess, err = s.newSession(ctx, tx, c, in, id); err != nil || first == nil {
+			return err
+		}
+		if err := s.insertCheckpoint(ctx, tx, sess, first); err != nil {
+			return err
+		}
+		_, err = s.appendGraphEvents(ctx, tx, sess.ID, in.Checkpoint.Events, first.ID)
 		return err
 	})
 	return sess, err
 }
 
-func (s *Service) newSession(ctx context.Context, tx store.Tx, c caller, in belay.CreateSessionInput) (*belay.Session, error) {
+// newSession inserts session id of the caller, as in describes it, in tx.
+func (s *Service) newSession(ctx context.Context, tx store.Tx, c caller, in belay.CreateSessionInput, id string) (*belay.Session, error) {
 	now := s.clock.Now()
 	sess := &belay.Session{
-		ID: newID(), ProjectPath: in.ProjectPath, Title: in.Title, Owner: c.UserID,
+		ID: id, ProjectPath: in.ProjectPath, Title: in.Title, Owner: c.UserID,
 		Status: belay.SessionRunning, Phase: in.Phase, Metadata: compactJSON(in.Metadata),
 		CreatedAt: now, UpdatedAt: now,
+	}
+	if in.Holder != "" {
+		until := now.Add(in.Lease)
+		sess.Holder, sess.LeaseExpiresAt = in.Holder, &until
 	}
 	if err := tx.InsertSession(ctx, sess); err != nil {
 		return nil, err
@@ -59,10 +89,14 @@ func (s *Service) GetSession(ctx context.Context, id string) (*belay.Session, er
 	if err := belay.ValidateID("id", id); err != nil {
 		return nil, err
 	}
+	sess, _, err := readSession(ctx, s.store, c, id)
+	if err != nil || !leaseLapsed(sess, s.clock.Now()) {
+		return sess, err
+	}
 	if err := s.settleLease(ctx, id); err != nil {
 		return nil, err
 	}
-	sess, _, err := readSession(ctx, s.store, c, id)
+	sess, _, err = readSession(ctx, s.store, c, id)
 	return sess, err
 }
 

@@ -85,7 +85,7 @@ func TestStoreDownStopsTheRun(t *testing.T) {
 	for _, mode := range []graph.Durability{graph.DurabilitySync, graph.DurabilityAsync} {
 		t.Run(string(mode), func(t *testing.T) {
 			svc := newService(t)
-			broken := &brokenStore{Service: svc, ok: 2} // the input and a
+			broken := &brokenStore{Service: svc, ok: 1} // a; the input is saved with the session
 			var ran []string
 			c := threeSteps(t, &ran, graph.WithDurability(mode))
 			res, err := c.Run(ctx, broken, graph.RunInput[doc]{ProjectPath: t.TempDir()})

@@ -305,6 +305,9 @@ func TestEventLogOverHTTP(t *testing.T) {
 	if err != nil || res.Status != graph.Interrupted {
 		t.Fatalf("Run = %+v, %v", res, err)
 	}
+	if got := checkpointNames(t, svc, res.RunID); !slices.Equal(got, []string{"__start__", "plan", "review"}) {
+		t.Fatalf("over /v1 the run saved %v", got)
+	}
 	var seen []string
 	var ids []string
 	read := func(n int) {
@@ -372,6 +375,28 @@ func TestEventLogOverHTTP(t *testing.T) {
 	_, err = remote.AppendEvents(alice, belay.AppendEventsInput{SessionID: res.RunID, Events: []belay.EventRecord{{Type: belay.EventCheckpointCreated}}})
 	if !belay.IsCode(err, belay.CodeValidation) {
 		t.Errorf("appending a type of belay's own: %v", err)
+	}
+
+	// A run's session is created held, over /v1 too, and its lease is
+	// given up with the run's last events.
+	held, err := remote.CreateSession(alice, belay.CreateSessionInput{Holder: "h1", Lease: time.Minute})
+	if err != nil || held.Holder != "h1" || held.LeaseExpiresAt == nil {
+		t.Fatalf("CreateSession with a holder = %+v, %v", held, err)
+	}
+	if _, err := remote.Heartbeat(alice, belay.LeaseInput{SessionID: held.ID, Holder: "h2"}); !belay.IsCode(err, belay.CodeLeaseLost) {
+		t.Errorf("another holder took a session created held: %v", err)
+	}
+	result := belay.EventRecord{Type: belay.EventGraphResult, Data: json.RawMessage(`{"status":"interrupted"}`)}
+	released, err := remote.Heartbeat(alice, belay.LeaseInput{SessionID: held.ID, Holder: "h1", Release: true, Events: []belay.EventRecord{result}})
+	if err != nil || released.Status != belay.SessionInterrupted {
+		t.Fatalf("release = %+v, %v", released, err)
+	}
+	ended, err := remote.EndSession(alice, belay.EndSessionInput{SessionID: held.ID, Status: belay.SessionAbandoned, Events: []belay.EventRecord{result}})
+	if err != nil || ended.Status != belay.SessionAbandoned {
+		t.Fatalf("EndSession = %+v, %v", ended, err)
+	}
+	if evs := graphEvents(t, svc, held.ID, 2); len(evs) != 2 {
+		t.Fatalf("the release and the end appended %+v", evs)
 	}
 }
 

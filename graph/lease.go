@@ -81,23 +81,26 @@ func (h *holding) lost() error {
 	return h.err
 }
 
-// stop ends the renewals.
-func (h *holding) stop() {
+// stopRenewing ends the renewals; the run's context lives on.
+func (h *holding) stopRenewing() {
 	h.once.Do(func() { close(h.stopc) })
 	<-h.done
+}
+
+// stop ends the renewals and the run's context.
+func (h *holding) stop() {
+	h.stopRenewing()
 	h.cancel(nil)
 }
 
-// release gives the lease up: a run awaiting a decision keeps waiting, held
-// by no one; a run stopped by an error or a cancelled context becomes
-// interrupted, to be resumed. A lease already lost is no error.
-func (h *holding) release(ctx context.Context) error {
+// release gives the lease up, appending events in the same call: a run
+// awaiting a decision keeps waiting, held by no one; a run stopped by an
+// error or a cancelled context becomes interrupted, to be resumed. A lease
+// already lost is LEASE_LOST, and nothing is appended.
+func (h *holding) release(ctx context.Context, events ...belay.EventRecord) error {
 	h.stop()
 	in := h.in
-	in.Release = true
+	in.Release, in.Events = true, events
 	_, err := h.svc.Heartbeat(context.WithoutCancel(ctx), in)
-	if belay.IsCode(err, belay.CodeLeaseLost) {
-		return nil
-	}
 	return err
 }

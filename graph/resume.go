@@ -83,18 +83,17 @@ func (c *Compiled[S]) resume(ctx context.Context, svc belay.Service, runID strin
 	}
 	r := &run[S]{svc: svc, id: runID, node: p.Next, also: p.Also, writes: p.Writes, keptFrom: head.AgentState,
 		resumes: map[string][]json.RawMessage{}, step: p.Step, state: state, raw: raw, waiting: p.Waiting}
-	var settles []func(context.Context) error
 	switch {
 	case cmd.Goto != "":
 		r.node, r.also, r.writes = cmd.Goto, nil, nil
 		for _, cp := range reqs {
-			settles = append(settles, answer(svc, cp, nil))
+			r.answer(cp, nil)
 		}
 	case bp != "":
 		// A breakpoint goes on when resumed, decided or not; the node it
 		// stopped before runs this time.
 		r.pass = bp == breakBefore
-		settles = append(settles, answer(svc, reqs[0], nil))
+		r.answer(reqs[0], nil)
 	default:
 		for i, ip := range pend {
 			cp, prior := reqs[i], ip.Resumes
@@ -109,7 +108,7 @@ func (c *Compiled[S]) resume(ctx context.Context, svc belay.Service, runID strin
 				if v, d, err = resumeValue(cp, given); err != nil {
 					return nil, err
 				}
-				settles = append(settles, answer(svc, cp, d))
+				r.answer(cp, d)
 			case cp.Decision == nil:
 				return nil, belay.Errorf(belay.CodeConflict, "interrupt %s (%s) of run %s awaits a decision: decide it, resume with a value, or wait for one", cp.ID, ip.Node, runID).
 					With("interruptId", cp.ID)
@@ -121,17 +120,7 @@ func (c *Compiled[S]) resume(ctx context.Context, svc belay.Service, runID strin
 			r.resumes[ip.Node] = append(prior[:len(prior):len(prior)], v)
 		}
 	}
-	r.settle = func(ctx context.Context) error {
-		for _, settle := range settles {
-			if settle != nil {
-				if err := settle(ctx); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	return c.take(ctx, r)
+	return c.take(ctx, r, true)
 }
 
 // pendingOf lists the interrupts the run waits at, in the order of its
@@ -190,17 +179,26 @@ func (c *Compiled[S]) recover(ctx context.Context, svc belay.Service, runID stri
 	if cmd.Goto != "" {
 		r.node, r.also = cmd.Goto, nil
 	}
-	return c.take(ctx, r)
+	return c.take(ctx, r, false)
 }
 
 // take takes the run's lease — refused with LEASE_LOST while a live process
-// holds it — and runs it on.
-func (c *Compiled[S]) take(ctx context.Context, r *run[S]) (*Result[S], error) {
+// holds it — and runs it on. A run waiting at an interrupt is held by no
+// one, and a heartbeat takes it; a run whose process stopped is interrupted,
+// and is resumed.
+func (c *Compiled[S]) take(ctx context.Context, r *run[S], waiting bool) (*Result[S], error) {
 	lease := belay.LeaseInput{SessionID: r.id, Holder: newHolder(), Lease: c.lease}
-	if _, err := r.svc.ResumeSession(ctx, belay.ResumeInput{SessionID: r.id, Holder: lease.Holder, Lease: lease.Lease}); err != nil {
+	var err error
+	if waiting {
+		_, err = r.svc.Heartbeat(ctx, lease)
+	}
+	if !waiting || belay.IsCode(err, belay.CodeLeaseLost) {
+		_, err = r.svc.ResumeSession(ctx, belay.ResumeInput{SessionID: r.id, Holder: lease.Holder, Lease: lease.Lease})
+	}
+	if err != nil {
 		return nil, err
 	}
-	return c.drive(ctx, r, lease, func(context.Context) error { return nil })
+	return c.drive(ctx, r, lease)
 }
 
 // Wait blocks until the run's pending interrupts are decided through belay
@@ -300,29 +298,40 @@ func resumeValue(cp *belay.Checkpoint, v any) (json.RawMessage, *Decision, error
 	return b, d, nil
 }
 
-// answer returns what closes the interrupt's request, if it is still open,
-// once the run goes on: with d, else with the request's default option (its
-// first when none is the default). A decision that lands meanwhile stands.
-func answer(svc belay.Service, cp *belay.Checkpoint, d *Decision) func(context.Context) error {
+// answer closes the interrupt's request, if it is still open, once the run
+// goes on: with d, else with the request's default option (its first when
+// none is the default). The run's next checkpoint carries the answer — but
+// for a rejection that fails the session, which is recorded before. A
+// decision that lands meanwhile stands.
+func (r *run[S]) answer(cp *belay.Checkpoint, d *Decision) {
 	if cp.Decision != nil {
-		return nil
+		return
 	}
-	return func(ctx context.Context) error {
-		in := belay.DecideInput{CheckpointID: cp.ID, Feedback: "answered by the run's Resume"}
-		if d != nil {
-			in.SelectedOption, in.Action, in.Feedback, in.Modifications = d.Option, d.Action, d.Feedback, d.Modifications
-		} else {
-			in.SelectedOption = cp.HITL.Options[0].ID
-			for _, o := range cp.HITL.Options {
-				if o.IsDefault {
-					in.SelectedOption = o.ID
-				}
+	in := belay.DecideInput{CheckpointID: cp.ID, Feedback: "answered by the run's Resume"}
+	if d != nil {
+		in.SelectedOption, in.Action, in.Feedback, in.Modifications = d.Option, d.Action, d.Feedback, d.Modifications
+	} else {
+		in.SelectedOption = cp.HITL.Options[0].ID
+		for _, o := range cp.HITL.Options {
+			if o.IsDefault {
+				in.SelectedOption = o.ID
 			}
 		}
-		_, err := svc.Decide(ctx, in)
-		if belay.IsCode(err, belay.CodeHITLAlreadyDecided) {
-			return nil
-		}
-		return err
 	}
+	if opt, ok := cp.HITL.Option(in.SelectedOption); ok && opt.Action == belay.ActionReject && cp.HITL.OnReject != belay.OnRejectContinue {
+		r.decide = append(r.decide, in)
+		return
+	}
+	r.answers = append(r.answers, in)
+}
+
+// decideAll records the answers ins, each in its own Decide; a request
+// decided meanwhile keeps its decision.
+func decideAll(ctx context.Context, svc belay.Service, ins []belay.DecideInput) error {
+	for _, in := range ins {
+		if _, err := svc.Decide(ctx, in); err != nil && !belay.IsCode(err, belay.CodeHITLAlreadyDecided) {
+			return err
+		}
+	}
+	return nil
 }

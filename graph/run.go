@@ -105,9 +105,9 @@ type run[S any] struct {
 	raw   json.RawMessage
 	// resumes are the resume values of the nodes being resumed.
 	resumes map[string][]json.RawMessage
-	// settle answers the interrupt being resumed, before the run records
-	// anything else; nil when there is nothing to answer.
-	settle func(context.Context) error
+	// answers answer the interrupts being resumed, recorded with the run's
+	// next checkpoint; decide those recorded before it, each on its own.
+	answers, decide []belay.DecideInput
 	// also are the parallel siblings of node; writes the states of those
 	// that completed already.
 	also   []string
@@ -131,6 +131,9 @@ type run[S any] struct {
 	// pass lets the run through the breakpoint before its first node once:
 	// it is resuming from there.
 	pass bool
+	// closed says the run's last save stopped it: released the lease or
+	// ended the session, with the run's last events (see stopWith).
+	closed bool
 }
 
 // Run starts a run: it creates a session, saves the input as checkpoint
@@ -156,57 +159,84 @@ func (c *Compiled[S]) start(ctx context.Context, svc belay.Service, in RunInput[
 	if err := protect(START, func() (err error) { first, err = c.first(in.State); return err }); err != nil {
 		return nil, err
 	}
-	sess, err := svc.CreateSession(ctx, belay.CreateSessionInput{ProjectPath: in.ProjectPath, Title: in.Title})
+	meta, err := pointMeta(nextPoint(first, 1))
 	if err != nil {
 		return nil, err
 	}
-	lease := belay.LeaseInput{SessionID: sess.ID, Holder: newHolder(), Lease: c.lease}
-	if _, err := svc.Heartbeat(ctx, lease); err != nil {
+	// The session is created held, with the input as checkpoint "__start__".
+	lease := belay.LeaseInput{Holder: newHolder(), Lease: c.lease}
+	sess, err := svc.CreateSession(ctx, belay.CreateSessionInput{ProjectPath: in.ProjectPath, Title: in.Title,
+		Holder: lease.Holder, Lease: lease.Lease, Checkpoint: &belay.CreateCheckpointInput{Name: START, Type: belay.TypeAuto,
+			Summary: "input", AgentState: raw, Metadata: meta}})
+	if err != nil {
 		return nil, err
 	}
+	lease.SessionID = sess.ID
 	r := &run[S]{svc: svc, id: sess.ID, node: first[0], also: first[1:], step: 1, state: in.State, raw: raw}
-	return c.drive(ctx, r, lease, func(ctx context.Context) error {
-		_, err := r.save(ctx, belay.CreateCheckpointInput{Name: START, Type: belay.TypeAuto, Summary: "input",
-			AgentState: raw}, nextPoint(first, 1))
-		return err
-	})
+	return c.drive(ctx, r, lease)
 }
 
 // drive runs r while holding its lease (taken already): it renews the lease
-// as nodes run and gives it up as the run stops. A run stopped by an error of
-// the service, a lost lease or a cancelled context is left interrupted, to be
-// resumed from its last checkpoint.
-func (c *Compiled[S]) drive(ctx context.Context, r *run[S], lease belay.LeaseInput, first func(context.Context) error) (*Result[S], error) {
+// as nodes run and gives it up as the run stops — by ending the session at
+// END or on a failure, or by releasing it — in a call that carries the run's
+// last events. A run stopped by an error of the service, a lost lease or a
+// cancelled context is left interrupted, to be resumed from its last
+// checkpoint.
+func (c *Compiled[S]) drive(ctx context.Context, r *run[S], lease belay.LeaseInput) (*Result[S], error) {
 	h, hctx := hold(ctx, r.svc, lease)
 	defer h.stop()
 	r.hold, r.em, r.durability, r.log = h, emitterOf(ctx), c.durability, newEventLog(ctx, r.svc, r.id)
-	var res *Result[S]
-	err := first(hctx)
-	if err == nil {
-		res, err = c.loop(hctx, r)
-	}
+	res, err := c.loop(hctx, r)
 	if ferr := r.flush(hctx); ferr != nil && err == nil {
 		res, err = nil, ferr
 	}
 	if res != nil && res.Status == Interrupted {
-		r.publish(Event[S]{Type: EventInterrupt, RunID: r.id, Node: res.Interrupt.Node, Step: r.step, State: res.State, Interrupt: res.Interrupt}, nil)
+		ev := Event[S]{Type: EventInterrupt, RunID: r.id, Node: res.Interrupt.Node, Step: r.step, State: res.State, Interrupt: res.Interrupt}
+		if r.closed {
+			r.em.send(ev) // the log has it from the save
+		} else {
+			r.publish(ev, nil)
+		}
 	}
-	r.logResult(res, err)
-	if lerr := r.log.stop(); lerr != nil && err == nil {
-		err = fmt.Errorf("graph: writing the event log of run %s: %w", r.id, lerr)
+	events, lerr := r.log.stop()
+	if !r.closed {
+		events = append(events, belay.EventRecord{Type: belay.EventGraphResult, Data: resultData(r.step, res, err)})
 	}
 	switch {
-	case res != nil && res.Status == Interrupted:
+	case r.closed:
+		h.stop()
+		r.log.appendNow(events) // what came after the last save
+	case res != nil && res.Status != Interrupted:
+		end := belay.EndSessionInput{SessionID: r.id, Status: belay.SessionCompleted, Events: events}
+		if res.Status == Failed {
+			end.Status, end.Reason = belay.SessionFailed, belay.Clip(err.Error(), 200)
+		}
+		if _, eerr := r.svc.EndSession(hctx, end); eerr != nil {
+			res, err = nil, eerr
+			events[len(events)-1].Data = resultData(r.step, res, err)
+			r.log.appendNow(events)
+			_ = h.release(ctx)
+			break
+		}
+		h.stop() // ending the session released the lease
+	case res != nil:
 		// The interrupt is saved; should the release fail, the lease lapses
 		// and the run is resumed all the same.
-		_ = h.release(ctx)
-	case res != nil:
-		h.stop() // ending the session released the lease
+		if h.release(ctx, events...) != nil {
+			r.log.appendNow(events)
+		}
 	default:
 		if lost := h.lost(); lost != nil && err != nil {
 			err = lost
 		}
+		r.log.appendNow(events)
 		_ = h.release(ctx)
+	}
+	if lerr == nil {
+		lerr = r.log.failed()
+	}
+	if lerr != nil && err == nil {
+		err = fmt.Errorf("graph: writing the event log of run %s: %w", r.id, lerr)
 	}
 	return res, err
 }
@@ -219,10 +249,7 @@ func (c *Compiled[S]) loop(ctx context.Context, r *run[S]) (*Result[S], error) {
 			if err := r.flush(ctx); err != nil {
 				return nil, err
 			}
-			if err := r.settleFirst(ctx); err != nil {
-				return nil, err
-			}
-			if _, err := r.svc.EndSession(ctx, belay.EndSessionInput{SessionID: r.id, Status: belay.SessionCompleted}); err != nil {
+			if err := r.settle(ctx, false); err != nil {
 				return nil, err
 			}
 			return &Result[S]{RunID: r.id, Status: Completed, State: r.state, Steps: r.step - 1}, nil
@@ -263,20 +290,31 @@ func (c *Compiled[S]) loop(ctx context.Context, r *run[S]) (*Result[S], error) {
 		}
 		np := nextPoint(next, r.step+1)
 		np.Waiting = waiting
+		// The node_end events go to the log before the save, which carries
+		// them naming its checkpoint; to the stream once it is saved.
 		ref := newCheckpointRef()
-		cp, err := r.saveStep(ctx, belay.CreateCheckpointInput{Name: name, Type: belay.TypeAuto, Step: r.step,
-			Summary: belay.Clip(fmt.Sprintf("step %d: %s", r.step, strings.Join(step, ", ")), belay.MaxSummary), AgentState: raw}, np, ref)
+		ends := make([]Event[S], len(step))
+		for i, n := range step {
+			ends[i] = Event[S]{Type: EventNodeEnd, RunID: r.id, Node: n, Step: r.step, State: out, Next: np.Next}
+			r.logEvent(ends[i], ref)
+		}
+		in := belay.CreateCheckpointInput{Name: name, Type: belay.TypeAuto, Step: r.step,
+			Summary: belay.Clip(fmt.Sprintf("step %d: %s", r.step, strings.Join(step, ", ")), belay.MaxSummary), AgentState: raw}
+		if np.Next == END && len(np.Also) == 0 && r.durability == DurabilitySync && !slices.ContainsFunc(step, func(n string) bool { return c.after[n] }) {
+			// The run ends with this step: its save ends the session.
+			r.stopWith(&in, ref, &Result[S]{Status: Completed, Steps: r.step}, r.step+1, nil)
+		}
+		cp, err := r.saveStep(ctx, in, np, ref)
 		if err != nil {
 			return nil, err
 		}
 		r.node, r.also, r.step, r.state, r.raw, r.waiting = np.Next, np.Also, r.step+1, out, raw, waiting
 		r.resumes, r.writes = nil, nil
-		for _, n := range step {
-			ev := Event[S]{Type: EventNodeEnd, RunID: r.id, Node: n, Step: r.step - 1, State: out, Next: np.Next}
+		for _, ev := range ends {
 			if cp != nil {
 				ev.CheckpointID = cp.ID
 			}
-			if !r.publish(ev, ref) {
+			if !r.em.send(ev) && !r.closed {
 				return nil, context.Canceled
 			}
 		}
@@ -593,10 +631,14 @@ const (
 func (r *run[S]) breakpoint(ctx context.Context, where, node string, p point) (*Result[S], error) {
 	p.Interrupt = &interruptPoint{Node: node, Breakpoint: where}
 	title := fmt.Sprintf("Breakpoint %s %s", where, node)
-	cp, err := r.save(ctx, belay.CreateCheckpointInput{Name: node, Type: belay.TypeHITL, Step: p.Step,
+	in := belay.CreateCheckpointInput{Name: node, Type: belay.TypeHITL, Step: p.Step,
 		Summary: belay.Clip(title, belay.MaxSummary), AgentState: r.raw, HITL: &belay.HITLInput{Required: true, Title: title,
 			Message: fmt.Sprintf("The run stopped %s node %q; continue when ready.", where, node), OnReject: belay.OnRejectContinue,
-			Options: []belay.HITLOption{{ID: "continue", Label: "Continue", Action: belay.ActionApprove, IsDefault: true}}}}, p)
+			Options: []belay.HITLOption{{ID: "continue", Label: "Continue", Action: belay.ActionApprove, IsDefault: true}}}}
+	ref := newCheckpointRef()
+	r.log.add(belay.EventGraphInterrupt, node, map[string]any{"node": node, "step": r.step}, "", ref)
+	r.stopWith(&in, ref, &Result[S]{Status: Interrupted, Steps: r.step - 1}, r.step, nil)
+	cp, err := r.save(ctx, in, p, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -617,23 +659,34 @@ func protect(node string, fn func() error) (err error) {
 	return fn()
 }
 
-func (r *run[S]) settleFirst(ctx context.Context) error {
-	if r.settle == nil {
-		return nil
+// settle records the answers to the interrupts being resumed that the next
+// checkpoint does not carry: all of them when carry is false (there is none).
+func (r *run[S]) settle(ctx context.Context, carry bool) error {
+	ins := r.decide
+	if !carry {
+		ins, r.answers = append(ins, r.answers...), nil
 	}
-	if err := r.settle(ctx); err != nil {
+	if err := decideAll(ctx, r.svc, ins); err != nil {
 		return err
 	}
-	r.settle = nil
+	r.decide = nil
 	return nil
 }
 
-// save records a checkpoint of the run at p.
-func (r *run[S]) save(ctx context.Context, in belay.CreateCheckpointInput, p point) (*belay.Checkpoint, error) {
-	if err := r.flush(ctx); err != nil {
+// save records a checkpoint of the run at p; ref, if any, is the
+// checkpoint's for the events that name it.
+func (r *run[S]) save(ctx context.Context, in belay.CreateCheckpointInput, p point, ref *checkpointRef) (*belay.Checkpoint, error) {
+	err := r.flush(ctx)
+	var cp *belay.Checkpoint
+	if err == nil {
+		cp, err = r.saveNow(ctx, in, p, ref)
+	}
+	if err != nil {
+		ref.resolve("")
 		return nil, err
 	}
-	return r.saveNow(ctx, in, p)
+	ref.resolve(cp.ID)
+	return cp, nil
 }
 
 // stepSave is a step's checkpoint not written yet.
@@ -673,7 +726,7 @@ func (r *run[S]) saveStep(ctx context.Context, in belay.CreateCheckpointInput, p
 			if r.asyncError() != nil {
 				return
 			}
-			cp, err := r.saveNow(ctx, in, p)
+			cp, err := r.saveNow(ctx, in, p, ref)
 			if err != nil {
 				r.mu.Lock()
 				r.asyncErr = err
@@ -684,7 +737,7 @@ func (r *run[S]) saveStep(ctx context.Context, in belay.CreateCheckpointInput, p
 		}()
 		return nil, nil
 	}
-	cp, err := r.saveNow(ctx, in, p)
+	cp, err := r.saveNow(ctx, in, p, ref)
 	if err == nil {
 		ref.resolve(cp.ID)
 	} else {
@@ -711,7 +764,7 @@ func (r *run[S]) flush(ctx context.Context) error {
 	}
 	if u := r.unsaved; u != nil {
 		r.unsaved = nil
-		cp, err := r.saveNow(ctx, u.in, u.p)
+		cp, err := r.saveNow(ctx, u.in, u.p, u.ref)
 		if err != nil {
 			u.ref.resolve("")
 			return err
@@ -721,22 +774,63 @@ func (r *run[S]) flush(ctx context.Context) error {
 	return nil
 }
 
-// saveNow writes a checkpoint of the run.
-func (r *run[S]) saveNow(ctx context.Context, in belay.CreateCheckpointInput, p point) (*belay.Checkpoint, error) {
+// saveNow writes a checkpoint of the run, with the events queued for the
+// log; those of ref name it.
+func (r *run[S]) saveNow(ctx context.Context, in belay.CreateCheckpointInput, p point, ref *checkpointRef) (*belay.Checkpoint, error) {
 	if r.hold != nil {
 		if err := r.hold.lost(); err != nil {
 			return nil, err // another process holds the run now: write nothing
 		}
 	}
-	if err := r.settleFirst(ctx); err != nil {
+	if err := r.settle(ctx, true); err != nil {
 		return nil, err
 	}
-	meta, err := json.Marshal(map[string]point{"graph": p})
+	meta, err := pointMeta(p)
 	if err != nil {
 		return nil, err
 	}
 	in.SessionID, in.Metadata = r.id, meta
-	return r.svc.CreateCheckpoint(ctx, in)
+	closing := in.Release || in.End != ""
+	if r.hold != nil {
+		in.Holder = r.hold.in.Holder
+		if closing {
+			// No renewal may take the lease again once this save gives it up.
+			r.hold.stopRenewing()
+		}
+	}
+	in.Answers = r.answers
+	var cp *belay.Checkpoint
+	err = r.log.carry(ref, func(events []belay.EventRecord) error {
+		in.Events = events
+		cp, err = r.svc.CreateCheckpoint(ctx, in)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.answers, r.closed = nil, closing
+	return cp, nil
+}
+
+// pointMeta is the metadata of a checkpoint of a run at p.
+func pointMeta(p point) (json.RawMessage, error) {
+	return json.Marshal(map[string]point{"graph": p})
+}
+
+// stopWith makes in, the run's last save, stop the run as res says in the
+// same transaction — release the lease at an interrupt, end the session at
+// END or on a failure — and carry the graph.result event (of step, err);
+// ref is the save's.
+func (r *run[S]) stopWith(in *belay.CreateCheckpointInput, ref *checkpointRef, res *Result[S], step int, err error) {
+	switch res.Status {
+	case Interrupted:
+		in.Release = true
+	case Completed:
+		in.End = belay.SessionCompleted
+	case Failed:
+		in.End, in.EndReason = belay.SessionFailed, belay.Clip(err.Error(), 200)
+	}
+	r.log.own(belay.EventGraphResult, resultData(step, res, err), ref)
 }
 
 // interrupt pauses the run at the pending interrupts of nrs (one, or one
@@ -745,7 +839,7 @@ func (r *run[S]) saveNow(ctx context.Context, in belay.CreateCheckpointInput, p 
 func (r *run[S]) interrupt(ctx context.Context, nrs []*nodeRun, writes map[string]json.RawMessage) (*Result[S], error) {
 	res := &Result[S]{RunID: r.id, Status: Interrupted, State: r.state, Steps: r.step - 1}
 	var others []interruptPoint
-	for _, nr := range nrs {
+	for i, nr := range nrs {
 		summary := nr.pending.Title
 		if summary == "" {
 			summary = fmt.Sprintf("%s asks for a decision", nr.node)
@@ -754,8 +848,22 @@ func (r *run[S]) interrupt(ctx context.Context, nrs []*nodeRun, writes map[strin
 		p.Writes = writes
 		p.Interrupt = &interruptPoint{Node: nr.node, Index: nr.index, Resumes: nr.resumes[:nr.index]}
 		p.Others = others
-		cp, err := r.save(ctx, belay.CreateCheckpointInput{Name: nr.node, Type: belay.TypeHITL, Step: r.step,
-			Summary: belay.Clip(summary, belay.MaxSummary), AgentState: r.raw, HITL: nr.pending}, p)
+		in := belay.CreateCheckpointInput{Name: nr.node, Type: belay.TypeHITL, Step: r.step,
+			Summary: belay.Clip(summary, belay.MaxSummary), AgentState: r.raw, HITL: nr.pending}
+		var ref *checkpointRef
+		if i == len(nrs)-1 {
+			// The last request stops the run: the graph.interrupt event
+			// names the first.
+			ref = newCheckpointRef()
+			at := map[string]any{"node": nrs[0].node, "step": r.step}
+			if i == 0 {
+				r.log.add(belay.EventGraphInterrupt, nr.node, at, "", ref)
+			} else {
+				r.log.add(belay.EventGraphInterrupt, nrs[0].node, at, res.Interrupts[0].ID, nil)
+			}
+			r.stopWith(&in, ref, res, r.step, nil)
+		}
+		cp, err := r.save(ctx, in, p, ref)
 		if err != nil {
 			return nil, err
 		}
@@ -768,7 +876,7 @@ func (r *run[S]) interrupt(ctx context.Context, nrs []*nodeRun, writes map[strin
 	return res, nil
 }
 
-// fail records err as an error checkpoint of the node that was to run and
+// fail records err as an error checkpoint of the node that was to run, which
 // fails the session.
 func (r *run[S]) fail(ctx context.Context, node string, err error) (*Result[S], error) {
 	err = nodeError(node, r.step, err)
@@ -780,25 +888,30 @@ func (r *run[S]) fail(ctx context.Context, node string, err error) (*Result[S], 
 	}
 	p := r.at()
 	p.Writes = r.writes // the branches of the step that completed
-	if _, serr := r.save(ctx, belay.CreateCheckpointInput{Name: belay.Clip(node, belay.MaxNameLen), Type: belay.TypeError, Step: r.step,
-		Summary: belay.Clip(err.Error(), belay.MaxSummary), Description: belay.Clip(desc, belay.MaxDescription),
-		AgentState: r.raw}, p); serr != nil {
+	res := &Result[S]{RunID: r.id, Status: Failed, State: r.state, Steps: r.step - 1}
+	in := belay.CreateCheckpointInput{Name: belay.Clip(node, belay.MaxNameLen), Type: belay.TypeError, Step: r.step,
+		Summary: belay.Clip(err.Error(), belay.MaxSummary), Description: belay.Clip(desc, belay.MaxDescription), AgentState: r.raw}
+	ref := newCheckpointRef()
+	r.stopWith(&in, ref, res, r.step, err)
+	if _, serr := r.save(ctx, in, p, ref); serr != nil {
 		return nil, serr
 	}
-	if _, serr := r.svc.EndSession(ctx, belay.EndSessionInput{SessionID: r.id, Status: belay.SessionFailed,
-		Reason: belay.Clip(err.Error(), 200)}); serr != nil {
-		return nil, serr
-	}
-	return &Result[S]{RunID: r.id, Status: Failed, State: r.state, Steps: r.step - 1}, err
+	return res, err
 }
 
 // publish reports ev to the run's stream, if any, and to its session's
-// event log; ref names the checkpoint of a node_end whose save is deferred.
-// It reports false when the stream's consumer stopped reading.
+// event log. It reports false when the stream's consumer stopped reading.
 func (r *run[S]) publish(ev Event[S], ref *checkpointRef) bool {
+	r.logEvent(ev, ref)
+	return r.em.send(ev)
+}
+
+// logEvent queues ev for the session's event log; ref names the checkpoint
+// of a node_end not saved yet.
+func (r *run[S]) logEvent(ev Event[S], ref *checkpointRef) {
 	if text, ok := ev.Data.(string); ok && ev.Type == EventCustom && ev.Name == TokenEvent {
 		r.log.token(ev.Node, ev.Step, text)
-		return r.em.send(ev)
+		return
 	}
 	at := map[string]any{"node": ev.Node, "step": ev.Step}
 	switch ev.Type {
@@ -811,17 +924,15 @@ func (r *run[S]) publish(ev Event[S], ref *checkpointRef) bool {
 		at["name"], at["data"] = ev.Name, ev.Data
 		r.log.add(belay.EventGraphCustom, ev.Node, at, "", nil)
 	case EventInterrupt:
-		at["interruptId"] = ev.Interrupt.ID
 		r.log.add(belay.EventGraphInterrupt, ev.Node, at, ev.Interrupt.ID, nil)
 	}
-	return r.em.send(ev)
 }
 
-// logResult records in the event log how the run stopped: completed,
-// interrupted or failed, or interrupted with the error that stopped it (to
-// be resumed).
-func (r *run[S]) logResult(res *Result[S], err error) {
-	data := map[string]any{"step": r.step}
+// resultData is the data of the graph.result event that records how the
+// run stopped at step: completed, interrupted or failed, or interrupted with
+// the error that stopped it (to be resumed).
+func resultData[S any](step int, res *Result[S], err error) json.RawMessage {
+	data := map[string]any{"step": step}
 	switch {
 	case res != nil:
 		data["status"], data["steps"] = res.Status, res.Steps
@@ -831,5 +942,5 @@ func (r *run[S]) logResult(res *Result[S], err error) {
 	if err != nil {
 		data["error"] = belay.Clip(err.Error(), 500)
 	}
-	r.log.add(belay.EventGraphResult, "", data, "", nil)
+	return eventData(data)
 }

@@ -204,20 +204,13 @@ func (c *Compiled[S]) UpdateState(ctx context.Context, svc belay.Service, runID 
 	h, hctx := hold(ctx, svc, lease)
 	defer func() { _ = h.release(ctx) }()
 	r := &run[S]{svc: svc, id: runID, hold: h}
-	if asNode != "" && len(reqs) > 0 {
-		r.settle = func(ctx context.Context) error {
-			for _, req := range reqs {
-				if settle := answer(svc, req, nil); settle != nil {
-					if err := settle(ctx); err != nil {
-						return err
-					}
-				}
-			}
-			return nil
+	if asNode != "" {
+		for _, req := range reqs {
+			r.answer(req, nil)
 		}
 	}
 	cp, err := r.save(hctx, belay.CreateCheckpointInput{Name: name, Type: belay.TypeAuto, Step: step,
-		Summary: belay.Clip("state updated as "+name, belay.MaxSummary), AgentState: raw}, np)
+		Summary: belay.Clip("state updated as "+name, belay.MaxSummary), AgentState: raw}, np, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -213,12 +213,13 @@ func (s *Server) endSession(status belay.SessionStatus) apiHandler {
 			return err
 		}
 		var in struct {
-			Reason string `json:"reason,omitempty"`
+			Reason string              `json:"reason,omitempty"`
+			Events []belay.EventRecord `json:"events,omitempty"`
 		}
 		if err := decodeOptionalJSON(w, r, &in); err != nil {
 			return err
 		}
-		sess, err := s.svc.EndSession(r.Context(), belay.EndSessionInput{SessionID: id, Status: status, Reason: in.Reason})
+		sess, err := s.svc.EndSession(r.Context(), belay.EndSessionInput{SessionID: id, Status: status, Reason: in.Reason, Events: in.Events})
 		if err != nil {
 			return err
 		}
@@ -227,12 +228,14 @@ func (s *Server) endSession(status belay.SessionStatus) apiHandler {
 	}
 }
 
-// leaseBody is the body of heartbeat and resume: the lease in seconds.
+// leaseBody is the body of heartbeat and resume: the lease in seconds, and
+// the events a release appends.
 type leaseBody struct {
-	Holder       string `json:"holder"`
-	LeaseSeconds int    `json:"leaseSeconds,omitempty"`
-	ProjectPath  string `json:"projectPath,omitempty"`
-	Release      bool   `json:"release,omitempty"`
+	Holder       string              `json:"holder"`
+	LeaseSeconds int                 `json:"leaseSeconds,omitempty"`
+	ProjectPath  string              `json:"projectPath,omitempty"`
+	Release      bool                `json:"release,omitempty"`
+	Events       []belay.EventRecord `json:"events,omitempty"`
 }
 
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
@@ -245,7 +248,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	sess, err := s.svc.Heartbeat(r.Context(), belay.LeaseInput{SessionID: id, Holder: in.Holder,
-		Lease: time.Duration(in.LeaseSeconds) * time.Second, Release: in.Release})
+		Lease: time.Duration(in.LeaseSeconds) * time.Second, Release: in.Release, Events: in.Events})
 	if err != nil {
 		return err
 	}

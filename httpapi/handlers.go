@@ -1,18 +1,32 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/belayhq/belay"
 )
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
-	var in belay.CreateSessionInput
+	// The session's fields, the lease it is created held with and its first
+	// checkpoint.
+	var in struct {
+		ProjectPath  string                       `json:"projectPath,omitempty"`
+		Title        string                       `json:"title,omitempty"`
+		Phase        string                       `json:"phase,omitempty"`
+		Metadata     json.RawMessage              `json:"metadata,omitempty"`
+		Holder       string                       `json:"holder,omitempty"`
+		LeaseSeconds int                          `json:"leaseSeconds,omitempty"`
+		Checkpoint   *belay.CreateCheckpointInput `json:"checkpoint,omitempty"`
+	}
 	if err := decodeJSON(w, r, &in); err != nil {
 		return err
 	}
-	sess, err := s.svc.CreateSession(r.Context(), in)
+	sess, err := s.svc.CreateSession(r.Context(), belay.CreateSessionInput{ProjectPath: in.ProjectPath, Title: in.Title,
+		Phase: in.Phase, Metadata: in.Metadata, Holder: in.Holder, Lease: time.Duration(in.LeaseSeconds) * time.Second,
+		Checkpoint: in.Checkpoint})
 	if err != nil {
 		return err
 	}
