@@ -68,7 +68,8 @@ func phrase(s string) string {
 // saved since the last search (see indexPending).
 func (db *DB) SearchCheckpoints(ctx context.Context, q store.SearchQuery) ([]store.SearchHit, error) {
 	var pending bool
-	if err := db.reader.q.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM search_pending)`).Scan(&pending); err != nil {
+	if err := db.reader.q.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM checkpoint_search
+		WHERE doc_id > (SELECT indexed_through FROM search_state WHERE id = 1))`).Scan(&pending); err != nil {
 		return nil, fmt.Errorf("sqlite: pending search entries: %w", err)
 	}
 	if pending {
@@ -88,18 +89,21 @@ func (t *tx) SearchCheckpoints(ctx context.Context, q store.SearchQuery) ([]stor
 	return t.reader.SearchCheckpoints(ctx, q)
 }
 
-// indexPending writes the full-text entries of the checkpoints waiting in
-// search_pending, all in one FTS5 segment: a save only queues its
-// checkpoint, which spares it the segment, the merges and a third of its
-// pages.
+// indexPending writes the full-text entries of the checkpoints saved since
+// the last search (their doc_id is above search_state.indexed_through), all
+// in one FTS5 segment, and moves the mark past them: a save writes neither
+// an entry nor a queue row, which spares it the segment, the merges and a
+// third of its pages.
 func (t *tx) indexPending(ctx context.Context) error {
 	if _, err := t.q.ExecContext(ctx, `INSERT INTO checkpoint_fts (rowid, name, summary, description, tags)
-		SELECT p.doc_id, c.name, c.summary, c.description,
+		SELECT s.doc_id, c.name, c.summary, c.description,
 			COALESCE((SELECT group_concat(value, ' ') FROM json_each(CAST(c.tags AS TEXT))), '')
-		FROM search_pending p JOIN checkpoint_search s ON s.doc_id = p.doc_id JOIN checkpoints c ON c.id = s.checkpoint_id`); err != nil {
+		FROM checkpoint_search s JOIN checkpoints c ON c.id = s.checkpoint_id
+		WHERE s.doc_id > (SELECT indexed_through FROM search_state WHERE id = 1)`); err != nil {
 		return fmt.Errorf("sqlite: index pending checkpoints: %w", err)
 	}
-	if _, err := t.q.ExecContext(ctx, `DELETE FROM search_pending`); err != nil {
+	if _, err := t.q.ExecContext(ctx, `UPDATE search_state
+		SET indexed_through = MAX(indexed_through, COALESCE((SELECT MAX(doc_id) FROM checkpoint_search), 0)) WHERE id = 1`); err != nil {
 		return fmt.Errorf("sqlite: index pending checkpoints: %w", err)
 	}
 	return nil

@@ -154,8 +154,8 @@ func TestSearchMigrationIndexesExisting(t *testing.T) {
 	}
 }
 
-// TestSearchIndexesPendingFirst: a save only queues its checkpoint for the
-// full-text index; a search (on the database or in a transaction, which sees
+// TestSearchIndexesPendingFirst: a saved checkpoint waits for its entry in
+// the full-text index; a search (on the database or in a transaction, which sees
 // its own saves) writes every entry waiting first. A checkpoint deleted while
 // it waits, or after it was indexed, is found no more.
 func TestSearchIndexesPendingFirst(t *testing.T) {
@@ -185,7 +185,8 @@ func TestSearchIndexesPendingFirst(t *testing.T) {
 	}
 	pending := func() (n int) {
 		t.Helper()
-		if err := db.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM search_pending`).Scan(&n); err != nil {
+		if err := db.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM checkpoint_search
+			WHERE doc_id > (SELECT indexed_through FROM search_state WHERE id = 1)`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
@@ -234,5 +235,23 @@ func TestSearchIndexesPendingFirst(t *testing.T) {
 	}
 	if got := search(db, "deploy"); !slices.Equal(got, []string{delta.ID}) {
 		t.Errorf("search deploy after deleting alpha = %v, want only delta", got)
+	}
+	// The highest doc_id, indexed, is deleted: the next save still waits
+	// for its entry and is found, the deleted one is not.
+	epsilon := checkpoint(5, "epsilon deploy")
+	err = db.Update(ctx, func(stx store.Tx) error {
+		if err := stx.DeleteCheckpoint(ctx, delta.ID); err != nil {
+			return err
+		}
+		return stx.InsertCheckpoint(ctx, epsilon)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := pending(); n != 1 {
+		t.Errorf("%d checkpoints wait after a save that followed deleting the newest indexed one, want 1", n)
+	}
+	if got := search(db, "deploy"); !slices.Equal(got, []string{epsilon.ID}) {
+		t.Errorf("search deploy after deleting delta and saving epsilon = %v, want only epsilon", got)
 	}
 }
