@@ -61,7 +61,7 @@ func TestMigrateRoundTrip(t *testing.T) {
 		}
 		counts[c.Table] = c.Source
 	}
-	for _, table := range []string{"sessions", "checkpoints", "events", "rollbacks", "users", "tokens", "webhooks", "retention", "checkpoint_search", "state_chunks"} {
+	for _, table := range []string{"sessions", "checkpoints", "events", "rollbacks", "users", "tokens", "webhooks", "retention", "checkpoint_search", "embedding_queue", "state_chunks"} {
 		if counts[table] == 0 {
 			t.Errorf("no %s copied: %+v", table, rep.Tables)
 		}

@@ -36,10 +36,20 @@ type table struct {
 	name string
 	// order is the source's ORDER BY, so generated keys keep their order.
 	order string
+	// from is the source's table or view to read, when not name.
+	from string
 	// skip are destination columns the copy leaves to the database.
 	skip []string
 	// seeded tables hold one row from the migrations; it is replaced.
 	seeded bool
+}
+
+// source is the source's table or view of t.
+func (t table) source() string {
+	if t.from != "" {
+		return t.from
+	}
+	return t.name
 }
 
 var tables = []table{
@@ -52,7 +62,9 @@ var tables = []table{
 	// doc_id is generated (in the source's order); doc, the text search
 	// document, is built by the PostgreSQL store when it opens the database.
 	{name: "checkpoint_search", order: "doc_id", skip: []string{"doc_id", "doc"}},
-	{name: "embedding_queue", order: "checkpoint_id"},
+	// SQLite queues a new checkpoint for its vector without a row (see its
+	// migration 00013); the view lists every checkpoint waiting.
+	{name: "embedding_queue", order: "checkpoint_id", from: "embedding_jobs"},
 	{name: "search_state", order: "id", seeded: true},
 	{name: "events", order: "seq"},
 	{name: "rollbacks", order: "created_at, id"},
@@ -243,7 +255,7 @@ func copyTable(ctx context.Context, stx *sql.Tx, ptx pgx.Tx, t table, progress P
 		return 0, err
 	}
 	var total int64
-	if err := stx.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+t.name).Scan(&total); err != nil {
+	if err := stx.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+t.source()).Scan(&total); err != nil {
 		return 0, fmt.Errorf("migrate: count %s: %w", t.name, err)
 	}
 	progress(t.name, 0, total)
@@ -256,7 +268,7 @@ func copyTable(ctx context.Context, stx *sql.Tx, ptx pgx.Tx, t table, progress P
 	for i, c := range cols {
 		names[i] = c.name
 	}
-	rows, err := stx.QueryContext(ctx, `SELECT `+strings.Join(names, ", ")+` FROM `+t.name+` ORDER BY `+t.order)
+	rows, err := stx.QueryContext(ctx, `SELECT `+strings.Join(names, ", ")+` FROM `+t.source()+` ORDER BY `+t.order)
 	if err != nil {
 		return 0, fmt.Errorf("migrate: read %s: %w", t.name, err)
 	}
@@ -312,7 +324,7 @@ func copyTable(ctx context.Context, stx *sql.Tx, ptx pgx.Tx, t table, progress P
 // commonColumns returns the destination's columns of t that the source has
 // too; a destination column the source lacks must have a default.
 func commonColumns(ctx context.Context, stx *sql.Tx, ptx pgx.Tx, t table) ([]column, error) {
-	srows, err := stx.QueryContext(ctx, `SELECT name FROM pragma_table_info(?)`, t.name)
+	srows, err := stx.QueryContext(ctx, `SELECT name FROM pragma_table_info(?)`, t.source())
 	if err != nil {
 		return nil, fmt.Errorf("migrate: columns of %s: %w", t.name, err)
 	}

@@ -320,14 +320,15 @@ type withAttempts struct {
 func (w withAttempts) Scan(dest ...any) error { return w.row.Scan(append(dest, w.attempts)...) }
 
 func (r reader) DueEmbeddings(ctx context.Context, now time.Time, limit int) ([]store.EmbeddingJob, error) {
-	return r.dueEmbeddings(ctx, now, limit, "")
+	return r.dueEmbeddings(ctx, now, limit, "embedding_jobs")
 }
 
-// dueEmbeddings is DueEmbeddings, with lock after the query.
-func (r reader) dueEmbeddings(ctx context.Context, now time.Time, limit int, lock string) ([]store.EmbeddingJob, error) {
-	rows, err := r.q.QueryContext(ctx, `SELECT `+checkpointCols+`, q.attempts FROM embedding_queue q
+// dueEmbeddings is DueEmbeddings from queue: embedding_jobs (every
+// checkpoint waiting), or embedding_queue once queueSaved has run.
+func (r reader) dueEmbeddings(ctx context.Context, now time.Time, limit int, queue string) ([]store.EmbeddingJob, error) {
+	rows, err := r.q.QueryContext(ctx, `SELECT `+checkpointCols+`, q.attempts FROM `+queue+` q
 		JOIN checkpoints ON checkpoints.id = q.checkpoint_id
-		WHERE q.next_attempt_at <= ? ORDER BY q.next_attempt_at, q.queued_at, q.checkpoint_id LIMIT ?`+lock, ts(now), limit)
+		WHERE q.next_attempt_at <= ? ORDER BY q.next_attempt_at, q.queued_at, q.checkpoint_id LIMIT ?`, ts(now), limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: due embeddings: %w", err)
 	}
@@ -358,7 +359,7 @@ func (r reader) SearchIndex(ctx context.Context) (store.IndexState, error) {
 		(SELECT COUNT(*) FROM checkpoints),
 		(SELECT COUNT(*) FROM checkpoint_search s WHERE s.vector_version > 0 AND s.model = search_state.model
 			AND (search_state.dims = 0 OR s.dims = search_state.dims)),
-		(SELECT COUNT(*) FROM embedding_queue),
+		(SELECT COUNT(*) FROM embedding_jobs),
 		(SELECT COUNT(*) FROM embedding_queue WHERE attempts > 0),
 		COALESCE((SELECT last_error FROM embedding_queue WHERE attempts > 0 ORDER BY next_attempt_at DESC LIMIT 1), '')
 		FROM search_state WHERE id = 1`).Scan(&st.Model, &st.Dimensions, &st.Checkpoints, &st.Embedded, &st.Queued, &st.Failing, &st.LastError)
@@ -368,7 +369,28 @@ func (r reader) SearchIndex(ctx context.Context) (store.IndexState, error) {
 	return st, nil
 }
 
+// queueSaved writes the embedding_queue rows of the checkpoints saved since
+// it last ran (their doc_id is above search_state.queued_through), queued
+// when they were saved, and moves the mark past them: a save writes no
+// queue row, and what changes the queue runs this first.
+func (t *tx) queueSaved(ctx context.Context) error {
+	if _, err := t.q.ExecContext(ctx, `INSERT INTO embedding_queue (checkpoint_id, queued_at)
+		SELECT s.checkpoint_id, c.created_at FROM checkpoint_search s JOIN checkpoints c ON c.id = s.checkpoint_id
+		WHERE s.doc_id > (SELECT queued_through FROM search_state WHERE id = 1)
+		ON CONFLICT (checkpoint_id) DO NOTHING`); err != nil {
+		return fmt.Errorf("sqlite: queue saved checkpoints: %w", err)
+	}
+	if _, err := t.q.ExecContext(ctx, `UPDATE search_state
+		SET queued_through = MAX(queued_through, COALESCE((SELECT MAX(doc_id) FROM checkpoint_search), 0)) WHERE id = 1`); err != nil {
+		return fmt.Errorf("sqlite: queue saved checkpoints: %w", err)
+	}
+	return nil
+}
+
 func (t *tx) PutEmbedding(ctx context.Context, id string, e store.Embedding) error {
+	if err := t.queueSaved(ctx); err != nil {
+		return err
+	}
 	// A vector of a model the index no longer uses is dropped: the
 	// checkpoint stays queued for the current one.
 	var model string
@@ -392,7 +414,10 @@ func (t *tx) PutEmbedding(ctx context.Context, id string, e store.Embedding) err
 }
 
 func (t *tx) ClaimEmbeddings(ctx context.Context, now, until time.Time, limit int) ([]store.EmbeddingJob, error) {
-	jobs, err := t.dueEmbeddings(ctx, now, limit, "")
+	if err := t.queueSaved(ctx); err != nil {
+		return nil, err
+	}
+	jobs, err := t.dueEmbeddings(ctx, now, limit, "embedding_queue")
 	if err != nil {
 		return nil, err
 	}
@@ -405,6 +430,9 @@ func (t *tx) ClaimEmbeddings(ctx context.Context, now, until time.Time, limit in
 }
 
 func (t *tx) RetryEmbedding(ctx context.Context, id string, attempts int, next time.Time, reason string) error {
+	if err := t.queueSaved(ctx); err != nil {
+		return err
+	}
 	_, err := t.q.ExecContext(ctx, `UPDATE embedding_queue SET attempts = ?, next_attempt_at = ?, last_error = ?
 		WHERE checkpoint_id = ?`, attempts, ts(next), reason, id)
 	if err != nil {
@@ -414,6 +442,9 @@ func (t *tx) RetryEmbedding(ctx context.Context, id string, attempts int, next t
 }
 
 func (t *tx) QueueEmbeddings(ctx context.Context, m store.IndexModel, all bool, now time.Time) (int64, error) {
+	if err := t.queueSaved(ctx); err != nil {
+		return 0, err
+	}
 	if _, err := t.q.ExecContext(ctx, `UPDATE search_state SET model = ?, dims = ? WHERE id = 1`, m.Model, m.Dimensions); err != nil {
 		return 0, fmt.Errorf("sqlite: set index model: %w", err)
 	}

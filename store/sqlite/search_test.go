@@ -255,3 +255,133 @@ func TestSearchIndexesPendingFirst(t *testing.T) {
 		t.Errorf("search deploy after deleting delta and saving epsilon = %v, want only epsilon", got)
 	}
 }
+
+// TestSavesQueueWithoutRows: a save writes no queue row, yet its checkpoint
+// waits for its vector as if queued when saved; a claim writes the rows,
+// and a save after the newest claimed checkpoint was deleted waits too.
+func TestSavesQueueWithoutRows(t *testing.T) {
+	ctx := t.Context()
+	db := mustOpen(t, filepath.Join(t.TempDir(), "belay.db"))
+	defer db.Close()
+	sess := testSession(1)
+	checkpoint := func(n int) *belay.Checkpoint {
+		return &belay.Checkpoint{ID: fmt.Sprintf("0190c2a0-0000-7000-8000-%012d", 100+n), SessionID: sess.ID, Seq: int64(n),
+			Type: belay.TypeManual, Trigger: belay.TriggerUserRequest, Summary: fmt.Sprint("step ", n), Checksum: "x",
+			CreatedAt: fromTS(int64(n))}
+	}
+	save := func(first func(stx store.Tx) error, cps ...*belay.Checkpoint) {
+		t.Helper()
+		err := db.Update(ctx, func(stx store.Tx) error {
+			if err := first(stx); err != nil {
+				return err
+			}
+			for _, c := range cps {
+				if err := stx.InsertCheckpoint(ctx, c); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows := func() (n int) {
+		t.Helper()
+		if err := db.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM embedding_queue`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	due := func() (ids []string) {
+		t.Helper()
+		jobs, err := db.DueEmbeddings(ctx, fromTS(100), 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range jobs {
+			ids = append(ids, j.Checkpoint.ID)
+		}
+		return ids
+	}
+	a, b, c := checkpoint(1), checkpoint(2), checkpoint(3)
+	save(func(stx store.Tx) error { return stx.InsertSession(ctx, sess) }, a, b)
+	if n := rows(); n != 0 {
+		t.Errorf("%d queue rows after two saves, want none", n)
+	}
+	if got := due(); !slices.Equal(got, []string{a.ID, b.ID}) {
+		t.Errorf("due after two saves = %v, want both", got)
+	}
+	if st, err := db.SearchIndex(ctx); err != nil || st.Queued != 2 {
+		t.Errorf("SearchIndex after two saves = %+v, %v; want 2 queued", st, err)
+	}
+	var claimed []store.EmbeddingJob
+	err := db.Update(ctx, func(stx store.Tx) (err error) {
+		claimed, err = stx.ClaimEmbeddings(ctx, fromTS(100), fromTS(200), 10)
+		return err
+	})
+	if err != nil || len(claimed) != 2 || claimed[0].Checkpoint.ID != a.ID {
+		t.Fatalf("claim = %v, %v; want a and b", claimed, err)
+	}
+	if n := rows(); n != 2 {
+		t.Errorf("%d queue rows after the claim, want 2", n)
+	}
+	if got := due(); len(got) != 0 {
+		t.Errorf("due while claimed = %v, want none", got)
+	}
+	save(func(stx store.Tx) error { return stx.DeleteCheckpoint(ctx, b.ID) }, c)
+	if got := due(); !slices.Equal(got, []string{c.ID}) {
+		t.Errorf("due after deleting the newest claimed checkpoint and saving another = %v, want the new one", got)
+	}
+	err = db.Update(ctx, func(stx store.Tx) error {
+		return stx.PutEmbedding(ctx, c.ID, store.Embedding{Model: "", Vector: []float32{1}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := due(); len(got) != 0 {
+		t.Errorf("due after c's vector = %v, want none", got)
+	}
+}
+
+// TestQueueMarksMigration: checkpoints waiting in search_pending and
+// embedding_queue before 00013 are indexed and embedded as before.
+func TestQueueMarksMigration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "belay.db")
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, raw, mustSub(migrations, "migrations"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(t.Context(), 12); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO sessions (id, status, created_at, updated_at) VALUES ('s1', 'running', 1, 1)`,
+		`INSERT INTO checkpoints (id, session_id, seq, type, trigger_kind, summary, checksum, created_at)
+			VALUES ('indexed', 's1', 1, 'manual', 'user_request', 'alpha', 'x', 5)`,
+		`INSERT INTO checkpoint_fts (rowid, name, summary, description, tags) SELECT doc_id, '', 'alpha', '', '' FROM search_pending`,
+		`DELETE FROM search_pending`,
+		`DELETE FROM embedding_queue`,
+		`INSERT INTO checkpoints (id, session_id, seq, type, trigger_kind, summary, checksum, created_at)
+			VALUES ('waiting', 's1', 2, 'manual', 'user_request', 'alpha beta', 'x', 6)`,
+	} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw.Close()
+	db := mustOpen(t, path)
+	defer db.Close()
+	hits, err := db.SearchCheckpoints(t.Context(), store.SearchQuery{Scope: store.Everything, Text: "alpha", Limit: 5})
+	if err != nil || len(hits) != 2 {
+		t.Errorf("search after the migration: %v, %v; want both", hits, err)
+	}
+	jobs, err := db.DueEmbeddings(t.Context(), fromTS(10), 5)
+	if err != nil || len(jobs) != 1 || jobs[0].Checkpoint.ID != "waiting" {
+		t.Errorf("queued after the migration: %v, %v; want the one queued before", jobs, err)
+	}
+}

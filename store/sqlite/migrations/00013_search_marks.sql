@@ -1,25 +1,37 @@
 -- +goose Up
--- The checkpoints waiting for their full-text entry are those whose doc_id
--- is above search_state.indexed_through: a search writes their entries and
--- moves the mark. A save no longer writes a search_pending row (a page of
--- its own); the insert trigger gives a new checkpoint a doc_id above the
--- mark, even when the highest one was deleted after a search.
+-- A save writes neither a queue row for its full-text entry nor one for its
+-- vector (a page each, two for the embedding queue and its index): the
+-- checkpoint_search rows above a mark in search_state wait for them.
+-- indexed_through: a search writes the full-text entries above it and moves
+-- it. queued_through: the rows above it wait for their vector as if queued
+-- when their checkpoint was saved; whatever changes the queue first writes
+-- their embedding_queue rows and moves it. The insert trigger gives a new
+-- row a doc_id above both marks, even when the highest was deleted.
 ALTER TABLE search_state ADD COLUMN indexed_through INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE search_state ADD COLUMN queued_through INTEGER NOT NULL DEFAULT 0;
 
 INSERT INTO checkpoint_fts (rowid, name, summary, description, tags)
     SELECT s.doc_id, c.name, c.summary, c.description,
            COALESCE((SELECT group_concat(value, ' ') FROM json_each(CAST(c.tags AS TEXT))), '')
     FROM search_pending p JOIN checkpoint_search s ON s.doc_id = p.doc_id JOIN checkpoints c ON c.id = s.checkpoint_id;
-UPDATE search_state SET indexed_through = COALESCE((SELECT MAX(doc_id) FROM checkpoint_search), 0) WHERE id = 1;
+UPDATE search_state SET indexed_through = COALESCE((SELECT MAX(doc_id) FROM checkpoint_search), 0),
+    queued_through = COALESCE((SELECT MAX(doc_id) FROM checkpoint_search), 0) WHERE id = 1;
+
+-- Every checkpoint waiting for its vector: the queue's rows and those above
+-- the mark.
+CREATE VIEW embedding_jobs AS
+    SELECT checkpoint_id, queued_at, attempts, next_attempt_at, last_error FROM embedding_queue
+    UNION ALL
+    SELECT s.checkpoint_id, c.created_at, 0, 0, '' FROM checkpoint_search s JOIN checkpoints c ON c.id = s.checkpoint_id
+    WHERE s.doc_id > (SELECT queued_through FROM search_state WHERE id = 1);
 
 DROP TRIGGER checkpoints_search_insert;
 -- +goose StatementBegin
 CREATE TRIGGER checkpoints_search_insert AFTER INSERT ON checkpoints BEGIN
     INSERT INTO checkpoint_search (doc_id, checkpoint_id, session_id, project_path)
-        VALUES (MAX(COALESCE((SELECT MAX(doc_id) FROM checkpoint_search), 0),
-                    (SELECT indexed_through FROM search_state WHERE id = 1)) + 1,
-                new.id, new.session_id, new.project_path);
-    INSERT INTO embedding_queue (checkpoint_id, queued_at) VALUES (new.id, new.created_at);
+        SELECT MAX(COALESCE((SELECT MAX(doc_id) FROM checkpoint_search), 0), indexed_through, queued_through) + 1,
+               new.id, new.session_id, new.project_path
+        FROM search_state WHERE id = 1;
 END;
 -- +goose StatementEnd
 
@@ -40,6 +52,9 @@ CREATE TABLE search_pending (
 );
 INSERT INTO search_pending (doc_id)
     SELECT doc_id FROM checkpoint_search WHERE doc_id > (SELECT indexed_through FROM search_state WHERE id = 1);
+INSERT INTO embedding_queue (checkpoint_id, queued_at)
+    SELECT checkpoint_id, queued_at FROM embedding_jobs WHERE true
+    ON CONFLICT (checkpoint_id) DO NOTHING;
 
 DROP TRIGGER checkpoint_search_delete;
 -- +goose StatementBegin
@@ -60,4 +75,6 @@ CREATE TRIGGER checkpoints_search_insert AFTER INSERT ON checkpoints BEGIN
 END;
 -- +goose StatementEnd
 
+DROP VIEW embedding_jobs;
+ALTER TABLE search_state DROP COLUMN queued_through;
 ALTER TABLE search_state DROP COLUMN indexed_through;

@@ -1,0 +1,66 @@
+package sqlite
+
+import (
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/core"
+)
+
+// TestWALPagesPerCheckpoint counts the WAL pages a checkpoint saved through
+// core writes on its own (2 KB state, one tag, a session 200 checkpoints
+// in): the write path's cost in I/O, which a schema change must not raise
+// unnoticed: 17.05 since 00013, 20.8 before.
+func TestWALPagesPerCheckpoint(t *testing.T) {
+	ctx := belay.WithActor(t.Context(), belay.Actor{UserID: "test", Admin: true})
+	path := filepath.Join(t.TempDir(), "belay.db")
+	db := mustOpen(t, path)
+	defer db.Close()
+	svc := core.New(core.Options{Store: db})
+	defer svc.Close()
+	sess, err := svc.CreateSession(ctx, belay.CreateSessionInput{ProjectPath: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := []byte(`{"k":"` + strings.Repeat("x", 2040) + `"}`)
+	save := func(i int) {
+		t.Helper()
+		_, err := svc.CreateCheckpoint(ctx, belay.CreateCheckpointInput{SessionID: sess.ID, Summary: fmt.Sprint("step ", i),
+			Type: belay.TypeAuto, Trigger: belay.TriggerPeriodic, AgentState: state, Tags: []string{"bench"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 200 {
+		save(i)
+	}
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	var busy, logged, done int
+	if err := raw.QueryRow(`PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logged, &done); err != nil || busy != 0 {
+		t.Fatalf("truncate the WAL: busy %d, %v", busy, err)
+	}
+	// Fewer saves than fill the WAL to its automatic checkpoint (1,000 pages).
+	const saves = 40
+	for i := range saves {
+		save(200 + i)
+	}
+	fi, err := os.Stat(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const header, frame = 32, 24 + 4096
+	perSave := float64((fi.Size()-header)/frame) / saves
+	t.Logf("%.2f WAL pages per checkpoint", perSave)
+	if perSave > 17.5 {
+		t.Errorf("a checkpoint writes %.2f WAL pages, want at most 17.5", perSave)
+	}
+}
