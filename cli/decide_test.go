@@ -57,6 +57,22 @@ func (o *hitlOutput) waitFor(t *testing.T, s string) {
 	}
 }
 
+// waitForMatches polls until re matches the output n times, for at most
+// 10 s, and returns the matches.
+func (o *hitlOutput) waitForMatches(t *testing.T, re *regexp.Regexp, n int) [][]string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if m := re.FindAllStringSubmatch(o.String(), -1); len(m) >= n {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("output never matched %s %d times; it is:\n%s", re, n, o.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // hitlCLI is a data directory the belay command works on, and the same
 // database opened by the test as an agent would.
 type hitlCLI struct {

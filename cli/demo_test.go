@@ -19,7 +19,8 @@ func TestDemoThroughTheCLI(t *testing.T) {
 	decideRe := regexp.MustCompile(`belay decide (\S+) --option approved`)
 	for round, answer := range [][]string{{"refine", "--feedback", "open source only"}, {"restart"}, {"approved"}} {
 		demo.stdout.waitFor(t, "Round "+strconv.Itoa(round+1)+":")
-		ids := decideRe.FindAllStringSubmatch(demo.stdout.String(), -1)
+		// The round's decide hints follow its heading: wait for them too.
+		ids := demo.stdout.waitForMatches(t, decideRe, round+1)
 		if len(ids) != round+1 {
 			t.Fatalf("round %d: %d decide hints in\n%s", round+1, len(ids), demo.stdout)
 		}
