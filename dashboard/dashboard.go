@@ -33,6 +33,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -341,10 +342,18 @@ func (d *Dashboard) toSignin(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
 }
 
+// secure reports whether the browser reached the dashboard over HTTPS: the
+// request itself is TLS, or a TLS-terminating proxy in front says so
+// (X-Forwarded-Proto). Trusting the header is safe here: it only makes the
+// cookie of the browser that sent it HTTPS-only.
+func secure(r *http.Request) bool {
+	return r.TLS != nil || strings.EqualFold(strings.TrimSpace(r.Header.Get("X-Forwarded-Proto")), "https")
+}
+
 func clearCookie(w http.ResponseWriter, r *http.Request) {
 	if _, err := r.Cookie(CookieName); err == nil {
 		http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
-			SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+			SameSite: http.SameSiteStrictMode, Secure: secure(r)})
 	}
 }
 
@@ -368,7 +377,7 @@ func (d *Dashboard) signin(w http.ResponseWriter, r *http.Request) {
 	expires := d.now().Add(d.ttl)
 	s := &webSession{ID: randomID(), Token: token, CSRF: randomID(), User: actor.UserID, Expires: expires.Unix()}
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: d.seal(CookieName, s), Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, Expires: expires})
+		SameSite: http.SameSiteStrictMode, Secure: secure(r), Expires: expires})
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 

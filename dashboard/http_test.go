@@ -48,6 +48,25 @@ func TestSessionCookieIsHttpOnlyAndStrict(t *testing.T) {
 	if !found {
 		t.Fatal("no session cookie")
 	}
+	// Behind a TLS-terminating proxy the cookie is HTTPS-only; over plain
+	// HTTP it cannot be.
+	for _, proto := range []string{"", "https"} {
+		req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/signin", strings.NewReader(url.Values{"token": {e.token}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if proto != "" {
+			req.Header.Set("X-Forwarded-Proto", proto)
+		}
+		res, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		for _, ck := range res.Cookies() {
+			if ck.Name == "belay_dashboard" && ck.Secure != (proto == "https") {
+				t.Errorf("X-Forwarded-Proto %q: cookie Secure = %v", proto, ck.Secure)
+			}
+		}
+	}
 }
 
 // A POST without the session's CSRF token, or from another origin, is

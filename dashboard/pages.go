@@ -562,7 +562,7 @@ func (d *Dashboard) export(w http.ResponseWriter, r *http.Request, rq *request) 
 // rollback did.
 func (d *Dashboard) setFlash(w http.ResponseWriter, r *http.Request, msg string) {
 	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: d.seal(flashCookie, msg), Path: "/", MaxAge: 60,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secure(r)})
 }
 
 // takeFlash returns the message setFlash left, and forgets it.
@@ -572,6 +572,6 @@ func (d *Dashboard) takeFlash(w http.ResponseWriter, r *http.Request) string {
 		return ""
 	}
 	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		SameSite: http.SameSiteStrictMode, Secure: secure(r)})
 	return msg
 }
