@@ -161,7 +161,7 @@ func TestBrowserXSSPayloadStaysText(t *testing.T) {
 		t.Fatalf("payload became markup: %d elements, script ran: %v", n, xss)
 	}
 	if err := chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/sessions/"+cp.SessionID), chromedp.WaitVisible(`h1`)); err != nil {
-		t.Fatal(err)
+		t.Fatalf("session page in the browser: %v; the server answers: %s", err, e.answer(t, "/sessions/"+cp.SessionID))
 	}
 	h1, _ := chromedp.Run(ctx, chromedp.TextContent(`h1`))
 	xss, _ = chromedp.Run(ctx, chromedp.Evaluate[bool](`window.__xss !== undefined`))

@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -159,6 +160,24 @@ func (e *env) signIn(t *testing.T, c *http.Client) string {
 	}
 	rest := string(b[i+len(marker):])
 	return rest[:strings.IndexByte(rest, '"')]
+}
+
+// answer is what the server answers a signed-in GET of path within 10 s —
+// status, time and the start of the body — to tell a browser's failure from
+// the server's.
+func (e *env) answer(t *testing.T, path string) string {
+	t.Helper()
+	c := e.client(t)
+	c.Timeout = 10 * time.Second
+	e.signIn(t, c)
+	start := time.Now()
+	res, err := c.Get(e.srv.URL + path)
+	if err != nil {
+		return fmt.Sprintf("%v after %s", err, time.Since(start))
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(res.Body, 300))
+	return fmt.Sprintf("%s after %s: %q", res.Status, time.Since(start), b)
 }
 
 // browser starts headless Chromium for one test, or skips the test when
