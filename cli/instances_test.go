@@ -2,9 +2,6 @@ package cli_test
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -21,55 +18,17 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
-
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/client"
+	"github.com/belayhq/belay/internal/testutil"
 )
-
-// pgSchema creates an empty schema on BELAY_TEST_POSTGRES_URL's server for
-// one test, dropped when it ends, and returns a URL that uses it.
-func pgSchema(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv("BELAY_TEST_POSTGRES_URL")
-	if base == "" {
-		t.Skip("BELAY_TEST_POSTGRES_URL is not set")
-	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	schema := "belay_test_" + hex.EncodeToString(b)
-	admin, err := sql.Open("pgx", base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	if _, err := admin.ExecContext(t.Context(), "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		db, err := sql.Open("pgx", base)
-		if err != nil {
-			return
-		}
-		defer db.Close()
-		_, _ = db.ExecContext(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
 
 // serveInstances starts n `belay serve` processes on one fresh PostgreSQL
 // schema, each with its own data directory (as on n machines), and returns
 // them, their URLs and the admin token the first one printed.
 func serveInstances(t *testing.T, n int) ([]*exec.Cmd, []string, string) {
 	t.Helper()
-	dbURL := pgSchema(t)
+	dbURL := testutil.PostgresSchema(t)
 	bin := belayBinary(t)
 	home := t.TempDir()
 	var (

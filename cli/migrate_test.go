@@ -8,17 +8,16 @@ import (
 	"strings"
 	"testing"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
-
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/cli"
 	"github.com/belayhq/belay/core"
+	"github.com/belayhq/belay/internal/testutil"
 	"github.com/belayhq/belay/store"
 	"github.com/belayhq/belay/store/postgres"
 )
 
 func TestMigrateRoundTrip(t *testing.T) {
-	pg := pgSchema(t)
+	pg := testutil.PostgresSchema(t)
 	h := newHarness(t)
 	write := func(name, body string) {
 		if err := os.WriteFile(filepath.Join(h.project, name), []byte(body), 0o600); err != nil {
@@ -132,7 +131,7 @@ func TestMigrateRoundTrip(t *testing.T) {
 }
 
 func TestMigrateRefuses(t *testing.T) {
-	pg := pgSchema(t)
+	pg := testutil.PostgresSchema(t)
 	h := newHarness(t)
 	if err := os.WriteFile(filepath.Join(h.project, "a.txt"), []byte("a"), 0o600); err != nil {
 		t.Fatal(err)

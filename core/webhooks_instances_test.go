@@ -2,64 +2,20 @@ package core_test
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"io"
 	"log/slog"
-	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
-
 	"github.com/belayhq/belay/core"
+	"github.com/belayhq/belay/internal/testutil"
 	"github.com/belayhq/belay/store"
 	"github.com/belayhq/belay/store/postgres"
 	"github.com/belayhq/belay/store/sqlite"
 	"github.com/belayhq/belay/webhook"
 )
-
-// pgSchemaURL creates an empty schema on BELAY_TEST_POSTGRES_URL's server
-// for one test, dropped when it ends, and returns a URL that uses it; the
-// test skips without a server.
-func pgSchemaURL(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv("BELAY_TEST_POSTGRES_URL")
-	if base == "" {
-		t.Skip("BELAY_TEST_POSTGRES_URL is not set")
-	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	schema := "belay_test_" + hex.EncodeToString(b)
-	admin, err := sql.Open("pgx", base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	if _, err := admin.ExecContext(t.Context(), "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		db, err := sql.Open("pgx", base)
-		if err != nil {
-			return
-		}
-		defer db.Close()
-		_, _ = db.ExecContext(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
 
 // Two instances on one database, each running its dispatcher, deliver every
 // event once between them; when one stops, the other takes its webhooks
@@ -80,7 +36,7 @@ func TestWebhooksOnceAcrossInstances(t *testing.T) {
 			}
 		}},
 		{"postgres", func(t *testing.T) func(t *testing.T) store.Store {
-			u := pgSchemaURL(t)
+			u := testutil.PostgresSchema(t)
 			return func(t *testing.T) store.Store {
 				db, err := postgres.Open(localCtx, u)
 				if err != nil {

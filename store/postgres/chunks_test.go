@@ -4,12 +4,13 @@ import (
 	"database/sql"
 	"testing"
 
+	"github.com/belayhq/belay/internal/testutil"
 	"github.com/belayhq/belay/store/postgres"
 	"github.com/belayhq/belay/store/storetest"
 )
 
 func TestDamagedChunk(t *testing.T) {
-	url := freshSchema(t)
+	url := testutil.PostgresSchema(t)
 	db, err := postgres.Open(t.Context(), url)
 	if err != nil {
 		t.Fatal(err)

@@ -33,7 +33,7 @@ func TestUnreachableServerIsStorageUnavailable(t *testing.T) {
 // Writes to a read-only server (a standby, default_transaction_read_only)
 // are STORAGE_UNAVAILABLE, reads go on, and the health report says so.
 func TestReadOnlyServerIsStorageUnavailable(t *testing.T) {
-	u := freshSchema(t)
+	u := testutil.PostgresSchema(t)
 	rw, err := postgres.Open(t.Context(), u)
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +71,7 @@ func TestReadOnlyServerIsStorageUnavailable(t *testing.T) {
 // fills or vanishes may stop). That needs root, the server's binaries and
 // mount; elsewhere the test is skipped.
 func TestFullDiskIsStorageUnavailable(t *testing.T) {
-	testURL(t)
+	testutil.PostgresURL(t)
 	srv := privateServer(t)
 	space := srv.tmpfs(t, "3m")
 	if out, err := srv.psql("CREATE TABLESPACE full_disk LOCATION '" + space + "'"); err != nil {

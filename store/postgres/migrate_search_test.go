@@ -8,6 +8,7 @@ import (
 
 	"github.com/pressly/goose/v3"
 
+	"github.com/belayhq/belay/internal/testutil"
 	"github.com/belayhq/belay/store"
 	"github.com/belayhq/belay/store/postgres"
 )
@@ -16,7 +17,7 @@ import (
 // existed are indexed by text and queued for vectors when the database is
 // next opened, and their UpdatedAt is their decision's time.
 func TestSearchMigrationIndexesExisting(t *testing.T) {
-	url := freshSchema(t)
+	url := testutil.PostgresSchema(t)
 	raw, err := sql.Open("pgx", url)
 	if err != nil {
 		t.Fatal(err)

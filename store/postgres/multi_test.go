@@ -12,6 +12,7 @@ import (
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/internal/testclock"
+	"github.com/belayhq/belay/internal/testutil"
 	"github.com/belayhq/belay/store"
 	"github.com/belayhq/belay/store/postgres"
 )
@@ -22,7 +23,7 @@ var admin = belay.WithActor(context.Background(), belay.Actor{UserID: "root", Ad
 // sharing a database.
 func instances(t *testing.T, n int) []*postgres.DB {
 	t.Helper()
-	u := freshSchema(t)
+	u := testutil.PostgresSchema(t)
 	var out []*postgres.DB
 	for range n {
 		db, err := postgres.Open(t.Context(), u)

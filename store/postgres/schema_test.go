@@ -8,12 +8,13 @@ import (
 	"testing"
 
 	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/internal/testutil"
 	"github.com/belayhq/belay/store/postgres"
 )
 
 // A database migrated by a newer belay is refused, naming both versions.
 func TestOpenRefusesNewerSchema(t *testing.T) {
-	u := freshSchema(t)
+	u := testutil.PostgresSchema(t)
 	db, err := postgres.Open(t.Context(), u)
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +46,7 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 
 // The URL sets the pool's size and the server's statement timeout.
 func TestOpenPoolAndStatementTimeout(t *testing.T) {
-	u := freshSchema(t)
+	u := testutil.PostgresSchema(t)
 	db, err := postgres.Open(t.Context(), u+"&pool_max_conns=3&pool_max_idle_conns=2&pool_max_conn_lifetime=10m&statement_timeout=200ms")
 	if err != nil {
 		t.Fatal(err)
