@@ -32,6 +32,7 @@ import (
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/core"
+	"github.com/belayhq/belay/internal/benchutil"
 	"github.com/belayhq/belay/store/sqlite"
 )
 
@@ -63,7 +64,7 @@ func main() {
 	ceiling := float64(time.Second) / float64(fsyncP50)
 	fmt.Printf("fsync p50 %s: one sequential durable writer cannot pass %.0f commits/s\n", fsyncP50.Round(time.Microsecond), ceiling)
 
-	state := makeState(*stateSize)
+	state := benchutil.State(*stateSize)
 	lg := newLangGraph(*langgraph, dir, durability)
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -131,7 +132,7 @@ func main() {
 		}
 		sessions = append(sessions, s.ID)
 	}
-	small := makeState(256)
+	small := benchutil.State(256)
 	start := time.Now()
 	types := []belay.CheckpointType{belay.TypeAuto, belay.TypePhase, belay.TypeManual, belay.TypeError}
 	for i := 0; i < *rows; i++ {
@@ -169,7 +170,7 @@ func main() {
 			lat = append(lat, time.Since(t))
 		}
 		slices.Sort(lat)
-		fmt.Printf("%-14s %10s %10s %10s\n", f.name, pct(lat, 50), pct(lat, 99), lat[len(lat)-1].Round(time.Microsecond))
+		fmt.Printf("%-14s %10s %10s %10s\n", f.name, benchutil.Percentile(lat, 50), benchutil.Percentile(lat, 99), lat[len(lat)-1].Round(time.Microsecond))
 	}
 }
 
@@ -333,20 +334,4 @@ func loadAverage() string {
 		return "?"
 	}
 	return strings.Join(f[:3], " ")
-}
-
-// makeState returns a JSON object of about size bytes, shaped like agent state.
-func makeState(size int) json.RawMessage {
-	m := map[string]any{"phase": "implementation", "step": 4, "messages": []string{}}
-	msgs := []string{}
-	for b, _ := json.Marshal(m); len(b) < size; b, _ = json.Marshal(m) {
-		msgs = append(msgs, fmt.Sprintf("message %d: the agent edited internal/service/service.go", len(msgs)))
-		m["messages"] = msgs
-	}
-	b, _ := json.Marshal(m)
-	return b
-}
-
-func pct(lat []time.Duration, p int) time.Duration {
-	return lat[(len(lat)-1)*p/100].Round(time.Microsecond)
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/belayhq/belay/client"
 	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/httpapi"
+	"github.com/belayhq/belay/internal/benchutil"
 	"github.com/belayhq/belay/store/sqlite"
 )
 
@@ -67,13 +68,13 @@ func main() {
 		verdict := ""
 		if target > 0 {
 			verdict = fmt.Sprintf("p99 <= %s: ", target)
-			if pct(lat, 99) <= target {
+			if benchutil.Percentile(lat, 99) <= target {
 				verdict += "met"
 			} else {
 				verdict += "MISSED"
 			}
 		}
-		fmt.Printf("%-44s %7d %10s %10s %10s   %s\n", name, len(lat), pct(lat, 50), pct(lat, 99), lat[len(lat)-1].Round(time.Microsecond), verdict)
+		fmt.Printf("%-44s %7d %10s %10s %10s   %s\n", name, len(lat), benchutil.Percentile(lat, 50), benchutil.Percentile(lat, 99), lat[len(lat)-1].Round(time.Microsecond), verdict)
 	}
 	row("decision → agent in WaitDecision (long poll)", b.longPoll(*n), 10*time.Millisecond)
 	row("decision → SSE subscriber (hitl.decided)", b.sse(*n), 10*time.Millisecond)
@@ -345,8 +346,4 @@ func (b *bench) waitStreams(n int64) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-func pct(lat []time.Duration, p int) time.Duration {
-	return lat[(len(lat)-1)*p/100].Round(time.Microsecond)
 }

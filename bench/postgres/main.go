@@ -37,6 +37,7 @@ import (
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/core"
+	"github.com/belayhq/belay/internal/benchutil"
 	"github.com/belayhq/belay/store"
 	"github.com/belayhq/belay/store/postgres"
 	"github.com/belayhq/belay/store/sqlite"
@@ -71,7 +72,7 @@ func main() {
 	defer b.dropSchemas()
 	fmt.Printf("belay PostgreSQL benchmark: %s, GOMAXPROCS %d\n\n", redact(*pgURL), runtime.GOMAXPROCS(0))
 
-	state := makeState(*stateSize)
+	state := benchutil.State(*stateSize)
 	fmt.Printf("create: %d checkpoints with %d B agent state, one session per writer (checkpoints/s)\n", *n, *stateSize)
 	many := fmt.Sprintf("PG %d procs", *instances)
 	fmt.Printf("%8s %12s %12s %12s\n", "writers", "SQLite", "PostgreSQL", many)
@@ -102,7 +103,7 @@ func main() {
 		fmt.Printf("(loaded in %s on SQLite, %s on PostgreSQL, 20 loaders)\n", lload, pload)
 		fmt.Printf("%-14s %10s %10s   %10s %10s\n", "filter", "SQLite p50", "p99", "PG p50", "p99")
 		for i := range lf {
-			fmt.Printf("%-14s %10s %10s   %10s %10s\n", lf[i].name, pct(lf[i].lat, 50), pct(lf[i].lat, 99), pct(pf[i].lat, 50), pct(pf[i].lat, 99))
+			fmt.Printf("%-14s %10s %10s   %10s %10s\n", lf[i].name, benchutil.Percentile(lf[i].lat, 50), benchutil.Percentile(lf[i].lat, 99), benchutil.Percentile(pf[i].lat, 50), benchutil.Percentile(pf[i].lat, 99))
 		}
 		lite.close()
 		pg.close()
@@ -122,7 +123,7 @@ func main() {
 			lat, comm []time.Duration
 		}{{"SQLite, one service", same, sameCommit}, {"PostgreSQL, decide on A, wait on B", across, acrossCommit}} {
 			fmt.Printf("%-36s total p50 %8s p99 %8s max %8s | commit p50 %8s p99 %8s\n", r.name,
-				pct(r.lat, 50), pct(r.lat, 99), pct(r.lat, 100), pct(r.comm, 50), pct(r.comm, 99))
+				benchutil.Percentile(r.lat, 50), benchutil.Percentile(r.lat, 99), benchutil.Percentile(r.lat, 100), benchutil.Percentile(r.comm, 50), benchutil.Percentile(r.comm, 99))
 		}
 		a.close()
 		c.close()
@@ -256,7 +257,7 @@ func listRun(ctx context.Context, in instance, project string, rows, queries int
 		}
 		sessions = append(sessions, s.ID)
 	}
-	small := makeState(256)
+	small := benchutil.State(256)
 	types := []belay.CheckpointType{belay.TypeAuto, belay.TypePhase, belay.TypeManual, belay.TypeError}
 	// Each loader owns its sessions (loader k those whose index is k modulo
 	// loaders): on PostgreSQL two creators racing in one session can both
@@ -432,24 +433,8 @@ func runChild(url string, n, stateSize int, workers string) {
 		log.Fatal(err)
 	}
 	start := time.Now()
-	writeAll(ctx, in, sessions, makeState(stateSize), n)
+	writeAll(ctx, in, sessions, benchutil.State(stateSize), n)
 	fmt.Println(n, start.UnixNano(), time.Now().UnixNano())
-}
-
-// makeState returns a JSON object of about size bytes, shaped like agent state.
-func makeState(size int) json.RawMessage {
-	m := map[string]any{"phase": "implementation", "step": 4, "messages": []string{}}
-	msgs := []string{}
-	for b, _ := json.Marshal(m); len(b) < size; b, _ = json.Marshal(m) {
-		msgs = append(msgs, fmt.Sprintf("message %d: the agent edited internal/service/service.go", len(msgs)))
-		m["messages"] = msgs
-	}
-	b, _ := json.Marshal(m)
-	return b
-}
-
-func pct(lat []time.Duration, p int) time.Duration {
-	return lat[(len(lat)-1)*p/100].Round(time.Microsecond)
 }
 
 func redact(u string) string {

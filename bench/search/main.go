@@ -23,6 +23,7 @@ import (
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/core"
+	"github.com/belayhq/belay/internal/benchutil"
 	"github.com/belayhq/belay/store/sqlite"
 )
 
@@ -162,13 +163,9 @@ func main() {
 			}
 		}
 		slices.Sort(lat)
-		fmt.Printf("%-28s %10s %10s %10s\n", sc.name, pct(lat, 50), pct(lat, 99), lat[len(lat)-1].Round(time.Microsecond))
+		fmt.Printf("%-28s %10s %10s %10s\n", sc.name, benchutil.Percentile(lat, 50), benchutil.Percentile(lat, 99), lat[len(lat)-1].Round(time.Microsecond))
 	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	fmt.Printf("heap in use after the searches: %d MB (vectors held in memory: %d x 256 float32)\n", ms.HeapInuse>>20, *rows)
-}
-
-func pct(lat []time.Duration, p int) time.Duration {
-	return lat[(len(lat)-1)*p/100].Round(time.Microsecond)
 }
