@@ -164,10 +164,16 @@ func TestBrowserXSSPayloadStaysText(t *testing.T) {
 	// cookie): the inbox's live stream and swaps cannot race its navigation.
 	tab, closeTab := chromedp.NewContext(ctx)
 	defer closeTab()
-	if err := chromedp.Do(tab, chromedp.Navigate(e.srv.URL+"/sessions/"+cp.SessionID), chromedp.WaitVisible(`h1`)); err != nil {
+	if err := chromedp.Do(tab, chromedp.Navigate(e.srv.URL+"/sessions/"+cp.SessionID)); err != nil {
 		t.Fatalf("session page in the browser: %v; the server answers: %s", err, e.answer(t, "/sessions/"+cp.SessionID))
 	}
-	h1, _ := chromedp.Run(tab, chromedp.TextContent(`h1`))
+	// The heading is looked up afresh at every poll: live updates may
+	// replace the node a selector wait would hold on to.
+	h1, err := chromedp.Run(tab, chromedp.Poll[string](`document.querySelector("h1") && document.querySelector("h1").textContent`,
+		chromedp.WithPollingInterval(50*time.Millisecond)))
+	if err != nil {
+		t.Fatalf("session page heading: %v", err)
+	}
 	xss, _ = chromedp.Run(tab, chromedp.Evaluate[bool](`window.__xss !== undefined`))
 	if h1 != payload || xss {
 		t.Fatalf("session page: h1 %q, script ran: %v", h1, xss)
