@@ -298,7 +298,9 @@ func (m *Manager) releaseIndex(ctx context.Context, s *shadow) error {
 	if bytes.Contains(out, []byte(indexTree+"\n")) {
 		return nil
 	}
-	if _, err := m.run(ctx, s, runOpts{}, "read-tree", "-m", indexTree, newest); err != nil {
+	// -i: files changed in the work tree keep their entry as it is (the next
+	// snapshot looks at them), instead of failing the merge.
+	if _, err := m.run(ctx, s, runOpts{}, "read-tree", "-m", "-i", indexTree, newest); err != nil {
 		return fmt.Errorf("move the private index of %s: %w", s.root, err)
 	}
 	return nil

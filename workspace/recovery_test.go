@@ -355,7 +355,7 @@ func TestShadowRepositoryIsSynced(t *testing.T) {
 	if got := strings.TrimSpace(shadowGit(t, m, root, "config", "core.fsyncMethod")); got != "batch" {
 		t.Errorf("core.fsyncMethod after upgrade = %q", got)
 	}
-	if got := strings.TrimSpace(shadowGit(t, m, root, "config", "core.splitIndex")); got != "true" {
+	if got := strings.TrimSpace(shadowGit(t, m, root, "config", "core.splitIndex")); got != "false" {
 		t.Errorf("core.splitIndex after upgrade = %q", got)
 	}
 	// What git init wrote, from probing the file system, is kept.

@@ -151,7 +151,7 @@ func (m *Manager) snapshot(ctx context.Context, s *shadow, req SnapshotRequest) 
 	if req.MaxFileSize > 0 {
 		maxSize = req.MaxFileSize
 	}
-	opts := treeOpts{paths: req.Paths, maxFileSize: maxSize, specials: true, progress: req.Progress}
+	opts := treeOpts{paths: req.Paths, maxFileSize: maxSize, specials: true, native: true, progress: req.Progress}
 	claim := m.claimChanges(ctx, s)
 	if m.claimed != nil {
 		m.claimed(claim)
@@ -180,9 +180,11 @@ func (m *Manager) snapshot(ctx context.Context, s *shadow, req SnapshotRequest) 
 	} else if !opts.vouched || parent != claim.commit || tree != claim.tree {
 		// (A parent that is the snapshot the index was left by, with the
 		// same tree, has no changes against it.)
-		changes, err := m.treeChanges(ctx, s, parent+"^{commit}", tree)
-		if err != nil {
-			return nil, m.parentError(ctx, s, req.Parent, err)
+		changes := built.changes
+		if built.base == "" || m.treeOfCommit(s, parent) != built.base {
+			if changes, err = m.treeChanges(ctx, s, parent+"^{commit}", tree); err != nil {
+				return nil, m.parentError(ctx, s, req.Parent, err)
+			}
 		}
 		for _, c := range changes {
 			switch c.status {
@@ -213,6 +215,7 @@ func (m *Manager) snapshot(ctx context.Context, s *shadow, req SnapshotRequest) 
 		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
 	}
 	settled = true
+	m.native.noteCommit(s.key, snap.Commit, tree)
 	claim.settle(readIndexID(s), built.full || opts.vouched, tree, snap.Commit)
 	return snap, nil
 }
@@ -293,6 +296,9 @@ type treeOpts struct {
 	// tree on a full scan, to report them as skipped: git's own listing
 	// passes over them without a word. A snapshot does; a diff need not.
 	specials bool
+	// native lets the tree be built without git (native.go): a snapshot's,
+	// into the private index.
+	native   bool
 	progress func(Progress)
 }
 
@@ -302,6 +308,10 @@ type builtTree struct {
 	skipped []Skipped
 	// full is true when every file of the work tree was looked at.
 	full bool
+	// changes, when base is set, are the changes from the tree base (the
+	// index's before the snapshot) to tree.
+	base    string
+	changes []treeChange
 }
 
 // buildTree brings the index at indexPath up to date with the work tree and
@@ -331,6 +341,12 @@ func (m *Manager) buildTree(ctx context.Context, s *shadow, indexPath string, op
 	}
 	if opts.vouched && !full && len(paths) == 0 && opts.indexTree != "" {
 		return builtTree{tree: opts.indexTree}, nil
+	}
+	if opts.native && !excludesChanged {
+		built, ok, err := m.nativeBuild(ctx, s, opts, full)
+		if ok || err != nil {
+			return built, err
+		}
 	}
 	o := runOpts{index: indexPath}
 	var candidates []string
@@ -488,28 +504,50 @@ func (m *Manager) touchedFiles(ctx context.Context, s *shadow, o runOpts, paths 
 // index, which costs more than the check; the few ignored paths are then
 // checked again against it.
 func (m *Manager) ignored(ctx context.Context, s *shadow, o runOpts, paths []string) (map[string]bool, error) {
-	ignored := make(map[string]bool)
 	for _, noIndex := range []bool{true, false} {
 		if len(paths) == 0 {
 			break
 		}
-		args := []string{"check-ignore", "-z", "--stdin"}
-		if noIndex {
-			args = append(args, "--no-index")
+		var err error
+		if paths, err = m.checkIgnore(ctx, s, o, paths, noIndex); err != nil {
+			return nil, err
 		}
-		co := o
-		co.stdin = joinNUL(paths)
-		co.okCodes = []int{1} // none ignored
-		out, err := m.run(ctx, s, co, args...)
-		if err != nil {
-			return nil, fmt.Errorf("check ignored files: %w", err)
-		}
-		paths = splitNUL(out)
 	}
+	ignored := make(map[string]bool, len(paths))
 	for _, p := range paths {
 		ignored[p] = true
 	}
 	return ignored, nil
+}
+
+// ignoredUntracked returns which of paths, none of which the index holds,
+// are ignored.
+func (m *Manager) ignoredUntracked(ctx context.Context, s *shadow, paths []string) (map[string]bool, error) {
+	out, err := m.checkIgnore(ctx, s, runOpts{}, paths, true)
+	if err != nil {
+		return nil, err
+	}
+	ignored := make(map[string]bool, len(out))
+	for _, p := range out {
+		ignored[p] = true
+	}
+	return ignored, nil
+}
+
+// checkIgnore returns the paths git check-ignore reports as ignored; with
+// noIndex it does not read the index (so tracked files count too).
+func (m *Manager) checkIgnore(ctx context.Context, s *shadow, o runOpts, paths []string, noIndex bool) ([]string, error) {
+	args := []string{"check-ignore", "-z", "--stdin"}
+	if noIndex {
+		args = append(args, "--no-index")
+	}
+	o.stdin = joinNUL(paths)
+	o.okCodes = []int{1} // none ignored
+	out, err := m.run(ctx, s, o, args...)
+	if err != nil {
+		return nil, fmt.Errorf("check ignored files: %w", err)
+	}
+	return splitNUL(out), nil
 }
 
 // cleanRelative validates a caller-supplied relative path and returns it

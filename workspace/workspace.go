@@ -147,6 +147,7 @@ type Manager struct {
 
 	watchFiles bool
 	watch      watchers
+	native     nativeStates
 }
 
 // New returns a Manager. It fails with code GitMissing when the git binary
@@ -330,9 +331,9 @@ var shadowConfig = [][2]string{
 	{"core.symlinks", "true"},
 	{"core.fileMode", "true"},
 	{"core.untrackedCache", "false"},
-	// Every snapshot rewrites the index two or three times; split, each
-	// write is a few KB instead of ~90 bytes per file (4 MB for 50k files).
-	{"core.splitIndex", "true"},
+	// Snapshots read and write the index themselves (native.go), in the
+	// one-file form.
+	{"core.splitIndex", "false"},
 	{"core.logAllRefUpdates", "false"},
 	// Large files go in without delta search; they are rare and slow to diff.
 	{"core.bigFileThreshold", "16m"},

@@ -1,0 +1,1111 @@
+package workspace
+
+import (
+	"bytes"
+	"compress/zlib"
+	"context"
+	"encoding/hex"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// A snapshot builds its tree here, without git, whenever it can: the
+// private index is kept in memory between snapshots (read again whenever its
+// file is not the one last read or written here), the work tree is scanned
+// by a few goroutines at once with one fstatat per file, changed files are
+// hashed and stored as loose objects, only the trees on the path of a change
+// are written again, and the index is written back in git's format for the
+// git commands of restores, diffs and gc. What it does not handle goes to
+// git as before (buildTree): a first snapshot, an index git wrote in a form
+// read here as unsupported, changed excludes, a new nested repository.
+//
+// Ignore rules stay git's: names the scan finds that the index does not hold
+// are asked of `git check-ignore` once, and the answers are kept until an
+// ignore file changes, so a steady work tree (build output, caches) costs no
+// git process at all.
+
+// nativeFile is a tracked file.
+type nativeFile struct {
+	seen uint32 // the scan that last saw it
+	mode uint32
+	oid  [20]byte
+	stat statData
+}
+
+// nativeDir is a tracked directory: its files and subdirectories by name,
+// and its tree object while no change below it was made.
+type nativeDir struct {
+	seen   uint32 // the scan that last saw it
+	files  map[string]*nativeFile
+	dirs   map[string]*nativeDir
+	tree   [20]byte
+	treeOK bool
+	count  int      // files below, valid with treeOK
+	order  []string // names in git order (directories with a trailing /), nil when stale
+}
+
+func newNativeDir() *nativeDir {
+	return &nativeDir{files: map[string]*nativeFile{}, dirs: map[string]*nativeDir{}}
+}
+
+// nativeState is a workspace's index as the last snapshot here left it.
+type nativeState struct {
+	id   fileID // of the index file as read or written
+	root *nativeDir
+	// ignored holds what check-ignore said of untracked paths (directories
+	// with a trailing /), until an ignore file changes.
+	ignored map[string]bool
+	// ignoreFiles are the .gitignore files the last full scan saw, and
+	// excludes the identities of the shadow's two exclude files when
+	// ignored was filled.
+	ignoreFiles map[string]statData
+	excludes    [2]fileID
+	scans uint32 // scans made, to mark what each saw
+	// lastCommit and lastTree are the last snapshot written from this state.
+	lastCommit, lastTree string
+}
+
+// nativeStates keeps the states of the workspaces a Manager snapshotted.
+type nativeStates struct {
+	mu    sync.Mutex
+	byKey map[string]*nativeState
+}
+
+// maxNativeStates bounds the workspaces whose index stays in memory.
+const maxNativeStates = 16
+
+func (n *nativeStates) take(key string) *nativeState {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	st := n.byKey[key]
+	delete(n.byKey, key)
+	return st
+}
+
+func (n *nativeStates) put(key string, st *nativeState) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.byKey == nil {
+		n.byKey = map[string]*nativeState{}
+	}
+	if len(n.byKey) >= maxNativeStates {
+		for k := range n.byKey {
+			delete(n.byKey, k)
+			break
+		}
+	}
+	n.byKey[key] = st
+}
+
+// noteCommit records the snapshot just written from key's state.
+func (n *nativeStates) noteCommit(key, commit, tree string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if st := n.byKey[key]; st != nil {
+		st.lastCommit, st.lastTree = commit, tree
+	}
+}
+
+// treeOfCommit returns the tree of commit, known from the last snapshot or
+// read off its loose object; "" when neither tells.
+func (m *Manager) treeOfCommit(s *shadow, commit string) string {
+	m.native.mu.Lock()
+	st := m.native.byKey[s.key]
+	if st != nil && st.lastCommit == commit {
+		m.native.mu.Unlock()
+		return st.lastTree
+	}
+	m.native.mu.Unlock()
+	if !isObjectID(commit) {
+		return ""
+	}
+	f, err := os.Open(filepath.Join(s.repo, "objects", commit[:2], commit[2:]))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	zr, err := zlib.NewReader(f)
+	if err != nil {
+		return ""
+	}
+	head := make([]byte, 64)
+	n, _ := io.ReadFull(zr, head)
+	head = head[:n]
+	_, rest, ok := bytes.Cut(head, []byte{0})
+	if !ok || !bytes.HasPrefix(head, []byte("commit ")) {
+		return ""
+	}
+	tree, ok := bytes.CutPrefix(rest, []byte("tree "))
+	if !ok || len(tree) < 41 || tree[40] != '\n' || !isObjectID(string(tree[:40])) {
+		return ""
+	}
+	return string(tree[:40])
+}
+
+// loadNative returns the state of s's private index, from memory when the
+// file is the one last seen, or nil when git must build the snapshot.
+func (m *Manager) loadNative(s *shadow) *nativeState {
+	st := m.native.take(s.key)
+	id := readFileID(s.index)
+	if id == (fileID{}) {
+		return nil
+	}
+	if st != nil && st.id == id {
+		return st
+	}
+	data, err := os.ReadFile(s.index)
+	if err != nil {
+		return nil
+	}
+	ix, err := parseIndex(data)
+	if err != nil {
+		return nil
+	}
+	if readFileID(s.index) != id {
+		return nil // rewritten meanwhile
+	}
+	root := newNativeDir()
+	for i := range ix.entries {
+		e := &ix.entries[i]
+		dir, name := root, e.path
+		for {
+			head, rest, ok := strings.Cut(name, "/")
+			if !ok {
+				break
+			}
+			if _, clash := dir.files[head]; clash {
+				return nil // a file and a directory of one name: git's to sort out
+			}
+			sub := dir.dirs[head]
+			if sub == nil {
+				sub = newNativeDir()
+				dir.dirs[head] = sub
+			}
+			dir, name = sub, rest
+		}
+		if _, clash := dir.dirs[name]; clash {
+			return nil
+		}
+		dir.files[name] = &nativeFile{mode: e.mode, oid: e.oid, stat: e.stat}
+	}
+	countFiles(root)
+	if ix.tree != nil {
+		adoptCacheTree(root, ix.tree)
+	}
+	return &nativeState{id: id, root: root, ignored: map[string]bool{}}
+}
+
+// countFiles sets the file counts of d and below and returns d's.
+func countFiles(d *nativeDir) int {
+	n := len(d.files)
+	for _, sub := range d.dirs {
+		n += countFiles(sub)
+	}
+	d.count = n
+	return n
+}
+
+// adoptCacheTree takes the trees of the index's TREE extension that cover
+// exactly the files the index holds below them.
+func adoptCacheTree(d *nativeDir, t *cacheTree) {
+	if t.valid && t.entries == d.count && len(t.subs) == len(d.dirs) {
+		d.tree, d.treeOK = t.oid, true
+	}
+	for name, sub := range d.dirs {
+		if st := t.subs[name]; st != nil {
+			adoptCacheTree(sub, st)
+		} else {
+			d.treeOK = false
+		}
+	}
+	if d.treeOK {
+		for _, sub := range d.dirs {
+			if !sub.treeOK {
+				d.treeOK = false
+			}
+		}
+	}
+}
+
+// scanResult is what a scan of some directories found.
+type scanResult struct {
+	mu sync.Mutex
+	// changed are tracked files whose stat data differ from the index's
+	// (or that are racily clean): candidates to hash.
+	changed []string
+	// gone are tracked paths (files, or directories with everything below)
+	// that are no longer there as what the index holds.
+	gone []string
+	// unknown are untracked entries: path (directories with a trailing /)
+	// and whether it is a directory.
+	unknown []string
+	// nestedRepo is set when an untracked directory holds a .git.
+	nestedRepo  bool
+	ignoreFiles map[string]statData
+	err         error
+}
+
+func (r *scanResult) merge(changed, gone, unknown []string, ignoreFiles map[string]statData, nested bool, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.changed = append(r.changed, changed...)
+	r.gone = append(r.gone, gone...)
+	r.unknown = append(r.unknown, unknown...)
+	for k, v := range ignoreFiles {
+		r.ignoreFiles[k] = v
+	}
+	r.nestedRepo = r.nestedRepo || nested
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+}
+
+// scanner walks directories in parallel.
+type scanner struct {
+	root      string
+	gen       uint32 // marks the entries this scan saw
+	racyAfter int64 // files recorded as modified at or after this (ns) are hashed anyway
+	res       *scanResult
+	wg        sync.WaitGroup
+	sem       chan struct{}
+}
+
+// scanWorkers is how many directories are read at once.
+const scanWorkers = 4
+
+func newScanner(root string, gen uint32, racyAfter int64) *scanner {
+	return &scanner{root: root, gen: gen, racyAfter: racyAfter,
+		res: &scanResult{ignoreFiles: map[string]statData{}}, sem: make(chan struct{}, scanWorkers)}
+}
+
+// dir schedules the scan of directory rel ("" is the root) against d, the
+// index's view of it (nil: untracked, everything in it is unknown).
+func (sc *scanner) dir(rel string, d *nativeDir) {
+	sc.wg.Add(1)
+	select {
+	case sc.sem <- struct{}{}:
+		go func() {
+			defer func() { <-sc.sem }()
+			sc.scanDir(rel, d)
+		}()
+	default:
+		sc.scanDir(rel, d)
+	}
+}
+
+func (sc *scanner) wait() *scanResult {
+	sc.wg.Wait()
+	return sc.res
+}
+
+func join(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}
+
+func (sc *scanner) scanDir(rel string, d *nativeDir) {
+	defer sc.wg.Done()
+	abs := filepath.Join(sc.root, filepath.FromSlash(rel))
+	var changed, gone, unknown, subdirs []string
+	var ignoreFiles map[string]statData
+	nested := false
+	fd, err := unix.Open(abs, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		if d != nil && (errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP)) {
+			sc.res.merge(nil, []string{rel}, nil, nil, false, nil)
+			return
+		}
+		sc.res.merge(nil, nil, nil, nil, false, fmt.Errorf("scan %s: %w", rel, err))
+		return
+	}
+	defer unix.Close(fd)
+	var seenFiles, seenDirs int
+	buf := direntBufs.Get().(*[]byte)
+	defer direntBufs.Put(buf)
+	for {
+		n, err := unix.Getdents(fd, *buf)
+		if err != nil {
+			sc.res.merge(nil, nil, nil, nil, false, fmt.Errorf("scan %s: %w", rel, err))
+			return
+		}
+		if n <= 0 {
+			break
+		}
+		for b := (*buf)[:n]; len(b) >= 19; {
+			reclen := int(binary.NativeEndian.Uint16(b[16:]))
+			if reclen < 19 || reclen > len(b) {
+				break
+			}
+			typ, name := b[18], b[19:reclen]
+			b = b[reclen:]
+			if end := bytes.IndexByte(name, 0); end >= 0 {
+				name = name[:end]
+			}
+			if string(name) == "." || string(name) == ".." {
+				continue
+			}
+			if string(name) == ".git" {
+				if rel != "" && d == nil {
+					nested = true
+				}
+				continue
+			}
+			var st unix.Stat_t
+			statted := false
+			if typ == unix.DT_UNKNOWN {
+				if unix.Fstatat(fd, string(name), &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+					continue // gone meanwhile
+				}
+				statted = true
+				typ = dtype(st.Mode)
+			}
+			isDir := typ == unix.DT_DIR
+			var tracked *nativeFile
+			var trackedDir *nativeDir
+			if d != nil {
+				tracked, trackedDir = d.files[string(name)], d.dirs[string(name)]
+				if tracked != nil {
+					tracked.seen = sc.gen
+				}
+				if trackedDir != nil {
+					trackedDir.seen = sc.gen
+				}
+			}
+			if string(name) == ".gitignore" && !isDir {
+				var ist unix.Stat_t
+				if unix.Fstatat(fd, ".gitignore", &ist, unix.AT_SYMLINK_NOFOLLOW) == nil {
+					ignoreFiles = map[string]statData{join(rel, ".gitignore"): statFrom(&ist)}
+				}
+			}
+			switch {
+			case isDir && trackedDir != nil:
+				seenDirs++
+				subdirs = append(subdirs, string(name))
+			case isDir:
+				if tracked != nil {
+					seenFiles++
+					gone = append(gone, join(rel, string(name)))
+				}
+				unknown = append(unknown, join(rel, string(name))+"/")
+			case tracked != nil:
+				seenFiles++
+				if !statted && unix.Fstatat(fd, string(name), &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+					changed = append(changed, join(rel, string(name))) // classify sees what it is
+					continue
+				}
+				if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+					gone = append(gone, join(rel, string(name)))
+					unknown = append(unknown, join(rel, string(name))+"/")
+					continue
+				}
+				if !tracked.clean(&st, sc.racyAfter) {
+					changed = append(changed, join(rel, string(name)))
+				}
+			default:
+				if trackedDir != nil {
+					seenDirs++
+					gone = append(gone, join(rel, string(name)))
+				}
+				unknown = append(unknown, join(rel, string(name)))
+			}
+		}
+	}
+	if d != nil && (seenFiles != len(d.files) || seenDirs != len(d.dirs)) {
+		for name, f := range d.files {
+			if f.seen != sc.gen {
+				gone = append(gone, join(rel, name))
+			}
+		}
+		for name, sub := range d.dirs {
+			if sub.seen != sc.gen {
+				gone = append(gone, join(rel, name))
+			}
+		}
+	}
+	sc.res.merge(changed, gone, unknown, ignoreFiles, nested, nil)
+	for _, name := range subdirs {
+		sc.dir(join(rel, name), d.dirs[name])
+	}
+}
+
+// direntBufs are the buffers directories are read into.
+var direntBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// dtype is the directory entry type of a file of mode m.
+func dtype(m uint32) uint8 {
+	switch m & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return unix.DT_DIR
+	case unix.S_IFREG:
+		return unix.DT_REG
+	case unix.S_IFLNK:
+		return unix.DT_LNK
+	}
+	return unix.DT_UNKNOWN
+}
+
+// statFrom is the index's view of st.
+func statFrom(st *unix.Stat_t) statData {
+	return statData{
+		ctimeSec: uint32(st.Ctim.Sec), ctimeNsec: uint32(st.Ctim.Nsec),
+		mtimeSec: uint32(st.Mtim.Sec), mtimeNsec: uint32(st.Mtim.Nsec),
+		dev: uint32(st.Dev), ino: uint32(st.Ino),
+		uid: st.Uid, gid: st.Gid, size: uint32(st.Size),
+	}
+}
+
+// fileMode is the mode git records for a file of mode m (0 for what git
+// stores neither as a file nor as a symlink).
+func fileMode(m uint32) uint32 {
+	switch m & unix.S_IFMT {
+	case unix.S_IFREG:
+		if m&0o100 != 0 {
+			return 0o100755
+		}
+		return 0o100644
+	case unix.S_IFLNK:
+		return 0o120000
+	}
+	return 0
+}
+
+// emptyBlob is the id of the empty blob.
+var emptyBlob = [20]byte{0xe6, 0x9d, 0xe2, 0x9b, 0xb2, 0xd1, 0xd6, 0x43, 0x4b, 0x8b, 0x29, 0xae, 0x77, 0x5a, 0xd8, 0xc2, 0xe4, 0x8c, 0x53, 0x91}
+
+// clean reports whether st shows the file unchanged since the index
+// recorded it: git's rules (every field but the device; a size of 0
+// recorded for a file that was not empty means "look again"; a file
+// recorded as modified at or after racyAfter, when the index was written,
+// is looked at again).
+func (f *nativeFile) clean(st *unix.Stat_t, racyAfter int64) bool {
+	s := statFrom(st)
+	s.dev = f.stat.dev
+	if s != f.stat || fileMode(st.Mode) != f.mode {
+		return false
+	}
+	if f.stat.size == 0 && f.oid != emptyBlob {
+		return false
+	}
+	return st.Mtim.Nano() < racyAfter
+}
+
+// gitOrder is the order of a tree's entries and of the index: names
+// compared bytewise, a directory as if its name ended in /.
+func (d *nativeDir) sorted() []string {
+	if d.order != nil {
+		return d.order
+	}
+	order := make([]string, 0, len(d.files)+len(d.dirs))
+	for name := range d.files {
+		order = append(order, name)
+	}
+	for name := range d.dirs {
+		order = append(order, name+"/")
+	}
+	slices.Sort(order)
+	d.order = order
+	return order
+}
+
+// lookupDir returns the tracked directory at rel ("" is the root), or nil.
+func (d *nativeDir) lookupDir(rel string) *nativeDir {
+	if rel == "" {
+		return d
+	}
+	for part := range strings.SplitSeq(rel, "/") {
+		if d = d.dirs[part]; d == nil {
+			return nil
+		}
+	}
+	return d
+}
+
+// nativeChange is a change the snapshot made to a tracked path.
+type nativeChange struct {
+	old, new *nativeFile // nil: absent
+}
+
+// nativeTree applies a scan to the state and writes the snapshot's tree.
+type nativeTree struct {
+	st      *nativeState
+	objs    *objectWriter
+	changes map[string]*nativeChange
+}
+
+// record notes the change of path from old to new.
+func (t *nativeTree) record(p string, old, new *nativeFile) {
+	if c := t.changes[p]; c != nil {
+		c.new = new
+		return
+	}
+	t.changes[p] = &nativeChange{old: old, new: new}
+}
+
+// invalidate marks the trees from the root down to dir rel as stale.
+func (t *nativeTree) invalidate(rel string, membership bool) *nativeDir {
+	d := t.st.root
+	d.treeOK = false
+	if rel != "" {
+		for part := range strings.SplitSeq(rel, "/") {
+			d = d.dirs[part]
+			if d == nil {
+				return nil
+			}
+			d.treeOK = false
+		}
+	}
+	if membership {
+		d.order = nil
+	}
+	return d
+}
+
+// remove drops the tracked file or directory at p.
+func (t *nativeTree) remove(p string) {
+	dir, name := path.Split(p)
+	dir = strings.TrimSuffix(dir, "/")
+	parent := t.st.root.lookupDir(dir)
+	if parent == nil {
+		return
+	}
+	if f := parent.files[name]; f != nil {
+		t.invalidate(dir, true)
+		delete(parent.files, name)
+		t.record(p, f, nil)
+		return
+	}
+	if sub := parent.dirs[name]; sub != nil {
+		t.invalidate(dir, true)
+		delete(parent.dirs, name)
+		t.removeAll(p, sub)
+	}
+}
+
+func (t *nativeTree) removeAll(p string, d *nativeDir) {
+	for name, f := range d.files {
+		t.record(p+"/"+name, f, nil)
+	}
+	for name, sub := range d.dirs {
+		t.removeAll(p+"/"+name, sub)
+	}
+}
+
+// set records f at p, creating directories and replacing a file or
+// directory in the way, as `git update-index --add --replace` does.
+func (t *nativeTree) set(p string, f *nativeFile) {
+	d := t.st.root
+	d.treeOK = false
+	rest, prefix := p, ""
+	for {
+		head, tail, ok := strings.Cut(rest, "/")
+		if !ok {
+			break
+		}
+		if old := d.files[head]; old != nil {
+			delete(d.files, head)
+			d.order = nil
+			t.record(join(prefix, head), old, nil)
+		}
+		sub := d.dirs[head]
+		if sub == nil {
+			sub = newNativeDir()
+			d.dirs[head] = sub
+			d.order = nil
+		}
+		prefix = join(prefix, head)
+		d, rest = sub, tail
+		d.treeOK = false
+	}
+	if sub := d.dirs[rest]; sub != nil {
+		delete(d.dirs, rest)
+		d.order = nil
+		t.removeAll(p, sub)
+	}
+	old := d.files[rest]
+	if old == nil {
+		d.order = nil
+	}
+	d.files[rest] = f
+	t.record(p, old, f)
+}
+
+// writeTrees writes the stale trees below d (its path is rel) and returns
+// d's tree and file count; empty directories are dropped.
+func (t *nativeTree) writeTrees(d *nativeDir) ([20]byte, error) {
+	if d.treeOK {
+		return d.tree, nil
+	}
+	for name, sub := range d.dirs {
+		if !sub.treeOK {
+			if _, err := t.writeTrees(sub); err != nil {
+				return [20]byte{}, err
+			}
+		}
+		if sub.count == 0 {
+			delete(d.dirs, name)
+			d.order = nil
+		}
+	}
+	var body bytes.Buffer
+	count := len(d.files)
+	for _, name := range d.sorted() {
+		if dirName, ok := strings.CutSuffix(name, "/"); ok {
+			sub := d.dirs[dirName]
+			count += sub.count
+			body.WriteString("40000 ")
+			body.WriteString(dirName)
+			body.WriteByte(0)
+			body.Write(sub.tree[:])
+			continue
+		}
+		f := d.files[name]
+		body.WriteString(strconv.FormatUint(uint64(f.mode), 8))
+		body.WriteByte(' ')
+		body.WriteString(name)
+		body.WriteByte(0)
+		body.Write(f.oid[:])
+	}
+	id, err := t.objs.store("tree", body.Bytes())
+	if err != nil {
+		return [20]byte{}, err
+	}
+	d.tree, d.treeOK, d.count = id, true, count
+	return id, nil
+}
+
+// hashed is a file read for the snapshot.
+type hashed struct {
+	path string
+	file *nativeFile // nil: gone, or not a file any more
+	skip string      // why it was not stored, if it was not
+}
+
+// hashFile stores the file at rel as a blob and returns its entry.
+func (m *Manager) hashFile(s *shadow, objs *objectWriter, rel string, maxSize int64) hashed {
+	name := filepath.Join(s.root, filepath.FromSlash(rel))
+	var st unix.Stat_t
+	if err := unix.Lstat(name, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+			return hashed{path: rel}
+		}
+		return hashed{path: rel, skip: err.Error()}
+	}
+	mode := fileMode(st.Mode)
+	var body []byte
+	switch mode {
+	case 0:
+		return hashed{path: rel}
+	case 0o120000:
+		target, err := os.Readlink(name)
+		if err != nil {
+			return hashed{path: rel, skip: "unreadable: " + err.Error()}
+		}
+		body = []byte(target)
+	default:
+		if st.Size > maxSize {
+			return hashed{path: rel, skip: fmt.Sprintf("larger than %d bytes (%d bytes)", maxSize, st.Size)}
+		}
+		f, err := m.openFile(name)
+		if err != nil {
+			return hashed{path: rel, skip: "unreadable: " + err.Error()}
+		}
+		// The stat data recorded are those of the open file before it is
+		// read: a change while it is read makes them differ next time.
+		if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+			f.Close()
+			return hashed{path: rel, skip: "unreadable: " + err.Error()}
+		}
+		if fileMode(st.Mode) != mode {
+			f.Close()
+			return hashed{path: rel, skip: "changed while being read"}
+		}
+		body = make([]byte, 0, st.Size+1)
+		body, err = readAllInto(f, body)
+		f.Close()
+		if err != nil {
+			return hashed{path: rel, skip: "unreadable: " + err.Error()}
+		}
+	}
+	id, err := objs.store("blob", body)
+	if err != nil {
+		return hashed{path: rel, skip: err.Error()}
+	}
+	return hashed{path: rel, file: &nativeFile{mode: mode, oid: id, stat: statFrom(&st)}}
+}
+
+func readAllInto(r io.Reader, b []byte) ([]byte, error) {
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+}
+
+// writeIndex writes the state's index file (through objs, after the
+// objects): the files in index order with a TREE extension. Entries
+// modified at or after racyAfter are written with size 0, as git smudges
+// racily clean entries, so that the next look hashes them again.
+func (st *nativeState) writeIndex(s *shadow, objs *objectWriter, racyAfter int64) error {
+	enc := newIndexEncoder(st.root.count)
+	var walk func(prefix []byte, d *nativeDir) []byte
+	walk = func(prefix []byte, d *nativeDir) []byte {
+		n := len(prefix)
+		for _, name := range d.sorted() {
+			prefix = append(prefix[:n], name...)
+			if dirName, ok := strings.CutSuffix(name, "/"); ok {
+				prefix = walk(prefix, d.dirs[dirName])
+				continue
+			}
+			f := d.files[name]
+			if int64(f.stat.mtimeSec)*1e9+int64(f.stat.mtimeNsec) >= racyAfter {
+				f.stat.size = 0
+			}
+			enc.add(prefix, f.mode, &f.oid, &f.stat)
+		}
+		return prefix[:n]
+	}
+	walk(make([]byte, 0, 256), st.root)
+	data := enc.finish(st.root.cacheTree())
+	lock := s.index + ".lock"
+	out, err := os.OpenFile(lock, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("write index: %w", err)
+	}
+	return objs.add(out, s.index, data, 0o600)
+}
+
+// cacheTree is d's trees as the TREE extension holds them.
+func (d *nativeDir) cacheTree() *cacheTree {
+	t := &cacheTree{valid: d.treeOK, oid: d.tree, entries: d.count, subs: make(map[string]*cacheTree, len(d.dirs))}
+	for name, sub := range d.dirs {
+		t.subs[name] = sub.cacheTree()
+	}
+	return t
+}
+
+// scanClock returns the file system's current time (ns), as it stamps a
+// file modified now: a file modified at or after it may change again within
+// the same clock tick without its stat data showing it.
+func scanClock(s *shadow) (int64, error) {
+	name := filepath.Join(s.dir, "scan-clock")
+	if err := os.WriteFile(name, nil, 0o600); err != nil {
+		return 0, err
+	}
+	now := []unix.Timespec{{Nsec: unix.UTIME_NOW}, {Nsec: unix.UTIME_NOW}}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, name, now, 0); err != nil {
+		return 0, err
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(name, &st); err != nil {
+		return 0, err
+	}
+	return st.Mtim.Nano(), nil
+}
+
+// nativeBuild is buildTree without git for the snapshot of s (see the top
+// of this file); ok is false when git must build it instead, before
+// anything was written. full asks for a scan of the whole work tree, else
+// opts.paths are looked at.
+func (m *Manager) nativeBuild(ctx context.Context, s *shadow, opts treeOpts, full bool) (built builtTree, ok bool, err error) {
+	st := m.loadNative(s)
+	if st == nil {
+		return builtTree{}, false, nil
+	}
+	keep := false
+	defer func() {
+		if keep {
+			m.native.put(s.key, st)
+		}
+	}()
+	racyAfter, err := scanClock(s)
+	if err != nil {
+		return builtTree{}, false, nil
+	}
+	report := func(Progress) {}
+	if opts.progress != nil {
+		report = opts.progress
+	}
+	// Git's rule for the entries it wrote: one modified at or after the
+	// index was written may have changed since without its stat data
+	// showing it.
+	st.scans++
+	sc := newScanner(s.root, st.scans, st.id.mtime)
+	var unknown, candidates, gone []string
+	ignoreChanged := false
+	if !full {
+		var rescan bool
+		if candidates, unknown, gone, rescan, err = st.lookPaths(s, sc, opts.paths); err != nil {
+			return builtTree{}, false, err
+		}
+		full = rescan
+	}
+	if full {
+		sc.dir("", st.root)
+	}
+	res := sc.wait()
+	if res.err != nil || res.nestedRepo {
+		return builtTree{}, false, nil
+	}
+	candidates = append(candidates, res.changed...)
+	gone = append(gone, res.gone...)
+	unknown = append(unknown, res.unknown...)
+	if full {
+		ignoreChanged = !mapsEqual(res.ignoreFiles, st.ignoreFiles)
+		st.ignoreFiles = res.ignoreFiles
+	} else {
+		for _, p := range slices.Concat(candidates, unknown, gone) {
+			if path.Base(strings.TrimSuffix(p, "/")) == ".gitignore" {
+				ignoreChanged = true
+			}
+		}
+	}
+	excludes := [2]fileID{readFileID(filepath.Join(s.repo, "info", "exclude")), readFileID(filepath.Join(s.dir, "exclude"))}
+	if ignoreChanged || excludes != st.excludes {
+		clear(st.ignored)
+		st.excludes = excludes
+	}
+	// Untracked names: ignored ones are left, others are candidates (files)
+	// or looked into (directories), a level of new directories at a time.
+	for len(unknown) > 0 {
+		var ask []string
+		for _, u := range unknown {
+			if _, known := st.ignored[u]; !known {
+				ask = append(ask, strings.TrimSuffix(u, "/"))
+			}
+		}
+		if len(ask) > 0 {
+			ignored, err := m.ignoredUntracked(ctx, s, ask)
+			if err != nil {
+				return builtTree{}, false, err
+			}
+			for _, u := range unknown {
+				if _, known := st.ignored[u]; !known {
+					st.ignored[u] = ignored[strings.TrimSuffix(u, "/")]
+				}
+			}
+		}
+		deeper := newScanner(s.root, 0, st.id.mtime)
+		for _, u := range unknown {
+			if st.ignored[u] {
+				continue
+			}
+			if dir, isDir := strings.CutSuffix(u, "/"); isDir {
+				deeper.dir(dir, nil)
+			} else {
+				candidates = append(candidates, u)
+			}
+		}
+		res := deeper.wait()
+		if res.err != nil || res.nestedRepo {
+			return builtTree{}, false, nil
+		}
+		unknown = res.unknown
+		if full {
+			maps.Copy(st.ignoreFiles, res.ignoreFiles)
+		}
+	}
+	add, sizes, remove, skipped, err := m.classify(ctx, s, candidates, opts.maxFileSize)
+	if err != nil {
+		return builtTree{}, false, err
+	}
+	// From here on the state is changed: it is kept only when the snapshot's
+	// tree and index are written.
+	t := &nativeTree{st: st, objs: newObjectWriter(s.repo), changes: map[string]*nativeChange{}}
+	defer t.objs.abort()
+	base := ""
+	if st.root.treeOK {
+		base = hex.EncodeToString(st.root.tree[:])
+	}
+	for _, p := range slices.Concat(gone, remove) {
+		t.remove(p)
+	}
+	hashedFiles, err := m.hashFiles(ctx, s, t.objs, add, sizes, opts.maxFileSize, report)
+	if err != nil {
+		return builtTree{}, false, err
+	}
+	for _, h := range hashedFiles {
+		switch {
+		case h.skip != "":
+			skipped = append(skipped, Skipped{Path: h.path, Reason: h.skip})
+		case h.file == nil:
+			t.remove(h.path)
+		default:
+			t.set(h.path, h.file)
+		}
+	}
+	root, err := t.writeTrees(st.root)
+	if err != nil {
+		return builtTree{}, false, err
+	}
+	if err := st.writeIndex(s, t.objs, racyAfter); err != nil {
+		return builtTree{}, false, err
+	}
+	if err := t.objs.finish(); err != nil {
+		return builtTree{}, false, err
+	}
+	st.id = readFileID(s.index)
+	built = builtTree{tree: hex.EncodeToString(root[:]), skipped: skipped, full: full, base: base}
+	if base != "" {
+		built.changes = t.list()
+	}
+	keep = true
+	return built, true, nil
+}
+
+// list returns the changes that changed a path's content or mode.
+func (t *nativeTree) list() []treeChange {
+	out := make([]treeChange, 0, len(t.changes))
+	for p, c := range t.changes {
+		switch {
+		case c.old == nil && c.new == nil:
+		case c.old == nil:
+			out = append(out, treeChange{path: p, status: 'A'})
+		case c.new == nil:
+			out = append(out, treeChange{path: p, status: 'D'})
+		case c.old.mode != c.new.mode || c.old.oid != c.new.oid:
+			out = append(out, treeChange{path: p, status: 'M'})
+		}
+	}
+	return out
+}
+
+// lookPaths looks at the paths a caller or watcher says changed: tracked
+// files whose stat data differ become candidates, missing paths are gone,
+// untracked ones unknown, directories are scanned with sc. rescan is true
+// when the list amounts to the whole tree.
+func (st *nativeState) lookPaths(s *shadow, sc *scanner, paths []string) (candidates, unknown, gone []string, rescan bool, err error) {
+	seen := make(map[string]bool, len(paths))
+	dirs := make(map[string]bool)
+	for _, p := range paths {
+		rel, err := cleanRelative(p)
+		if err != nil {
+			return nil, nil, nil, false, err
+		}
+		if rel == "." {
+			return nil, nil, nil, true, nil
+		}
+		if seen[rel] || hasGitComponent(rel) {
+			continue
+		}
+		seen[rel] = true
+		parentRel, name := path.Split(rel)
+		parent := st.root.lookupDir(strings.TrimSuffix(parentRel, "/"))
+		var tracked *nativeFile
+		var trackedDir *nativeDir
+		if parent != nil {
+			tracked, trackedDir = parent.files[name], parent.dirs[name]
+		}
+		if beyondSymlink(s.root, rel, dirs) {
+			gone = append(gone, rel)
+			continue
+		}
+		var fi unix.Stat_t
+		err = unix.Lstat(filepath.Join(s.root, filepath.FromSlash(rel)), &fi)
+		switch {
+		case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR):
+			gone = append(gone, rel)
+		case err != nil:
+			candidates = append(candidates, rel) // classify reports it
+		case fi.Mode&unix.S_IFMT == unix.S_IFDIR:
+			if tracked != nil {
+				gone = append(gone, rel)
+			}
+			if trackedDir != nil {
+				sc.dir(rel, trackedDir)
+			} else {
+				unknown = append(unknown, rel+"/")
+			}
+		case tracked != nil:
+			if !tracked.clean(&fi, sc.racyAfter) {
+				candidates = append(candidates, rel)
+			}
+		default:
+			if trackedDir != nil {
+				gone = append(gone, rel)
+			}
+			unknown = append(unknown, rel)
+		}
+	}
+	return candidates, unknown, gone, false, nil
+}
+
+// hashFiles stores the files to add, a few at a time, telling progress
+// from the calling goroutine.
+func (m *Manager) hashFiles(ctx context.Context, s *shadow, objs *objectWriter, add []string, sizes []int64, maxSize int64, report func(Progress)) ([]hashed, error) {
+	out := make([]hashed, len(add))
+	if len(add) == 0 {
+		return out, nil
+	}
+	p := Progress{Phase: "hashing", TotalFiles: int64(len(add))}
+	for _, n := range sizes {
+		p.TotalBytes += n
+	}
+	report(p)
+	work := make(chan int)
+	done := make(chan int)
+	var wg sync.WaitGroup
+	for range min(scanWorkers, len(add)) {
+		wg.Go(func() {
+			for i := range work {
+				out[i] = m.hashFile(s, objs, add[i], maxSize)
+				done <- i
+			}
+		})
+	}
+	go func() {
+		defer close(work)
+		for i := range add {
+			select {
+			case work <- i:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	for i := range done {
+		p.Files++
+		p.Bytes += sizes[i]
+		if p.Files%200 == 0 || p.Files == p.TotalFiles {
+			report(p)
+		}
+	}
+	return out, ctx.Err()
+}
+
+func mapsEqual(a, b map[string]statData) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
