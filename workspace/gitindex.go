@@ -59,8 +59,8 @@ type gitIndex struct {
 }
 
 const (
-	indexSignature = "DIRC"
-	entryFixedSize = 62 // stat data, mode, id and flags before the path
+	indexSignature  = "DIRC"
+	entryFixedSize  = 62 // stat data, mode, id and flags before the path
 	flagAssumeValid = 0x8000
 	flagExtended    = 0x4000
 	flagStageMask   = 0x3000

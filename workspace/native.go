@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"compress/zlib"
 	"context"
-	"encoding/hex"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -72,7 +72,7 @@ type nativeState struct {
 	// ignored was filled.
 	ignoreFiles map[string]statData
 	excludes    [2]fileID
-	scans uint32 // scans made, to mark what each saw
+	scans       uint32 // scans made, to mark what each saw
 	// lastCommit and lastTree are the last snapshot written from this state.
 	lastCommit, lastTree string
 }
@@ -276,7 +276,7 @@ func (r *scanResult) merge(changed, gone, unknown []string, ignoreFiles map[stri
 type scanner struct {
 	root      string
 	gen       uint32 // marks the entries this scan saw
-	racyAfter int64 // files recorded as modified at or after this (ns) are hashed anyway
+	racyAfter int64  // files recorded as modified at or after this (ns) are hashed anyway
 	res       *scanResult
 	wg        sync.WaitGroup
 	sem       chan struct{}
