@@ -334,95 +334,76 @@ func (sc *scanner) scanDir(rel string, d *nativeDir) {
 	}
 	defer unix.Close(fd)
 	var seenFiles, seenDirs int
-	buf := direntBufs.Get().(*[]byte)
-	defer direntBufs.Put(buf)
-	for {
-		n, err := unix.Getdents(fd, *buf)
-		if err != nil {
-			sc.res.merge(nil, nil, nil, nil, false, fmt.Errorf("scan %s: %w", rel, err))
-			return
+	err = readDirents(fd, func(name []byte, typ uint8) bool {
+		if string(name) == ".git" {
+			if rel != "" && d == nil {
+				nested = true
+			}
+			return true
 		}
-		if n <= 0 {
-			break
+		var st unix.Stat_t
+		statted := false
+		if typ == unix.DT_UNKNOWN {
+			if unix.Fstatat(fd, string(name), &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+				return true // gone meanwhile
+			}
+			statted = true
+			typ = dtype(st.Mode)
 		}
-		for b := (*buf)[:n]; len(b) >= 19; {
-			reclen := int(binary.NativeEndian.Uint16(b[16:]))
-			if reclen < 19 || reclen > len(b) {
-				break
+		isDir := typ == unix.DT_DIR
+		var tracked *nativeFile
+		var trackedDir *nativeDir
+		if d != nil {
+			tracked, trackedDir = d.files[string(name)], d.dirs[string(name)]
+			if tracked != nil {
+				tracked.seen = sc.gen
 			}
-			typ, name := b[18], b[19:reclen]
-			b = b[reclen:]
-			if end := bytes.IndexByte(name, 0); end >= 0 {
-				name = name[:end]
+			if trackedDir != nil {
+				trackedDir.seen = sc.gen
 			}
-			if string(name) == "." || string(name) == ".." {
-				continue
+		}
+		if string(name) == ".gitignore" && !isDir {
+			var ist unix.Stat_t
+			if unix.Fstatat(fd, ".gitignore", &ist, unix.AT_SYMLINK_NOFOLLOW) == nil {
+				ignoreFiles = map[string]statData{join(rel, ".gitignore"): statFrom(&ist)}
 			}
-			if string(name) == ".git" {
-				if rel != "" && d == nil {
-					nested = true
-				}
-				continue
-			}
-			var st unix.Stat_t
-			statted := false
-			if typ == unix.DT_UNKNOWN {
-				if unix.Fstatat(fd, string(name), &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
-					continue // gone meanwhile
-				}
-				statted = true
-				typ = dtype(st.Mode)
-			}
-			isDir := typ == unix.DT_DIR
-			var tracked *nativeFile
-			var trackedDir *nativeDir
-			if d != nil {
-				tracked, trackedDir = d.files[string(name)], d.dirs[string(name)]
-				if tracked != nil {
-					tracked.seen = sc.gen
-				}
-				if trackedDir != nil {
-					trackedDir.seen = sc.gen
-				}
-			}
-			if string(name) == ".gitignore" && !isDir {
-				var ist unix.Stat_t
-				if unix.Fstatat(fd, ".gitignore", &ist, unix.AT_SYMLINK_NOFOLLOW) == nil {
-					ignoreFiles = map[string]statData{join(rel, ".gitignore"): statFrom(&ist)}
-				}
-			}
-			switch {
-			case isDir && trackedDir != nil:
-				seenDirs++
-				subdirs = append(subdirs, string(name))
-			case isDir:
-				if tracked != nil {
-					seenFiles++
-					gone = append(gone, join(rel, string(name)))
-				}
-				unknown = append(unknown, join(rel, string(name))+"/")
-			case tracked != nil:
+		}
+		switch {
+		case isDir && trackedDir != nil:
+			seenDirs++
+			subdirs = append(subdirs, string(name))
+		case isDir:
+			if tracked != nil {
 				seenFiles++
-				if !statted && unix.Fstatat(fd, string(name), &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
-					changed = append(changed, join(rel, string(name))) // classify sees what it is
-					continue
-				}
-				if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-					gone = append(gone, join(rel, string(name)))
-					unknown = append(unknown, join(rel, string(name))+"/")
-					continue
-				}
-				if !tracked.clean(&st, sc.racyAfter) {
-					changed = append(changed, join(rel, string(name)))
-				}
-			default:
-				if trackedDir != nil {
-					seenDirs++
-					gone = append(gone, join(rel, string(name)))
-				}
-				unknown = append(unknown, join(rel, string(name)))
+				gone = append(gone, join(rel, string(name)))
 			}
+			unknown = append(unknown, join(rel, string(name))+"/")
+		case tracked != nil:
+			seenFiles++
+			if !statted && unix.Fstatat(fd, string(name), &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+				changed = append(changed, join(rel, string(name))) // classify sees what it is
+				return true
+			}
+			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+				gone = append(gone, join(rel, string(name)))
+				unknown = append(unknown, join(rel, string(name))+"/")
+				return true
+			}
+			if !tracked.clean(&st, sc.racyAfter) {
+				changed = append(changed, join(rel, string(name)))
+			}
+		default:
+			if trackedDir != nil {
+				seenDirs++
+				gone = append(gone, join(rel, string(name)))
+			}
+			unknown = append(unknown, join(rel, string(name)))
 		}
+		return true
+	})
+	if err != nil {
+		sc.res.merge(nil, nil, nil, nil, false, fmt.Errorf("scan %s: %w", rel, err))
+		return
 	}
 	if d != nil && (seenFiles != len(d.files) || seenDirs != len(d.dirs)) {
 		for name, f := range d.files {
@@ -439,6 +420,55 @@ func (sc *scanner) scanDir(rel string, d *nativeDir) {
 	sc.res.merge(changed, gone, unknown, ignoreFiles, nested, nil)
 	for _, name := range subdirs {
 		sc.dir(join(rel, name), d.dirs[name])
+	}
+}
+
+// emptyDir reports whether the directory at name holds nothing (false
+// when it cannot be read: the scan then says what is wrong).
+func emptyDir(name string) bool {
+	fd, err := unix.Open(name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	empty := true
+	err = readDirents(fd, func([]byte, uint8) bool {
+		empty = false
+		return false
+	})
+	return err == nil && empty
+}
+
+// readDirents calls fn with the name and type (DT_*) of each entry of the
+// open directory fd but . and .., until fn returns false.
+func readDirents(fd int, fn func(name []byte, typ uint8) bool) error {
+	buf := direntBufs.Get().(*[]byte)
+	defer direntBufs.Put(buf)
+	for {
+		n, err := unix.Getdents(fd, *buf)
+		if err != nil {
+			return err
+		}
+		if n <= 0 {
+			return nil
+		}
+		for b := (*buf)[:n]; len(b) >= 19; {
+			reclen := int(binary.NativeEndian.Uint16(b[16:]))
+			if reclen < 19 || reclen > len(b) {
+				return errors.New("damaged directory entry")
+			}
+			typ, name := b[18], b[19:reclen]
+			b = b[reclen:]
+			if end := bytes.IndexByte(name, 0); end >= 0 {
+				name = name[:end]
+			}
+			if string(name) == "." || string(name) == ".." {
+				continue
+			}
+			if !fn(name, typ) {
+				return nil
+			}
+		}
 	}
 }
 
@@ -890,11 +920,17 @@ func (m *Manager) nativeBuild(ctx context.Context, s *shadow, opts treeOpts, ful
 	// or looked into (directories), a level of new directories at a time.
 	for len(unknown) > 0 {
 		var ask []string
+		kept := unknown[:0]
 		for _, u := range unknown {
+			if dir, isDir := strings.CutSuffix(u, "/"); isDir && emptyDir(filepath.Join(s.root, filepath.FromSlash(dir))) {
+				continue // git stores no directory, only files
+			}
+			kept = append(kept, u)
 			if _, known := st.ignored[u]; !known {
 				ask = append(ask, strings.TrimSuffix(u, "/"))
 			}
 		}
+		unknown = kept
 		if len(ask) > 0 {
 			ignored, err := m.ignoredUntracked(ctx, s, ask)
 			if err != nil {
@@ -932,7 +968,11 @@ func (m *Manager) nativeBuild(ctx context.Context, s *shadow, opts treeOpts, ful
 	}
 	// From here on the state is changed: it is kept only when the snapshot's
 	// tree and index are written.
-	t := &nativeTree{st: st, objs: newObjectWriter(s.repo), changes: map[string]*nativeChange{}}
+	var total int64
+	for _, n := range sizes {
+		total += n
+	}
+	t := &nativeTree{st: st, objs: newObjectWriter(s.repo, len(add), total), changes: map[string]*nativeChange{}}
 	defer t.objs.abort()
 	base := ""
 	if st.root.treeOK {
@@ -966,7 +1006,7 @@ func (m *Manager) nativeBuild(ctx context.Context, s *shadow, opts treeOpts, ful
 		return builtTree{}, false, err
 	}
 	st.id = readFileID(s.index)
-	built = builtTree{tree: hex.EncodeToString(root[:]), skipped: skipped, full: full, base: base}
+	built = builtTree{tree: hex.EncodeToString(root[:]), skipped: skipped, full: full, base: base, packed: t.objs.packed}
 	if base != "" {
 		built.changes = t.list()
 	}

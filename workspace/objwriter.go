@@ -4,27 +4,39 @@ import (
 	"bytes"
 	"compress/zlib"
 	"crypto/sha1"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 )
 
-// objectWriter writes the files of one snapshot built without git (its new
-// objects, then the index) so that their disk writes overlap: each file is
-// written to a temporary name and its write-out started at once; finish
-// waits for them all, as core.fsyncMethod=writeout-only does, and renames
-// them into place in the order they were added (objects before the index
-// that names them). Like git's batch mode, they are durable once any later
-// full sync returns (the snapshot's commit and ref).
+// objectWriter writes the files of one snapshot built without git: its new
+// objects, then the index. Objects go in one pack file (with its .idx),
+// kept in memory until finish, unless the snapshot stores too much for
+// that: then each is a loose object. Every file is written to a temporary
+// name and its write-out started at once; finish waits for them all, as
+// core.fsyncMethod=writeout-only does, and renames them into place in the
+// order that keeps every name valid (pack, then its .idx, then the index).
+// Like git's batch mode, they are durable once any later full sync returns
+// (the snapshot's commit and ref).
 type objectWriter struct {
 	repo    string
+	packed  bool
 	mu      sync.Mutex
+	objects []packedObject
 	pending []pendingFile
-	ids     map[[20]byte]bool // objects pending
+	ids     map[[20]byte]bool // objects written
+}
+
+type packedObject struct {
+	id   [20]byte
+	data []byte // the pack's object header and compressed body
 }
 
 type pendingFile struct {
@@ -32,8 +44,18 @@ type pendingFile struct {
 	final string
 }
 
-func newObjectWriter(repo string) *objectWriter {
-	return &objectWriter{repo: repo, ids: map[[20]byte]bool{}}
+// maxPackedBytes and maxPackedObjects bound what a snapshot writes into one
+// pack held in memory.
+const (
+	maxPackedBytes   = 32 << 20
+	maxPackedObjects = 4096
+)
+
+// newObjectWriter returns a writer for about files new files of bytes in
+// all (besides trees).
+func newObjectWriter(repo string, files int, bytes int64) *objectWriter {
+	return &objectWriter{repo: repo, ids: map[[20]byte]bool{},
+		packed: files <= maxPackedObjects && bytes <= maxPackedBytes}
 }
 
 // zlibWriters are reused: a new one allocates its tables.
@@ -42,8 +64,21 @@ var zlibWriters = sync.Pool{New: func() any {
 	return zw
 }}
 
-// store writes an object unless the repository has it loose already, and
-// returns its id.
+// compress appends body compressed to buf.
+func compress(buf *bytes.Buffer, parts ...[]byte) error {
+	zw := zlibWriters.Get().(*zlib.Writer)
+	defer zlibWriters.Put(zw)
+	zw.Reset(buf)
+	for _, p := range parts {
+		zw.Write(p)
+	}
+	return zw.Close()
+}
+
+// objectTypes are the pack's codes of object kinds.
+var objectTypes = map[string]byte{"commit": 1, "tree": 2, "blob": 3}
+
+// store writes an object and returns its id.
 func (w *objectWriter) store(kind string, body []byte) ([20]byte, error) {
 	header := kind + " " + strconv.Itoa(len(body)) + "\x00"
 	h := sha1.New()
@@ -51,28 +86,39 @@ func (w *objectWriter) store(kind string, body []byte) ([20]byte, error) {
 	h.Write(body)
 	var id [20]byte
 	h.Sum(id[:0])
-	name := fmt.Sprintf("%x", id)
-	dir := filepath.Join(w.repo, "objects", name[:2])
-	final := filepath.Join(dir, name[2:])
 	w.mu.Lock()
-	pending := w.ids[id]
+	done := w.ids[id]
 	w.ids[id] = true
 	w.mu.Unlock()
-	if pending {
-		return id, nil
-	}
-	if _, err := os.Stat(final); err == nil {
+	if done {
 		return id, nil
 	}
 	var buf bytes.Buffer
 	buf.Grow(len(body)/2 + 64)
-	zw := zlibWriters.Get().(*zlib.Writer)
-	zw.Reset(&buf)
-	zw.Write([]byte(header))
-	zw.Write(body)
-	err := zw.Close()
-	zlibWriters.Put(zw)
-	if err != nil {
+	if w.packed {
+		// The pack's object header: type and size, 4 bits then 7 at a time.
+		size := uint64(len(body))
+		c := objectTypes[kind]<<4 | byte(size&15)
+		for size >>= 4; size > 0; size >>= 7 {
+			buf.WriteByte(c | 0x80)
+			c = byte(size & 0x7f)
+		}
+		buf.WriteByte(c)
+		if err := compress(&buf, body); err != nil {
+			return id, fmt.Errorf("write object %x: %w", id, err)
+		}
+		w.mu.Lock()
+		w.objects = append(w.objects, packedObject{id: id, data: buf.Bytes()})
+		w.mu.Unlock()
+		return id, nil
+	}
+	name := fmt.Sprintf("%x", id)
+	dir := filepath.Join(w.repo, "objects", name[:2])
+	final := filepath.Join(dir, name[2:])
+	if _, err := os.Stat(final); err == nil {
+		return id, nil
+	}
+	if err := compress(&buf, []byte(header), body); err != nil {
 		return id, fmt.Errorf("write object %s: %w", name, err)
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -83,6 +129,86 @@ func (w *objectWriter) store(kind string, body []byte) ([20]byte, error) {
 		return id, fmt.Errorf("write object %s: %w", name, err)
 	}
 	return id, w.add(tmp, final, buf.Bytes(), 0o444)
+}
+
+// writePack writes the pack and its index (version 2) and queues them
+// before the other pending files.
+func (w *objectWriter) writePack() error {
+	objs := w.objects
+	w.objects = nil
+	if len(objs) == 0 {
+		return nil
+	}
+	var pack bytes.Buffer
+	pack.WriteString("PACK")
+	pack.Write(binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, 2), uint32(len(objs))))
+	offsets := make(map[[20]byte]uint64, len(objs))
+	crcs := make(map[[20]byte]uint32, len(objs))
+	for _, o := range objs {
+		offsets[o.id] = uint64(pack.Len())
+		crcs[o.id] = crc32.ChecksumIEEE(o.data)
+		pack.Write(o.data)
+	}
+	packSum := sha1.Sum(pack.Bytes())
+	pack.Write(packSum[:])
+	slices.SortFunc(objs, func(a, b packedObject) int { return bytes.Compare(a.id[:], b.id[:]) })
+	var idx bytes.Buffer
+	idx.Write([]byte{0xff, 't', 'O', 'c', 0, 0, 0, 2})
+	var fanout [256]uint32
+	for _, o := range objs {
+		fanout[o.id[0]]++
+	}
+	var total uint32
+	for i := range fanout {
+		total += fanout[i]
+		idx.Write(binary.BigEndian.AppendUint32(nil, total))
+	}
+	for _, o := range objs {
+		idx.Write(o.id[:])
+	}
+	for _, o := range objs {
+		idx.Write(binary.BigEndian.AppendUint32(nil, crcs[o.id]))
+	}
+	var large []uint64
+	for _, o := range objs {
+		off := offsets[o.id]
+		if off >= 1<<31 {
+			idx.Write(binary.BigEndian.AppendUint32(nil, 1<<31|uint32(len(large))))
+			large = append(large, off)
+			continue
+		}
+		idx.Write(binary.BigEndian.AppendUint32(nil, uint32(off)))
+	}
+	for _, off := range large {
+		idx.Write(binary.BigEndian.AppendUint64(nil, off))
+	}
+	idx.Write(packSum[:])
+	idxSum := sha1.Sum(idx.Bytes())
+	idx.Write(idxSum[:])
+
+	dir := filepath.Join(w.repo, "objects", "pack")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("write pack: %w", err)
+	}
+	base := filepath.Join(dir, fmt.Sprintf("pack-%x", packSum))
+	files := w.pending
+	w.pending = nil
+	for _, f := range []struct {
+		ext  string
+		data []byte
+	}{{".pack", pack.Bytes()}, {".idx", idx.Bytes()}} {
+		tmp, err := os.CreateTemp(dir, "tmp_pack_")
+		if err != nil {
+			w.pending = append(w.pending, files...)
+			return fmt.Errorf("write pack: %w", err)
+		}
+		if err := w.add(tmp, base+f.ext, f.data, 0o444); err != nil {
+			w.pending = append(w.pending, files...)
+			return err
+		}
+	}
+	w.pending = append(w.pending, files...)
+	return nil
 }
 
 // add writes data to tmp, starts its write-out and queues its rename to
@@ -106,8 +232,12 @@ func (w *objectWriter) add(tmp *os.File, final string, data []byte, perm os.File
 	return nil
 }
 
-// finish waits for every write-out and renames the files into place.
+// finish writes the pack, waits for every write-out and renames the files
+// into place.
 func (w *objectWriter) finish() error {
+	if err := w.writePack(); err != nil {
+		return err
+	}
 	pending := w.pending
 	w.pending = nil
 	var err error

@@ -217,7 +217,29 @@ func (m *Manager) snapshot(ctx context.Context, s *shadow, req SnapshotRequest) 
 	settled = true
 	m.native.noteCommit(s.key, snap.Commit, tree)
 	claim.settle(readIndexID(s), built.full || opts.vouched, tree, snap.Commit)
+	if built.packed {
+		m.tidyPacks(ctx, s)
+	}
 	return snap, nil
+}
+
+// maxPacks is how many packs a shadow repository collects (one per
+// snapshot built without git) before they are rolled up.
+const maxPacks = 50
+
+// tidyPacks rolls the small packs snapshots write into bigger ones when
+// there are many: git looks for an object in each pack in turn. A failure
+// is left for the next snapshot (or gc) to retry: the snapshot is done.
+func (m *Manager) tidyPacks(ctx context.Context, s *shadow) {
+	packs, err := filepath.Glob(filepath.Join(s.repo, "objects", "pack", "pack-*.pack"))
+	if err != nil || len(packs) <= maxPacks {
+		return
+	}
+	args := []string{"repack", "-d", "-l", "-q", "--geometric=2"}
+	if !m.geometric {
+		args = []string{"repack", "-a", "-d", "-l", "-q"}
+	}
+	m.run(ctx, s, runOpts{}, args...)
 }
 
 // commitTree writes the commit of a snapshot: itself when it can (see
@@ -312,6 +334,8 @@ type builtTree struct {
 	// index's before the snapshot) to tree.
 	base    string
 	changes []treeChange
+	// packed says the tree's new objects went into a pack of their own.
+	packed bool
 }
 
 // buildTree brings the index at indexPath up to date with the work tree and

@@ -128,6 +128,8 @@ type Manager struct {
 	dataDir     string
 	maxFileSize int64
 	git         string
+	// geometric says git can roll small packs up (repack --geometric, 2.32).
+	geometric bool
 
 	// now supplies commit dates; tests may fix it.
 	now func() time.Time
@@ -183,6 +185,7 @@ func New(opts Options) (*Manager, error) {
 		dataDir:     dataDir,
 		maxFileSize: maxSize,
 		git:         path,
+		geometric:   gitAtLeast(string(out), 2, 32),
 		now:         time.Now,
 		openFile:    os.Open,
 		locks:       make(map[string]*workspaceLock),
@@ -196,6 +199,12 @@ func New(opts Options) (*Manager, error) {
 // --no-write-fetch-head, rm --pathspec-from-file, rev-parse
 // --show-object-format).
 func recentGit(version string) bool {
+	return gitAtLeast(version, 2, 30)
+}
+
+// gitAtLeast reports whether `git version` output names git major.minor or
+// newer.
+func gitAtLeast(version string, wantMajor, wantMinor int) bool {
 	fields := strings.Fields(version) // "git version 2.39.5", maybe more after
 	if len(fields) < 3 {
 		return false
@@ -206,7 +215,7 @@ func recentGit(version string) bool {
 	}
 	major, err1 := strconv.Atoi(parts[0])
 	minor, err2 := strconv.Atoi(parts[1])
-	return err1 == nil && err2 == nil && (major > 2 || major == 2 && minor >= 30)
+	return err1 == nil && err2 == nil && (major > wantMajor || major == wantMajor && minor >= wantMinor)
 }
 
 // canonicalPath returns the absolute path with symlinks resolved, so one

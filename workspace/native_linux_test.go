@@ -1,0 +1,154 @@
+package workspace
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// countingManager returns a Manager whose git runs through a wrapper that
+// counts its processes, and the count so far.
+func countingManager(t *testing.T) (*Manager, func() int) {
+	t.Helper()
+	gitPath, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	counter := filepath.Join(dir, "count")
+	wrapper := filepath.Join(dir, "git")
+	script := fmt.Sprintf("#!/bin/sh\necho \"$*\" >> '%s'\nexec '%s' \"$@\"\n", counter, gitPath)
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(Options{DataDir: filepath.Join(dir, "data"), Git: wrapper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	return m, func() int {
+		data, _ := os.ReadFile(counter)
+		n := bytes.Count(data, []byte("\n"))
+		if n > seen {
+			t.Logf("git ran: %q", bytes.Split(data, []byte("\n"))[seen:n])
+		}
+		defer func() { seen = n }()
+		return n - seen
+	}
+}
+
+// TestNativeSnapshotRunsNoGit: once the first snapshot has written the
+// private index, a snapshot of edits, deletions and new files runs no git
+// process but the one check-ignore for names never seen, and records what
+// git would.
+func TestNativeSnapshotRunsNoGit(t *testing.T) {
+	m, gitRuns := countingManager(t)
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{
+		"a.txt": "a\n", "src/b.go": "package b\n", "src/deep/c.go": "package c\n",
+		".gitignore": "*.log\n", "keep.log": "ignored\n",
+	})
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	gitRuns()
+
+	writeFiles(t, root, map[string]string{"a.txt": "a2\n", "src/new.go": "package b // new\n", "debug.log": "x\n"})
+	removeFiles(t, root, "src/deep/c.go")
+	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
+	if n := gitRuns(); n != 1 {
+		t.Errorf("a snapshot with two new names ran %d git processes, want 1 (check-ignore)", n)
+	}
+	if want := gitTree(t, m, root); s2.Tree != want {
+		t.Errorf("tree %s, git records %s", s2.Tree, want)
+	}
+	if got := fmt.Sprint(s2.Created, s2.Modified, s2.Deleted); got != "[src/new.go] [a.txt] [src/deep/c.go]" {
+		t.Errorf("changes %s", got)
+	}
+	gitRuns()
+
+	// The ignored names are known now; an edit costs no git process.
+	writeFiles(t, root, map[string]string{"src/b.go": "package b // 2\n", "debug.log": "y\n"})
+	s3 := snapshot(t, m, root, "refs/belay/s/3", s2.Commit)
+	if n := gitRuns(); n != 0 {
+		t.Errorf("a snapshot of one edit ran %d git processes, want 0", n)
+	}
+	if want := gitTree(t, m, root); s3.Tree != want {
+		t.Errorf("tree %s, git records %s", s3.Tree, want)
+	}
+
+	// A changed .gitignore makes every untracked name count again.
+	writeFiles(t, root, map[string]string{".gitignore": "keep.log\n"})
+	s4 := snapshot(t, m, root, "refs/belay/s/4", s3.Commit)
+	if want := gitTree(t, m, root); s4.Tree != want {
+		t.Errorf("after .gitignore changed: tree %s, git records %s", s4.Tree, want)
+	}
+	if got := fmt.Sprint(s4.Created); got != "[debug.log]" {
+		t.Errorf("created %s, want [debug.log]", got)
+	}
+	gitRuns()
+	// Nothing changed: no git, the same tree.
+	s5 := snapshot(t, m, root, "refs/belay/s/5", s4.Commit)
+	if n := gitRuns(); n != 0 || s5.Tree != s4.Tree {
+		t.Errorf("an unchanged tree: %d git processes, tree %s (was %s)", n, s5.Tree, s4.Tree)
+	}
+	if out := shadowGit(t, m, root, "fsck", "--strict", "--no-dangling"); strings.TrimSpace(out) != "" {
+		t.Errorf("git fsck: %s", out)
+	}
+}
+
+// TestNativeIndexReadByGit: the index a snapshot writes is the one git
+// would write: git sees no change in the work tree, and its tree is the
+// snapshot's.
+func TestNativeIndexReadByGit(t *testing.T) {
+	m := newManager(t)
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{"a.txt": "a\n", "d/e/f.txt": "f\n", "d/g.txt": "g\n"})
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	writeFiles(t, root, map[string]string{"d/e/f.txt": "f2\n", "d/h/i.txt": "i\n"})
+	if err := os.Symlink("a.txt", filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(root, "a.txt"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
+	if got := strings.TrimSpace(shadowGit(t, m, root, "write-tree")); got != s2.Tree {
+		t.Errorf("git reads the index as tree %s, the snapshot is %s", got, s2.Tree)
+	}
+	if out := shadowGit(t, m, root, "diff-files", "--name-only"); out != "" {
+		t.Errorf("git sees changes the index does not hold: %q", out)
+	}
+	if out := shadowGit(t, m, root, "ls-files", "-s", "link", "a.txt"); !strings.Contains(out, "120000") || !strings.Contains(out, "100755") {
+		t.Errorf("modes: %s", out)
+	}
+}
+
+// TestNativePacksRolledUp: each snapshot's objects go in a pack of their
+// own, and many packs are rolled up.
+func TestNativePacksRolledUp(t *testing.T) {
+	m := newManager(t)
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{"a.txt": "0\n"})
+	parent := snapshot(t, m, root, "refs/belay/s/0", "").Commit
+	for i := 1; i <= maxPacks+2; i++ {
+		writeFiles(t, root, map[string]string{"a.txt": fmt.Sprintf("%d\n", i)})
+		parent = snapshot(t, m, root, fmt.Sprintf("refs/belay/s/%d", i), parent).Commit
+	}
+	s, err := m.workspaceFor(t.Context(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	packs, _ := filepath.Glob(filepath.Join(s.repo, "objects", "pack", "*.pack"))
+	if len(packs) == 0 || len(packs) > maxPacks {
+		t.Errorf("%d packs after %d snapshots", len(packs), maxPacks+2)
+	}
+	if out := shadowGit(t, m, root, "fsck", "--strict", "--no-dangling"); strings.TrimSpace(out) != "" {
+		t.Errorf("git fsck: %s", out)
+	}
+	if got := shadowGit(t, m, root, "show", parent+":a.txt"); got != fmt.Sprintf("%d\n", maxPacks+2) {
+		t.Errorf("last snapshot holds %q", got)
+	}
+}
