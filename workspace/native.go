@@ -155,26 +155,24 @@ func (m *Manager) treeOfCommit(s *shadow, commit string) string {
 }
 
 // loadNative returns the state of s's private index, from memory when the
-// file is the one last seen, or nil when git must build the snapshot.
-func (m *Manager) loadNative(s *shadow) *nativeState {
-	st := m.native.take(s.key)
+// file is the one last seen, or nil when git must build the snapshot;
+// damaged is set when the file is not a whole index.
+func (m *Manager) loadNative(s *shadow) (st *nativeState, damaged bool) {
+	st = m.native.take(s.key)
 	id := readFileID(s.index)
 	if id == (fileID{}) {
-		return nil
+		return nil, false
 	}
 	if st != nil && st.id == id {
-		return st
+		return st, false
 	}
 	data, err := os.ReadFile(s.index)
 	if err != nil {
-		return nil
+		return nil, false
 	}
 	ix, err := parseIndex(data)
 	if err != nil {
-		return nil
-	}
-	if readFileID(s.index) != id {
-		return nil // rewritten meanwhile
+		return nil, !errors.Is(err, errUnsupportedIndex)
 	}
 	root := newNativeDir()
 	for i := range ix.entries {
@@ -186,7 +184,7 @@ func (m *Manager) loadNative(s *shadow) *nativeState {
 				break
 			}
 			if _, clash := dir.files[head]; clash {
-				return nil // a file and a directory of one name: git's to sort out
+				return nil, false // a file and a directory of one name: git's to sort out
 			}
 			sub := dir.dirs[head]
 			if sub == nil {
@@ -196,7 +194,7 @@ func (m *Manager) loadNative(s *shadow) *nativeState {
 			dir, name = sub, rest
 		}
 		if _, clash := dir.dirs[name]; clash {
-			return nil
+			return nil, false
 		}
 		dir.files[name] = &nativeFile{mode: e.mode, oid: e.oid, stat: e.stat}
 	}
@@ -204,7 +202,7 @@ func (m *Manager) loadNative(s *shadow) *nativeState {
 	if ix.tree != nil {
 		adoptCacheTree(root, ix.tree)
 	}
-	return &nativeState{id: id, root: root, ignored: map[string]bool{}}
+	return &nativeState{id: id, root: root, ignored: map[string]bool{}}, false
 }
 
 // countFiles sets the file counts of d and below and returns d's.
@@ -823,7 +821,9 @@ func (st *nativeState) writeIndex(s *shadow, objs *objectWriter, racyAfter int64
 	if err != nil {
 		return fmt.Errorf("write index: %w", err)
 	}
-	return objs.add(out, s.index, data, 0o600)
+	// A crash may leave the index damaged (its checksum tells): the next
+	// snapshot then rebuilds it (see nativeBuild).
+	return objs.addFile(out, s.index, data, 0o600, false)
 }
 
 // cacheTree is d's trees as the TREE extension holds them.
@@ -859,7 +859,12 @@ func scanClock(s *shadow) (int64, error) {
 // anything was written. full asks for a scan of the whole work tree, else
 // opts.paths are looked at.
 func (m *Manager) nativeBuild(ctx context.Context, s *shadow, opts treeOpts, full bool) (built builtTree, ok bool, err error) {
-	st := m.loadNative(s)
+	st, damaged := m.loadNative(s)
+	if damaged {
+		// A crash cut the index short: rebuild it from the newest snapshot
+		// (or, failing that, remove it) and let git bring it up to date.
+		m.rebuildIndex(ctx, s)
+	}
 	if st == nil {
 		return builtTree{}, false, nil
 	}

@@ -42,6 +42,7 @@ type packedObject struct {
 type pendingFile struct {
 	tmp   *os.File
 	final string
+	wait  bool // wait for its write-out before the rename
 }
 
 // maxPackedBytes and maxPackedObjects bound what a snapshot writes into one
@@ -214,6 +215,12 @@ func (w *objectWriter) writePack() error {
 // add writes data to tmp, starts its write-out and queues its rename to
 // final.
 func (w *objectWriter) add(tmp *os.File, final string, data []byte, perm os.FileMode) error {
+	return w.addFile(tmp, final, data, perm, true)
+}
+
+// addFile is add; without wait the rename does not wait for the write-out
+// (a file whose damage is detected, and which is rebuilt then: the index).
+func (w *objectWriter) addFile(tmp *os.File, final string, data []byte, perm os.FileMode, wait bool) error {
 	_, err := tmp.Write(data)
 	if err == nil {
 		err = tmp.Chmod(perm)
@@ -227,7 +234,7 @@ func (w *objectWriter) add(tmp *os.File, final string, data []byte, perm os.File
 		return fmt.Errorf("write %s: %w", final, err)
 	}
 	w.mu.Lock()
-	w.pending = append(w.pending, pendingFile{tmp: tmp, final: final})
+	w.pending = append(w.pending, pendingFile{tmp: tmp, final: final, wait: wait})
 	w.mu.Unlock()
 	return nil
 }
@@ -242,7 +249,7 @@ func (w *objectWriter) finish() error {
 	w.pending = nil
 	var err error
 	for i, p := range pending {
-		if err == nil {
+		if err == nil && p.wait {
 			err = writeout(p.tmp)
 		}
 		if cerr := p.tmp.Close(); err == nil {
