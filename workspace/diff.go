@@ -72,6 +72,7 @@ func (m *Manager) workTreeTree(ctx context.Context, s *shadow) (string, error) {
 	tmp := f.Name()
 	f.Close()
 	defer os.Remove(tmp)
+	m.flushNative(s)
 	if err := copyFile(s.index, tmp); errors.Is(err, fs.ErrNotExist) {
 		// No snapshot yet: let buildTree seed a fresh index.
 		os.Remove(tmp)

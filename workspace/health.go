@@ -459,6 +459,7 @@ func (m *Manager) isCommit(ctx context.Context, s *shadow, rev string) bool {
 // snapshot, or when that fails, the index is removed and the next snapshot
 // starts afresh from the work tree, which it returns as a Problem.
 func (m *Manager) rebuildIndex(ctx context.Context, s *shadow) *Problem {
+	m.dropNative(s)
 	if err := os.Remove(s.index); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return &Problem{Kind: DamagedIndex, Name: "index", Message: "the damaged private index could not be removed: " + err.Error()}
 	}

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -72,7 +73,12 @@ type nativeState struct {
 	// ignored was filled.
 	ignoreFiles map[string]statData
 	excludes    [2]fileID
-	scans       uint32 // scans made, to mark what each saw
+	scans uint32 // scans made, to mark what each saw
+	// dirty says the index file is older than this state: a Manager with a
+	// watcher writes it behind its snapshots (see flushNative).
+	dirty  bool
+	shadow *shadow // whose index it is, for a write behind
+	timer  *time.Timer
 	// lastCommit and lastTree are the last snapshot written from this state.
 	lastCommit, lastTree string
 }
@@ -83,8 +89,14 @@ type nativeStates struct {
 	byKey map[string]*nativeState
 }
 
-// maxNativeStates bounds the workspaces whose index stays in memory.
+// maxNativeStates bounds the workspaces whose index stays in memory (those
+// whose index is still to be written stay beyond it, until written).
 const maxNativeStates = 16
+
+// flushDelay is how long a Manager with a watcher leaves the index of a
+// workspace unwritten after a snapshot: another snapshot meanwhile writes
+// none either, and anything else that reads it writes it first.
+const flushDelay = 2 * time.Second
 
 func (n *nativeStates) take(key string) *nativeState {
 	n.mu.Lock()
@@ -101,12 +113,102 @@ func (n *nativeStates) put(key string, st *nativeState) {
 		n.byKey = map[string]*nativeState{}
 	}
 	if len(n.byKey) >= maxNativeStates {
-		for k := range n.byKey {
-			delete(n.byKey, k)
-			break
+		for k, old := range n.byKey {
+			if !old.dirty {
+				delete(n.byKey, k)
+				break
+			}
 		}
 	}
 	n.byKey[key] = st
+}
+
+// flushNative writes the index of s when the state in memory is ahead of
+// it; the caller holds the lock of s. Anything that reads the private index
+// other than a snapshot built here calls it first (every git command does,
+// see Manager.command). When the write fails, the state is dropped and the
+// watcher stops vouching: its list is relative to the state.
+func (m *Manager) flushNative(s *shadow) {
+	m.native.mu.Lock()
+	st := m.native.byKey[s.key]
+	if st == nil || !st.dirty {
+		m.native.mu.Unlock()
+		return
+	}
+	delete(m.native.byKey, s.key)
+	if st.timer != nil {
+		st.timer.Stop()
+	}
+	m.native.mu.Unlock()
+	old := readFileID(s.index)
+	if old != st.id {
+		return // written by another process: the watcher's claims fail on it
+	}
+	if err := st.writeIndex(s); err != nil {
+		m.watchInvalidate(s)
+		return
+	}
+	st.dirty = false
+	m.watchIndexWritten(s, old, st.id)
+	m.native.put(s.key, st)
+}
+
+// flushLater writes the index of s after flushDelay, unless something
+// writes it first.
+func (m *Manager) flushLater(s *shadow, st *nativeState) {
+	st.shadow = &shadow{root: s.root, dir: s.dir, key: s.key, repo: s.repo, index: s.index}
+	if st.timer != nil {
+		st.timer.Reset(flushDelay)
+		return
+	}
+	key := s.key
+	st.timer = time.AfterFunc(flushDelay, func() {
+		m.native.mu.Lock()
+		cur := m.native.byKey[key]
+		m.native.mu.Unlock()
+		if cur == nil || !cur.dirty {
+			return
+		}
+		sh := *cur.shadow
+		unlock, err := m.lock(context.Background(), &sh)
+		if err != nil {
+			return
+		}
+		defer unlock()
+		m.flushNative(&sh)
+	})
+}
+
+// flushAll writes every index still to be written (Close).
+func (m *Manager) flushAll() {
+	m.native.mu.Lock()
+	var dirty []shadow
+	for _, st := range m.native.byKey {
+		if st.dirty {
+			dirty = append(dirty, *st.shadow)
+		}
+	}
+	m.native.mu.Unlock()
+	for _, sh := range dirty {
+		unlock, err := m.lock(context.Background(), &sh)
+		if err != nil {
+			continue
+		}
+		m.flushNative(&sh)
+		unlock()
+	}
+}
+
+// dropNative forgets the state of s (its index is replaced); a state ahead
+// of the file ends the watcher's vouching.
+func (m *Manager) dropNative(s *shadow) {
+	st := m.native.take(s.key)
+	if st != nil && st.dirty {
+		if st.timer != nil {
+			st.timer.Stop()
+		}
+		m.watchInvalidate(s)
+	}
 }
 
 // noteCommit records the snapshot just written from key's state.
@@ -160,11 +262,16 @@ func (m *Manager) treeOfCommit(s *shadow, commit string) string {
 func (m *Manager) loadNative(s *shadow) (st *nativeState, damaged bool) {
 	st = m.native.take(s.key)
 	id := readFileID(s.index)
-	if id == (fileID{}) {
-		return nil, false
-	}
 	if st != nil && st.id == id {
 		return st, false
+	}
+	if st != nil && st.timer != nil {
+		// Another process wrote the index (the watcher's claim, made
+		// against the file, fails too): this state is stale.
+		st.timer.Stop()
+	}
+	if id == (fileID{}) {
+		return nil, false
 	}
 	data, err := os.ReadFile(s.index)
 	if err != nil {
@@ -791,11 +898,11 @@ func readAllInto(r io.Reader, b []byte) ([]byte, error) {
 	}
 }
 
-// writeIndex writes the state's index file (through objs, after the
-// objects): the files in index order with a TREE extension. Entries
-// modified at or after racyAfter are written with size 0, as git smudges
-// racily clean entries, so that the next look hashes them again.
-func (st *nativeState) writeIndex(s *shadow, objs *objectWriter, racyAfter int64) error {
+// writeIndex writes the state's index file: the files in index order with
+// a TREE extension, through index.lock and a rename. The rename does not
+// wait for the write-out: an index a crash cut short fails its checksum,
+// and the next snapshot rebuilds it (see nativeBuild).
+func (st *nativeState) writeIndex(s *shadow) error {
 	enc := newIndexEncoder(st.root.count)
 	var walk func(prefix []byte, d *nativeDir) []byte
 	walk = func(prefix []byte, d *nativeDir) []byte {
@@ -807,9 +914,6 @@ func (st *nativeState) writeIndex(s *shadow, objs *objectWriter, racyAfter int64
 				continue
 			}
 			f := d.files[name]
-			if int64(f.stat.mtimeSec)*1e9+int64(f.stat.mtimeNsec) >= racyAfter {
-				f.stat.size = 0
-			}
 			enc.add(prefix, f.mode, &f.oid, &f.stat)
 		}
 		return prefix[:n]
@@ -821,9 +925,22 @@ func (st *nativeState) writeIndex(s *shadow, objs *objectWriter, racyAfter int64
 	if err != nil {
 		return fmt.Errorf("write index: %w", err)
 	}
-	// A crash may leave the index damaged (its checksum tells): the next
-	// snapshot then rebuilds it (see nativeBuild).
-	return objs.addFile(out, s.index, data, 0o600, false)
+	_, werr := out.Write(data)
+	if werr == nil {
+		werr = startWriteout(out)
+	}
+	if cerr := out.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(lock, s.index)
+	}
+	if werr != nil {
+		os.Remove(lock)
+		return fmt.Errorf("write index: %w", werr)
+	}
+	st.id = readFileID(s.index)
+	return nil
 }
 
 // cacheTree is d's trees as the TREE extension holds them.
@@ -868,10 +985,19 @@ func (m *Manager) nativeBuild(ctx context.Context, s *shadow, opts treeOpts, ful
 	if st == nil {
 		return builtTree{}, false, nil
 	}
-	keep := false
+	// Until the state is changed it goes back as it was, to be written
+	// first if git builds the snapshot instead (Manager.command); a state
+	// changed by a snapshot that then failed is dropped.
+	keep := true
 	defer func() {
-		if keep {
+		switch {
+		case keep:
 			m.native.put(s.key, st)
+		case st.dirty:
+			if st.timer != nil {
+				st.timer.Stop()
+			}
+			m.watchInvalidate(s)
 		}
 	}()
 	racyAfter, err := scanClock(s)
@@ -973,6 +1099,7 @@ func (m *Manager) nativeBuild(ctx context.Context, s *shadow, opts treeOpts, ful
 	}
 	// From here on the state is changed: it is kept only when the snapshot's
 	// tree and index are written.
+	keep = false
 	var total int64
 	for _, n := range sizes {
 		total += n
@@ -997,6 +1124,13 @@ func (m *Manager) nativeBuild(ctx context.Context, s *shadow, opts treeOpts, ful
 		case h.file == nil:
 			t.remove(h.path)
 		default:
+			if st := &h.file.stat; int64(st.mtimeSec)*1e9+int64(st.mtimeNsec) >= racyAfter {
+				// Modified at or after the scan began: it may change again
+				// within the same clock tick without its stat data showing
+				// it. Size 0 makes the next look hash it again, as git's
+				// "smudging" of racily clean entries does.
+				st.size = 0
+			}
 			t.set(h.path, h.file)
 		}
 	}
@@ -1004,13 +1138,17 @@ func (m *Manager) nativeBuild(ctx context.Context, s *shadow, opts treeOpts, ful
 	if err != nil {
 		return builtTree{}, false, err
 	}
-	if err := st.writeIndex(s, t.objs, racyAfter); err != nil {
-		return builtTree{}, false, err
-	}
 	if err := t.objs.finish(); err != nil {
 		return builtTree{}, false, err
 	}
-	st.id = readFileID(s.index)
+	if m.watchFiles {
+		// The watcher's claims are relative to this state: the index is
+		// written behind.
+		st.dirty = true
+		m.flushLater(s, st)
+	} else if err := st.writeIndex(s); err != nil {
+		return builtTree{}, false, err
+	}
 	built = builtTree{tree: hex.EncodeToString(root[:]), skipped: skipped, full: full, base: base, packed: t.objs.packed}
 	if base != "" {
 		built.changes = t.list()

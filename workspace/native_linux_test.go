@@ -183,3 +183,72 @@ func TestNativeDamagedIndexRebuilt(t *testing.T) {
 		t.Errorf("changes %s", got)
 	}
 }
+
+// TestNativeIndexWrittenBehind: with a watcher, a snapshot leaves the index
+// file to be written later; whatever reads it first (git, another process)
+// gets it current, the watcher keeps vouching across the write, and Close
+// writes what is left.
+func TestNativeIndexWrittenBehind(t *testing.T) {
+	f := newWatchFixture(t, map[string]string{"a.txt": "a\n", "d/b.txt": "b\n"})
+	f.snap("first", false)
+	f.parent = snapshot(t, f.m, f.root, "refs/belay/s/settle", f.parent).Commit
+	s, err := f.m.workspaceFor(t.Context(), f.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := readFileID(s.index)
+	writeFiles(t, f.root, map[string]string{"a.txt": "a2\n"})
+	s3 := f.snap("an edit", true)
+	if readFileID(s.index) != before {
+		t.Fatal("the index was written by the snapshot itself")
+	}
+	// git run under the lock (as every reader of the index in the package
+	// is) gets the index written first.
+	unlock, err := f.m.Lock(t.Context(), f.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	locked, err := f.m.lockedWorkspace(t.Context(), f.root, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := f.m.run(t.Context(), locked, runOpts{}, "write-tree")
+	unlock()
+	if err != nil || strings.TrimSpace(string(out)) != s3.Tree {
+		t.Fatalf("under the lock git reads the index as %s (%v), the snapshot is %s", out, err, s3.Tree)
+	}
+	if readFileID(s.index) == before {
+		t.Fatal("git ran on the index before it was written")
+	}
+	writeFiles(t, f.root, map[string]string{"d/b.txt": "b2\n"})
+	s4 := f.snap("after the write behind", true)
+	if want := gitTree(t, f.m, f.root); s4.Tree != want {
+		t.Errorf("tree %s, git records %s", s4.Tree, want)
+	}
+	// Another Manager (another process) snapshots meanwhile: the watched
+	// Manager's state is stale, its watcher stops vouching, and nothing is
+	// missed.
+	other, err := New(Options{DataDir: f.m.dataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, f.root, map[string]string{"c.txt": "c\n"})
+	snapshot(t, other, f.root, "refs/belay/other/1", s4.Commit)
+	writeFiles(t, f.root, map[string]string{"a.txt": "a3\n"})
+	s5 := f.snap("after another process", false)
+	if want := gitTree(t, f.m, f.root); s5.Tree != want {
+		t.Errorf("tree %s, git records %s", s5.Tree, want)
+	}
+	writeFiles(t, f.root, map[string]string{"d/e.txt": "e\n"})
+	s6 := f.snap("vouched again", true)
+	mid := readFileID(s.index)
+	if err := f.m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if readFileID(s.index) == mid {
+		t.Fatal("Close left the index unwritten")
+	}
+	if got := strings.TrimSpace(shadowGit(t, f.m, f.root, "write-tree")); got != s6.Tree {
+		t.Errorf("after Close the index holds %s, the snapshot is %s", got, s6.Tree)
+	}
+}

@@ -93,10 +93,11 @@ type watchers struct {
 	closed bool
 }
 
-// Close stops the file-system watchers of the Manager (Options.WatchFiles).
-// Later snapshots scan the whole work tree. It is safe to call more than
-// once.
+// Close writes the private indexes still to be written and stops the
+// file-system watchers of the Manager (Options.WatchFiles). Later snapshots
+// scan the whole work tree. It is safe to call more than once.
 func (m *Manager) Close() error {
+	m.flushAll()
 	m.watch.mu.Lock()
 	ws := m.watch.byKey
 	m.watch.byKey, m.watch.closed = nil, true

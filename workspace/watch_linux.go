@@ -613,3 +613,31 @@ func (rc *remoteClaim) settle(gen uint64, index indexID, complete bool, tree, co
 }
 
 func (rc *remoteClaim) abandon() { rc.conn.Close() }
+
+// watchInvalidate makes the watcher of s, if any, stop vouching until a
+// snapshot completes a full scan.
+func (m *Manager) watchInvalidate(s *shadow) {
+	m.watch.mu.Lock()
+	w := m.watch.byKey[s.key]
+	m.watch.mu.Unlock()
+	if w != nil {
+		w.invalidate()
+	}
+}
+
+// watchIndexWritten tells the watcher of s that its private index, which
+// the watcher's list is relative to, was written out from old to new
+// without a change (a write behind, see flushNative).
+func (m *Manager) watchIndexWritten(s *shadow, old, new fileID) {
+	m.watch.mu.Lock()
+	w := m.watch.byKey[s.key]
+	m.watch.mu.Unlock()
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	if w.index.index == old {
+		w.index.index = new
+	}
+	w.mu.Unlock()
+}

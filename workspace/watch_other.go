@@ -30,3 +30,6 @@ func readIndexID(*shadow) indexID { return indexID{} }
 
 // claimChanges returns nil: there is no watcher on this system.
 func (m *Manager) claimChanges(context.Context, *shadow) *changeClaim { return nil }
+
+func (m *Manager) watchInvalidate(*shadow)                   {}
+func (m *Manager) watchIndexWritten(*shadow, fileID, fileID) {}

@@ -760,6 +760,11 @@ func (m *Manager) runCode(ctx context.Context, s *shadow, o runOpts, args ...str
 // cancelled operation does not block the next one; SIGKILL follows if it
 // does not exit.
 func (m *Manager) command(ctx context.Context, s *shadow, o runOpts, args ...string) *exec.Cmd {
+	if s.lockFile != nil && o.gitDir == "" && (o.index == "" || o.index == s.index) {
+		// git reads the private index as it is on disk; without the lock
+		// nothing reads it that needs it current.
+		m.flushNative(s)
+	}
 	if o.writeoutOnly {
 		args = append([]string{"-c", "core.fsyncMethod=writeout-only"}, args...)
 	}
