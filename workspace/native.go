@@ -73,7 +73,7 @@ type nativeState struct {
 	// ignored was filled.
 	ignoreFiles map[string]statData
 	excludes    [2]fileID
-	scans uint32 // scans made, to mark what each saw
+	scans       uint32 // scans made, to mark what each saw
 	// dirty says the index file is older than this state: a Manager with a
 	// watcher writes it behind its snapshots (see flushNative).
 	dirty  bool
