@@ -135,29 +135,49 @@ func canonical(doc []byte) bool { return len(doc) > 0 && compactScan(doc, true) 
 func IsCompactJSON(doc []byte) bool { return compactScan(doc, false) }
 
 // compactScan reports whether doc has no whitespace outside its strings and,
-// with html, no byte of a character json.Marshal escapes.
+// with html, no byte of a character json.Marshal escapes. Agent state is
+// mostly string content, which it skips with bytes.IndexByte.
 func compactScan(doc []byte, html bool) bool {
-	inString, escaped := false, false
-	for _, c := range doc {
-		switch {
-		case html && (c == '<' || c == '>' || c == '&' || c == 0xE2):
-			return false
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
+	if html {
+		for _, c := range []byte{'<', '>', '&', 0xE2} {
+			if bytes.IndexByte(doc, c) >= 0 {
+				return false
 			}
-		case c == '"':
-			inString = true
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		}
+	}
+	for i := 0; i < len(doc); i++ {
+		switch doc[i] {
+		case ' ', '\t', '\n', '\r':
 			return false
+		case '"':
+			i = stringEnd(doc, i+1)
+			if i < 0 {
+				return true // the rest is inside an unterminated string
+			}
 		}
 	}
 	return true
+}
+
+// stringEnd returns the index of the quote that ends the string whose
+// content begins at from, or -1: the first quote after an even number of
+// backslashes (each pair is one escaped backslash).
+func stringEnd(doc []byte, from int) int {
+	for j := from; ; {
+		k := bytes.IndexByte(doc[j:], '"')
+		if k < 0 {
+			return -1
+		}
+		q := j + k
+		n := 0
+		for q-1-n >= from && doc[q-1-n] == '\\' {
+			n++
+		}
+		if n%2 == 0 {
+			return q
+		}
+		j = q + 1
+	}
 }
 
 // VerifyChecksum returns CHECKPOINT_CORRUPTED when the stored checksum does not

@@ -80,3 +80,43 @@ func TestIsCompactJSON(t *testing.T) {
 		}
 	}
 }
+
+// FuzzCompactScan: compactScan, which skips string content with
+// bytes.IndexByte, answers as a byte-by-byte reading of the document does.
+func FuzzCompactScan(f *testing.F) {
+	for _, doc := range []string{`{"a":[1,2],"b":"x y"}`, `"a \" b"`, `"\\" `, `"\\\" "`, `{"a": 1}`, "[1,\n2]",
+		`"<&>"`, `"\<"`, "\"\u2028\"", `"open`, `"open \`, `\ "`, ``} {
+		f.Add([]byte(doc))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		for _, html := range []bool{false, true} {
+			if got, want := compactScan(doc, html), compactScanBytewise(doc, html); got != want {
+				t.Errorf("compactScan(%q, html %v) = %v, want %v", doc, html, got, want)
+			}
+		}
+	})
+}
+
+func compactScanBytewise(doc []byte, html bool) bool {
+	inString, escaped := false, false
+	for _, c := range doc {
+		switch {
+		case html && (c == '<' || c == '>' || c == '&' || c == 0xE2):
+			return false
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			return false
+		}
+	}
+	return true
+}

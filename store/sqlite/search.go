@@ -404,7 +404,7 @@ func (t *tx) PutEmbedding(ctx context.Context, id string, e store.Embedding) err
 		return nil
 	}
 	if _, err := t.q.ExecContext(ctx, `UPDATE checkpoint_search SET model = ?, dims = ?, vector = ?, vector_version = ?
-		WHERE checkpoint_id = ?`, e.Model, len(e.Vector), encodeVector(e.Vector), version, id); err != nil {
+		WHERE doc_id = (SELECT doc_id FROM checkpoints WHERE id = ?)`, e.Model, len(e.Vector), encodeVector(e.Vector), version, id); err != nil {
 		return fmt.Errorf("sqlite: put embedding: %w", err)
 	}
 	if _, err := t.q.ExecContext(ctx, `DELETE FROM embedding_queue WHERE checkpoint_id = ?`, id); err != nil {

@@ -385,3 +385,64 @@ func TestQueueMarksMigration(t *testing.T) {
 		t.Errorf("queued after the migration: %v, %v; want the one queued before", jobs, err)
 	}
 }
+
+// TestSearchRowByDocMigration: a checkpoint saved before 00015 keeps its
+// search row, which its vector then reaches through the checkpoint's doc_id,
+// and which goes with the checkpoint now that no foreign key cascades to it.
+func TestSearchRowByDocMigration(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "belay.db")
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	p, err := goose.NewProvider(goose.DialectSQLite3, raw, mustSub(migrations, "migrations"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 14); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO sessions (id, status, created_at, updated_at) VALUES ('s1', 'running', 1, 1)`,
+		`INSERT INTO checkpoints (id, session_id, seq, type, trigger_kind, summary, checksum, created_at)
+			VALUES ('old', 's1', 1, 'manual', 'user_request', 'alpha', 'x', 5)`,
+	} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := mustOpen(t, path)
+	defer db.Close()
+	searchRows := func() int {
+		t.Helper()
+		var n int
+		if err := raw.QueryRow(`SELECT COUNT(*) FROM checkpoint_search s JOIN checkpoints c ON c.doc_id = s.doc_id`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := searchRows(); n != 1 {
+		t.Fatalf("%d search rows reached by doc_id after the migration, want 1", n)
+	}
+	err = db.Update(ctx, func(tx store.Tx) error {
+		if _, err := tx.QueueEmbeddings(ctx, store.IndexModel{Model: "m", Dimensions: 1}, false, fromTS(6)); err != nil {
+			return err
+		}
+		return tx.PutEmbedding(ctx, "old", store.Embedding{Model: "m", Vector: []float32{1}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := db.SearchIndex(ctx); err != nil || st.Embedded != 1 {
+		t.Errorf("index after the vector: %+v, %v; want one embedded", st, err)
+	}
+	if err := db.Update(ctx, func(tx store.Tx) error { return tx.DeleteCheckpoint(ctx, "old") }); err != nil {
+		t.Fatal(err)
+	}
+	var left int
+	if err := raw.QueryRow(`SELECT COUNT(*) FROM checkpoint_search`).Scan(&left); err != nil || left != 0 {
+		t.Errorf("%d search rows after the deletion (%v), want none", left, err)
+	}
+}

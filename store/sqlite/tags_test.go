@@ -1,0 +1,82 @@
+package sqlite
+
+import (
+	"database/sql"
+	"path/filepath"
+	"testing"
+
+	"github.com/pressly/goose/v3"
+
+	"github.com/belayhq/belay/store"
+)
+
+// TestTagsMigration: tags saved before 00014 still find their checkpoints,
+// and deleting a checkpoint, then its session, deletes their tags, which no
+// foreign key cascades to since 00014.
+func TestTagsMigration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "belay.db")
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	p, err := goose.NewProvider(goose.DialectSQLite3, raw, mustSub(migrations, "migrations"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(t.Context(), 13); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO sessions (id, status, created_at, updated_at) VALUES ('s1', 'running', 1, 1)`,
+		`INSERT INTO checkpoints (id, session_id, seq, type, trigger_kind, summary, checksum, tags, created_at)
+			VALUES ('a', 's1', 1, 'manual', 'user_request', 'first', 'x', '["db","auth"]', 5)`,
+		`INSERT INTO checkpoints (id, session_id, seq, type, trigger_kind, summary, checksum, tags, created_at)
+			VALUES ('b', 's1', 2, 'manual', 'user_request', 'second', 'x', '["db"]', 6)`,
+		`INSERT INTO checkpoint_tags (checkpoint_id, tag) VALUES ('a', 'db'), ('a', 'auth'), ('b', 'db')`,
+	} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := mustOpen(t, path)
+	defer db.Close()
+	tagged := func(tag string) []string {
+		t.Helper()
+		items, _, err := db.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: store.Everything, Tags: []string{tag}, Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, c := range items {
+			ids = append(ids, c.ID)
+		}
+		return ids
+	}
+	if got := tagged("db"); len(got) != 2 {
+		t.Errorf("tagged db after the migration: %v, want a and b", got)
+	}
+	rowsLeft := func() int {
+		t.Helper()
+		var n int
+		if err := raw.QueryRow(`SELECT COUNT(*) FROM checkpoint_tags`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if err := db.Update(t.Context(), func(tx store.Tx) error { return tx.DeleteCheckpoint(t.Context(), "a") }); err != nil {
+		t.Fatal(err)
+	}
+	if got := tagged("db"); len(got) != 1 || got[0] != "b" {
+		t.Errorf("tagged db after deleting a: %v, want b", got)
+	}
+	if n := rowsLeft(); n != 1 {
+		t.Errorf("%d tag rows after deleting a, want b's one", n)
+	}
+	if err := db.Update(t.Context(), func(tx store.Tx) error { return tx.DeleteSession(t.Context(), "s1") }); err != nil {
+		t.Fatal(err)
+	}
+	if n := rowsLeft(); n != 0 {
+		t.Errorf("%d tag rows after deleting the session, want none", n)
+	}
+}
