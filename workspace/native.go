@@ -947,9 +947,28 @@ func (st *nativeState) writeIndex(s *shadow) error {
 func (d *nativeDir) cacheTree() *cacheTree {
 	t := &cacheTree{valid: d.treeOK, oid: d.tree, entries: d.count, subs: make(map[string]*cacheTree, len(d.dirs))}
 	for name, sub := range d.dirs {
-		t.subs[name] = sub.cacheTree()
+		if sub.holdsFiles() {
+			t.subs[name] = sub.cacheTree()
+		}
 	}
 	return t
+}
+
+// holdsFiles reports whether any file is below d (a directory whose files
+// were all removed is dropped when its tree is next written).
+func (d *nativeDir) holdsFiles() bool {
+	if d.treeOK {
+		return d.count > 0
+	}
+	if len(d.files) > 0 {
+		return true
+	}
+	for _, sub := range d.dirs {
+		if sub.holdsFiles() {
+			return true
+		}
+	}
+	return false
 }
 
 // scanClock returns the file system's current time (ns), as it stamps a
@@ -1291,4 +1310,56 @@ func mapsEqual(a, b map[string]statData) bool {
 		}
 	}
 	return true
+}
+
+// setNativeEntries is setIndexEntries on the index in memory, written at
+// once (or behind, with a watcher, which then stops vouching: its list is
+// relative to the snapshot that left the index). ok is false when the index
+// cannot be read here: git then does it.
+func (m *Manager) setNativeEntries(s *shadow, ops []fileOp) (ok bool, err error) {
+	files := make([]*nativeFile, len(ops))
+	for i, op := range ops {
+		if op.absent() {
+			continue
+		}
+		f := &nativeFile{}
+		switch op.mode {
+		case "100644":
+			f.mode = 0o100644
+		case "100755":
+			f.mode = 0o100755
+		case "120000":
+			f.mode = 0o120000
+		default:
+			return false, nil // not something a snapshot stores (a gitlink): git's to record
+		}
+		if len(op.id) != 40 {
+			return false, nil
+		}
+		if _, err := hex.Decode(f.oid[:], []byte(op.id)); err != nil {
+			return false, nil
+		}
+		files[i] = f
+	}
+	st, _ := m.loadNative(s)
+	if st == nil {
+		return false, nil
+	}
+	t := &nativeTree{st: st, changes: map[string]*nativeChange{}}
+	for i, op := range ops {
+		if files[i] == nil {
+			t.remove(op.path)
+		} else {
+			t.set(op.path, files[i])
+		}
+	}
+	if m.watchFiles {
+		st.dirty = true
+		m.flushLater(s, st)
+		m.watchInvalidate(s)
+	} else if err := st.writeIndex(s); err != nil {
+		return true, fmt.Errorf("update index: %w", err)
+	}
+	m.native.put(s.key, st)
+	return true, nil
 }

@@ -577,6 +577,9 @@ func removeEmptyDirs(s *shadow, dirs []string) {
 // work tree. The entries get no stat data, so the next snapshot re-hashes
 // exactly these paths.
 func (m *Manager) setIndexEntries(ctx context.Context, s *shadow, ops []fileOp) error {
+	if ok, err := m.setNativeEntries(s, ops); ok || err != nil {
+		return err
+	}
 	var buf bytes.Buffer
 	for _, op := range ops {
 		if op.absent() {
