@@ -252,3 +252,31 @@ func TestNativeIndexWrittenBehind(t *testing.T) {
 		t.Errorf("after Close the index holds %s, the snapshot is %s", got, s6.Tree)
 	}
 }
+
+// TestNativeLargeChangeStoredLoose: a snapshot storing more than a pack is
+// held in memory for writes loose objects, which git reads as well.
+func TestNativeLargeChangeStoredLoose(t *testing.T) {
+	m := newManager(t)
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{"a.txt": "a\n"})
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	big := bytes.Repeat([]byte("0123456789abcdef"), (maxPackedBytes+1<<20)/16)
+	if err := os.WriteFile(filepath.Join(root, "big.bin"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
+	if want := gitTree(t, m, root); s2.Tree != want {
+		t.Errorf("tree %s, git records %s", s2.Tree, want)
+	}
+	id := strings.TrimSpace(shadowGit(t, m, root, "rev-parse", s2.Commit+":big.bin"))
+	s, err := m.workspaceFor(t.Context(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(s.repo, "objects", id[:2], id[2:])); err != nil {
+		t.Errorf("the large file is not a loose object: %v", err)
+	}
+	if out := shadowGit(t, m, root, "fsck", "--strict", "--no-dangling"); strings.TrimSpace(out) != "" {
+		t.Errorf("git fsck: %s", out)
+	}
+}
