@@ -26,11 +26,13 @@ import (
 // private index is kept in memory between snapshots (read again whenever its
 // file is not the one last read or written here), the work tree is scanned
 // by a few goroutines at once with one fstatat per file, changed files are
-// hashed and stored as loose objects, only the trees on the path of a change
-// are written again, and the index is written back in git's format for the
-// git commands of restores, diffs and gc. What it does not handle goes to
-// git as before (buildTree): a first snapshot, an index git wrote in a form
-// read here as unsupported, changed excludes, a new nested repository.
+// hashed and stored in one pack per snapshot (objwriter.go), only the trees
+// on the path of a change are written again, and the index is written back
+// in git's format (gitindex.go) for the git commands of restores, diffs and
+// gc — with a watcher, behind the snapshot (flushNative). What it does not
+// handle goes to git as before (buildTree): a first snapshot, an index git
+// wrote in a form read here as unsupported, changed excludes, a new nested
+// repository, an unreadable directory.
 //
 // Ignore rules stay git's: names the scan finds that the index does not hold
 // are asked of `git check-ignore` once, and the answers are kept until an
@@ -638,8 +640,8 @@ func (f *nativeFile) clean(st *unix.Stat_t, racyAfter int64) bool {
 	return st.Mtim.Nano() < racyAfter
 }
 
-// gitOrder is the order of a tree's entries and of the index: names
-// compared bytewise, a directory as if its name ended in /.
+// sorted returns d's names in the order of a tree's entries and of the
+// index: bytewise, a directory as if its name ended in / (and so written).
 func (d *nativeDir) sorted() []string {
 	if d.order != nil {
 		return d.order
@@ -690,23 +692,20 @@ func (t *nativeTree) record(p string, old, new *nativeFile) {
 	t.changes[p] = &nativeChange{old: old, new: new}
 }
 
-// invalidate marks the trees from the root down to dir rel as stale.
-func (t *nativeTree) invalidate(rel string, membership bool) *nativeDir {
+// invalidate marks the trees from the root down to directory rel as stale,
+// and rel's order: a name is added or removed there.
+func (t *nativeTree) invalidate(rel string) {
 	d := t.st.root
 	d.treeOK = false
 	if rel != "" {
 		for part := range strings.SplitSeq(rel, "/") {
-			d = d.dirs[part]
-			if d == nil {
-				return nil
+			if d = d.dirs[part]; d == nil {
+				return
 			}
 			d.treeOK = false
 		}
 	}
-	if membership {
-		d.order = nil
-	}
-	return d
+	d.order = nil
 }
 
 // remove drops the tracked file or directory at p.
@@ -718,13 +717,13 @@ func (t *nativeTree) remove(p string) {
 		return
 	}
 	if f := parent.files[name]; f != nil {
-		t.invalidate(dir, true)
+		t.invalidate(dir)
 		delete(parent.files, name)
 		t.record(p, f, nil)
 		return
 	}
 	if sub := parent.dirs[name]; sub != nil {
-		t.invalidate(dir, true)
+		t.invalidate(dir)
 		delete(parent.dirs, name)
 		t.removeAll(p, sub)
 	}
@@ -778,8 +777,8 @@ func (t *nativeTree) set(p string, f *nativeFile) {
 	t.record(p, old, f)
 }
 
-// writeTrees writes the stale trees below d (its path is rel) and returns
-// d's tree and file count; empty directories are dropped.
+// writeTrees writes the stale trees of d and below (counting their files)
+// and returns d's; empty directories are dropped.
 func (t *nativeTree) writeTrees(d *nativeDir) ([20]byte, error) {
 	if d.treeOK {
 		return d.tree, nil
