@@ -56,3 +56,40 @@ func TestSnapshotPathsInNestedRepository(t *testing.T) {
 		t.Errorf("created %q, want %q", s2.Created, want)
 	}
 }
+
+// TestNestedRepositoriesFollowTheWorkspaceRules: a repository nested in a
+// nested repository, in a workspace that is itself a repository, is stored
+// as git would store plain directories: the user's .git/info/exclude is
+// anchored at the root, a nested .gitignore can re-include what the
+// built-in excludes leave out, and the nested repositories' own
+// info/exclude files play no part, as a plain directory has none.
+func TestNestedRepositoriesFollowTheWorkspaceRules(t *testing.T) {
+	m := newManager(t)
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{"README": "outer\n"})
+	initUserRepo(t, root)
+	writeFiles(t, root, map[string]string{
+		".git/info/exclude":                  "/vendor/lib/inner/secret.txt\n/ok.txt\n",
+		"vendor/lib/lib.go":                  "package lib\n",
+		"vendor/lib/inner/.gitignore":        "!build/\n",
+		"vendor/lib/inner/ok.txt":            "stored: /ok.txt is anchored at the root\n",
+		"vendor/lib/inner/secret.txt":        "ignored by the user's info/exclude\n",
+		"vendor/lib/inner/build/out.txt":     "stored: re-included by inner/.gitignore\n",
+		"vendor/lib/inner/node_modules/m.js": "a built-in exclude\n",
+	})
+	initUserRepo(t, root+"/vendor/lib/inner")
+	initUserRepo(t, root+"/vendor/lib")
+	writeFiles(t, root, map[string]string{"vendor/lib/.git/info/exclude": "*.go\n"})
+	want := []string{
+		"100644 README", "100644 vendor/lib/inner/.gitignore", "100644 vendor/lib/inner/build/out.txt",
+		"100644 vendor/lib/inner/ok.txt", "100644 vendor/lib/lib.go",
+	}
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	if got := treeFiles(t, m, root, s1.Commit); !slices.Equal(got, want) {
+		t.Errorf("first snapshot stored %q, want %q", got, want)
+	}
+	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
+	if len(s2.Created)+len(s2.Modified)+len(s2.Deleted) != 0 {
+		t.Errorf("second snapshot of the same work tree: created %q modified %q deleted %q", s2.Created, s2.Modified, s2.Deleted)
+	}
+}
