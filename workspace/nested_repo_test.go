@@ -60,8 +60,8 @@ func TestSnapshotPathsInNestedRepository(t *testing.T) {
 // TestNestedRepositoriesFollowTheWorkspaceRules: a repository nested in a
 // nested repository, in a workspace that is itself a repository, is stored
 // as git would store plain directories: the user's .git/info/exclude is
-// anchored at the root, a nested .gitignore can re-include what the
-// built-in excludes leave out, and the nested repositories' own
+// anchored at the root, a nested .gitignore or .belayignore can re-include
+// what the built-in excludes leave out, and the nested repositories' own
 // info/exclude files play no part, as a plain directory has none.
 func TestNestedRepositoriesFollowTheWorkspaceRules(t *testing.T) {
 	m := newManager(t)
@@ -70,6 +70,10 @@ func TestNestedRepositoriesFollowTheWorkspaceRules(t *testing.T) {
 	initUserRepo(t, root)
 	writeFiles(t, root, map[string]string{
 		".git/info/exclude":                  "/vendor/lib/inner/secret.txt\n/ok.txt\n",
+		".belayignore":                       "!dist/\n",
+		"vendor/lib/dist/d.txt":              "stored: re-included by .belayignore\n",
+		"vendor/lib/dist/node_modules/m.js":  "still a built-in exclude\n",
+		"vendor/lib/cache/c.pyc":             "a built-in exclude\n",
 		"vendor/lib/lib.go":                  "package lib\n",
 		"vendor/lib/inner/.gitignore":        "!build/\n",
 		"vendor/lib/inner/ok.txt":            "stored: /ok.txt is anchored at the root\n",
@@ -81,7 +85,8 @@ func TestNestedRepositoriesFollowTheWorkspaceRules(t *testing.T) {
 	initUserRepo(t, root+"/vendor/lib")
 	writeFiles(t, root, map[string]string{"vendor/lib/.git/info/exclude": "*.go\n"})
 	want := []string{
-		"100644 README", "100644 vendor/lib/inner/.gitignore", "100644 vendor/lib/inner/build/out.txt",
+		"100644 .belayignore", "100644 README", "100644 vendor/lib/dist/d.txt",
+		"100644 vendor/lib/inner/.gitignore", "100644 vendor/lib/inner/build/out.txt",
 		"100644 vendor/lib/inner/ok.txt", "100644 vendor/lib/lib.go",
 	}
 	s1 := snapshot(t, m, root, "refs/belay/s/1", "")

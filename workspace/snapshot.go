@@ -817,21 +817,58 @@ func (m *Manager) nestedRepoFiles(ctx context.Context, s *shadow, dir string) ([
 		// Never created: ls-files reads a missing index as empty.
 		index: filepath.Join(s.dir, "empty-index"),
 	}
+	list := func(args ...string) ([]string, error) {
+		out, err := m.run(ctx, s, o, append([]string{"--literal-pathspecs", "ls-files", "-z", "--others"}, args...)...)
+		if err != nil {
+			return nil, fmt.Errorf("list nested repository %s: %w", dir, err)
+		}
+		files := splitNUL(out)
+		for i, f := range files {
+			files[i] = dir + f
+		}
+		return files, nil
+	}
 	// Not --exclude-standard: the shadow repository's info/exclude is
 	// anchored at the workspace root, not at dir. --exclude-from ranks the
 	// built-in excludes below the .gitignore files, as core.excludesFile.
-	out, err := m.run(ctx, s, o, "ls-files", "-z", "--others", "--exclude-per-directory=.gitignore", "--exclude-from="+excludes.Name())
+	listed, err := list("--exclude-per-directory=.gitignore", "--exclude-from="+excludes.Name())
 	if err != nil {
-		return nil, fmt.Errorf("list nested repository %s: %w", dir, err)
+		return nil, err
 	}
-	listed := splitNUL(out)
-	for i, f := range listed {
-		listed[i] = dir + f
+	// A rule of the workspace (in .belayignore, say) can re-include what
+	// the built-in excludes leave out: what they left out and no rule
+	// ignores is listed too.
+	pruned, err := list("--ignored", "--directory", "--exclude-from="+excludes.Name())
+	if err != nil {
+		return nil, err
+	}
+	ignored := map[string]bool{}
+	if len(pruned) > 0 {
+		if ignored, err = m.ignoredUntracked(ctx, s, pruned); err != nil {
+			return nil, fmt.Errorf("list nested repository %s: %w", dir, err)
+		}
+	}
+	var reincluded []string
+	for _, p := range pruned {
+		switch {
+		case ignored[p]:
+		case strings.HasSuffix(p, "/"):
+			reincluded = append(reincluded, strings.TrimPrefix(p, dir))
+		default:
+			listed = append(listed, p)
+		}
+	}
+	if len(reincluded) > 0 {
+		more, err := list(append([]string{"--exclude-per-directory=.gitignore", "--"}, reincluded...)...)
+		if err != nil {
+			return nil, err
+		}
+		listed = append(listed, more...)
 	}
 	if len(listed) == 0 {
 		return nil, nil
 	}
-	ignored, err := m.ignoredUntracked(ctx, s, listed)
+	ignored, err = m.ignoredUntracked(ctx, s, listed)
 	if err != nil {
 		return nil, fmt.Errorf("list nested repository %s: %w", dir, err)
 	}
