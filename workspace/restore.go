@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -53,8 +52,12 @@ type RestoreResult struct {
 // A journal (restore.json in the shadow directory) is written before the
 // first file is touched; if the process dies mid-restore, the next Snapshot
 // or Restore of the workspace finishes it. If a file cannot be written, the
-// paths already changed are put back as they were in from and an *Error with
-// code RestoreFailed is returned: the work tree is never left half-restored.
+// paths already changed are put back as they were in from, the directories
+// the restore made are removed again, and an *Error with code RestoreFailed
+// is returned. A path is left as the restore made it only when putting it
+// back would remove someone else's files (a file the restore replaced by a
+// directory into which they have since been put); the error then names it,
+// and the restore is over all the same: later calls do not retry it.
 // With dryRun nothing is written and the changes are only listed.
 func (m *Manager) Restore(ctx context.Context, root, from, target string, dryRun bool) (*RestoreResult, error) {
 	s, err := m.existing(ctx, root)
@@ -174,7 +177,8 @@ func (m *Manager) UndoRestoreLocked(ctx context.Context, root string) error {
 	for _, c := range changes {
 		back.Pending = append(back.Pending, c.path)
 	}
-	return m.runJournal(ctx, s, back, changes)
+	_, err = m.runJournal(ctx, s, back, changes)
+	return err
 }
 
 // lockedWorkspace resolves root for a *Locked call, which needs the lock.
@@ -225,7 +229,7 @@ func (m *Manager) restore(ctx context.Context, s *shadow, from, target string, d
 	for _, c := range result.Changes {
 		j.Pending = append(j.Pending, c.Path)
 	}
-	if err := m.runJournal(ctx, s, j, changes); err != nil {
+	if _, err := m.runJournal(ctx, s, j, changes); err != nil {
 		return nil, err
 	}
 	return result, nil
@@ -256,6 +260,9 @@ type journal struct {
 	// Applied: the work tree and the index are at Target; the journal
 	// waits for the caller to commit or undo the restore.
 	Applied bool `json:"applied,omitempty"`
+	// Dirs are the directories the restore makes, which were not
+	// directories when it started, sorted: a rollback removes them again.
+	Dirs []string `json:"dirs,omitempty"`
 }
 
 // readJournal returns the journal of s, or nil when there is none.
@@ -277,20 +284,31 @@ func readJournal(s *shadow) (*journal, error) {
 // runJournal writes the journal, moves the work tree from j.From to
 // j.Target (rolling back to j.From on failure), updates the private index
 // and deletes the journal, or marks it applied when it carries a record.
-// After a failure the journal stays only when even the rollback failed, so
-// the next call tries again.
-func (m *Manager) runJournal(ctx context.Context, s *shadow, j journal, changes []treeChange) error {
+// rolledBack reports a failed restore that was rolled back completely: it
+// did not happen. A failed restore is over once rolled back as far as it
+// can be: the journal stays only when the process dies midway or the
+// journal cannot be deleted, and then the next call tries again.
+func (m *Manager) runJournal(ctx context.Context, s *shadow, j journal, changes []treeChange) (rolledBack bool, err error) {
 	j.Applied = false
-	if err := writeJournal(s, j); err != nil {
-		return err
-	}
 	forward := make([]fileOp, len(changes))
 	before := make(map[string]fileOp, len(changes))
 	for i, c := range changes {
 		forward[i] = fileOp{path: c.path, mode: c.newMode, id: c.newID}
 		before[c.path] = fileOp{path: c.path, mode: c.oldMode, id: c.oldID}
 	}
-	touched, created, applyErr := m.apply(ctx, s, forward, false)
+	// The journal keeps the directories the restore makes from before the
+	// first of them is made, so that a rollback after a crash removes them
+	// too. A second run (finishing a crashed restore) adds the ones still
+	// missing and keeps the first run's.
+	dirs, err := missingDirs(s, forward)
+	if err != nil {
+		return false, fmt.Errorf("restore %s: %w", s.root, err)
+	}
+	j.Dirs = mergeSorted(j.Dirs, dirs)
+	if err := writeJournal(s, j); err != nil {
+		return false, err
+	}
+	touched, applyErr := m.apply(ctx, s, forward)
 	if applyErr == nil && len(forward) > 0 {
 		// The index follows the work tree, so the next snapshot re-hashes only
 		// the restored files. update-index replaces the index atomically: on
@@ -304,24 +322,73 @@ func (m *Manager) runJournal(ctx context.Context, s *shadow, j journal, changes 
 		}
 		// Roll back even if ctx is cancelled: a cancelled restore must not
 		// leave the work tree half-restored.
-		if _, _, err := m.apply(context.WithoutCancel(ctx), s, back, true); err != nil {
-			return errorf(RestoreFailed, errors.Join(applyErr, err),
-				"restore %s: failed, and rolling back to %s failed too: the work tree is partly restored; the next snapshot or restore retries", s.root, j.From)
-		}
-		removeEmptyDirs(s, created)
+		rollbackErr := m.rollBack(context.WithoutCancel(ctx), s, back, j.Dirs)
+		// The restore is over either way: retrying a rollback that failed
+		// would fail the same way at every later call, and the paths it
+		// could not put back are still in the snapshot j.From.
 		if err := removeDurably(s.journalPath()); err != nil {
-			return errorf(RestoreFailed, errors.Join(applyErr, err), "restore %s: failed and was rolled back to %s", s.root, j.From)
+			return false, errorf(RestoreFailed, errors.Join(applyErr, rollbackErr, err), "restore %s: failed, and its journal could not be removed: the next snapshot or restore retries it", s.root)
 		}
-		return errorf(RestoreFailed, applyErr, "restore %s: failed and was rolled back to %s", s.root, j.From)
+		if rollbackErr != nil {
+			return false, errorf(RestoreFailed, errors.Join(applyErr, rollbackErr),
+				"restore %s: failed, and some paths could not be rolled back to %s: they are left as the restore made them", s.root, j.From)
+		}
+		return true, errorf(RestoreFailed, applyErr, "restore %s: failed and was rolled back to %s", s.root, j.From)
 	}
 	if j.Record != nil {
 		j.Applied = true
-		return writeJournal(s, j)
+		return false, writeJournal(s, j)
 	}
 	if err := removeDurably(s.journalPath()); err != nil {
-		return fmt.Errorf("restore %s: remove journal: %w", s.root, err)
+		return false, fmt.Errorf("restore %s: remove journal: %w", s.root, err)
 	}
-	return nil
+	return false, nil
+}
+
+// missingDirs lists, sorted, the leading directories of the paths ops write
+// that are not directories in the work tree now (missing, or a file or
+// symlink that ops replace): the directories the restore makes.
+func missingDirs(s *shadow, ops []fileOp) ([]string, error) {
+	root, err := s.openRoot()
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	isDir := map[string]bool{}
+	var missing []string
+	for _, op := range ops {
+		if op.absent() || op.mode == "160000" {
+			continue
+		}
+		parentIsDir := true
+		for i := 0; i < len(op.path); i++ {
+			if op.path[i] != '/' {
+				continue
+			}
+			dir := op.path[:i]
+			known, seen := isDir[dir]
+			if !seen {
+				if parentIsDir {
+					fi, err := root.Lstat(dir)
+					known = err == nil && fi.IsDir()
+				}
+				isDir[dir] = known
+				if !known {
+					missing = append(missing, dir)
+				}
+			}
+			parentIsDir = known
+		}
+	}
+	slices.Sort(missing)
+	return missing, nil
+}
+
+// mergeSorted returns the sorted union of two sorted lists.
+func mergeSorted(a, b []string) []string {
+	out := append(slices.Clone(a), b...)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func writeJournal(s *shadow, j journal) error {
@@ -340,7 +407,9 @@ func writeJournal(s *shadow, j journal) error {
 // journal when it carries a record and so waits for its caller (see
 // BeginRestoreLocked). A restore that cannot be finished is rolled back as
 // any failed restore; once rolled back it is over and recoverRestore returns
-// nil, so the next snapshot sees the work tree as it is.
+// nil, so the next snapshot sees the work tree as it is. When some paths
+// could not be put back it returns the error naming them, once: the
+// restore is over all the same.
 func (m *Manager) recoverRestore(ctx context.Context, s *shadow) (*journal, error) {
 	j, err := readJournal(s)
 	if err != nil || j == nil {
@@ -353,9 +422,9 @@ func (m *Manager) recoverRestore(ctx context.Context, s *shadow) (*journal, erro
 	if err != nil {
 		return nil, fmt.Errorf("finish interrupted restore: %w", err)
 	}
-	if err := m.runJournal(ctx, s, *j, changes); err != nil {
-		if _, statErr := os.Stat(s.journalPath()); errors.Is(statErr, fs.ErrNotExist) {
-			return nil, nil // rolled back: the restore did not happen
+	if rolledBack, err := m.runJournal(ctx, s, *j, changes); err != nil {
+		if rolledBack {
+			return nil, nil // the restore did not happen
 		}
 		return nil, fmt.Errorf("finish interrupted restore: %w", err)
 	}
@@ -376,16 +445,13 @@ type fileOp struct {
 func (op fileOp) absent() bool { return op.mode == "000000" }
 
 // apply carries out ops on the work tree: removals first (so a file can
-// replace a directory and vice versa), then writes. It returns the ops it
-// started, in order — a failed op included, as it may have half happened —
-// and the directories it created. With rollback, a path to remove that is a
-// directory, and a path to write whose parent is no longer a directory, are
-// left alone instead of failing: the restore being undone cannot have
-// changed them, and writing there could go through a symlink.
-func (m *Manager) apply(ctx context.Context, s *shadow, ops []fileOp, rollback bool) (touched []fileOp, created []string, err error) {
+// replace a directory and vice versa), then writes. It stops at the first
+// op that fails and returns the ops it started, in order — the failed op
+// included, as it may have half happened.
+func (m *Manager) apply(ctx context.Context, s *shadow, ops []fileOp) (touched []fileOp, err error) {
 	root, err := s.openRoot()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer root.Close()
 	var writes []fileOp
@@ -397,30 +463,99 @@ func (m *Manager) apply(ctx context.Context, s *shadow, ops []fileOp, rollback b
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return touched, created, err
+			return touched, err
 		}
 		touched = append(touched, op)
-		if err := m.removeFile(root, op.path, rollback); err != nil {
-			return touched, created, err
+		if err := m.removeFile(root, op.path, false); err != nil {
+			return touched, err
 		}
 	}
 	if len(writes) == 0 {
-		return touched, created, nil
-	}
-	ids := make([]string, len(writes))
-	for i, op := range writes {
-		ids[i] = op.id
+		return touched, nil
 	}
 	next := 0
-	err = m.catBlobs(ctx, s, ids, func(r io.Reader, size int64) error {
+	err = m.catBlobs(ctx, s, blobIDs(writes), func(r io.Reader, size int64) error {
 		op := writes[next]
 		next++
 		touched = append(touched, op)
-		dirs, err := m.writeFile(root, op, r, size, rollback)
-		created = append(created, dirs...)
+		return m.writeFile(root, op, r, size, false)
+	})
+	return touched, err
+}
+
+// blobIDs lists the object ids of ops, in order.
+func blobIDs(ops []fileOp) []string {
+	ids := make([]string, len(ops))
+	for i, op := range ops {
+		ids[i] = op.id
+	}
+	return ids
+}
+
+// rollBack puts the paths of ops back as they were before a failed
+// restore; dirs are the directories the restore made (see missingDirs).
+// It removes the files the restore wrote, then the directories it made
+// that this leaves empty, deepest first, then writes the files back. A
+// path to remove that is a directory, a path to write whose parent is not
+// a directory, and a path to write that is a directory the restore did not
+// make are left alone: the restore cannot have made them so, and writing
+// there could go through a symlink. A directory the restore made that
+// still holds files (someone put them there since) is never emptied: the
+// file it replaced cannot be written back, and the error says so. rollBack
+// carries on past a path it cannot put back and returns the failures, each
+// naming its path.
+func (m *Manager) rollBack(ctx context.Context, s *shadow, ops []fileOp, dirs []string) error {
+	root, err := s.openRoot()
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	var failed []error
+	var writes []fileOp
+	for _, op := range ops {
+		if !op.absent() {
+			if op.mode != "160000" {
+				writes = append(writes, op)
+			}
+			continue
+		}
+		if err := m.removeFile(root, op.path, true); err != nil {
+			failed = append(failed, err)
+		}
+	}
+	for _, dir := range slices.Backward(dirs) {
+		if fi, err := root.Lstat(dir); err != nil || !fi.IsDir() {
+			continue
+		}
+		// Remove fails on a directory that is not empty, which stays.
+		root.Remove(dir)
+	}
+	if len(writes) == 0 {
+		return errors.Join(failed...)
+	}
+	next := 0
+	err = m.catBlobs(ctx, s, blobIDs(writes), func(r io.Reader, size int64) error {
+		op := writes[next]
+		next++
+		var err error
+		if fi, statErr := root.Lstat(op.path); statErr == nil && fi.IsDir() {
+			if _, made := slices.BinarySearch(dirs, op.path); made {
+				err = fmt.Errorf("write %s back: the directory the restore made there holds files it did not write; not removing them", op.path)
+			}
+		} else {
+			err = m.writeFile(root, op, r, size, true)
+		}
+		if err != nil {
+			failed = append(failed, err)
+		}
+		// Skip what writeFile left unread, so the next blob can be read.
+		_, err = io.Copy(io.Discard, r)
 		return err
 	})
-	return touched, created, err
+	if err != nil {
+		failed = append(failed, err)
+	}
+	return errors.Join(failed...)
 }
 
 // removeFile removes one file or symlink and then (unless rolling back) its
@@ -431,7 +566,7 @@ func (m *Manager) removeFile(root *os.Root, name string, rollback bool) error {
 			return err
 		}
 	}
-	if err := checkParents(root, name, false, nil); err != nil {
+	if err := checkParents(root, name, false); err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNotDirectory) {
 			return nil // already gone: nothing in the work tree is at name
 		}
@@ -444,10 +579,9 @@ func (m *Manager) removeFile(root *os.Root, name string, rollback bool) error {
 	case err != nil:
 		return fmt.Errorf("remove %s: %w", name, err)
 	case fi.IsDir():
-		if rollback {
-			return nil
-		}
-		return fmt.Errorf("remove %s: is a directory now; not removing it", name)
+		// No file is at name: the directory is one a crashed run of the
+		// same restore made, or someone else's; it is never removed here.
+		return nil
 	}
 	if err := root.Remove(name); err != nil {
 		return fmt.Errorf("remove %s: %w", name, err)
@@ -471,8 +605,8 @@ var errNotDirectory = errors.New("not a directory")
 
 // checkParents makes sure every leading directory of name is a real
 // directory (never a symlink, which could lead out of the workspace). With
-// create, missing ones are made and appended to created.
-func checkParents(root *os.Root, name string, create bool, created *[]string) error {
+// create, missing ones are made.
+func checkParents(root *os.Root, name string, create bool) error {
 	for i := 0; i < len(name); i++ {
 		if name[i] != '/' {
 			continue
@@ -484,7 +618,6 @@ func checkParents(root *os.Root, name string, create bool, created *[]string) er
 			if err := root.Mkdir(dir, 0o777); err != nil {
 				return fmt.Errorf("create directory %s: %w", dir, err)
 			}
-			*created = append(*created, dir)
 		case err != nil:
 			return fmt.Errorf("%s: %w", dir, err)
 		case !fi.IsDir():
@@ -496,39 +629,37 @@ func checkParents(root *os.Root, name string, create bool, created *[]string) er
 
 // writeFile writes one tree entry to the work tree through a temporary file
 // (or symlink) renamed over the old one, so a reader never sees a partial
-// file. It returns the directories it created. With rollback, a path whose
-// parent is no longer a directory is skipped (see apply).
-func (m *Manager) writeFile(root *os.Root, op fileOp, r io.Reader, size int64, rollback bool) ([]string, error) {
+// file. With rollback, a path whose parent is no longer a directory is
+// skipped (see rollBack).
+func (m *Manager) writeFile(root *os.Root, op fileOp, r io.Reader, size int64, rollback bool) error {
 	if m.beforeWrite != nil {
 		if err := m.beforeWrite(op.path); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	var created []string
-	if err := checkParents(root, op.path, true, &created); err != nil {
+	if err := checkParents(root, op.path, true); err != nil {
 		if rollback && errors.Is(err, errNotDirectory) {
-			_, err := io.Copy(io.Discard, r)
-			return created, err
+			return nil
 		}
-		return created, fmt.Errorf("write %s: %w", op.path, err)
+		return fmt.Errorf("write %s: %w", op.path, err)
 	}
 	if fi, err := root.Lstat(op.path); err == nil && fi.IsDir() {
-		return created, fmt.Errorf("write %s: a directory is in the way; not replacing it", op.path)
+		return fmt.Errorf("write %s: a directory is in the way; not replacing it", op.path)
 	}
 	// A fixed temporary name, so an interrupted restore leaves at most one
 	// per path and finishing it replaces that one.
 	tmp := path.Join(path.Dir(op.path), "."+path.Base(op.path)+".belay-restore")
 	if err := root.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return created, fmt.Errorf("write %s: %w", op.path, err)
+		return fmt.Errorf("write %s: %w", op.path, err)
 	}
 	switch op.mode {
 	case "120000":
 		target := make([]byte, size)
 		if _, err := io.ReadFull(r, target); err != nil {
-			return created, fmt.Errorf("write %s: read blob: %w", op.path, err)
+			return fmt.Errorf("write %s: read blob: %w", op.path, err)
 		}
 		if err := root.Symlink(string(target), tmp); err != nil {
-			return created, fmt.Errorf("write %s: %w", op.path, err)
+			return fmt.Errorf("write %s: %w", op.path, err)
 		}
 	case "100644", "100755":
 		perm := fs.FileMode(0o666)
@@ -537,7 +668,7 @@ func (m *Manager) writeFile(root *os.Root, op fileOp, r io.Reader, size int64, r
 		}
 		f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 		if err != nil {
-			return created, fmt.Errorf("write %s: %w", op.path, err)
+			return fmt.Errorf("write %s: %w", op.path, err)
 		}
 		_, err = io.CopyN(f, r, size)
 		if cerr := f.Close(); err == nil {
@@ -545,32 +676,16 @@ func (m *Manager) writeFile(root *os.Root, op fileOp, r io.Reader, size int64, r
 		}
 		if err != nil {
 			root.Remove(tmp)
-			return created, fmt.Errorf("write %s: %w", op.path, err)
+			return fmt.Errorf("write %s: %w", op.path, err)
 		}
 	default:
-		return created, fmt.Errorf("write %s: unsupported mode %s", op.path, op.mode)
+		return fmt.Errorf("write %s: unsupported mode %s", op.path, op.mode)
 	}
 	if err := root.Rename(tmp, op.path); err != nil {
 		root.Remove(tmp)
-		return created, fmt.Errorf("write %s: %w", op.path, err)
+		return fmt.Errorf("write %s: %w", op.path, err)
 	}
-	return created, nil
-}
-
-// removeEmptyDirs removes the directories a failed restore created, deepest
-// first, when they are still empty.
-func removeEmptyDirs(s *shadow, dirs []string) {
-	root, err := s.openRoot()
-	if err != nil {
-		return
-	}
-	defer root.Close()
-	for _, dir := range slices.Backward(dirs) {
-		err := root.Remove(dir)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
-			return
-		}
-	}
+	return nil
 }
 
 // setIndexEntries makes the private index agree with ops without reading the

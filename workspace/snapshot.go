@@ -790,24 +790,93 @@ func (m *Manager) reportSpecials(ctx context.Context, s *shadow, o runOpts, scan
 
 // nestedRepoFiles lists the files of the nested git repository at dir (a
 // path ending in "/") that a snapshot should store, as git would list them
-// if the repository were a plain directory: its .gitignore files and our
-// excludes apply, its .git never appears. Git itself does not descend into a
-// nested repository it has no index entries under, so it is listed as its own
-// work tree against an empty index. Once its files are in the index, git
-// descends into it like any directory.
+// if the repository were a plain directory: every ignore rule of the
+// workspace applies (the .gitignore files above it and in it, info/exclude
+// anchored at the workspace root, the built-in excludes), its .git never
+// appears. Git itself does not descend into a nested repository it has no
+// index entries under, so it is listed as its own work tree against an
+// empty index, with its own .gitignore files and the built-in excludes
+// (none of which is anchored) only, and what this lists is then checked
+// against all the rules from the workspace root. Once its files are in the
+// index, git descends into it like any directory.
 func (m *Manager) nestedRepoFiles(ctx context.Context, s *shadow, dir string) ([]string, error) {
+	excludes, err := os.CreateTemp("", "belay-exclude-*")
+	if err != nil {
+		return nil, fmt.Errorf("list nested repository %s: %w", dir, err)
+	}
+	defer os.Remove(excludes.Name())
+	_, err = excludes.WriteString(strings.Join(builtinExcludes, "\n") + "\n")
+	if cerr := excludes.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list nested repository %s: %w", dir, err)
+	}
 	o := runOpts{
 		workTree: filepath.Join(s.root, filepath.FromSlash(strings.TrimSuffix(dir, "/"))),
 		// Never created: ls-files reads a missing index as empty.
 		index: filepath.Join(s.dir, "empty-index"),
 	}
-	out, err := m.run(ctx, s, o, "ls-files", "-z", "--others", "--exclude-standard")
+	list := func(args ...string) ([]string, error) {
+		out, err := m.run(ctx, s, o, append([]string{"--literal-pathspecs", "ls-files", "-z", "--others"}, args...)...)
+		if err != nil {
+			return nil, fmt.Errorf("list nested repository %s: %w", dir, err)
+		}
+		files := splitNUL(out)
+		for i, f := range files {
+			files[i] = dir + f
+		}
+		return files, nil
+	}
+	// Not --exclude-standard: the shadow repository's info/exclude is
+	// anchored at the workspace root, not at dir. --exclude-from ranks the
+	// built-in excludes below the .gitignore files, as core.excludesFile.
+	listed, err := list("--exclude-per-directory=.gitignore", "--exclude-from="+excludes.Name())
+	if err != nil {
+		return nil, err
+	}
+	// A rule of the workspace (in .belayignore, say) can re-include what
+	// the built-in excludes leave out: what they left out and no rule
+	// ignores is listed too.
+	pruned, err := list("--ignored", "--directory", "--exclude-from="+excludes.Name())
+	if err != nil {
+		return nil, err
+	}
+	ignored := map[string]bool{}
+	if len(pruned) > 0 {
+		if ignored, err = m.ignoredUntracked(ctx, s, pruned); err != nil {
+			return nil, fmt.Errorf("list nested repository %s: %w", dir, err)
+		}
+	}
+	var reincluded []string
+	for _, p := range pruned {
+		switch {
+		case ignored[p]:
+		case strings.HasSuffix(p, "/"):
+			reincluded = append(reincluded, strings.TrimPrefix(p, dir))
+		default:
+			listed = append(listed, p)
+		}
+	}
+	if len(reincluded) > 0 {
+		more, err := list(append([]string{"--exclude-per-directory=.gitignore", "--"}, reincluded...)...)
+		if err != nil {
+			return nil, err
+		}
+		listed = append(listed, more...)
+	}
+	if len(listed) == 0 {
+		return nil, nil
+	}
+	ignored, err = m.ignoredUntracked(ctx, s, listed)
 	if err != nil {
 		return nil, fmt.Errorf("list nested repository %s: %w", dir, err)
 	}
-	files := splitNUL(out)
-	for i, f := range files {
-		files[i] = dir + f
+	files := listed[:0]
+	for _, f := range listed {
+		if !ignored[f] {
+			files = append(files, f)
+		}
 	}
 	return files, nil
 }
