@@ -111,7 +111,13 @@ func checkpointNotFound(id string) error {
 
 // readSession returns session id when the caller may read it.
 func readSession(ctx context.Context, r store.Reader, c caller, id string) (*belay.Session, rights, error) {
-	sess, err := r.GetSession(ctx, id)
+	return readSessionWith(ctx, r, c, id, r.GetSession)
+}
+
+// readSessionWith is readSession reading the session with get.
+func readSessionWith(ctx context.Context, r store.Reader, c caller, id string,
+	get func(context.Context, string) (*belay.Session, error)) (*belay.Session, rights, error) {
+	sess, err := get(ctx, id)
 	if err != nil {
 		return nil, rights{}, err
 	}
@@ -127,7 +133,13 @@ func readSession(ctx context.Context, r store.Reader, c caller, id string) (*bel
 
 // writeSession returns session id when the caller may write to it.
 func writeSession(ctx context.Context, r store.Reader, c caller, id string) (*belay.Session, error) {
-	sess, rt, err := readSession(ctx, r, c, id)
+	return writableSession(ctx, r, c, id, r.GetSession)
+}
+
+// writableSession is writeSession reading the session with get.
+func writableSession(ctx context.Context, r store.Reader, c caller, id string,
+	get func(context.Context, string) (*belay.Session, error)) (*belay.Session, error) {
+	sess, rt, err := readSessionWith(ctx, r, c, id, get)
 	if err != nil {
 		return nil, err
 	}

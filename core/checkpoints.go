@@ -32,8 +32,11 @@ func (s *Service) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpoin
 		}
 		return cp, nil
 	}
+	// Answers, a release and an end store the whole session; a save alone
+	// reads and writes only the columns it needs (see addCheckpoint).
+	whole := len(in.Answers) > 0 || in.Release || in.End != ""
 	err = s.update(ctx, func(tx store.Tx) error {
-		sess, started, err := s.sessionFor(ctx, tx, c, in.SessionID, in.ProjectPath)
+		sess, started, err := s.sessionFor(ctx, tx, c, in.SessionID, in.ProjectPath, whole)
 		if err != nil {
 			return err
 		}
@@ -60,7 +63,11 @@ func (s *Service) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpoin
 			}
 		}
 		cp.StartedSession = started
-		if err := s.insertCheckpoint(ctx, tx, sess, cp); err != nil {
+		if err := s.addCheckpoint(ctx, tx, sess, cp); err != nil {
+			return err
+		}
+		// Answers stored the session already, a release or an end stores it again.
+		if err := tx.AdvanceSession(ctx, sess); err != nil {
 			return err
 		}
 		if _, err := s.appendGraphEvents(ctx, tx, sess.ID, in.Events, cp.ID); err != nil {
@@ -143,8 +150,21 @@ func (s *Service) newCheckpoint(ctx context.Context, c caller, in *belay.CreateC
 }
 
 // insertCheckpoint stores cp as the next checkpoint of sess and moves the
-// session's head, state, phase and status along with it.
+// session's head, state, phase and status along with it, storing the whole
+// session.
 func (s *Service) insertCheckpoint(ctx context.Context, tx store.Tx, sess *belay.Session, cp *belay.Checkpoint) error {
+	if err := s.addCheckpoint(ctx, tx, sess, cp); err != nil {
+		return err
+	}
+	return tx.UpdateSession(ctx, sess)
+}
+
+// addCheckpoint stores cp as the next checkpoint of sess, with its events,
+// and moves sess's head, state, phase and status along with it — in memory
+// only: the caller stores sess, all of it (UpdateSession) or what a save
+// changes (AdvanceSession), which needs no more of sess than
+// store.Reader.GetSessionHead reads.
+func (s *Service) addCheckpoint(ctx context.Context, tx store.Tx, sess *belay.Session, cp *belay.Checkpoint) error {
 	cp.SessionID = sess.ID
 	cp.Seq = sess.LastSeq + 1
 	cp.ParentID = sess.HeadCheckpointID
@@ -172,8 +192,8 @@ func (s *Service) insertCheckpoint(ctx context.Context, tx store.Tx, sess *belay
 		sess.CurrentStep = cp.Step
 	}
 	sess.UpdatedAt = cp.CreatedAt
-	if err := s.appendEvent(ctx, tx, belay.EventCheckpointCreated, sess.ID, cp.ID, map[string]any{
-		"seq": cp.Seq, "type": cp.Type, "summary": cp.Summary, "name": cp.Name, "hitlRequired": cp.HITLRequired}); err != nil {
+	if err := s.appendEvent(ctx, tx, belay.EventCheckpointCreated, sess.ID, cp.ID, checkpointCreated{
+		Seq: cp.Seq, Type: cp.Type, Summary: cp.Summary, Name: cp.Name, HITLRequired: cp.HITLRequired}); err != nil {
 		return err
 	}
 	if cp.HITLRequired {
@@ -184,15 +204,31 @@ func (s *Service) insertCheckpoint(ctx context.Context, tx store.Tx, sess *belay
 			return err
 		}
 	}
-	return tx.UpdateSession(ctx, sess)
+	return nil
+}
+
+// checkpointCreated is the data of a checkpoint.created event. Its keys are
+// in sorted order, as json.Marshal writes a map's; a struct spares the map
+// and the sorting in the save's transaction.
+type checkpointCreated struct {
+	HITLRequired bool                 `json:"hitlRequired"`
+	Name         string               `json:"name"`
+	Seq          int64                `json:"seq"`
+	Summary      string               `json:"summary"`
+	Type         belay.CheckpointType `json:"type"`
 }
 
 // sessionFor returns the named session when the caller may write to it, or
 // the caller's active session of projectPath, created when there is none;
-// started then names the project's session before it, if any.
-func (s *Service) sessionFor(ctx context.Context, tx store.Tx, c caller, sessionID, projectPath string) (sess *belay.Session, started *belay.SessionStart, err error) {
+// started then names the project's session before it, if any. A named
+// session is read whole or, unless whole, as GetSessionHead reads it.
+func (s *Service) sessionFor(ctx context.Context, tx store.Tx, c caller, sessionID, projectPath string, whole bool) (sess *belay.Session, started *belay.SessionStart, err error) {
 	if sessionID != "" {
-		sess, err = writeSession(ctx, tx, c, sessionID)
+		get := tx.GetSessionHead
+		if whole {
+			get = tx.GetSession
+		}
+		sess, err = writableSession(ctx, tx, c, sessionID, get)
 		return sess, nil, err
 	}
 	sess, err = s.activeWritable(ctx, tx, c, projectPath)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -201,6 +202,43 @@ func TestSeqParentHeadAndEvents(t *testing.T) {
 		if e.Type != belay.EventCheckpointCreated || e.CheckpointID != cps[i].ID || data.Seq != cps[i].Seq {
 			t.Errorf("event %+v, want checkpoint.created of %s seq %d", e, cps[i].ID, cps[i].Seq)
 		}
+	}
+}
+
+// A save changes its session's head, count, state, phase, step and status
+// and keeps the rest: title, metadata, plan, cost and lease.
+func TestSaveKeepsTheRestOfTheSession(t *testing.T) {
+	svc := newService(t, testclock.New(start, time.Second))
+	sess, err := svc.CreateSession(localCtx, belay.CreateSessionInput{ProjectPath: t.TempDir(), Title: "run",
+		Phase: "plan", Metadata: json.RawMessage(`{"model":"m"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.SetPlan(localCtx, belay.SetPlanInput{SessionID: sess.ID, Tasks: []belay.Task{{ID: "a", Title: "A"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.AddCost(localCtx, belay.CostInput{SessionID: sess.ID, Micros: 1500}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Heartbeat(localCtx, belay.LeaseInput{SessionID: sess.ID, Holder: "host:1", Lease: 10 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	before := mustSession(t, svc, sess.ID)
+	first := mustCreate(t, svc, belay.CreateCheckpointInput{SessionID: sess.ID, Holder: "host:1", Summary: "one",
+		Phase: "build", Step: 2, AgentState: json.RawMessage(`{"step":2}`)})
+	second := mustCreate(t, svc, belay.CreateCheckpointInput{SessionID: sess.ID, Summary: "two",
+		HITL: &belay.HITLInput{Required: true, Title: "ok?"}})
+	after := mustSession(t, svc, sess.ID)
+
+	want := *before
+	want.HeadCheckpointID, want.LastSeq, want.CheckpointCount = second.ID, 2, 2
+	want.State, want.Phase, want.CurrentStep = json.RawMessage(`{"step":2}`), "build", 2
+	want.Status, want.UpdatedAt = belay.SessionAwaitingInput, second.CreatedAt
+	if first.Seq != 1 || second.ParentID != first.ID {
+		t.Errorf("checkpoints #%d and #%d (parent %s), want #1 and #2 after it", first.Seq, second.Seq, second.ParentID)
+	}
+	if !reflect.DeepEqual(after, &want) {
+		t.Errorf("session after two saves:\n got %+v\nwant %+v", after, &want)
 	}
 }
 

@@ -108,7 +108,7 @@ func (s *Service) createWithSnapshot(ctx context.Context, c caller, in belay.Cre
 	} else if sess, err = s.activeWritable(ctx, s.store, c, root); belay.IsCode(err, belay.CodeSessionNotFound) {
 		err = s.update(ctx, func(tx store.Tx) error {
 			var err error
-			sess, cp.StartedSession, err = s.sessionFor(ctx, tx, c, "", root)
+			sess, cp.StartedSession, err = s.sessionFor(ctx, tx, c, "", root, true)
 			return err
 		})
 	}

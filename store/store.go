@@ -54,6 +54,14 @@ type Sizer interface {
 // SESSION_NOT_FOUND or CHECKPOINT_NOT_FOUND (NOT_FOUND for other records).
 type Reader interface {
 	GetSession(ctx context.Context, id string) (*belay.Session, error)
+	// GetSessionHead returns session id with only the fields a checkpoint's
+	// save reads: ID, ProjectPath, Owner, Status, Phase, CurrentStep,
+	// HeadCheckpointID, LastSeq, CheckpointCount, Holder and LeaseExpiresAt;
+	// the others are zero (State, Metadata and Plan nil). Inside a
+	// transaction, other writers to the session wait for the commit, as
+	// after GetSession. Such a session is stored back with AdvanceSession,
+	// never with UpdateSession.
+	GetSessionHead(ctx context.Context, id string) (*belay.Session, error)
 	// ActiveSession returns the newest open session (see SessionStatus.Open) of
 	// a project path within scope.
 	ActiveSession(ctx context.Context, projectPath string, scope Scope) (*belay.Session, error)
@@ -132,6 +140,12 @@ type Tx interface {
 	// UpdateSession overwrites the mutable fields of an existing session:
 	// all but its ID, ProjectPath, Owner and CreatedAt.
 	UpdateSession(ctx context.Context, s *belay.Session) error
+	// AdvanceSession stores what a checkpoint's save changes in an existing
+	// session: its Status, Phase, CurrentStep, HeadCheckpointID, LastSeq,
+	// CheckpointCount and UpdatedAt, and its State unless s.State is nil
+	// (then the stored state stays). The other fields keep their stored
+	// values, whatever s holds.
+	AdvanceSession(ctx context.Context, s *belay.Session) error
 	DeleteSession(ctx context.Context, id string) error
 
 	InsertCheckpoint(ctx context.Context, c *belay.Checkpoint) error

@@ -81,6 +81,29 @@ func (r reader) GetSession(ctx context.Context, id string) (*belay.Session, erro
 	return s, nil
 }
 
+// sessionHeadCols are the columns GetSessionHead reads.
+const sessionHeadCols = `id, project_path, owner, status, phase, current_step, head_checkpoint_id, last_seq,
+	checkpoint_count, holder, lease_expires_at`
+
+func (r reader) GetSessionHead(ctx context.Context, id string) (*belay.Session, error) {
+	q := `SELECT ` + sessionHeadCols + ` FROM sessions WHERE id = ?`
+	if r.inTx {
+		q += ` FOR UPDATE` // as in GetSession
+	}
+	var s belay.Session
+	var lease sql.NullInt64
+	err := r.q.QueryRowContext(ctx, q, id).Scan(&s.ID, &s.ProjectPath, &s.Owner, &s.Status, &s.Phase, &s.CurrentStep,
+		&s.HeadCheckpointID, &s.LastSeq, &s.CheckpointCount, &s.Holder, &lease)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, sessionNotFound(id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get session head: %w", err)
+	}
+	s.LeaseExpiresAt = fromNullTS(lease)
+	return &s, nil
+}
+
 // closedStatuses is the SQL list of the statuses that are not SessionStatus.Open.
 var closedStatuses = func() string {
 	var out []string
@@ -196,6 +219,22 @@ func (t *tx) UpdateSession(ctx context.Context, s *belay.Session) error {
 		s.Holder, nullTS(s.LeaseExpiresAt), s.EndReason, plan, s.CostMicros, s.ID)
 	if err != nil {
 		return fmt.Errorf("postgres: update session: %w", err)
+	}
+	return oneRow(res, func() error { return sessionNotFound(s.ID) })
+}
+
+func (t *tx) AdvanceSession(ctx context.Context, s *belay.Session) error {
+	state, err := t.saveState(ctx, s.State)
+	if err != nil {
+		return err
+	}
+	res, err := t.q.ExecContext(ctx, `UPDATE sessions SET status = ?, phase = ?, current_step = ?,
+		state = COALESCE(?, state), head_checkpoint_id = ?, last_seq = ?, checkpoint_count = ?, updated_at = ?
+		WHERE id = ?`,
+		string(s.Status), s.Phase, s.CurrentStep, state, s.HeadCheckpointID, s.LastSeq, s.CheckpointCount,
+		ts(s.UpdatedAt), s.ID)
+	if err != nil {
+		return fmt.Errorf("postgres: advance session: %w", err)
 	}
 	return oneRow(res, func() error { return sessionNotFound(s.ID) })
 }

@@ -75,6 +75,26 @@ func (r reader) GetSession(ctx context.Context, id string) (*belay.Session, erro
 	return s, nil
 }
 
+// sessionHeadCols are the columns GetSessionHead reads.
+const sessionHeadCols = `id, project_path, owner, status, phase, current_step, head_checkpoint_id, last_seq,
+	checkpoint_count, holder, lease_expires_at`
+
+func (r reader) GetSessionHead(ctx context.Context, id string) (*belay.Session, error) {
+	var s belay.Session
+	var lease sql.NullInt64
+	err := r.q.QueryRowContext(ctx, `SELECT `+sessionHeadCols+` FROM sessions WHERE id = ?`, id).Scan(
+		&s.ID, &s.ProjectPath, &s.Owner, &s.Status, &s.Phase, &s.CurrentStep, &s.HeadCheckpointID, &s.LastSeq,
+		&s.CheckpointCount, &s.Holder, &lease)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, sessionNotFound(id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get session head: %w", err)
+	}
+	s.LeaseExpiresAt = fromNullTS(lease)
+	return &s, nil
+}
+
 // closedStatuses is the SQL list of the statuses that are not SessionStatus.Open.
 var closedStatuses = func() string {
 	var out []string
@@ -190,6 +210,22 @@ func (t *tx) UpdateSession(ctx context.Context, s *belay.Session) error {
 		s.Holder, nullTS(s.LeaseExpiresAt), s.EndReason, plan, s.CostMicros, s.ID)
 	if err != nil {
 		return fmt.Errorf("sqlite: update session: %w", err)
+	}
+	return oneRow(res, func() error { return sessionNotFound(s.ID) })
+}
+
+func (t *tx) AdvanceSession(ctx context.Context, s *belay.Session) error {
+	state, err := t.saveState(ctx, s.State)
+	if err != nil {
+		return err
+	}
+	res, err := t.q.ExecContext(ctx, `UPDATE sessions SET status = ?, phase = ?, current_step = ?,
+		state = COALESCE(?, state), head_checkpoint_id = ?, last_seq = ?, checkpoint_count = ?, updated_at = ?
+		WHERE id = ?`,
+		string(s.Status), s.Phase, s.CurrentStep, state, s.HeadCheckpointID, s.LastSeq, s.CheckpointCount,
+		ts(s.UpdatedAt), s.ID)
+	if err != nil {
+		return fmt.Errorf("sqlite: advance session: %w", err)
 	}
 	return oneRow(res, func() error { return sessionNotFound(s.ID) })
 }

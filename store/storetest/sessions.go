@@ -41,6 +41,17 @@ func testSessions(t *testing.T, o opener) {
 			wantCode(t, "DeleteSession twice", err, belay.CodeSessionNotFound)
 			wantEqual(t, "other session", keep, mustGetSession(t, st, keep.ID))
 		}},
+		{"Head", testSessionHead},
+		{"HeadMissing", func(t *testing.T, st store.Store) {
+			_, err := st.GetSessionHead(t.Context(), newID())
+			wantCode(t, "GetSessionHead of a missing id", err, belay.CodeSessionNotFound)
+		}},
+		{"Advance", testSessionAdvance},
+		{"AdvanceLargeState", testSessionAdvanceLargeState},
+		{"AdvanceMissing", func(t *testing.T, st store.Store) {
+			err := st.Update(t.Context(), func(tx store.Tx) error { return tx.AdvanceSession(t.Context(), newSession("/p", at(0))) })
+			wantCode(t, "AdvanceSession of a missing id", err, belay.CodeSessionNotFound)
+		}},
 		{"DeleteCascades", testSessionDeleteCascades},
 		{"ActiveSessionByStatus", testActiveSessionByStatus},
 		{"ActiveSessionNewestOpen", testActiveSessionNewestOpen},
@@ -115,6 +126,109 @@ func testSessionUpdate(t *testing.T, st store.Store) {
 	want.State, want.Metadata, want.Plan, want.LeaseExpiresAt = nil, nil, nil, nil
 	mustUpdate(t, st, func(tx store.Tx) error { return tx.UpdateSession(t.Context(), &want) })
 	wantEqual(t, "session after clearing state", &want, mustGetSession(t, st, s.ID))
+}
+
+// headOf is s as GetSessionHead returns it.
+func headOf(s *belay.Session) *belay.Session {
+	return &belay.Session{ID: s.ID, ProjectPath: s.ProjectPath, Owner: s.Owner, Status: s.Status, Phase: s.Phase,
+		CurrentStep: s.CurrentStep, HeadCheckpointID: s.HeadCheckpointID, LastSeq: s.LastSeq,
+		CheckpointCount: s.CheckpointCount, Holder: s.Holder, LeaseExpiresAt: s.LeaseExpiresAt}
+}
+
+func testSessionHead(t *testing.T, st store.Store) {
+	for _, tc := range []struct {
+		name string
+		s    *belay.Session
+	}{
+		{"Full", fullSession()},
+		{"Minimal", &belay.Session{ID: newID(), Status: belay.SessionRunning, CreatedAt: at(1), UpdatedAt: at(1)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mustInsertSession(t, st, tc.s)
+			got, err := st.GetSessionHead(t.Context(), tc.s.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantEqual(t, "GetSessionHead", headOf(tc.s), got)
+			mustUpdate(t, st, func(tx store.Tx) error {
+				got, err := tx.GetSessionHead(t.Context(), tc.s.ID)
+				if err != nil {
+					return err
+				}
+				wantEqual(t, "GetSessionHead in a transaction", headOf(tc.s), got)
+				return nil
+			})
+		})
+	}
+}
+
+// testSessionAdvance stores a save's changes to a session read with
+// GetSessionHead: the session's other fields stay as they were, and so does
+// its state when the save carries none.
+func testSessionAdvance(t *testing.T, st store.Store) {
+	s := mustInsertSession(t, st, fullSession())
+	want := *s
+	advance := func(change func(h *belay.Session)) {
+		t.Helper()
+		mustUpdate(t, st, func(tx store.Tx) error {
+			h, err := tx.GetSessionHead(t.Context(), s.ID)
+			if err != nil {
+				return err
+			}
+			change(h)
+			return tx.AdvanceSession(t.Context(), h)
+		})
+	}
+	advance(func(h *belay.Session) {
+		h.Status, h.Phase, h.CurrentStep = belay.SessionRunning, "build", 4
+		h.HeadCheckpointID, h.LastSeq, h.CheckpointCount, h.UpdatedAt = newID(), 8, 7, at(5)
+		h.State = json.RawMessage(`{"step":4}`)
+		want.Status, want.Phase, want.CurrentStep = h.Status, h.Phase, h.CurrentStep
+		want.HeadCheckpointID, want.LastSeq, want.CheckpointCount, want.UpdatedAt = h.HeadCheckpointID, h.LastSeq, h.CheckpointCount, h.UpdatedAt
+		want.State = h.State
+	})
+	wantEqual(t, "session after AdvanceSession", &want, mustGetSession(t, st, s.ID))
+
+	advance(func(h *belay.Session) {
+		h.HeadCheckpointID, h.LastSeq, h.CheckpointCount, h.UpdatedAt = newID(), 9, 8, at(6)
+		want.HeadCheckpointID, want.LastSeq, want.CheckpointCount, want.UpdatedAt = h.HeadCheckpointID, h.LastSeq, h.CheckpointCount, h.UpdatedAt
+	})
+	wantEqual(t, "session after AdvanceSession without a state", &want, mustGetSession(t, st, s.ID))
+
+	// The fields a save does not change stay, whatever the session passed holds.
+	mustUpdate(t, st, func(tx store.Tx) error {
+		h := *fullSession()
+		h.ID, h.Status, h.Phase, h.CurrentStep, h.State = s.ID, want.Status, want.Phase, want.CurrentStep, nil
+		h.HeadCheckpointID, h.LastSeq, h.CheckpointCount, h.UpdatedAt = want.HeadCheckpointID, want.LastSeq, want.CheckpointCount, want.UpdatedAt
+		return tx.AdvanceSession(t.Context(), &h)
+	})
+	wantEqual(t, "session after AdvanceSession of other fields", &want, mustGetSession(t, st, s.ID))
+}
+
+// testSessionAdvanceLargeState advances a session to a large state and on,
+// without one, and reads the state back whole.
+func testSessionAdvanceLargeState(t *testing.T, st store.Store) {
+	s := mustInsertSession(t, st, newSession("/p", at(0)))
+	big := newBigState(3, 300)
+	for step := 1; step <= 3; step++ {
+		var state json.RawMessage
+		if step != 2 {
+			big.edit(step)
+			state = big.json(t)
+		}
+		mustUpdate(t, st, func(tx store.Tx) error {
+			h, err := tx.GetSessionHead(t.Context(), s.ID)
+			if err != nil {
+				return err
+			}
+			h.LastSeq, h.State = int64(step), state
+			return tx.AdvanceSession(t.Context(), h)
+		})
+		got := mustGetSession(t, st, s.ID)
+		if want := big.json(t); !slices.Equal(got.State, want) || got.LastSeq != int64(step) {
+			t.Fatalf("step %d: seq %d and a state of %d bytes, want seq %d and %d bytes", step, got.LastSeq, len(got.State), step, len(want))
+		}
+	}
 }
 
 func testSessionDeleteCascades(t *testing.T, st store.Store) {
