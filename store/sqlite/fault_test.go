@@ -245,7 +245,11 @@ func TestFullDiskMidTransaction(t *testing.T) {
 				}
 				after := make(chan error, 1)
 				go func() { after <- db.Update(ctx, func(store.Tx) error { return nil }) }()
-				for db.queued.Load() != 2 {
+				// The writer took the failing Update and waits for its turn;
+				// the other must be handing its write over (not merely
+				// counted as queued) when the turn comes, or it lands in a
+				// batch of its own.
+				for sendingUpdates() != 1 {
 					runtime.Gosched()
 				}
 				close(release)
@@ -293,4 +297,18 @@ func fill(t *testing.T, path string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// sendingUpdates counts the Update calls waiting to hand their write to the
+// writer goroutine (in Update's select on db.writes).
+func sendingUpdates() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		if strings.Contains(g, " [select") && strings.Contains(g, "sqlite.(*DB).Update(") {
+			n++
+		}
+	}
+	return n
 }
