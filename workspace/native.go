@@ -1051,7 +1051,7 @@ func (m *Manager) nativeBuild(ctx context.Context, s *shadow, opts treeOpts, ful
 	gone = append(gone, res.gone...)
 	unknown = append(unknown, res.unknown...)
 	if full {
-		ignoreChanged = !mapsEqual(res.ignoreFiles, st.ignoreFiles)
+		ignoreChanged = !maps.Equal(res.ignoreFiles, st.ignoreFiles)
 		st.ignoreFiles = res.ignoreFiles
 	} else {
 		for _, p := range slices.Concat(candidates, unknown, gone) {
@@ -1297,18 +1297,6 @@ func (m *Manager) hashFiles(ctx context.Context, s *shadow, objs *objectWriter, 
 		}
 	}
 	return out, ctx.Err()
-}
-
-func mapsEqual(a, b map[string]statData) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // setNativeEntries is setIndexEntries on the index in memory, written at
