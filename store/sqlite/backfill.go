@@ -17,8 +17,16 @@ import (
 // own automatic checkpoint stays as a backstop for when the backfill falls
 // far behind (a reader holding an old snapshot keeps a passive backfill from
 // finishing).
+//
+// A backfill costs two syncs whatever it copies, so it waits for about as
+// many frames as SQLite's own (1000 pages): commits vary in size, so the
+// number of commits between backfills follows the frames the last one found.
 const (
-	backfillEvery = 32
+	backfillFrames = 1000
+	// firstBackfill is the commits before the first backfill.
+	firstBackfill = 32
+	// maxBackfillEvery bounds the commits between backfills.
+	maxBackfillEvery = 1024
 	// backstopPages is the writer connection's wal_autocheckpoint.
 	backstopPages = 8000
 )
@@ -29,9 +37,11 @@ type backfiller struct {
 	conn *sql.DB
 	wake chan struct{}
 	done chan struct{}
-	// commits counts the writer's commits; only the writer's turn holder
-	// touches it.
-	commits int
+	// commits counts the writer's commits since the last wake; only the
+	// writer's turn holder touches it.
+	commits int64
+	// every is the number of commits between backfills.
+	every atomic.Int64
 	// runs counts the backfills done.
 	runs atomic.Int64
 }
@@ -44,16 +54,19 @@ func newBackfiller(path string, pragmas []string) (*backfiller, error) {
 	conn.SetMaxOpenConns(1)
 	conn.SetMaxIdleConns(1)
 	conn.SetConnMaxLifetime(0)
-	return &backfiller{conn: conn, wake: make(chan struct{}, 1), done: make(chan struct{})}, nil
+	b := &backfiller{conn: conn, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	b.every.Store(firstBackfill)
+	return b, nil
 }
 
 // committed counts a commit of the writer connection and wakes the
-// backfiller every backfillEvery commits; the caller holds the writer's turn.
+// backfiller when enough have passed; the caller holds the writer's turn.
 func (b *backfiller) committed() {
 	b.commits++
-	if b.commits%backfillEvery != 0 {
+	if b.commits < b.every.Load() {
 		return
 	}
+	b.commits = 0
 	select {
 	case b.wake <- struct{}{}:
 	default: // one is running, or already due
@@ -75,6 +88,9 @@ func (b *backfiller) run(closed <-chan struct{}) {
 			// The writer's automatic checkpoint is the backstop; a storage
 			// fault shows on the writes themselves.
 			slog.Warn("sqlite: backfill the write-ahead log", "err", fmt.Sprint(err))
+		}
+		if err == nil && frames > 0 {
+			b.every.Store(min(maxBackfillEvery, max(1, b.every.Load()*backfillFrames/int64(frames))))
 		}
 		b.runs.Add(1)
 	}

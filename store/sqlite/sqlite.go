@@ -314,7 +314,8 @@ type fnOutcome struct {
 	failed bool // fn returned an error, panicked or called runtime.Goexit
 }
 
-// Update runs fn atomically and returns after its writes are committed.
+// Update runs fn atomically and returns after its writes are committed and,
+// in the Full mode, on disk (see walSync).
 //
 // Concurrent calls are committed together (group commit): the writer
 // goroutine takes every call waiting, opens one BEGIN IMMEDIATE transaction,

@@ -149,7 +149,7 @@ func TestBackfillBesideWriter(t *testing.T) {
 	if got := pragma(t, db.wconn, "wal_autocheckpoint"); got != "8000" {
 		t.Errorf("writer's wal_autocheckpoint = %s, want 8000", got)
 	}
-	for i := range 2 * backfillEvery {
+	for i := range 2 * firstBackfill {
 		if err := put(db, string(rune('a'+i%26))+time.Now().String()); err != nil {
 			t.Fatal(err)
 		}
