@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 )
 
@@ -44,6 +45,9 @@ type backfiller struct {
 	every atomic.Int64
 	// runs counts the backfills done.
 	runs atomic.Int64
+	// running is held while a backfill runs; a test holds it to keep the log
+	// from being backfilled while it counts frames.
+	running sync.Mutex
 }
 
 func newBackfiller(path string, pragmas []string) (*backfiller, error) {
@@ -82,6 +86,7 @@ func (b *backfiller) run(closed <-chan struct{}) {
 		case <-closed:
 			return
 		}
+		b.running.Lock()
 		var busy, frames, copied int
 		err := b.conn.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied)
 		if err != nil {
@@ -93,6 +98,7 @@ func (b *backfiller) run(closed <-chan struct{}) {
 			b.every.Store(min(maxBackfillEvery, max(1, b.every.Load()*backfillFrames/int64(frames))))
 		}
 		b.runs.Add(1)
+		b.running.Unlock()
 	}
 }
 
