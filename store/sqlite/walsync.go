@@ -82,26 +82,39 @@ func (s *walSync) wait(n uint64) error {
 		s.syncing = true
 		upTo := s.committed
 		s.mu.Unlock()
-		err := s.syncLog()
+		err := s.open()
+		synced := false
+		if err == nil {
+			err = s.sync(s.f)
+			synced = true
+		}
 		s.mu.Lock()
 		s.syncing = false
-		if err != nil {
-			msg := faultMessage(err)
-			if msg == "" {
-				msg = msgIOError
-			}
-			s.err = store.Fault(msg, fmt.Errorf("sqlite: sync the write-ahead log: %w", err))
-		} else {
-			s.synced = max(s.synced, upTo)
-		}
 		s.cond.Broadcast()
+		switch {
+		case err == nil:
+			s.synced = max(s.synced, upTo)
+		case synced:
+			s.err = syncFault(err)
+		default:
+			// Nothing was lost yet: this write fails, the next one tries again.
+			return syncFault(err)
+		}
 	}
 	return s.err
 }
 
-// syncLog syncs the log, opening it first when needed; only the goroutine
-// that set syncing calls it.
-func (s *walSync) syncLog() error {
+func syncFault(err error) error {
+	msg := faultMessage(err)
+	if msg == "" {
+		msg = msgIOError
+	}
+	return store.Fault(msg, fmt.Errorf("sqlite: sync the write-ahead log: %w", err))
+}
+
+// open opens the log when it is not open yet; only the goroutine that set
+// syncing calls it.
+func (s *walSync) open() error {
 	if s.f == nil {
 		f, err := os.Open(s.path)
 		if err != nil {
@@ -115,7 +128,7 @@ func (s *walSync) syncLog() error {
 		}
 		s.f = f
 	}
-	return s.sync(s.f)
+	return nil
 }
 
 func syncDir(dir string) error {
