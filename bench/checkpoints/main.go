@@ -44,6 +44,7 @@ func main() {
 	rows := flag.Int("rows", 100000, "checkpoints in the database for the list run; 0 skips it")
 	queries := flag.Int("queries", 500, "list queries per filter")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the create rounds here")
+	frames := flag.Int("frames", 14, "write-ahead log frames one checkpoint's commit writes (TestWALPagesPerCheckpoint measures it), for the commit-sized sync ceiling")
 	langgraph := flag.String("langgraph", "bench/checkpoints/node", "directory of the LangGraph.js saver bench; empty skips it")
 	var durability sqlite.Durability
 	flag.Var(&durability, "durability", "full or relaxed: what a commit waits for")
@@ -60,9 +61,13 @@ func main() {
 	defer os.RemoveAll(dir)
 	fmt.Printf("%d cores (GOMAXPROCS %d), load %s, SQLite driver %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), loadAverage(), sqlite.Driver)
 
-	fsyncP50 := fsyncLatency(dir, 200)
+	fsyncP50 := fsyncLatency(dir, 1, 200)
 	ceiling := float64(time.Second) / float64(fsyncP50)
 	fmt.Printf("fsync p50 %s: one sequential durable writer cannot pass %.0f commits/s\n", fsyncP50.Round(time.Microsecond), ceiling)
+	commitP50 := fsyncLatency(dir, *frames, 200)
+	commitCeiling := float64(time.Second) / float64(commitP50)
+	fmt.Printf("writing %d log frames (%d KiB) and syncing them, p50 %s: a durable writer writing what one checkpoint writes cannot pass %.0f commits/s\n",
+		*frames, *frames*frameSize/1024, commitP50.Round(time.Microsecond), commitCeiling)
 
 	state := benchutil.State(*stateSize)
 	lg := newLangGraph(*langgraph, dir, durability)
@@ -96,7 +101,7 @@ func main() {
 		line := fmt.Sprintf("  belay %2d writer(s): %6.0f checkpoints/s (%.0f-%.0f), %3.0f µs CPU each",
 			w, med, slices.Min(rates[w]), slices.Max(rates[w]), median(cpu[w]))
 		if w == 1 && durability == sqlite.Full {
-			line += fmt.Sprintf(", %.0f%% of the fsync ceiling (target >= 70%%)", 100*med/ceiling)
+			line += fmt.Sprintf(", %.0f%% of the fsync ceiling (target >= 70%%), %.0f%% of the %d-frame commit's", 100*med/ceiling, 100*med/commitCeiling, *frames)
 		}
 		if w > 1 && durability == sqlite.Full {
 			line += " (target >= 10000/s)"
@@ -233,10 +238,16 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// fsyncLatency returns the median time to overwrite one 4 KiB page of a file
-// and fsync it (SQLite syncs with fsync), as a commit of the write-ahead log
-// does once the log has reached its working size.
-func fsyncLatency(dir string, samples int) time.Duration {
+// frameSize is the size of a write-ahead log frame: a 24-byte header and a
+// 4 KiB page.
+const frameSize = 24 + 4096
+
+// fsyncLatency returns the median time to write frames log frames (each
+// header and page written apart, as SQLite does) into a file at the size the
+// log works at, and fsync it: with one frame, the least a durable commit
+// costs; with as many as a checkpoint's commit writes, what that commit costs
+// the disk.
+func fsyncLatency(dir string, frames, samples int) time.Duration {
 	f, err := os.Create(filepath.Join(dir, "fsync"))
 	if err != nil {
 		log.Fatal(err)
@@ -253,10 +264,20 @@ func fsyncLatency(dir string, samples int) time.Duration {
 		log.Fatal(err)
 	}
 	lat := make([]time.Duration, 0, samples)
-	for i := range samples {
+	off := int64(0)
+	for range samples {
 		start := time.Now()
-		if _, err := f.WriteAt(page, int64(i*len(page))%size); err != nil {
-			log.Fatal(err)
+		for range frames {
+			if off+frameSize > size {
+				off = 0
+			}
+			if _, err := f.WriteAt(page[:24], off); err != nil {
+				log.Fatal(err)
+			}
+			if _, err := f.WriteAt(page, off+24); err != nil {
+				log.Fatal(err)
+			}
+			off += frameSize
 		}
 		if err := f.Sync(); err != nil {
 			log.Fatal(err)

@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"database/sql"
 	"path/filepath"
 	"testing"
 
@@ -13,7 +12,7 @@ func TestDamagedChunk(t *testing.T) {
 	db := mustOpen(t, path)
 	defer db.Close()
 	storetest.RunDamagedChunk(t, db, func(t *testing.T) {
-		other, err := sql.Open("sqlite", path)
+		other, err := openPool(path, nil, false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,15 +9,16 @@ import (
 type Durability int
 
 const (
-	// Full, the default, waits until the commit is on disk (SQLite
-	// synchronous=FULL): a write Update acknowledged survives a power loss or
-	// an OS crash. Group commit shares one sync among the writes committed
-	// together.
+	// Full, the default, waits until the commit is on disk: a write Update
+	// acknowledged survives a power loss or an OS crash. Update syncs the
+	// write-ahead log itself after the commit (see walSync): one sync covers
+	// every write committed before it began, and the writer connection runs
+	// the next transactions while it runs.
 	Full Durability = iota
-	// Relaxed (synchronous=NORMAL) syncs the write-ahead log only when it is
-	// checkpointed into the database file. It risks the last transactions
-	// acknowledged before a power loss or an OS crash (never those before a
-	// crash of the process alone); it never corrupts the database.
+	// Relaxed syncs the write-ahead log only when it is checkpointed into the
+	// database file. It risks the last transactions acknowledged before a
+	// power loss or an OS crash (never those before a crash of the process
+	// alone); it never corrupts the database.
 	Relaxed
 )
 
@@ -49,17 +50,8 @@ func (d *Durability) Set(name string) error {
 // Type names the values in command-line help.
 func (d *Durability) Type() string { return "full|relaxed" }
 
-// synchronous returns the value of SQLite's synchronous pragma for the mode,
-// as PRAGMA synchronous reads it back.
-func (d Durability) synchronous() (int, error) {
-	switch d {
-	case Full:
-		return 2, nil
-	case Relaxed:
-		return 1, nil
-	}
-	return 0, fmt.Errorf("sqlite: unknown durability %s", d)
-}
+// valid reports whether d is one of the modes.
+func (d Durability) valid() bool { return d == Full || d == Relaxed }
 
 // An Option changes how Open opens a database.
 type Option func(*options)

@@ -77,8 +77,8 @@ func TestStorageFaults(t *testing.T) {
 	_, err = db.reader.q.ExecContext(ctx, `INSERT INTO users (name, created_at) VALUES ('x', 1)`)
 	wantFault(t, "SQLITE_READONLY", err, msgReadOnly)
 
-	// SQLITE_CANTOPEN.
-	missing, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "no", "such", "belay.db")+"?mode=ro")
+	// SQLITE_CANTOPEN: a file in a directory that does not exist.
+	missing, err := openPool(filepath.Join(t.TempDir(), "no", "such", "belay.db"), nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}

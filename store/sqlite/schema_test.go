@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"database/sql"
 	"errors"
 	"path/filepath"
 	"strconv"
@@ -19,7 +18,7 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	raw, err := sql.Open("sqlite", path)
+	raw, err := openPool(path, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}

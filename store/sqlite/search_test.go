@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -116,7 +115,7 @@ func TestVectorsFromAnotherHandle(t *testing.T) {
 // existed are indexed by text and queued for vectors by the migration.
 func TestSearchMigrationIndexesExisting(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "belay.db")
-	raw, err := sql.Open("sqlite", path)
+	raw, err := openPool(path, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +347,7 @@ func TestSavesQueueWithoutRows(t *testing.T) {
 // embedding_queue before 00013 are indexed and embedded as before.
 func TestQueueMarksMigration(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "belay.db")
-	raw, err := sql.Open("sqlite", path)
+	raw, err := openPool(path, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +391,7 @@ func TestQueueMarksMigration(t *testing.T) {
 func TestSearchRowByDocMigration(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "belay.db")
-	raw, err := sql.Open("sqlite", path)
+	raw, err := openPool(path, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}

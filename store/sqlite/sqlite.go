@@ -72,7 +72,17 @@ type DB struct {
 	commitAllowed bool
 	// fault is the first storage fault a statement of the batch met.
 	fault error
+
+	// wal syncs the write-ahead log before a write is acknowledged; nil in
+	// the Relaxed mode.
+	wal *walSync
+	// backfill checkpoints the write-ahead log beside the writer.
+	backfill *backfiller
 }
+
+// synchronousNormal is SQLite's synchronous=NORMAL: in WAL mode a commit does
+// not wait for the disk. Full durability syncs the log itself (walSync).
+const synchronousNormal = 1
 
 var _ store.Store = (*DB)(nil)
 
@@ -87,9 +97,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	synchronous, err := o.durability.synchronous()
-	if err != nil {
-		return nil, err
+	if !o.durability.valid() {
+		return nil, fmt.Errorf("sqlite: unknown durability %s", o.durability)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("sqlite: create data dir: %w", err)
@@ -97,8 +106,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 	// busy_timeout first, so the pragmas after it already wait for a lock
 	// held by another process instead of failing.
 	pragmas := []string{fmt.Sprintf("busy_timeout(%d)", BusyTimeoutMillis), "journal_mode(WAL)",
-		fmt.Sprintf("synchronous(%d)", synchronous), "foreign_keys(1)", "temp_store(MEMORY)"}
-	write, err := openPool(path, pragmas, true)
+		fmt.Sprintf("synchronous(%d)", synchronousNormal), "foreign_keys(1)", "temp_store(MEMORY)"}
+	write, err := openPool(path, append(pragmas, fmt.Sprintf("wal_autocheckpoint(%d)", backstopPages)), true)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
@@ -108,7 +117,14 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
 	db := &DB{write: write, path: path}
+	if o.durability == Full {
+		db.wal = newWALSync(path)
+	}
 	if err := db.migrate(ctx); err != nil {
+		write.Close()
+		return nil, err
+	}
+	if err := db.synced(db.committed()); err != nil {
 		write.Close()
 		return nil, err
 	}
@@ -133,14 +149,19 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 		return nil, err
 	}
 	for _, q := range []pragmaQuerier{db.wconn, read} {
-		if err := checkPragmas(ctx, q, synchronous); err != nil {
+		if err := checkPragmas(ctx, q, synchronousNormal); err != nil {
 			db.Close()
 			return nil, err
 		}
 	}
+	if db.backfill, err = newBackfiller(path, pragmas); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
 	db.writes, db.closed, db.writerDone = make(chan *pendingWrite), make(chan struct{}), make(chan struct{})
 	db.turn = make(chan struct{}, 1)
 	go db.writer()
+	go db.backfill.run(db.closed)
 	return db, nil
 }
 
@@ -254,6 +275,12 @@ func (db *DB) Close() error {
 	if db.wconn != nil {
 		errs = append(errs, db.wconn.Close())
 	}
+	if db.wal != nil {
+		errs = append(errs, db.wal.close())
+	}
+	if db.backfill != nil {
+		errs = append(errs, db.backfill.close())
+	}
 	if db.rcache != nil {
 		db.rcache.close()
 	}
@@ -276,8 +303,10 @@ type pendingWrite struct {
 	turn chan *tx
 	// ran reports how fn ended back to the writer.
 	ran chan fnOutcome
-	// committed reports the outcome of the commit to a caller whose fn succeeded.
+	// committed reports the outcome of the commit to a caller whose fn
+	// succeeded; after a successful one, seq numbers the commit for walSync.
 	committed chan error
+	seq       uint64
 }
 
 type fnOutcome struct {
@@ -285,7 +314,8 @@ type fnOutcome struct {
 	failed bool // fn returned an error, panicked or called runtime.Goexit
 }
 
-// Update runs fn atomically and returns after its writes are committed.
+// Update runs fn atomically and returns after its writes are committed and,
+// in the Full mode, on disk (see walSync).
 //
 // Concurrent calls are committed together (group commit): the writer
 // goroutine takes every call waiting, opens one BEGIN IMMEDIATE transaction,
@@ -303,6 +333,11 @@ type fnOutcome struct {
 // back on its own after one, every caller of the batch gets an error and
 // nothing of the batch is kept, even if a fn ignores the error and goes on.
 func (db *DB) Update(ctx context.Context, fn func(store.Tx) error) error {
+	if db.wal != nil {
+		if err := db.wal.failed(); err != nil {
+			return err
+		}
+	}
 	if db.queued.Load() == 0 {
 		select {
 		case db.turn <- struct{}{}:
@@ -330,7 +365,30 @@ func (db *DB) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if err := w.run(db, t); err != nil {
 		return err
 	}
-	return storageFault(<-w.committed)
+	if err := <-w.committed; err != nil {
+		return storageFault(err)
+	}
+	return db.synced(w.seq)
+}
+
+// committed notes a commit the caller just made on the writer connection
+// and numbers it for synced (0 in the Relaxed mode).
+func (db *DB) committed() uint64 {
+	if db.backfill != nil {
+		db.backfill.committed()
+	}
+	if db.wal == nil {
+		return 0
+	}
+	return db.wal.commit()
+}
+
+// synced returns once commit n is on disk (at once in the Relaxed mode).
+func (db *DB) synced(n uint64) error {
+	if db.wal == nil {
+		return nil
+	}
+	return db.wal.wait(n)
 }
 
 // run calls fn and reports how it ended, also when it panics or exits the
@@ -356,19 +414,29 @@ var errClosed = fmt.Errorf("sqlite: database is closed")
 
 // runAlone is Update's fast path: the caller holds the turn and runs fn in a
 // transaction of its own, on its own goroutine. A panic or runtime.Goexit in
-// fn rolls the transaction back and continues.
+// fn rolls the transaction back and continues. The turn is given back before
+// the wait for the disk.
 func (db *DB) runAlone(ctx context.Context, fn func(store.Tx) error) error {
+	n, err := db.runAloneTx(ctx, fn)
+	if err != nil {
+		return err
+	}
+	return db.synced(n)
+}
+
+// runAloneTx runs fn and commits, holding the turn, and numbers the commit.
+func (db *DB) runAloneTx(ctx context.Context, fn func(store.Tx) error) (uint64, error) {
 	defer func() { <-db.turn }()
 	select {
 	case <-db.closed:
-		return errClosed
+		return 0, errClosed
 	default:
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return 0, err
 	}
 	if err := db.control("BEGIN IMMEDIATE"); err != nil {
-		return storageFault(fmt.Errorf("sqlite: begin: %w", err))
+		return 0, storageFault(fmt.Errorf("sqlite: begin: %w", err))
 	}
 	db.txLost, db.fault = false, nil
 	committing := false
@@ -382,10 +450,13 @@ func (db *DB) runAlone(ctx context.Context, fn func(store.Tx) error) error {
 		err = db.lostError(err)
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	committing = true
-	return storageFault(db.commit())
+	if err := db.commit(); err != nil {
+		return 0, storageFault(err)
+	}
+	return db.committed(), nil
 }
 
 // control runs a transaction control statement on the writer connection,
@@ -497,7 +568,12 @@ func (db *DB) runBatch(batch []*pendingWrite) {
 	} else {
 		db.control("ROLLBACK")
 	}
+	var n uint64
+	if err == nil {
+		n = db.committed()
+	}
 	for _, w := range succeeded {
+		w.seq = n
 		w.committed <- err
 	}
 }

@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"database/sql"
 	"path/filepath"
 	"testing"
 
@@ -15,7 +14,7 @@ import (
 // foreign key cascades to since 00014.
 func TestTagsMigration(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "belay.db")
-	raw, err := sql.Open("sqlite", path)
+	raw, err := openPool(path, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,170 @@
+package sqlite
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/store"
+)
+
+// put stores a setting in an Update of its own.
+func put(db *DB, name string) error {
+	return db.Update(context.Background(), func(tx store.Tx) error {
+		return tx.PutSetting(context.Background(), name, []byte("v"))
+	})
+}
+
+// visible reports whether readers see the setting name.
+func visible(t *testing.T, db *DB, name string) bool {
+	t.Helper()
+	var n int
+	if err := db.read.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM settings WHERE name = ?`, name).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n == 1
+}
+
+// waitVisible waits until readers see the setting name.
+func waitVisible(t *testing.T, db *DB, name string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !visible(t, db, name); {
+		if time.Now().After(deadline) {
+			t.Fatalf("setting %s never became visible", name)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// gateSyncs makes every sync of the write-ahead log wait for the test: each
+// one sends a channel on which the test answers with the sync's outcome (the
+// real sync runs on nil).
+func gateSyncs(db *DB) chan chan error {
+	syncs := make(chan chan error)
+	db.wal.sync = func(f *os.File) error {
+		answer := make(chan error)
+		syncs <- answer
+		if err := <-answer; err != nil {
+			return err
+		}
+		return syncData(f)
+	}
+	return syncs
+}
+
+func nextSync(t *testing.T, syncs chan chan error) chan error {
+	t.Helper()
+	select {
+	case answer := <-syncs:
+		return answer
+	case <-time.After(10 * time.Second):
+		t.Fatal("no sync of the write-ahead log began")
+		return nil
+	}
+}
+
+func notReturned(t *testing.T, done chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		t.Fatalf("%s returned (%v) before a sync covered its commit", what, err)
+	default:
+	}
+}
+
+// TestFullAcknowledgesAfterSync: in the Full mode an Update returns only once
+// a sync of the write-ahead log that began after its commit has finished; the
+// commit is visible at once, and the writer runs the next transaction while
+// the sync runs. A sync already running when a commit lands does not count
+// for it.
+func TestFullAcknowledgesAfterSync(t *testing.T) {
+	db := mustOpen(t, filepath.Join(t.TempDir(), "belay.db"))
+	defer db.Close()
+	syncs := gateSyncs(db)
+	doneA, doneB := make(chan error, 1), make(chan error, 1)
+	go func() { doneA <- put(db, "a") }()
+	first := nextSync(t, syncs)
+	if !visible(t, db, "a") {
+		t.Fatal("a write being synced is not visible to readers")
+	}
+	notReturned(t, doneA, "the first Update")
+
+	go func() { doneB <- put(db, "b") }()
+	waitVisible(t, db, "b") // committed while the first sync still runs
+	notReturned(t, doneB, "the second Update")
+
+	first <- nil
+	if err := <-doneA; err != nil {
+		t.Fatalf("first Update: %v", err)
+	}
+	second := nextSync(t, syncs)
+	notReturned(t, doneB, "the second Update")
+	second <- nil
+	if err := <-doneB; err != nil {
+		t.Fatalf("second Update: %v", err)
+	}
+}
+
+// TestFullSyncFailureSticks: when a sync of the write-ahead log fails, the
+// Update waiting for it fails with STORAGE_UNAVAILABLE, and so does every
+// later one (the kernel reports a lost write once, so a later sync that
+// succeeds proves nothing) until the database is opened again.
+func TestFullSyncFailureSticks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "belay.db")
+	db := mustOpen(t, path)
+	syncs := gateSyncs(db)
+	done := make(chan error, 1)
+	go func() { done <- put(db, "a") }()
+	nextSync(t, syncs) <- syscall.EIO
+	if err := <-done; !belay.IsCode(err, belay.CodeStorageUnavailable) {
+		t.Fatalf("Update whose sync failed: %v, want STORAGE_UNAVAILABLE", err)
+	}
+	db.wal.sync = syncData
+	if err := put(db, "b"); !belay.IsCode(err, belay.CodeStorageUnavailable) {
+		t.Fatalf("Update after a failed sync: %v, want STORAGE_UNAVAILABLE", err)
+	}
+	if visible(t, db, "b") {
+		t.Error("a write after a failed sync was committed")
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = mustOpen(t, path)
+	defer db.Close()
+	if err := put(db, "c"); err != nil {
+		t.Fatalf("Update after reopening: %v", err)
+	}
+}
+
+// TestBackfillBesideWriter: the write-ahead log is checkpointed into the
+// database file by the backfiller's connection, not inside the writer's
+// commits, whose automatic checkpoint is only a distant backstop.
+func TestBackfillBesideWriter(t *testing.T) {
+	db := mustOpen(t, filepath.Join(t.TempDir(), "belay.db"))
+	defer db.Close()
+	if got := pragma(t, db.wconn, "wal_autocheckpoint"); got != "8000" {
+		t.Errorf("writer's wal_autocheckpoint = %s, want 8000", got)
+	}
+	for i := range 2 * firstBackfill {
+		if err := put(db, string(rune('a'+i%26))+time.Now().String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); db.backfill.runs.Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the write-ahead log was never backfilled")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	var busy, frames, copied int
+	if err := db.backfill.conn.QueryRowContext(t.Context(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied); err != nil {
+		t.Fatal(err)
+	}
+	if busy != 0 || copied != frames {
+		t.Errorf("backfill: busy %d, %d of %d frames copied", busy, copied, frames)
+	}
+}
