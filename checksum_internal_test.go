@@ -63,6 +63,52 @@ func TestChecksumSplicesDocumentsAsMarshalWould(t *testing.T) {
 	}
 }
 
+// TestPreparedChecksumTakesTheSessionsFields: a checksum prepared before the
+// session's fields are known, summed once they are, is json.Marshal's, also
+// when other fields look like the slots the session's fields fill and when
+// those fields need escaping.
+func TestPreparedChecksumTakesTheSessionsFields(t *testing.T) {
+	tricky := `,"sessionId":"","seq":0,"name":,"projectPath":"","workspaceRef":,"parentId":"","hitlRequired":`
+	c := &Checkpoint{ID: "0190c2a0-0000-7000-8000-000000000001", Name: tricky, Summary: tricky, Description: tricky,
+		WorkspaceRef: tricky, Files: &FileChanges{Modified: []string{tricky}}, AgentState: json.RawMessage(`{"a":1}`),
+		Tags: []string{tricky}, Context: map[string]string{"hitlRequired": "", "parentId": "", "projectPath": "", "sessionId": ""},
+		Phase: tricky, CreatedBy: tricky, CreatedAt: time.Unix(1, 2),
+		HITLRequired: true, HITL: &HITLRequest{Title: tricky, Context: json.RawMessage(`{"parentId":"","hitlRequired":1}`)}}
+	p, err := c.PrepareChecksum()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"", "0190c2a0-0000-7000-8000-000000000002", "/home/a b/<x>&\"\u2028", "\xff\x01", tricky} {
+		for _, seq := range []int64{0, 1, 12345678901} {
+			c.SessionID, c.Seq, c.ProjectPath, c.ParentID = s, seq, s+"p", "q"+s
+			want, err := marshalledChecksum(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := p.Sum(c); got != want {
+				t.Errorf("session fields %q, seq %d: %s, want %s", s, seq, got, want)
+			}
+		}
+	}
+}
+
+// FuzzAppendJSONString: appendJSONString writes a string as json.Marshal does.
+func FuzzAppendJSONString(f *testing.F) {
+	for _, s := range []string{"", "0190c2a0-0000-7000-8000-000000000002", "/home/alice/project", `a"b`, `a\b`,
+		"<&>", "tab\there", "\u2028", "\xff", "é", "\x7f"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendJSONString([]byte("x"), s); string(got) != "x"+string(want) {
+			t.Errorf("appendJSONString(%q) = %s, want %s", s, got[1:], want)
+		}
+	})
+}
+
 // TestIsCompactJSON: only whitespace outside strings makes a document not
 // compact; whitespace and escaped quotes inside strings do not.
 func TestIsCompactJSON(t *testing.T) {

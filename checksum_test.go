@@ -71,6 +71,22 @@ func TestChecksumGolden(t *testing.T) {
 	}
 }
 
+// TestPreparedChecksum: a checksum prepared before the session's fields are
+// set, summed after, is ComputeChecksum's, every field set.
+func TestPreparedChecksum(t *testing.T) {
+	c := checksumFixture()
+	c.SessionID, c.Seq, c.ProjectPath, c.ParentID = "", 0, "", ""
+	p, err := c.PrepareChecksum()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := checksumFixture()
+	c.SessionID, c.Seq, c.ProjectPath, c.ParentID = want.SessionID, want.Seq, want.ProjectPath, want.ParentID
+	if got := p.Sum(c); got != mustChecksum(t, want) {
+		t.Errorf("Sum = %s, want ComputeChecksum's %s", got, mustChecksum(t, want))
+	}
+}
+
 // uncovered are the fields that change after a checkpoint is created, or are
 // derived from covered ones (a token count may be taken again with another
 // tokenizer), so the checksum leaves them out.

@@ -35,6 +35,12 @@ func (s *Service) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpoin
 	// Answers, a release and an end store the whole session; a save alone
 	// reads and writes only the columns it needs (see addCheckpoint).
 	whole := len(in.Answers) > 0 || in.Release || in.End != ""
+	// Encoded before the transaction, which then only hashes it with the
+	// session's fields: other writers wait for it.
+	sum, err := cp.PrepareChecksum()
+	if err != nil {
+		return nil, err
+	}
 	err = s.update(ctx, func(tx store.Tx) error {
 		sess, started, err := s.sessionFor(ctx, tx, c, in.SessionID, in.ProjectPath, whole)
 		if err != nil {
@@ -63,7 +69,7 @@ func (s *Service) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpoin
 			}
 		}
 		cp.StartedSession = started
-		if err := s.addCheckpoint(ctx, tx, sess, cp); err != nil {
+		if err := s.addCheckpoint(ctx, tx, sess, cp, sum); err != nil {
 			return err
 		}
 		// Answers stored the session already, a release or an end stores it again.
@@ -153,7 +159,7 @@ func (s *Service) newCheckpoint(ctx context.Context, c caller, in *belay.CreateC
 // session's head, state, phase and status along with it, storing the whole
 // session.
 func (s *Service) insertCheckpoint(ctx context.Context, tx store.Tx, sess *belay.Session, cp *belay.Checkpoint) error {
-	if err := s.addCheckpoint(ctx, tx, sess, cp); err != nil {
+	if err := s.addCheckpoint(ctx, tx, sess, cp, nil); err != nil {
 		return err
 	}
 	return tx.UpdateSession(ctx, sess)
@@ -163,8 +169,9 @@ func (s *Service) insertCheckpoint(ctx context.Context, tx store.Tx, sess *belay
 // and moves sess's head, state, phase and status along with it — in memory
 // only: the caller stores sess, all of it (UpdateSession) or what a save
 // changes (AdvanceSession), which needs no more of sess than
-// store.Reader.GetSessionHead reads.
-func (s *Service) addCheckpoint(ctx context.Context, tx store.Tx, sess *belay.Session, cp *belay.Checkpoint) error {
+// store.Reader.GetSessionHead reads. sum is cp's checksum prepared before
+// the transaction, or nil.
+func (s *Service) addCheckpoint(ctx context.Context, tx store.Tx, sess *belay.Session, cp *belay.Checkpoint, sum *belay.PreparedChecksum) error {
 	cp.SessionID = sess.ID
 	cp.Seq = sess.LastSeq + 1
 	cp.ParentID = sess.HeadCheckpointID
@@ -172,11 +179,13 @@ func (s *Service) addCheckpoint(ctx context.Context, tx store.Tx, sess *belay.Se
 		cp.ProjectPath = sess.ProjectPath
 	}
 	derive(cp)
-	sum, err := cp.ComputeChecksum()
-	if err != nil {
-		return err
+	if sum == nil {
+		var err error
+		if sum, err = cp.PrepareChecksum(); err != nil {
+			return err
+		}
 	}
-	cp.Checksum = sum
+	cp.Checksum = sum.Sum(cp)
 	if err := tx.InsertCheckpoint(ctx, cp); err != nil {
 		return err
 	}

@@ -155,6 +155,9 @@ func (t *tx) saveState(ctx context.Context, state json.RawMessage) (any, error) 
 		return nil, nil
 	}
 	b, err := chunkstore.Save(ctx, chunkTable{t.q}, state)
+	if err == nil && chunkstore.IsRoot(b) {
+		t.chunked.state, t.chunked.root = state, b
+	}
 	return b, err
 }
 

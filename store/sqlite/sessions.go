@@ -1,8 +1,10 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -30,6 +32,12 @@ type reader struct {
 // tx is a write transaction: the reader's querier runs inside it.
 type tx struct {
 	reader
+	// chunked is the last state saveState chunked in this transaction and
+	// the root it stored in its place (see advancedState).
+	chunked struct {
+		state json.RawMessage
+		root  []byte
+	}
 }
 
 type scanner interface{ Scan(dest ...any) error }
@@ -215,7 +223,7 @@ func (t *tx) UpdateSession(ctx context.Context, s *belay.Session) error {
 }
 
 func (t *tx) AdvanceSession(ctx context.Context, s *belay.Session) error {
-	state, err := t.saveState(ctx, s.State)
+	state, err := t.advancedState(ctx, s)
 	if err != nil {
 		return err
 	}
@@ -228,6 +236,26 @@ func (t *tx) AdvanceSession(ctx context.Context, s *belay.Session) error {
 		return fmt.Errorf("sqlite: advance session: %w", err)
 	}
 	return oneRow(res, func() error { return sessionNotFound(s.ID) })
+}
+
+// advancedState is saveState for the state of a session a save advances.
+// A large state is its head checkpoint's, chunked and stored a moment ago:
+// the session takes the root that checkpoint's row holds, sparing the
+// serialised write a second chunking of the state and lookup of its chunks
+// (most of a large state's cost). The row vouches for the chunks: a
+// transaction, or a savepoint, that lost the checkpoint lost its row too.
+func (t *tx) advancedState(ctx context.Context, s *belay.Session) (any, error) {
+	if root := t.chunked.root; root != nil && bytes.Equal(s.State, t.chunked.state) {
+		var one int
+		err := t.q.QueryRowContext(ctx, `SELECT 1 FROM checkpoints WHERE id = ? AND agent_state = ?`, s.HeadCheckpointID, root).Scan(&one)
+		if err == nil {
+			return root, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("sqlite: head checkpoint's state: %w", err)
+		}
+	}
+	return t.saveState(ctx, s.State)
 }
 
 func (t *tx) DeleteSession(ctx context.Context, id string) error {

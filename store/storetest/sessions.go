@@ -48,6 +48,7 @@ func testSessions(t *testing.T, o opener) {
 		}},
 		{"Advance", testSessionAdvance},
 		{"AdvanceLargeState", testSessionAdvanceLargeState},
+		{"AdvanceToHeadsLargeState", testSessionAdvanceToHeadsLargeState},
 		{"AdvanceMissing", func(t *testing.T, st store.Store) {
 			err := st.Update(t.Context(), func(tx store.Tx) error { return tx.AdvanceSession(t.Context(), newSession("/p", at(0))) })
 			wantCode(t, "AdvanceSession of a missing id", err, belay.CodeSessionNotFound)
@@ -228,6 +229,31 @@ func testSessionAdvanceLargeState(t *testing.T, st store.Store) {
 		if want := big.json(t); !slices.Equal(got.State, want) || got.LastSeq != int64(step) {
 			t.Fatalf("step %d: seq %d and a state of %d bytes, want seq %d and %d bytes", step, got.LastSeq, len(got.State), step, len(want))
 		}
+	}
+}
+
+// testSessionAdvanceToHeadsLargeState saves a checkpoint with a large state
+// and advances its session to it in one transaction, as core saves; the
+// session's state outlives the checkpoint and a sweep of the chunks.
+func testSessionAdvanceToHeadsLargeState(t *testing.T, st store.Store) {
+	s := mustInsertSession(t, st, newSession("/p", at(0)))
+	state := newBigState(5, 200).json(t)
+	c := withState(t, newCheckpoint(s, 1, at(1)), state)
+	mustUpdate(t, st, func(tx store.Tx) error {
+		if err := tx.InsertCheckpoint(t.Context(), c); err != nil {
+			return err
+		}
+		h, err := tx.GetSessionHead(t.Context(), s.ID)
+		if err != nil {
+			return err
+		}
+		h.HeadCheckpointID, h.LastSeq, h.CheckpointCount, h.State = c.ID, c.Seq, 1, state
+		return tx.AdvanceSession(t.Context(), h)
+	})
+	mustUpdate(t, st, func(tx store.Tx) error { return tx.DeleteCheckpoint(t.Context(), c.ID) })
+	sweep(t, st, false)
+	if got := mustGetSession(t, st, s.ID); !slices.Equal(got.State, state) {
+		t.Fatalf("a state of %d bytes, want %d", len(got.State), len(state))
 	}
 }
 
