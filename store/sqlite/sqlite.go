@@ -76,8 +76,6 @@ type DB struct {
 	// wal syncs the write-ahead log before a write is acknowledged; nil in
 	// the Relaxed mode.
 	wal *walSync
-	// backfill checkpoints the write-ahead log beside the writer.
-	backfill *backfiller
 }
 
 // synchronousNormal is SQLite's synchronous=NORMAL: in WAL mode a commit does
@@ -107,7 +105,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 	// held by another process instead of failing.
 	pragmas := []string{fmt.Sprintf("busy_timeout(%d)", BusyTimeoutMillis), "journal_mode(WAL)",
 		fmt.Sprintf("synchronous(%d)", synchronousNormal), "foreign_keys(1)", "temp_store(MEMORY)"}
-	write, err := openPool(path, append(pragmas, fmt.Sprintf("wal_autocheckpoint(%d)", backstopPages)), true)
+	write, err := openPool(path, pragmas, true)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
@@ -154,14 +152,9 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 			return nil, err
 		}
 	}
-	if db.backfill, err = newBackfiller(path, pragmas); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
-	}
 	db.writes, db.closed, db.writerDone = make(chan *pendingWrite), make(chan struct{}), make(chan struct{})
 	db.turn = make(chan struct{}, 1)
 	go db.writer()
-	go db.backfill.run(db.closed)
 	return db, nil
 }
 
@@ -278,9 +271,6 @@ func (db *DB) Close() error {
 	if db.wal != nil {
 		errs = append(errs, db.wal.close())
 	}
-	if db.backfill != nil {
-		errs = append(errs, db.backfill.close())
-	}
 	if db.rcache != nil {
 		db.rcache.close()
 	}
@@ -338,7 +328,7 @@ func (db *DB) Update(ctx context.Context, fn func(store.Tx) error) error {
 			return err
 		}
 	}
-	if db.queued.Load() == 0 {
+	if db.queued.Load() == 0 && (db.wal == nil || !db.wal.ahead()) {
 		select {
 		case db.turn <- struct{}{}:
 			return db.runAlone(ctx, fn)
@@ -371,12 +361,9 @@ func (db *DB) Update(ctx context.Context, fn func(store.Tx) error) error {
 	return db.synced(w.seq)
 }
 
-// committed notes a commit the caller just made on the writer connection
-// and numbers it for synced (0 in the Relaxed mode).
+// committed numbers a commit the caller just made on the writer connection,
+// for synced; 0 in the Relaxed mode.
 func (db *DB) committed() uint64 {
-	if db.backfill != nil {
-		db.backfill.committed()
-	}
 	if db.wal == nil {
 		return 0
 	}
@@ -513,6 +500,9 @@ func (db *DB) writer() {
 			return
 		}
 		db.turn <- struct{}{}
+		if db.wal != nil {
+			db.wal.ready()
+		}
 		batch := []*pendingWrite{first}
 	drain:
 		for len(batch) < maxBatch {
@@ -569,7 +559,7 @@ func (db *DB) runBatch(batch []*pendingWrite) {
 		db.control("ROLLBACK")
 	}
 	var n uint64
-	if err == nil {
+	if err == nil && len(succeeded) > 0 {
 		n = db.committed()
 	}
 	for _, w := range succeeded {

@@ -40,11 +40,12 @@ type walSync struct {
 	// keeps the database open, so SQLite neither removes nor replaces the
 	// log while f is open.
 	f *os.File
-	// committed counts the commits on the writer connection; synced is the
-	// count the last successful sync covered.
-	committed, synced uint64
-	syncing           bool
-	err               error
+	// committed counts the commits on the writer connection; covered is the
+	// count the running sync (or the last one) covers, synced the count the
+	// last successful sync covered.
+	committed, covered, synced uint64
+	syncing                    bool
+	err                        error
 }
 
 func newWALSync(dbPath string) *walSync {
@@ -60,6 +61,26 @@ func (s *walSync) commit() uint64 {
 	defer s.mu.Unlock()
 	s.committed++
 	return s.committed
+}
+
+// ahead reports whether a commit waits for a sync that has not begun.
+func (s *walSync) ahead() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.committed > s.covered && s.err == nil
+}
+
+// ready returns once every commit is covered by a sync, finished or running.
+// The writer waits for it before a transaction: while a sync runs it lets one
+// more transaction commit, then gathers the writes arriving until the next
+// sync can begin into one transaction, instead of committing them a few at a
+// time, each with pages of its own to sync.
+func (s *walSync) ready() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.committed > s.covered && s.err == nil {
+		s.cond.Wait()
+	}
 }
 
 // failed returns the error of a failed sync, which every write since gets.
@@ -81,6 +102,8 @@ func (s *walSync) wait(n uint64) error {
 		}
 		s.syncing = true
 		upTo := s.committed
+		s.covered = upTo
+		s.cond.Broadcast()
 		s.mu.Unlock()
 		err := s.open()
 		synced := false

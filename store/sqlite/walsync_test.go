@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -140,31 +141,59 @@ func TestFullSyncFailureSticks(t *testing.T) {
 	}
 }
 
-// TestBackfillBesideWriter: the write-ahead log is checkpointed into the
-// database file by the backfiller's connection, not inside the writer's
-// commits, whose automatic checkpoint is only a distant backstop.
-func TestBackfillBesideWriter(t *testing.T) {
+// TestFullGathersWritesBehindASync: while a sync runs and a commit already
+// waits for the next one, the writer starts no other transaction: the writes
+// arriving meanwhile wait for that next sync to begin and then commit
+// together, instead of one small commit each.
+func TestFullGathersWritesBehindASync(t *testing.T) {
 	db := mustOpen(t, filepath.Join(t.TempDir(), "belay.db"))
 	defer db.Close()
-	if got := pragma(t, db.wconn, "wal_autocheckpoint"); got != "8000" {
-		t.Errorf("writer's wal_autocheckpoint = %s, want 8000", got)
+	syncs := gateSyncs(db)
+	doneA, doneB := make(chan error, 1), make(chan error, 1)
+	go func() { doneA <- put(db, "a") }()
+	first := nextSync(t, syncs)
+	go func() { doneB <- put(db, "b") }()
+	waitVisible(t, db, "b") // committed; waits for a sync after the first
+
+	ran := make(chan struct{})
+	done := make([]chan error, 3)
+	for i := range done {
+		done[i] = make(chan error, 1)
+		go func() {
+			done[i] <- db.Update(t.Context(), func(tx store.Tx) error {
+				ran <- struct{}{}
+				return tx.PutSetting(t.Context(), fmt.Sprint("c", i), []byte("v"))
+			})
+		}()
 	}
-	for i := range 2 * firstBackfill {
-		if err := put(db, string(rune('a'+i%26))+time.Now().String()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for deadline := time.Now().Add(10 * time.Second); db.backfill.runs.Load() == 0; {
+	for deadline := time.Now().Add(10 * time.Second); db.queued.Load() < 3; {
 		if time.Now().After(deadline) {
-			t.Fatal("the write-ahead log was never backfilled")
+			t.Fatalf("%d of 3 writes queued", db.queued.Load())
 		}
 		time.Sleep(time.Millisecond)
 	}
-	var busy, frames, copied int
-	if err := db.backfill.conn.QueryRowContext(t.Context(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied); err != nil {
-		t.Fatal(err)
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case <-ran:
+		t.Fatal("a transaction began while a commit was waiting for a sync that had not begun")
+	default:
 	}
-	if busy != 0 || copied != frames {
-		t.Errorf("backfill: busy %d, %d of %d frames copied", busy, copied, frames)
+
+	first <- nil // the first sync ends; the second, for b, begins
+	second := nextSync(t, syncs)
+	for range done {
+		<-ran // the three run now
+	}
+	second <- nil
+	for _, ch := range []chan error{doneA, doneB} {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	nextSync(t, syncs) <- nil // the three's
+	for _, ch := range done {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
