@@ -77,18 +77,26 @@ func notReturned(t *testing.T, done chan error, what string) {
 	}
 }
 
+// firstSyncHeld opens a database whose syncs wait for the test (gateSyncs)
+// and saves the setting a: it returns with a committed and its sync held,
+// the channel that answers that sync, and where a's Update reports.
+func firstSyncHeld(t *testing.T) (*DB, chan chan error, chan error, chan error) {
+	db := mustOpen(t, filepath.Join(t.TempDir(), "belay.db"))
+	t.Cleanup(func() { db.Close() })
+	syncs := gateSyncs(db)
+	doneA := make(chan error, 1)
+	go func() { doneA <- put(db, "a") }()
+	return db, syncs, nextSync(t, syncs), doneA
+}
+
 // TestFullAcknowledgesAfterSync: in the Full mode an Update returns only once
 // a sync of the write-ahead log that began after its commit has finished; the
 // commit is visible at once, and the writer runs the next transaction while
 // the sync runs. A sync already running when a commit lands does not count
 // for it.
 func TestFullAcknowledgesAfterSync(t *testing.T) {
-	db := mustOpen(t, filepath.Join(t.TempDir(), "belay.db"))
-	defer db.Close()
-	syncs := gateSyncs(db)
-	doneA, doneB := make(chan error, 1), make(chan error, 1)
-	go func() { doneA <- put(db, "a") }()
-	first := nextSync(t, syncs)
+	db, syncs, first, doneA := firstSyncHeld(t)
+	doneB := make(chan error, 1)
 	if !visible(t, db, "a") {
 		t.Fatal("a write being synced is not visible to readers")
 	}
@@ -146,12 +154,8 @@ func TestFullSyncFailureSticks(t *testing.T) {
 // arriving meanwhile wait for that next sync to begin and then commit
 // together, instead of one small commit each.
 func TestFullGathersWritesBehindASync(t *testing.T) {
-	db := mustOpen(t, filepath.Join(t.TempDir(), "belay.db"))
-	defer db.Close()
-	syncs := gateSyncs(db)
-	doneA, doneB := make(chan error, 1), make(chan error, 1)
-	go func() { doneA <- put(db, "a") }()
-	first := nextSync(t, syncs)
+	db, syncs, first, doneA := firstSyncHeld(t)
+	doneB := make(chan error, 1)
 	go func() { doneB <- put(db, "b") }()
 	waitVisible(t, db, "b") // committed; waits for a sync after the first
 
