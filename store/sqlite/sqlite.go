@@ -262,14 +262,14 @@ func (db *DB) Close() error {
 			db.turn <- struct{}{}
 		})
 	}
+	if db.wal != nil {
+		errs = append(errs, db.wal.close())
+	}
 	for _, st := range db.wstmts {
 		errs = append(errs, st.Close())
 	}
 	if db.wconn != nil {
 		errs = append(errs, db.wconn.Close())
-	}
-	if db.wal != nil {
-		errs = append(errs, db.wal.close())
 	}
 	if db.rcache != nil {
 		db.rcache.close()

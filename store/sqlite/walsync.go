@@ -162,10 +162,25 @@ func syncDir(dir string) error {
 	return errors.Join(d.Sync(), d.Close())
 }
 
-// close closes the log; no sync may be running.
+// close syncs every commit so far, so that no Update still waiting needs a
+// sync after it, waits for a sync in progress to end and closes the log. The
+// writer connection must not commit any more.
 func (s *walSync) close() error {
-	if s.f == nil {
-		return nil
+	s.mu.Lock()
+	last, failed := s.committed, s.err
+	s.mu.Unlock()
+	err := s.wait(last)
+	if err == failed {
+		err = nil // reported to the writes it concerned
 	}
-	return s.f.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.syncing {
+		s.cond.Wait()
+	}
+	if s.f != nil {
+		err = errors.Join(err, s.f.Close())
+		s.f = nil
+	}
+	return err
 }

@@ -201,3 +201,24 @@ func TestFullGathersWritesBehindASync(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseWaitsForSync: Close waits for a sync in progress instead of
+// closing the log under it, and the write that sync covers is acknowledged.
+func TestCloseWaitsForSync(t *testing.T) {
+	db, _, first, doneA := firstSyncHeld(t)
+	closed := make(chan error, 1)
+	go func() { closed <- db.Close() }()
+	notReturned(t, doneA, "the Update")
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a sync was running", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	first <- nil
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := <-doneA; err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+}
