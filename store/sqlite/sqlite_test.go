@@ -48,7 +48,7 @@ func TestPragmas(t *testing.T) {
 		db   pragmaQuerier
 		want map[string]string
 	}{
-		{"write", db.wconn, map[string]string{"journal_mode": "wal", "foreign_keys": "1", "busy_timeout": "10000", "synchronous": "1", "query_only": "0"}},
+		{"write", db.wconn, map[string]string{"journal_mode": "wal", "foreign_keys": "1", "busy_timeout": "10000", "synchronous": "1", "query_only": "0", "wal_autocheckpoint": "4000"}},
 		{"read", db.read, map[string]string{"journal_mode": "wal", "foreign_keys": "1", "busy_timeout": "10000", "synchronous": "1", "query_only": "1"}},
 	} {
 		for name, want := range tc.want {
