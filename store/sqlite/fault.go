@@ -15,6 +15,9 @@ const (
 	msgReadOnly   = "the database cannot be written: read-only file system"
 	msgIOError    = "storage I/O error"
 	msgCannotOpen = "the database file cannot be opened"
+	// msgSyncFailed is every write's error after a sync of the write-ahead
+	// log failed (see walSync).
+	msgSyncFailed = "a write to the database's disk failed and recent writes may be lost; restart belay once the disk is healthy"
 )
 
 // SQLite's primary result codes of storage faults.

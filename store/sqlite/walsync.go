@@ -118,21 +118,17 @@ func (s *walSync) wait(n uint64) error {
 		case err == nil:
 			s.synced = max(s.synced, upTo)
 		case synced:
-			s.err = syncFault(err)
+			s.err = store.Fault(msgSyncFailed, fmt.Errorf("sqlite: sync the write-ahead log: %w", err))
 		default:
 			// Nothing was lost yet: this write fails, the next one tries again.
-			return syncFault(err)
+			msg := faultMessage(err)
+			if msg == "" {
+				msg = msgIOError
+			}
+			return store.Fault(msg, fmt.Errorf("sqlite: open the write-ahead log: %w", err))
 		}
 	}
 	return s.err
-}
-
-func syncFault(err error) error {
-	msg := faultMessage(err)
-	if msg == "" {
-		msg = msgIOError
-	}
-	return store.Fault(msg, fmt.Errorf("sqlite: sync the write-ahead log: %w", err))
 }
 
 // open opens the log when it is not open yet; only the goroutine that set

@@ -2,9 +2,11 @@ package sqlite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -133,8 +135,13 @@ func TestFullSyncFailureSticks(t *testing.T) {
 		t.Fatalf("Update whose sync failed: %v, want STORAGE_UNAVAILABLE", err)
 	}
 	db.wal.sync = syncData
-	if err := put(db, "b"); !belay.IsCode(err, belay.CodeStorageUnavailable) {
+	err := put(db, "b")
+	if !belay.IsCode(err, belay.CodeStorageUnavailable) {
 		t.Fatalf("Update after a failed sync: %v, want STORAGE_UNAVAILABLE", err)
+	}
+	var be *belay.Error
+	if !errors.As(err, &be) || !strings.Contains(be.Message, "restart belay") {
+		t.Errorf("the error after a failed sync is %v; it should say what to do", err)
 	}
 	if visible(t, db, "b") {
 		t.Error("a write after a failed sync was committed")
