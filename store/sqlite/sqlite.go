@@ -132,6 +132,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 		return nil, err
 	}
 	if err := db.synced(db.committed()); err != nil {
+		db.wal.close()
 		write.Close()
 		return nil, err
 	}
@@ -324,8 +325,9 @@ type fnOutcome struct {
 // continues in the caller. Calls run one at a time in arrival order and each
 // sees the writes of those before it, exactly as if they had run one by one,
 // but the cost of a commit is shared. When no other write is running or
-// waiting, the caller runs its transaction itself (the fast path), sparing
-// the hand-offs to and from the writer goroutine.
+// waiting, and no commit waits for a sync to begin (see walSync.ready), the
+// caller runs its transaction itself (the fast path), sparing the hand-offs
+// to and from the writer goroutine.
 //
 // A failure of the storage (a full disk, a read-only file system, an I/O
 // error) is a STORAGE_UNAVAILABLE error. When SQLite rolls the transaction
