@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/zlib"
 	"context"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -455,7 +454,7 @@ func (sc *scanner) scanDir(rel string, d *nativeDir) {
 				return true // gone meanwhile
 			}
 			statted = true
-			typ = dtype(st.Mode)
+			typ = dtype(uint32(st.Mode))
 		}
 		isDir := typ == unix.DT_DIR
 		var tracked *nativeFile
@@ -546,42 +545,6 @@ func emptyDir(name string) bool {
 	return err == nil && empty
 }
 
-// readDirents calls fn with the name and type (DT_*) of each entry of the
-// open directory fd but . and .., until fn returns false.
-func readDirents(fd int, fn func(name []byte, typ uint8) bool) error {
-	buf := direntBufs.Get().(*[]byte)
-	defer direntBufs.Put(buf)
-	for {
-		n, err := unix.Getdents(fd, *buf)
-		if err != nil {
-			return err
-		}
-		if n <= 0 {
-			return nil
-		}
-		for b := (*buf)[:n]; len(b) >= 19; {
-			reclen := int(binary.NativeEndian.Uint16(b[16:]))
-			if reclen < 19 || reclen > len(b) {
-				return errors.New("damaged directory entry")
-			}
-			typ, name := b[18], b[19:reclen]
-			b = b[reclen:]
-			if end := bytes.IndexByte(name, 0); end >= 0 {
-				name = name[:end]
-			}
-			if string(name) == "." || string(name) == ".." {
-				continue
-			}
-			if !fn(name, typ) {
-				return nil
-			}
-		}
-	}
-}
-
-// direntBufs are the buffers directories are read into.
-var direntBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
-
 // dtype is the directory entry type of a file of mode m.
 func dtype(m uint32) uint8 {
 	switch m & unix.S_IFMT {
@@ -631,7 +594,7 @@ var emptyBlob = [20]byte{0xe6, 0x9d, 0xe2, 0x9b, 0xb2, 0xd1, 0xd6, 0x43, 0x4b, 0
 func (f *nativeFile) clean(st *unix.Stat_t, racyAfter int64) bool {
 	s := statFrom(st)
 	s.dev = f.stat.dev
-	if s != f.stat || fileMode(st.Mode) != f.mode {
+	if s != f.stat || fileMode(uint32(st.Mode)) != f.mode {
 		return false
 	}
 	if f.stat.size == 0 && f.oid != emptyBlob {
@@ -838,7 +801,7 @@ func (m *Manager) hashFile(s *shadow, objs *objectWriter, rel string, maxSize in
 		}
 		return hashed{path: rel, skip: err.Error()}
 	}
-	mode := fileMode(st.Mode)
+	mode := fileMode(uint32(st.Mode))
 	var body []byte
 	switch mode {
 	case 0:
@@ -863,7 +826,7 @@ func (m *Manager) hashFile(s *shadow, objs *objectWriter, rel string, maxSize in
 			f.Close()
 			return hashed{path: rel, skip: "unreadable: " + err.Error()}
 		}
-		if fileMode(st.Mode) != mode {
+		if fileMode(uint32(st.Mode)) != mode {
 			f.Close()
 			return hashed{path: rel, skip: "changed while being read"}
 		}
@@ -970,16 +933,25 @@ func (d *nativeDir) holdsFiles() bool {
 	return false
 }
 
+// readFileID returns the identity of the file at path (zero for a missing
+// one).
+func readFileID(path string) fileID {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return fileID{}
+	}
+	return fileID{
+		dev: uint64(st.Dev), ino: uint64(st.Ino), size: uint64(st.Size),
+		mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(),
+	}
+}
+
 // scanClock returns the file system's current time (ns), as it stamps a
 // file modified now: a file modified at or after it may change again within
 // the same clock tick without its stat data showing it.
 func scanClock(s *shadow) (int64, error) {
 	name := filepath.Join(s.dir, "scan-clock")
-	if err := os.WriteFile(name, nil, 0o600); err != nil {
-		return 0, err
-	}
-	now := []unix.Timespec{{Nsec: unix.UTIME_NOW}, {Nsec: unix.UTIME_NOW}}
-	if err := unix.UtimesNanoAt(unix.AT_FDCWD, name, now, 0); err != nil {
+	if err := touchNow(name); err != nil {
 		return 0, err
 	}
 	var st unix.Stat_t

@@ -345,21 +345,6 @@ func readIndexID(s *shadow) indexID {
 	return indexID{index: readFileID(s.index), exclude: readFileID(filepath.Join(s.repo, "info", "exclude"))}
 }
 
-func readFileID(path string) fileID {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return fileID{}
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return fileID{}
-	}
-	return fileID{
-		dev: uint64(st.Dev), ino: uint64(st.Ino), size: uint64(st.Size),
-		mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(),
-	}
-}
-
 // claimChanges returns the watcher's claim for a snapshot of s: from the
 // Manager's own watcher (Options.WatchFiles), started first when s has none
 // (that first claim does not vouch), else from a process serving one

@@ -198,11 +198,7 @@ func TestIOErrorMidTransaction(t *testing.T) {
 func TestFullDiskMidTransaction(t *testing.T) {
 	for _, shared := range []bool{false, true} {
 		t.Run(map[bool]string{false: "Alone", true: "Shared"}[shared], func(t *testing.T) {
-			dir := t.TempDir()
-			if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=4m"); err != nil {
-				t.Skipf("cannot mount a small tmpfs (needs root): %v", err)
-			}
-			defer syscall.Unmount(dir, syscall.MNT_DETACH)
+			dir := smallDisk(t)
 			ctx := t.Context()
 			db := mustOpen(t, filepath.Join(dir, "belay.db"))
 			defer db.Close()
