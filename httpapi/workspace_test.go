@@ -305,15 +305,31 @@ func TestBusyImportAnswers429(t *testing.T) {
 	}
 	var held []*io.PipeWriter
 	done := make(chan int)
-	for range core.MaxImports {
+	hold := func() {
 		pr, pw := io.Pipe()
 		held = append(held, pw)
 		go func() { done <- post(pr).StatusCode }()
 		pw.Write([]byte{0x1f})
 	}
-	// The held uploads take their slots as the server gets to them.
+	for range core.MaxImports {
+		hold()
+	}
+	// The held uploads take their slots as the server gets to them. One
+	// that arrives while a probe holds a slot is turned away: another is
+	// held in its place, so that MaxImports are always on their way.
 	var resp *http.Response
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		for drained := false; !drained; {
+			select {
+			case status := <-done:
+				if status != http.StatusTooManyRequests {
+					t.Fatalf("a held import ended with %d before it was let go", status)
+				}
+				hold()
+			default:
+				drained = true
+			}
+		}
 		resp = post(strings.NewReader("x"))
 		if resp.StatusCode == http.StatusTooManyRequests || time.Now().After(deadline) {
 			break
@@ -325,7 +341,7 @@ func TestBusyImportAnswers429(t *testing.T) {
 	for _, pw := range held {
 		pw.Close()
 	}
-	for range held {
+	for range core.MaxImports {
 		if status := <-done; status != http.StatusBadRequest {
 			t.Errorf("a held import ended with %d, want 400", status)
 		}
