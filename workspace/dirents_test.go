@@ -26,22 +26,22 @@ func TestReadDirents(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := map[string]uint8{}
+	want := map[string]fs.FileMode{}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		want[e.Name()] = dtypeOf(e.Type())
+		want[e.Name()] = e.Type()
 	}
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	got := map[string]uint8{}
+	got := map[string]fs.FileMode{}
 	if err := readDirents(fd, func(name []byte, typ uint8) bool {
-		got[string(name)] = typ
+		got[string(name)] = typeBits(typ)
 		return true
 	}); err != nil {
 		t.Fatal(err)
@@ -51,17 +51,17 @@ func TestReadDirents(t *testing.T) {
 	}
 }
 
-// dtypeOf is the DT_* type of an entry the os package reports as t.
-func dtypeOf(t fs.FileMode) uint8 {
-	switch {
-	case t.IsRegular():
-		return unix.DT_REG
-	case t.IsDir():
-		return unix.DT_DIR
-	case t&fs.ModeSymlink != 0:
-		return unix.DT_LNK
-	case t&fs.ModeNamedPipe != 0:
-		return unix.DT_FIFO
+// typeBits is the fs.FileMode type of a DT_* directory entry type.
+func typeBits(typ uint8) fs.FileMode {
+	switch typ {
+	case unix.DT_REG:
+		return 0
+	case unix.DT_DIR:
+		return fs.ModeDir
+	case unix.DT_LNK:
+		return fs.ModeSymlink
+	case unix.DT_FIFO:
+		return fs.ModeNamedPipe
 	}
-	return unix.DT_UNKNOWN
+	return fs.ModeIrregular
 }
