@@ -131,11 +131,6 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 		write.Close()
 		return nil, err
 	}
-	if err := db.synced(db.committed()); err != nil {
-		db.wal.close()
-		write.Close()
-		return nil, err
-	}
 	read, err := openPool(path, append(pragmas, "query_only(1)", "cache_size(-32768)", "mmap_size(1073741824)"), false)
 	if err != nil {
 		write.Close()

@@ -23,7 +23,10 @@ import (
 // power loss as under synchronous=FULL, but a sync no longer stalls the
 // writer: while one runs, the next transactions run. (SQLite still syncs the
 // log before it checkpoints it into the database file, and the database file
-// after, under NORMAL as under FULL.)
+// after, under NORMAL as under FULL.) What commits before the first write
+// Update acknowledges, the migrations Open applies, needs no sync of its own:
+// that write's sync covers it, and until then losing it loses nothing
+// acknowledged (Open applies the migrations again).
 //
 // A failed sync leaves it unknown which writes reached the disk, and a later
 // sync of the same file may succeed without them (the kernel reports a lost
