@@ -82,14 +82,23 @@ func fullSession() *belay.Session {
 	}
 }
 
-func testSessionRoundTrip(t *testing.T, st store.Store) {
-	for _, tc := range []struct {
-		name string
-		s    *belay.Session
-	}{
+// sessionCase is a session to store, named.
+type sessionCase struct {
+	name string
+	s    *belay.Session
+}
+
+// sessionCases are a session with every field set and one with only the
+// fields a session needs.
+func sessionCases() []sessionCase {
+	return []sessionCase{
 		{"Full", fullSession()},
 		{"Minimal", &belay.Session{ID: newID(), Status: belay.SessionRunning, CreatedAt: at(1), UpdatedAt: at(1)}},
-	} {
+	}
+}
+
+func testSessionRoundTrip(t *testing.T, st store.Store) {
+	for _, tc := range sessionCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.name == "Full" {
 				wantAllSet(t, "fullSession", tc.s)
@@ -137,13 +146,7 @@ func headOf(s *belay.Session) *belay.Session {
 }
 
 func testSessionHead(t *testing.T, st store.Store) {
-	for _, tc := range []struct {
-		name string
-		s    *belay.Session
-	}{
-		{"Full", fullSession()},
-		{"Minimal", &belay.Session{ID: newID(), Status: belay.SessionRunning, CreatedAt: at(1), UpdatedAt: at(1)}},
-	} {
+	for _, tc := range sessionCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			mustInsertSession(t, st, tc.s)
 			got, err := st.GetSessionHead(t.Context(), tc.s.ID)
