@@ -29,14 +29,7 @@ func TestNestedRepositoryOuterIgnoreRules(t *testing.T) {
 		"100644 .belayignore", "100644 .gitignore", "100644 vendor/.gitignore",
 		"100644 vendor/lib/lib.go", "100644 vendor/lib/private/p.txt",
 	}
-	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
-	if got := treeFiles(t, m, root, s1.Commit); !slices.Equal(got, want) {
-		t.Errorf("first snapshot stored %q, want %q", got, want)
-	}
-	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
-	if len(s2.Created)+len(s2.Modified)+len(s2.Deleted) != 0 {
-		t.Errorf("second snapshot of the same work tree: created %q modified %q deleted %q", s2.Created, s2.Modified, s2.Deleted)
-	}
+	snapshotsTwice(t, m, root, want)
 }
 
 // TestSnapshotPathsInNestedRepository: a directory given among a
@@ -89,6 +82,13 @@ func TestNestedRepositoriesFollowTheWorkspaceRules(t *testing.T) {
 		"100644 vendor/lib/inner/.gitignore", "100644 vendor/lib/inner/build/out.txt",
 		"100644 vendor/lib/inner/ok.txt", "100644 vendor/lib/lib.go",
 	}
+	snapshotsTwice(t, m, root, want)
+}
+
+// snapshotsTwice snapshots root, which must store the files want lists
+// (mode and path), and again, which must find nothing changed.
+func snapshotsTwice(t *testing.T, m *Manager, root string, want []string) {
+	t.Helper()
 	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
 	if got := treeFiles(t, m, root, s1.Commit); !slices.Equal(got, want) {
 		t.Errorf("first snapshot stored %q, want %q", got, want)
