@@ -88,6 +88,16 @@ const sessionHeadCols = `id, project_path, owner, status, phase, current_step, h
 	checkpoint_count, holder, lease_expires_at`
 
 func (r reader) GetSessionHead(ctx context.Context, id string) (*belay.Session, error) {
+	heads := headsOf(r.q)
+	if heads != nil {
+		h, ok, err := heads.get(ctx, r.q, id)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return h.session(id), nil
+		}
+	}
 	var s belay.Session
 	var lease sql.NullInt64
 	err := r.q.QueryRowContext(ctx, `SELECT `+sessionHeadCols+` FROM sessions WHERE id = ?`, id).Scan(
@@ -100,6 +110,11 @@ func (r reader) GetSessionHead(ctx context.Context, id string) (*belay.Session, 
 		return nil, fmt.Errorf("sqlite: get session head: %w", err)
 	}
 	s.LeaseExpiresAt = fromNullTS(lease)
+	if heads != nil {
+		if err := heads.put(ctx, r.q, id, headOf(&s)); err != nil {
+			return nil, err
+		}
+	}
 	return &s, nil
 }
 
@@ -180,6 +195,7 @@ func (r reader) ListSessions(ctx context.Context, q store.SessionQuery) ([]*bela
 }
 
 func (t *tx) InsertSession(ctx context.Context, s *belay.Session) error {
+	t.forgetHead(s.ID)
 	plan, err := encode(s.Plan, s.Plan == nil)
 	if err != nil {
 		return err
@@ -199,6 +215,7 @@ func (t *tx) InsertSession(ctx context.Context, s *belay.Session) error {
 }
 
 func (t *tx) UpdateSession(ctx context.Context, s *belay.Session) error {
+	t.forgetHead(s.ID)
 	// project_path and owner never change: leaving them out spares the write
 	// of the sessions_project index entry on every checkpoint.
 	plan, err := encode(s.Plan, s.Plan == nil)
@@ -235,7 +252,21 @@ func (t *tx) AdvanceSession(ctx context.Context, s *belay.Session) error {
 	if err != nil {
 		return fmt.Errorf("sqlite: advance session: %w", err)
 	}
-	return oneRow(res, func() error { return sessionNotFound(s.ID) })
+	if err := oneRow(res, func() error { return sessionNotFound(s.ID) }); err != nil {
+		return err
+	}
+	if heads := headsOf(t.q); heads != nil {
+		heads.advanced(s)
+	}
+	return nil
+}
+
+// forgetHead drops session id from the writer's head cache before its row
+// changes otherwise than by AdvanceSession.
+func (t *tx) forgetHead(id string) {
+	if heads := headsOf(t.q); heads != nil {
+		heads.forget(id)
+	}
 }
 
 // advancedState is saveState for the state of a session a save advances.
@@ -259,6 +290,7 @@ func (t *tx) advancedState(ctx context.Context, s *belay.Session) (any, error) {
 }
 
 func (t *tx) DeleteSession(ctx context.Context, id string) error {
+	t.forgetHead(id)
 	res, err := t.q.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id)
 	if err != nil {
 		return fmt.Errorf("sqlite: delete session: %w", err)

@@ -73,6 +73,9 @@ type DB struct {
 	// fault is the first storage fault a statement of the batch met.
 	fault error
 
+	// heads caches sessions' heads for the writer connection's saves.
+	heads headCache
+
 	// wal syncs the write-ahead log before a write is acknowledged; nil in
 	// the Relaxed mode.
 	wal *walSync
@@ -147,6 +150,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 		return nil, fmt.Errorf("sqlite: writer connection: %w", err)
 	}
 	db.wstmts = map[string]*sql.Stmt{}
+	db.heads.heads = map[string]sessionHead{}
 	if err := db.hook(); err != nil {
 		db.Close()
 		return nil, err
@@ -203,7 +207,10 @@ func (db *DB) hook() error {
 			}
 			return 1 // turns the commit into a rollback
 		}
-		return setHooks(dc, commit, func() { db.txLost = true })
+		return setHooks(dc, commit, func() {
+			db.txLost = true
+			db.heads.clear()
+		})
 	})
 }
 
@@ -432,10 +439,11 @@ func (db *DB) runAloneTx(ctx context.Context, fn func(store.Tx) error) (uint64, 
 		return 0, storageFault(fmt.Errorf("sqlite: begin: %w", err))
 	}
 	db.txLost, db.fault = false, nil
+	db.heads.begin()
 	committing := false
 	defer func() {
 		if !committing {
-			db.control("ROLLBACK")
+			db.rollback()
 		}
 	}()
 	err := fn(&tx{reader: reader{q: writerQuerier{db}}})
@@ -459,6 +467,14 @@ func (db *DB) control(query string) error {
 	return err
 }
 
+// rollback rolls the writer connection's transaction back, and the head
+// cache forgets what it saw in it. A failed rollback leaves nothing to do:
+// SQLite rolled the transaction back itself.
+func (db *DB) rollback() {
+	db.heads.clear()
+	db.control("ROLLBACK")
+}
+
 // commit commits the writer connection's transaction, or rolls it back when
 // the commit fails.
 func (db *DB) commit() error {
@@ -466,7 +482,7 @@ func (db *DB) commit() error {
 	err := db.control("COMMIT")
 	db.commitAllowed = false
 	if err != nil {
-		db.control("ROLLBACK")
+		db.rollback()
 		return fmt.Errorf("sqlite: commit: %w", err)
 	}
 	return nil
@@ -535,6 +551,7 @@ func (db *DB) runBatch(batch []*pendingWrite) {
 		return
 	}
 	db.txLost, db.fault = false, nil
+	db.heads.begin()
 	t := &tx{reader: reader{q: writerQuerier{db}}}
 	// A batch of one needs no savepoint: on failure the transaction rolls back.
 	alone := len(batch) == 1
@@ -555,14 +572,14 @@ func (db *DB) runBatch(batch []*pendingWrite) {
 		broken = err
 	}
 	if alone && len(succeeded) == 0 && broken == nil {
-		db.control("ROLLBACK")
+		db.rollback()
 		return
 	}
 	err := broken
 	if err == nil {
 		err = db.commit()
 	} else {
-		db.control("ROLLBACK")
+		db.rollback()
 	}
 	var n uint64
 	if err == nil && len(succeeded) > 0 {
@@ -601,6 +618,7 @@ func (db *DB) runOne(t *tx, w *pendingWrite, alone bool) (bool, error) {
 		return !out.failed, nil
 	}
 	if out.failed {
+		db.heads.clear()
 		if err := db.control("ROLLBACK TO w"); err != nil {
 			return false, fmt.Errorf("sqlite: rollback to savepoint: %w", err)
 		}
