@@ -73,6 +73,9 @@ type DB struct {
 	// fault is the first storage fault a statement of the batch met.
 	fault error
 
+	// backfill copies the log into the database file beside the writer.
+	backfill *backfiller
+
 	// heads caches sessions' heads for the writer connection's saves.
 	heads headCache
 
@@ -161,6 +164,12 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 			return nil, err
 		}
 	}
+	bf, err := openPool(path, pragmas, false)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	db.backfill = newBackfiller(bf)
 	db.writes, db.closed, db.writerDone = make(chan *pendingWrite), make(chan struct{}), make(chan struct{})
 	db.turn = make(chan struct{}, 1)
 	go db.writer()
@@ -272,6 +281,7 @@ func (db *DB) Close() error {
 			<-db.writerDone
 			// Wait for a caller on the fast path; the turn is never given back.
 			db.turn <- struct{}{}
+			errs = append(errs, db.backfill.close())
 		})
 	}
 	if db.wal != nil {
@@ -485,6 +495,7 @@ func (db *DB) commit() error {
 		db.rollback()
 		return fmt.Errorf("sqlite: commit: %w", err)
 	}
+	db.backfill.committed()
 	return nil
 }
 
