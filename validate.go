@@ -111,7 +111,7 @@ func ValidateJSON(field string, raw json.RawMessage) error {
 	if !utf8.Valid(raw) {
 		return Invalid(field, "%s is not valid UTF-8", field)
 	}
-	if !json.Valid(raw) {
+	if !validJSON(raw) {
 		return Invalid(field, "%s is not valid JSON", field)
 	}
 	return nil

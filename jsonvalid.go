@@ -1,0 +1,223 @@
+package belay
+
+// validJSON reports whether data is one JSON value, exactly as json.Valid
+// does (FuzzValidJSON holds the two equal), in one pass that skips through
+// strings a byte at a time without the standard scanner's per-byte state
+// function calls: every save validates its agent state, and json.Valid took
+// about 10 µs of a save's CPU for a 2 KB state.
+func validJSON(data []byte) bool {
+	// stack holds the open containers: '{' or '['. json.Valid allows
+	// maxJSONDepth of them.
+	var buf [64]byte
+	stack := buf[:0]
+	i := skipSpace(data, 0)
+	for {
+		// A value is expected at i.
+		if i >= len(data) {
+			return false
+		}
+		switch c := data[i]; {
+		case c == '{' || c == '[':
+			if len(stack) == maxJSONDepth {
+				return false
+			}
+			stack = append(stack, c)
+			i = skipSpace(data, i+1)
+			if i < len(data) && data[i] == c+2 { // '}' is '{'+2, ']' is '['+2
+				stack = stack[:len(stack)-1]
+				i++
+				break
+			}
+			if c == '{' {
+				if i = objectKey(data, i); i < 0 {
+					return false
+				}
+			}
+			continue
+		case c == '"':
+			if i = skipString(data, i); i < 0 {
+				return false
+			}
+		case c == '-' || c >= '0' && c <= '9':
+			if i = skipNumber(data, i); i < 0 {
+				return false
+			}
+		case c == 't':
+			if i = skipLiteral(data, i, "true"); i < 0 {
+				return false
+			}
+		case c == 'f':
+			if i = skipLiteral(data, i, "false"); i < 0 {
+				return false
+			}
+		case c == 'n':
+			if i = skipLiteral(data, i, "null"); i < 0 {
+				return false
+			}
+		default:
+			return false
+		}
+		// A value ended before i: close containers, or go on to the next
+		// element of the innermost one.
+		for {
+			i = skipSpace(data, i)
+			if len(stack) == 0 {
+				return i == len(data)
+			}
+			if i >= len(data) {
+				return false
+			}
+			open := stack[len(stack)-1]
+			if data[i] == open+2 {
+				stack = stack[:len(stack)-1]
+				i++
+				continue
+			}
+			if data[i] != ',' {
+				return false
+			}
+			i = skipSpace(data, i+1)
+			if open == '{' {
+				if i = objectKey(data, i); i < 0 {
+					return false
+				}
+			}
+			break
+		}
+	}
+}
+
+// maxJSONDepth is encoding/json's limit on nested arrays and objects.
+const maxJSONDepth = 10000
+
+// objectKey skips an object's key and its colon at i and the space after
+// them, and returns where the value starts, or -1.
+func objectKey(data []byte, i int) int {
+	if i >= len(data) || data[i] != '"' {
+		return -1
+	}
+	if i = skipString(data, i); i < 0 {
+		return -1
+	}
+	i = skipSpace(data, i)
+	if i >= len(data) || data[i] != ':' {
+		return -1
+	}
+	return skipSpace(data, i+1)
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) {
+		switch data[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// stringStop marks the bytes that end a run of plain string content: the
+// quote, the backslash and the control characters JSON forbids unescaped.
+var stringStop = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	return t
+}()
+
+// skipString returns the index after the string starting at i (a quote), or
+// -1. Like json.Valid it accepts any byte from 0x20 up, invalid UTF-8 too.
+func skipString(data []byte, i int) int {
+	i++
+	for {
+		for i < len(data) && !stringStop[data[i]] {
+			i++
+		}
+		if i >= len(data) {
+			return -1
+		}
+		switch data[i] {
+		case '"':
+			return i + 1
+		case '\\':
+			if i+1 >= len(data) {
+				return -1
+			}
+			switch data[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(data) {
+					return -1
+				}
+				for _, h := range data[i+2 : i+6] {
+					if !isHex(h) {
+						return -1
+					}
+				}
+				i += 6
+			default:
+				return -1
+			}
+		default:
+			return -1 // a control character
+		}
+	}
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// skipNumber returns the index after the number starting at i, or -1:
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func skipNumber(data []byte, i int) int {
+	if data[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(data) && data[i] == '0':
+		i++
+	case i < len(data) && isDigit(data[i]):
+		for i < len(data) && isDigit(data[i]) {
+			i++
+		}
+	default:
+		return -1
+	}
+	if i < len(data) && data[i] == '.' {
+		i++
+		if i >= len(data) || !isDigit(data[i]) {
+			return -1
+		}
+		for i < len(data) && isDigit(data[i]) {
+			i++
+		}
+	}
+	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
+		i++
+		if i < len(data) && (data[i] == '+' || data[i] == '-') {
+			i++
+		}
+		if i >= len(data) || !isDigit(data[i]) {
+			return -1
+		}
+		for i < len(data) && isDigit(data[i]) {
+			i++
+		}
+	}
+	return i
+}
+
+// skipLiteral returns the index after lit at i, or -1.
+func skipLiteral(data []byte, i int, lit string) int {
+	if len(data)-i < len(lit) || string(data[i:i+len(lit)]) != lit {
+		return -1
+	}
+	return i + len(lit)
+}

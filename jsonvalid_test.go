@@ -1,0 +1,55 @@
+package belay
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+var jsonCases = []string{
+	``, ` `, `null`, `true`, `false`, `nul`, `truex`, `0`, `-0`, `01`, `-`, `1.`, `1.5`, `1e`, `1e+`, `1E-7`, `-12.5e10`,
+	`""`, `"a"`, `"\"`, `"\u00e9"`, `"\u00g9"`, `"\x"`, "\"\x01\"", "\"\x7f\"", "\"\xff\"", `"\/\b\f\n\r\t"`,
+	`{}`, `[]`, `{ }`, `[ ]`, `{"a":1}`, `{"a":1,}`, `{"a" : [1, 2, {"b": null}] }`, `[1,]`, `[,1]`, `{"a"}`,
+	`{1:2}`, `{"a":1 "b":2}`, `[1 2]`, `]`, `}`, `[}`, `{]`, `[[[]]]`, `[[[]]`, ` {"k":"v"} `, `{"k":"v"} x`,
+	"\t[\n1\r]\n", `[true,false,null]`, `"abc`, `{"a":`, `{"a":1`, `[1`, `[`, `{`,
+	strings.Repeat("[", 10000) + strings.Repeat("]", 10000),
+	strings.Repeat("[", 10001) + strings.Repeat("]", 10001),
+	strings.Repeat(`{"a":`, 10000) + "1" + strings.Repeat("}", 10000),
+	strings.Repeat(`{"a":`, 10001) + "1" + strings.Repeat("}", 10001),
+}
+
+func TestValidJSON(t *testing.T) {
+	for _, c := range jsonCases {
+		if got, want := validJSON([]byte(c)), json.Valid([]byte(c)); got != want {
+			t.Errorf("validJSON(%.40q) = %v, json.Valid says %v", c, got, want)
+		}
+	}
+}
+
+func FuzzValidJSON(f *testing.F) {
+	for _, c := range jsonCases {
+		f.Add([]byte(c))
+	}
+	f.Add([]byte(`{"messages":[{"role":"user","content":"hi \u263a"}],"step":3,"score":-1.5e-3,"done":false}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if got, want := validJSON(data), json.Valid(data); got != want {
+			t.Errorf("validJSON(%q) = %v, json.Valid says %v", data, got, want)
+		}
+	})
+}
+
+func BenchmarkValidJSON(b *testing.B) {
+	state := []byte(`{"messages":[{"role":"user","content":"` + strings.Repeat("lorem ipsum ", 170) + `"}],"step":3,"score":-1.5e-3}`)
+	b.Run("validJSON", func(b *testing.B) {
+		b.SetBytes(int64(len(state)))
+		for b.Loop() {
+			validJSON(state)
+		}
+	})
+	b.Run("json.Valid", func(b *testing.B) {
+		b.SetBytes(int64(len(state)))
+		for b.Loop() {
+			json.Valid(state)
+		}
+	})
+}
