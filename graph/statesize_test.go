@@ -5,12 +5,12 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/graph"
+	"github.com/belayhq/belay/internal/testutil"
 	"github.com/belayhq/belay/store/sqlite"
 )
 
@@ -40,7 +40,7 @@ func TestLargeStateGrowsWithTheChange(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	empty := fileSize(t, path)
+	empty := testutil.FileSize(t, path)
 
 	db, err = sqlite.Open(ctx, path)
 	if err != nil {
@@ -78,18 +78,9 @@ func TestLargeStateGrowsWithTheChange(t *testing.T) {
 	if err := db.Close(); err != nil { // folds the write-ahead log into the file
 		t.Fatal(err)
 	}
-	growth := fileSize(t, path) - empty
+	growth := testutil.FileSize(t, path) - empty
 	t.Logf("%d steps over a state of about 1 MB: the database grew by %d bytes (%.2f MB); one copy per step would be about 100 MB", steps, growth, float64(growth)/1e6)
 	if growth > 2e6 {
 		t.Fatalf("the database grew by %d bytes, more than 2 MB", growth)
 	}
-}
-
-func fileSize(t *testing.T, path string) int64 {
-	t.Helper()
-	fi, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fi.Size()
 }

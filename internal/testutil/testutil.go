@@ -1,8 +1,10 @@
-// Package testutil holds the assertions the tests of several packages share.
+// Package testutil holds the assertions and helpers the tests of several
+// packages share.
 package testutil
 
 import (
 	"errors"
+	"os"
 	"testing"
 
 	"github.com/belayhq/belay"
@@ -23,4 +25,14 @@ func WantCode(tb testing.TB, err error, code belay.Code, field ...string) *belay
 		tb.Fatalf("details.field = %v (%v), want %q", be.Details["field"], be, field[0])
 	}
 	return be
+}
+
+// FileSize returns the size of the file at path.
+func FileSize(tb testing.TB, path string) int64 {
+	tb.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return fi.Size()
 }

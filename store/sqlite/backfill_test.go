@@ -3,13 +3,13 @@ package sqlite
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/internal/testutil"
 	"github.com/belayhq/belay/store"
 )
 
@@ -28,15 +28,6 @@ func saveRows(t *testing.T, db *DB, from, n int) {
 	}
 }
 
-func fileSize(t *testing.T, path string) int64 {
-	t.Helper()
-	fi, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fi.Size()
-}
-
 // TestBackfillCopiesBesideTheWriter: the log is copied into the database file
 // long before it reaches the writer's wal_autocheckpoint, by the backfiller.
 func TestBackfillCopiesBesideTheWriter(t *testing.T) {
@@ -48,11 +39,11 @@ func TestBackfillCopiesBesideTheWriter(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db.Close()
-			before := fileSize(t, path)
+			before := testutil.FileSize(t, path)
 			// Far fewer frames than walCheckpointPages: only the backfiller copies.
 			saveRows(t, db, 0, backfillCommits)
 			deadline := time.Now().Add(10 * time.Second)
-			for fileSize(t, path) <= before {
+			for testutil.FileSize(t, path) <= before {
 				if time.Now().After(deadline) {
 					t.Fatalf("the database file stayed at %d bytes after %d commits", before, backfillCommits)
 				}
@@ -79,7 +70,7 @@ func TestBackfillLogStartsOver(t *testing.T) {
 	// writer's checkpoint many times over.
 	saveRows(t, db, 0, 10000)
 	const frame = 24 + 4096
-	if size, limit := fileSize(t, path+"-wal"), int64(2*walCheckpointPages*frame); size > limit {
+	if size, limit := testutil.FileSize(t, path+"-wal"), int64(2*walCheckpointPages*frame); size > limit {
 		t.Errorf("the log grew to %d bytes, want at most %d", size, limit)
 	}
 }
