@@ -45,6 +45,7 @@ func main() {
 	queries := flag.Int("queries", 500, "list queries per filter")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the create rounds here")
 	frames := flag.Int("frames", 14, "write-ahead log frames one checkpoint's commit writes (TestWALPagesPerCheckpoint measures it), for the commit-sized sync ceiling")
+	perRound := flag.Int("sessions", 1, "sessions the writers of a round save to, writer i to session i mod sessions: 1 is one agent's parallel saves, as many as writers is independent agents")
 	langgraph := flag.String("langgraph", "bench/checkpoints/node", "directory of the LangGraph.js saver bench; empty skips it")
 	var durability sqlite.Durability
 	flag.Var(&durability, "durability", "full or relaxed: what a commit waits for")
@@ -52,6 +53,9 @@ func main() {
 	counts, err := parseCounts(*workers)
 	if err != nil {
 		log.Fatal(err)
+	}
+	if *perRound < 1 {
+		log.Fatalf("-sessions must be at least 1, got %d", *perRound)
 	}
 	ctx := belay.WithActor(context.Background(), belay.Actor{UserID: "bench", Admin: true})
 	dir, err := os.MkdirTemp("", "belay-bench-")
@@ -85,7 +89,7 @@ func main() {
 	var lgRates []float64
 	for r := range *rounds {
 		for _, w := range counts {
-			rate, perCheckpoint := createRound(ctx, dir, durability, state, *n, w, r)
+			rate, perCheckpoint := createRound(ctx, dir, durability, state, *n, w, *perRound, r)
 			rates[w] = append(rates[w], rate)
 			cpu[w] = append(cpu[w], perCheckpoint)
 		}
@@ -94,8 +98,8 @@ func main() {
 		}
 	}
 	pprof.StopCPUProfile()
-	fmt.Printf("create: %d checkpoints with %d B agent state per round, durability %s, median of %d rounds (min-max); load %s\n",
-		*n, *stateSize, durability, *rounds, loadAverage())
+	fmt.Printf("create: %d checkpoints with %d B agent state per round into %d session(s), durability %s, median of %d rounds (min-max); load %s\n",
+		*n, *stateSize, *perRound, durability, *rounds, loadAverage())
 	for _, w := range counts {
 		med := median(rates[w])
 		line := fmt.Sprintf("  belay %2d writer(s): %6.0f checkpoints/s (%.0f-%.0f), %3.0f µs CPU each",
@@ -191,20 +195,24 @@ func parseCounts(list string) ([]int, error) {
 	return counts, nil
 }
 
-// createRound creates n checkpoints with w concurrent writers in one session
-// of a fresh database and returns the rate and the process's CPU time
-// (user and system) per checkpoint in microseconds, which a busy machine
-// disturbs less than the rate.
-func createRound(ctx context.Context, dir string, durability sqlite.Durability, state json.RawMessage, n, w, round int) (float64, float64) {
+// createRound creates n checkpoints with w concurrent writers in a fresh
+// database, writer i in session i mod sessions, and returns the rate and the
+// process's CPU time (user and system) per checkpoint in microseconds, which
+// a busy machine disturbs less than the rate.
+func createRound(ctx context.Context, dir string, durability sqlite.Durability, state json.RawMessage, n, w, sessions, round int) (float64, float64) {
 	db, err := sqlite.Open(ctx, filepath.Join(dir, fmt.Sprintf("create-%d-%d.db", w, round)), sqlite.WithDurability(durability))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer db.Close()
 	svc := core.New(core.Options{Store: db})
-	sess, err := svc.CreateSession(ctx, belay.CreateSessionInput{ProjectPath: dir, Title: "bench"})
-	if err != nil {
-		log.Fatal(err)
+	ids := make([]string, sessions)
+	for i := range ids {
+		sess, err := svc.CreateSession(ctx, belay.CreateSessionInput{ProjectPath: dir, Title: fmt.Sprint("bench ", i)})
+		if err != nil {
+			log.Fatal(err)
+		}
+		ids[i] = sess.ID
 	}
 	var wg sync.WaitGroup
 	cpuStart := cpuTime()
@@ -215,7 +223,7 @@ func createRound(ctx context.Context, dir string, durability sqlite.Durability, 
 			defer wg.Done()
 			for i := w0; i < n; i += w {
 				_, err := svc.CreateCheckpoint(ctx, belay.CreateCheckpointInput{
-					SessionID: sess.ID, Summary: fmt.Sprintf("step %d", i), Type: belay.TypeAuto,
+					SessionID: ids[w0%sessions], Summary: fmt.Sprintf("step %d", i), Type: belay.TypeAuto,
 					Trigger: belay.TriggerPeriodic, AgentState: state, Tags: []string{"bench"},
 				})
 				if err != nil {
