@@ -19,13 +19,14 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/store"
 	"github.com/belayhq/belay/store/sqlite"
 )
 
 // The helper process is this test binary run again with these variables set.
 const (
-	envRole = "BELAY_SQLITE_HELPER_ROLE" // "writer": open, wait, write; "opener": wait, open, write; "acker": see ackUntilKilled
+	envRole = "BELAY_SQLITE_HELPER_ROLE" // "writer": open, wait, write; "opener": wait, open, write; "acker": see ackUntilKilled; "saver": see saveInto
 	envDB   = "BELAY_SQLITE_HELPER_DB"
 	envN    = "BELAY_SQLITE_HELPER_N"
 	envTag  = "BELAY_SQLITE_HELPER_TAG"
@@ -62,6 +63,8 @@ func helper(role, path, count, tag string) error {
 	switch role {
 	case "acker":
 		return ackUntilKilled(ctx, path, n)
+	case "saver":
+		return saveInto(ctx, path, tag, n, barrier)
 	case "writer":
 		if db, err = sqlite.Open(ctx, path); err != nil {
 			return err
@@ -92,6 +95,30 @@ func helper(role, path, count, tag string) error {
 		})
 		if err != nil {
 			return fmt.Errorf("transaction %d: %w", i, err)
+		}
+	}
+	return db.Close()
+}
+
+// saveInto saves n checkpoints into session id through core, as belay's
+// processes do, each summary naming the process.
+func saveInto(ctx context.Context, path, id string, n int, barrier func() error) error {
+	db, err := sqlite.Open(ctx, path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	svc := core.New(core.Options{Store: db})
+	defer svc.Close()
+	if err := barrier(); err != nil {
+		return err
+	}
+	ctx = belay.WithActor(ctx, belay.Actor{UserID: "test", Admin: true})
+	for i := range n {
+		_, err := svc.CreateCheckpoint(ctx, belay.CreateCheckpointInput{SessionID: id, Summary: fmt.Sprintf("%d %d", os.Getpid(), i),
+			Type: belay.TypeAuto, Trigger: belay.TriggerPeriodic, AgentState: []byte(`{"i":1}`)})
+		if err != nil {
+			return fmt.Errorf("save %d: %w", i, err)
 		}
 	}
 	return db.Close()
@@ -339,5 +366,62 @@ func TestMultiProcessOpenNew(t *testing.T) {
 		}
 		checkWrites(t, db, n, "a", "b")
 		db.Close()
+	}
+}
+
+// TestMultiProcessSavesOneSession: two processes save into the same session
+// at once. Each process's writer caches the session's head between its saves;
+// the other's commits must make it read the head again, so the checkpoints
+// number 1 to 2n without a gap or a conflict, each the child of the one
+// before.
+func TestMultiProcessSavesOneSession(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	const n = 200
+	ctx := belay.WithActor(t.Context(), belay.Actor{UserID: "test", Admin: true})
+	path := filepath.Join(t.TempDir(), "belay.db")
+	db, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	svc := core.New(core.Options{Store: db})
+	defer svc.Close()
+	sess, err := svc.CreateSession(ctx, belay.CreateSessionInput{ProjectPath: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runHelpers(t, "saver", path, n, sess.ID, sess.ID)
+
+	got, err := svc.GetSession(ctx, sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.LastSeq != 2*n || got.CheckpointCount != 2*n {
+		t.Fatalf("session at seq %d with %d checkpoints, want %d", got.LastSeq, got.CheckpointCount, 2*n)
+	}
+	parent, switches, last := "", 0, ""
+	for seq := int64(1); seq <= 2*n; seq++ {
+		cp, err := db.GetCheckpointBySeq(ctx, sess.ID, seq)
+		if err != nil {
+			t.Fatalf("checkpoint #%d: %v", seq, err)
+		}
+		if cp.ParentID != parent {
+			t.Fatalf("checkpoint #%d has parent %q, want %q", seq, cp.ParentID, parent)
+		}
+		parent = cp.ID
+		if pid, _, _ := strings.Cut(cp.Summary, " "); pid != last {
+			switches, last = switches+1, pid
+		}
+	}
+	if got.HeadCheckpointID != parent {
+		t.Errorf("session head %s, want the last checkpoint %s", got.HeadCheckpointID, parent)
+	}
+	// 1 means one process waited out the other's whole run: the cache was
+	// never put to the test.
+	t.Logf("process switches along the session: %d", switches-1)
+	if switches-1 < 2 {
+		t.Errorf("the processes took turns only %d times", switches-1)
 	}
 }
