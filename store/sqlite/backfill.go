@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"database/sql"
+	"time"
 )
 
 // backfillCommits is how many commits of the writer connection wake the
@@ -54,6 +55,11 @@ func (b *backfiller) committed() {
 	}
 }
 
+// run copies on each wake-up, then rests as long as the copy took (and
+// forgets the wake-ups meanwhile), so that it holds SQLite's one checkpoint
+// lock at most half the time: on a busy machine a copy can outlast 64
+// commits, and a backfiller copying back to back would keep the writer's own
+// checkpoint, the one that lets the log start over, from ever running.
 func (b *backfiller) run() {
 	defer close(b.done)
 	for {
@@ -62,7 +68,17 @@ func (b *backfiller) run() {
 			return
 		case <-b.kick:
 		}
+		start := time.Now()
 		b.conn.Exec(`PRAGMA wal_checkpoint(PASSIVE)`)
+		select {
+		case <-b.stop:
+			return
+		case <-time.After(time.Since(start)):
+		}
+		select {
+		case <-b.kick:
+		default:
+		}
 	}
 }
 
