@@ -389,6 +389,8 @@ func (s *Service) ListCheckpoints(ctx context.Context, in belay.ListCheckpointsI
 			c.Type = string(last.Type)
 		case q.OrderByUpdated:
 			c.At = last.UpdatedAt.UnixNano()
+		case q.SessionID != "":
+			c.At = last.Seq
 		}
 		out.NextCursor = encodeCursor(c)
 	}

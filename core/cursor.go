@@ -15,7 +15,7 @@ import (
 type cursor struct {
 	Order string `json:"o"`
 	Type  string `json:"t,omitempty"`
-	At    int64  `json:"c"`
+	At    int64  `json:"c"` // the time in nanoseconds, or the seq in a session's order
 	ID    string `json:"i"`
 }
 
@@ -54,13 +54,19 @@ func decodeCursor(s, order string) (cursor, error) {
 	return c, nil
 }
 
+// checkpointOrder names the order of a checkpoint list: by creation ("c"),
+// type ("t"), update ("u"), or, for one session's checkpoints in the default
+// order, the session's own ("q": by seq, see store.CheckpointQuery), and the
+// direction.
 func checkpointOrder(in *belay.ListCheckpointsInput) string {
 	o := "c"
-	switch in.OrderBy {
-	case belay.OrderType:
+	switch {
+	case in.OrderBy == belay.OrderType:
 		o = "t"
-	case belay.OrderUpdatedAt:
+	case in.OrderBy == belay.OrderUpdatedAt:
 		o = "u"
+	case in.SessionID != "":
+		o = "q"
 	}
 	if in.OrderDir == belay.OrderAsc {
 		return o + "a"
@@ -79,5 +85,5 @@ func DecodeCheckpointCursor(in *belay.ListCheckpointsInput) (*store.CheckpointKe
 		return nil, err
 	}
 	at := time.Unix(0, c.At).UTC()
-	return &store.CheckpointKey{Type: belay.CheckpointType(c.Type), CreatedAt: at, UpdatedAt: at, ID: c.ID}, nil
+	return &store.CheckpointKey{Type: belay.CheckpointType(c.Type), CreatedAt: at, UpdatedAt: at, Seq: c.At, ID: c.ID}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -159,4 +160,59 @@ func FuzzDecodeCheckpointCursor(f *testing.F) {
 			t.Fatalf("cursor %q accepted by both directions", cursor)
 		}
 	})
+}
+
+// TestSessionListPagesInSeqOrder: a session's checkpoints page in the
+// session's order, by seq, also when their creation times disagree (a clock
+// set back between saves), and a cursor of that order is refused by a list
+// of another.
+func TestSessionListPagesInSeqOrder(t *testing.T) {
+	clock := testclock.New(start, time.Millisecond)
+	svc := newService(t, clock)
+	sess, err := svc.CreateSession(localCtx, belay.CreateSessionInput{ProjectPath: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i, back := range []time.Duration{0, -time.Hour, time.Minute, -2 * time.Hour} {
+		clock.Set(start.Add(back))
+		cp := mustCreate(t, svc, belay.CreateCheckpointInput{SessionID: sess.ID, Summary: fmt.Sprint(i)})
+		want = append(want, cp.ID)
+	}
+	for _, dir := range []string{belay.OrderAsc, belay.OrderDesc} {
+		in := belay.ListCheckpointsInput{SessionID: sess.ID, OrderDir: dir, Limit: 1}
+		var got []string
+		for range len(want) + 1 {
+			list, err := svc.ListCheckpoints(localCtx, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, cp := range list.Items {
+				got = append(got, cp.ID)
+			}
+			if !list.HasMore {
+				break
+			}
+			in.Cursor = list.NextCursor
+		}
+		w := slices.Clone(want)
+		if dir == belay.OrderDesc {
+			slices.Reverse(w)
+		}
+		if !slices.Equal(got, w) {
+			t.Errorf("%s: paged %v, want the session's order %v", dir, got, w)
+		}
+	}
+	page, err := svc.ListCheckpoints(localCtx, belay.ListCheckpointsInput{SessionID: sess.ID, Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = svc.ListCheckpoints(localCtx, belay.ListCheckpointsInput{ProjectPath: sess.ProjectPath, Limit: 1, Cursor: page.NextCursor})
+	testutil.WantCode(t, err, belay.CodeValidation, "cursor")
+	other, err := svc.ListCheckpoints(localCtx, belay.ListCheckpointsInput{ProjectPath: sess.ProjectPath, Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = svc.ListCheckpoints(localCtx, belay.ListCheckpointsInput{SessionID: sess.ID, Limit: 1, Cursor: other.NextCursor})
+	testutil.WantCode(t, err, belay.CodeValidation, "cursor")
 }

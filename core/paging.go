@@ -1,9 +1,7 @@
 package core
 
 import (
-	"cmp"
 	"context"
-	"slices"
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/store"
@@ -54,11 +52,11 @@ func sessionCheckpoints(ctx context.Context, r store.Reader, sessionID string) (
 		out = append(out, cp)
 		return nil
 	})
-	slices.SortFunc(out, func(a, b *belay.Checkpoint) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out, err
 }
 
-// checkpointKey is a checkpoint's position in (CreatedAt, ID) order.
+// checkpointKey is a checkpoint's position in (CreatedAt, ID) order and in
+// its session's.
 func checkpointKey(cp *belay.Checkpoint) *store.CheckpointKey {
-	return &store.CheckpointKey{CreatedAt: cp.CreatedAt, ID: cp.ID}
+	return &store.CheckpointKey{CreatedAt: cp.CreatedAt, Seq: cp.Seq, ID: cp.ID}
 }

@@ -361,12 +361,17 @@ type CheckpointKey struct {
 	Type      belay.CheckpointType
 	CreatedAt time.Time
 	UpdatedAt time.Time
-	ID        string
+	// Seq is the position in a session's order (see CheckpointQuery).
+	Seq int64
+	ID  string
 }
 
 // CheckpointQuery filters checkpoints. Order is by (CreatedAt, ID), by
 // (Type, CreatedAt, ID) or, with OrderByUpdated, by (UpdatedAt, ID),
-// ascending or descending.
+// ascending or descending. The checkpoints of one session (SessionID set,
+// neither OrderByType nor OrderByUpdated) come in the session's own order,
+// by Seq, which After.Seq positions: the order they were saved in, which
+// their CreatedAt may not follow when saves ran concurrently.
 type CheckpointQuery struct {
 	Scope         Scope
 	SessionID     string

@@ -166,14 +166,19 @@ func (r reader) ListCheckpoints(ctx context.Context, q store.CheckpointQuery) ([
 		cmp, dir = "<", "DESC"
 	}
 	order := "created_at " + dir + ", id " + dir
+	bySeq := q.SessionID != "" && !q.OrderByType && !q.OrderByUpdated
 	switch {
 	case q.OrderByType:
 		order = "type " + dir + ", " + order
 	case q.OrderByUpdated:
 		order = "updated_at " + dir + ", id " + dir
+	case bySeq:
+		order = "seq " + dir
 	}
 	if a := q.After; a != nil {
 		switch {
+		case bySeq:
+			add("seq "+cmp+" ?", a.Seq)
 		case q.OrderByType:
 			add("(type, created_at, id) "+cmp+" (?, ?, ?)", string(a.Type), ts(a.CreatedAt), a.ID)
 		case q.OrderByUpdated:

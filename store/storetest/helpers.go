@@ -205,7 +205,7 @@ func compareCheckpoints(byType, desc bool) func(a, b *belay.Checkpoint) int {
 
 // keyOf is the position of c in a checkpoint order.
 func keyOf(c *belay.Checkpoint) *store.CheckpointKey {
-	return &store.CheckpointKey{Type: c.Type, CreatedAt: c.CreatedAt, ID: c.ID}
+	return &store.CheckpointKey{Type: c.Type, CreatedAt: c.CreatedAt, Seq: c.Seq, ID: c.ID}
 }
 
 // notStored names the fields a store does not keep: core sets them on

@@ -72,6 +72,16 @@ func (f *listFixture) ids(idx ...int) []string {
 	return checkpointIDs(out)
 }
 
+// inSession returns the ids of the fixture's checkpoints at idx, all of one
+// session, in the session's order (by seq: the fixture's order).
+func (f *listFixture) inSession(idx ...int) []string {
+	var out []string
+	for _, i := range idx {
+		out = append(out, f.cps[i].ID)
+	}
+	return out
+}
+
 func ptr[T any](v T) *T { return &v }
 
 func testListCheckpoints(t *testing.T, o opener) {
@@ -79,6 +89,7 @@ func testListCheckpoints(t *testing.T, o opener) {
 		{"Filters", testListFilters},
 		{"Orders", testListOrders},
 		{"PagingWithFilter", testListPagingWithFilter},
+		{"SessionOrder", testListSessionOrder},
 		{"Offset", testListOffset},
 		{"Empty", func(t *testing.T, st store.Store) {
 			items, total, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: store.Everything, Limit: 10})
@@ -101,7 +112,7 @@ func testListFilters(t *testing.T, st store.Store) {
 		want []string
 	}{
 		{"None", store.CheckpointQuery{}, f.ids(0, 1, 2, 3, 4, 5, 6, 7)},
-		{"Session", store.CheckpointQuery{SessionID: f.s1.ID}, f.ids(0, 1, 2, 3)},
+		{"Session", store.CheckpointQuery{SessionID: f.s1.ID}, f.inSession(0, 1, 2, 3)},
 		{"UnknownSession", store.CheckpointQuery{SessionID: newID()}, nil},
 		{"ProjectPath", store.CheckpointQuery{ProjectPath: "/p/two"}, f.ids(4, 5, 6, 7)},
 		{"ProjectPathIsExact", store.CheckpointQuery{ProjectPath: "/p"}, nil},
@@ -120,13 +131,13 @@ func testListFilters(t *testing.T, st store.Store) {
 		{"TagsAreAnded", store.CheckpointQuery{Tags: []string{"a", "b"}}, f.ids(1, 3)},
 		{"ThreeTags", store.CheckpointQuery{Tags: []string{"c", "b", "a"}}, f.ids(3)},
 		{"UnknownTag", store.CheckpointQuery{Tags: []string{"a", "nope"}}, nil},
-		{"Combined", store.CheckpointQuery{SessionID: f.s1.ID, Type: belay.TypeHITL, HITLDecided: ptr(false)}, f.ids(2)},
+		{"Combined", store.CheckpointQuery{SessionID: f.s1.ID, Type: belay.TypeHITL, HITLDecided: ptr(false)}, f.inSession(2)},
 		{"ProjectAndTag", store.CheckpointQuery{ProjectPath: "/p/two", Tags: []string{"a"}}, f.ids(6)},
 		{"Name", store.CheckpointQuery{Name: "at-3"}, f.ids(3, 4)},
-		{"NameAndSession", store.CheckpointQuery{Name: "at-5", SessionID: f.s2.ID}, f.ids(6, 7)},
+		{"NameAndSession", store.CheckpointQuery{Name: "at-5", SessionID: f.s2.ID}, f.inSession(6, 7)},
 		{"NameIsExact", store.CheckpointQuery{Name: "at-"}, nil},
 		{"Step", store.CheckpointQuery{Step: 2}, f.ids(1, 5)},
-		{"StepAndSession", store.CheckpointQuery{Step: 4, SessionID: f.s2.ID}, f.ids(7)},
+		{"StepAndSession", store.CheckpointQuery{Step: 4, SessionID: f.s2.ID}, f.inSession(7)},
 		{"UnknownStep", store.CheckpointQuery{Step: 9}, nil},
 		{"RequiredAndBefore", store.CheckpointQuery{HITLRequired: ptr(true), CreatedBefore: ptr(at(4))}, f.ids(2, 3)},
 	} {
@@ -247,6 +258,35 @@ func testListPagingWithFilter(t *testing.T, st store.Store) {
 				}
 			}
 		})
+	}
+}
+
+// testListSessionOrder: one session's checkpoints list in the session's
+// order, by seq, also where their creation times disagree (concurrent saves),
+// and page by seq in both directions; the same checkpoints listed by project
+// keep the order of their creation.
+func testListSessionOrder(t *testing.T, st store.Store) {
+	sess := mustInsertSession(t, st, newSession("/p/order", at(0)))
+	minutes := []int{2, 1, 3, 3, 0}
+	var bySeq []*belay.Checkpoint
+	for i, m := range minutes {
+		bySeq = append(bySeq, mustInsertCheckpoint(t, st, newCheckpoint(sess, int64(i+1), at(m))))
+	}
+	byCreated := slices.Clone(bySeq)
+	slices.SortFunc(byCreated, compareCheckpoints(false, false))
+	for _, desc := range []bool{false, true} {
+		wantSeq, wantCreated := slices.Clone(bySeq), slices.Clone(byCreated)
+		if desc {
+			slices.Reverse(wantSeq)
+			slices.Reverse(wantCreated)
+		}
+		for _, limit := range []int{1, 2, 100} {
+			name := fmt.Sprintf("desc %v, pages of %d", desc, limit)
+			got, _ := walk(t, st, store.CheckpointQuery{Scope: store.Everything, SessionID: sess.ID, Desc: desc}, limit, nil)
+			wantEqual(t, "session, "+name, checkpointIDs(wantSeq), checkpointIDs(got))
+			got, _ = walk(t, st, store.CheckpointQuery{Scope: store.Everything, ProjectPath: "/p/order", Desc: desc}, limit, nil)
+			wantEqual(t, "project, "+name, checkpointIDs(wantCreated), checkpointIDs(got))
+		}
 	}
 }
 
