@@ -432,6 +432,9 @@ const (
 
 // ListCheckpointsInput filters and pages checkpoints (seed 000's ListCheckpointsInput).
 // Tags match with AND. Cursor comes from a previous page with the same order.
+// One session's checkpoints in createdAt order come in the order they were
+// saved, by Seq, which their CreatedAt may not follow when saves ran
+// concurrently.
 type ListCheckpointsInput struct {
 	SessionID     string         `json:"sessionId,omitempty"`
 	ProjectPath   string         `json:"projectPath,omitempty"`
