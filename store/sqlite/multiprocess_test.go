@@ -379,19 +379,8 @@ func TestMultiProcessSavesOneSession(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	const n = 200
-	ctx := belay.WithActor(t.Context(), belay.Actor{UserID: "test", Admin: true})
 	path := filepath.Join(t.TempDir(), "belay.db")
-	db, err := sqlite.Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	svc := core.New(core.Options{Store: db})
-	defer svc.Close()
-	sess, err := svc.CreateSession(ctx, belay.CreateSessionInput{ProjectPath: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, db, svc, sess := sqlite.OpenWithSession(t, path)
 	runHelpers(t, "saver", path, n, sess.ID, sess.ID)
 
 	got, err := svc.GetSession(ctx, sess.ID)

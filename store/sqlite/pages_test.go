@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,16 +18,8 @@ import (
 // unnoticed: 12.68 since 00016, 14.07 since 00015, 15.2 since 00014, 17.05
 // since 00013, 20.8 before.
 func TestWALPagesPerCheckpoint(t *testing.T) {
-	ctx := belay.WithActor(t.Context(), belay.Actor{UserID: "test", Admin: true})
 	path := filepath.Join(t.TempDir(), "belay.db")
-	db := mustOpen(t, path)
-	defer db.Close()
-	svc := core.New(core.Options{Store: db})
-	defer svc.Close()
-	sess, err := svc.CreateSession(ctx, belay.CreateSessionInput{ProjectPath: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, _, svc, sess := OpenWithSession(t, path)
 	state := []byte(`{"k":"` + strings.Repeat("x", 2040) + `"}`)
 	save := func(i int) {
 		t.Helper()
@@ -63,4 +56,21 @@ func TestWALPagesPerCheckpoint(t *testing.T) {
 	if perSave > 13 {
 		t.Errorf("a checkpoint writes %.2f WAL pages, want at most 13", perSave)
 	}
+}
+
+// OpenWithSession opens the database at path with a core service on it, as
+// an admin, and creates one session; the test closes both. The tests of
+// package sqlite_test use it too.
+func OpenWithSession(t *testing.T, path string) (context.Context, *DB, *core.Service, *belay.Session) {
+	t.Helper()
+	ctx := belay.WithActor(t.Context(), belay.Actor{UserID: "test", Admin: true})
+	db := mustOpen(t, path)
+	t.Cleanup(func() { db.Close() })
+	svc := core.New(core.Options{Store: db})
+	t.Cleanup(svc.Close)
+	sess, err := svc.CreateSession(ctx, belay.CreateSessionInput{ProjectPath: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, db, svc, sess
 }
