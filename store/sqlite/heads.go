@@ -24,8 +24,13 @@ type sessionHead struct {
 }
 
 func headOf(s *belay.Session) sessionHead {
-	return sessionHead{projectPath: s.ProjectPath, owner: s.Owner, holder: s.Holder, status: s.Status, phase: s.Phase,
-		headID: s.HeadCheckpointID, step: s.CurrentStep, lastSeq: s.LastSeq, count: s.CheckpointCount, lease: s.LeaseExpiresAt}
+	h := sessionHead{projectPath: s.ProjectPath, owner: s.Owner, holder: s.Holder, status: s.Status, phase: s.Phase,
+		headID: s.HeadCheckpointID, step: s.CurrentStep, lastSeq: s.LastSeq, count: s.CheckpointCount}
+	if s.LeaseExpiresAt != nil {
+		t := *s.LeaseExpiresAt
+		h.lease = &t
+	}
+	return h
 }
 
 func (h sessionHead) session(id string) *belay.Session {
