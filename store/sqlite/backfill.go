@@ -6,7 +6,7 @@ import (
 )
 
 // backfillCommits is how many commits of the writer connection wake the
-// backfiller: about 900 log frames of saves (14 each) alone, more in batches.
+// backfiller: about 800 log frames of saves (13 each) alone, more in batches.
 const backfillCommits = 64
 
 // backfiller copies the write-ahead log into the database file on a
@@ -20,9 +20,8 @@ const backfillCommits = 64
 //
 // Its copy waits for no lock the writer or the readers hold, and changes
 // nothing they see. An error (a checkpoint busy, a failing disk) is not
-// reported: the frames stay in the log, which every reader consults, and the
-// writer's own checkpoint copies them, failing the commit that crosses it
-// when the disk does.
+// reported: the frames stay in the log, which every reader consults, for the
+// next copy, and a failing disk fails the writer's own writes and syncs.
 type backfiller struct {
 	conn *sql.DB
 	kick chan struct{}
