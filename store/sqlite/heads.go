@@ -71,25 +71,23 @@ func (c *headCache) clear() { clear(c.heads) }
 // get returns the cached head of session id, first making sure that no other
 // connection committed since the heads were read.
 func (c *headCache) get(ctx context.Context, q querier, id string) (sessionHead, bool, error) {
-	if len(c.heads) == 0 {
+	if _, ok := c.heads[id]; !ok {
 		return sessionHead{}, false, nil
+	}
+	if err := c.current(ctx, q); err != nil {
+		return sessionHead{}, false, err
 	}
 	h, ok := c.heads[id]
-	if !ok {
-		return sessionHead{}, false, nil
-	}
-	if !c.checked {
-		if err := c.check(ctx, q); err != nil {
-			return sessionHead{}, false, err
-		}
-		h, ok = c.heads[id]
-	}
 	return h, ok, nil
 }
 
-// check compares the connection's data_version with the heads' and empties
-// the cache when another connection committed since.
-func (c *headCache) check(ctx context.Context, q querier) error {
+// current empties the cache when another connection committed since the
+// heads were read, comparing the connection's data_version with theirs once
+// per transaction.
+func (c *headCache) current(ctx context.Context, q querier) error {
+	if c.checked {
+		return nil
+	}
 	var v int64
 	if err := q.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&v); err != nil {
 		return fmt.Errorf("sqlite: data version: %w", err)
@@ -104,10 +102,8 @@ func (c *headCache) check(ctx context.Context, q querier) error {
 
 // put caches the head of session id as the transaction now sees it.
 func (c *headCache) put(ctx context.Context, q querier, id string, h sessionHead) error {
-	if !c.checked {
-		if err := c.check(ctx, q); err != nil {
-			return err
-		}
+	if err := c.current(ctx, q); err != nil {
+		return err
 	}
 	if len(c.heads) >= maxCachedHeads {
 		c.clear()
