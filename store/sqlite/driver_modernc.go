@@ -17,15 +17,16 @@ const Driver = "modernc.org/sqlite"
 
 // openPool opens a pool of connections to the file at path, each running
 // pragmas (in order) when it connects; immediate makes BEGIN take the write
-// lock at once.
+// lock at once. The connections go through the belay-wal VFS (vfs_modernc.go),
+// which writes a commit's log frames with one system call.
 func openPool(path string, pragmas []string, immediate bool) (*sql.DB, error) {
+	if err := registerWALVFS(); err != nil {
+		return nil, err
+	}
 	var dsn strings.Builder
-	dsn.WriteString(path + "?")
-	for i, p := range pragmas {
-		if i > 0 {
-			dsn.WriteString("&")
-		}
-		dsn.WriteString("_pragma=" + p)
+	dsn.WriteString(path + "?vfs=" + walVFSName)
+	for _, p := range pragmas {
+		dsn.WriteString("&_pragma=" + p)
 	}
 	if immediate {
 		dsn.WriteString("&_txlock=immediate")
