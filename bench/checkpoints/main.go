@@ -250,8 +250,8 @@ func cpuTime() time.Duration {
 // 4 KiB page.
 const frameSize = 24 + 4096
 
-// fsyncLatency returns the median time to write frames log frames (each
-// header and page written apart, as SQLite does) into a file at the size the
+// fsyncLatency returns the median time to write frames log frames (with one
+// write, as belay's VFS writes a commit's frames) into a file at the size the
 // log works at, and fsync it: with one frame, the least a durable commit
 // costs; with as many as a checkpoint's commit writes, what that commit costs
 // the disk.
@@ -271,22 +271,18 @@ func fsyncLatency(dir string, frames, samples int) time.Duration {
 	if err := f.Sync(); err != nil {
 		log.Fatal(err)
 	}
+	commit := bytes.Repeat([]byte{1}, frames*frameSize)
 	lat := make([]time.Duration, 0, samples)
 	off := int64(0)
 	for range samples {
 		start := time.Now()
-		for range frames {
-			if off+frameSize > size {
-				off = 0
-			}
-			if _, err := f.WriteAt(page[:24], off); err != nil {
-				log.Fatal(err)
-			}
-			if _, err := f.WriteAt(page, off+24); err != nil {
-				log.Fatal(err)
-			}
-			off += frameSize
+		if off+int64(len(commit)) > size {
+			off = 0
 		}
+		if _, err := f.WriteAt(commit, off); err != nil {
+			log.Fatal(err)
+		}
+		off += int64(len(commit))
 		if err := f.Sync(); err != nil {
 			log.Fatal(err)
 		}
