@@ -29,6 +29,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -43,6 +44,7 @@ func main() {
 	runs := flag.Int("runs", 5, "runs per measurement (the median is shown)")
 	growth := flag.Int("growth", 20, "snapshots in the growth measurement")
 	keep := flag.Bool("keep", false, "keep the temporary directory")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the snapshots after changes, full and watched, here")
 	flag.Parse()
 	log.SetFlags(0)
 
@@ -55,7 +57,7 @@ func main() {
 	} else {
 		defer os.RemoveAll(tmp)
 	}
-	b := &bench{root: filepath.Join(tmp, "workspace"), tmp: tmp, files: *files, changed: *changed, rng: rand.New(rand.NewPCG(1, 2))}
+	b := &bench{root: filepath.Join(tmp, "workspace"), tmp: tmp, files: *files, changed: *changed, rng: rand.New(rand.NewPCG(1, 2)), cpuprofile: *cpuprofile}
 	if err := b.run(*runs, *growth); err != nil {
 		log.Fatal(err)
 	}
@@ -68,6 +70,9 @@ type bench struct {
 	names     []string
 	rng       *rand.Rand
 	edits     int
+	// cpuprofile names the file of a CPU profile of the snapshots after
+	// changes (full and watched; git runs in processes of its own).
+	cpuprofile string
 }
 
 func (b *bench) run(runs, growth int) error {
@@ -153,6 +158,16 @@ func (b *bench) run(runs, growth int) error {
 	}
 
 	var full, withWatcher, paths, gitFull, gitPaths, gitStatus []time.Duration
+	if b.cpuprofile != "" {
+		f, err := os.Create(b.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
 	for range runs {
 		if _, err := b.edit(); err != nil {
 			return err
@@ -177,6 +192,7 @@ func (b *bench) run(runs, growth int) error {
 		}
 		gitFull = append(gitFull, d)
 	}
+	pprof.StopCPUProfile()
 	// git syncs nothing of add and commit by default; belay syncs what a
 	// snapshot writes (core.fsync=committed,index). The same for git:
 	var gitSynced []time.Duration
