@@ -3,11 +3,16 @@
 package sqlite
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"database/sql"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/belayhq/belay/internal/testutil"
@@ -154,4 +159,99 @@ func TestWALVFSGatheredFrames(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkRows(t, path, n, 3000)
+}
+
+// envVFSChild makes the test binary a child of TestWALVFSKilledMidCommit: it
+// commits into the database the variable names until it is killed.
+const envVFSChild = "BELAY_SQLITE_VFS_CHILD_DB"
+
+// TestWALVFSChild is the child's body; alone it does nothing.
+func TestWALVFSChild(t *testing.T) {
+	path := os.Getenv(envVFSChild)
+	if path == "" {
+		t.Skip("the child of TestWALVFSKilledMidCommit")
+	}
+	db := openWALPool(t, path)
+	var n int
+	if err := db.QueryRow("SELECT count(*) FROM t").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		tx, err := db.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 1 to 40 rows of 3,000 bytes: 2 to 60 frames a commit, past the
+		// 64 KiB pieces and into the 1 MiB bound of what is gathered.
+		rows := 1 + n%40
+		for i := range rows {
+			mustExec(t, tx, "INSERT INTO t (i, b) VALUES (?, ?)", n+i, rowBlob(n+i, 3000))
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		n += rows
+		fmt.Printf("committed %d\n", n)
+	}
+}
+
+// A process killed while it commits through the VFS, its frames gathered or
+// half written, leaves a sound database with every commit it finished: the
+// log's checksums end it at the last whole commit, as with SQLite's own VFS.
+func TestWALVFSKilledMidCommit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	path := filepath.Join(t.TempDir(), "wal.db")
+	db := openWALPool(t, path)
+	mustExec(t, db, "CREATE TABLE t (i INTEGER PRIMARY KEY, b BLOB NOT NULL)")
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	committed := 0
+	for round := range 3 {
+		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestWALVFSChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), envVFSChild+"="+path)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := bufio.NewScanner(out)
+		var other strings.Builder
+		commits := 0
+		for lines.Scan() {
+			v, ok := strings.CutPrefix(lines.Text(), "committed ")
+			if !ok {
+				fmt.Fprintln(&other, lines.Text())
+				continue
+			}
+			if committed, err = strconv.Atoi(v); err != nil {
+				t.Fatal(err)
+			}
+			if commits++; commits == 100+50*round {
+				if err := cmd.Process.Kill(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := cmd.Wait(); commits < 100+50*round {
+			t.Fatalf("round %d: the child stopped after %d commits: %v\n%s", round, commits, err, other.String())
+		}
+		// The child may have finished commits after the last one it
+		// printed; the rows are those of whole commits, each the next.
+		db := openPlain(t, path)
+		var n int
+		if err := db.QueryRow("SELECT count(*) FROM t").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n < committed {
+			t.Fatalf("round %d: %d rows after the kill, but %d were committed", round, n, committed)
+		}
+		checkRows(t, path, n, 3000)
+		committed = n
+		db.Close()
+	}
 }
