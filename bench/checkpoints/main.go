@@ -14,6 +14,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -72,6 +73,12 @@ func main() {
 	commitCeiling := float64(time.Second) / float64(commitP50)
 	fmt.Printf("writing %d log frames (%d KiB) and syncing them, p50 %s: a durable writer writing what one checkpoint writes cannot pass %.0f commits/s\n",
 		*frames, *frames*frameSize/1024, commitP50.Round(time.Microsecond), commitCeiling)
+	var bare float64
+	if durability == sqlite.Full {
+		bare = bareInsert(dir, *stateSize)
+		fmt.Printf("a bare SQLite insert of one %d B row by its key (synchronous=FULL, SQLite's own VFS), 1 writer: %.0f commits/s, %.0f%% of the fsync ceiling\n",
+			*stateSize, bare, 100*bare/ceiling)
+	}
 
 	state := benchutil.State(*stateSize)
 	lg := newLangGraph(*langgraph, dir, durability)
@@ -105,7 +112,8 @@ func main() {
 		line := fmt.Sprintf("  belay %2d writer(s): %6.0f checkpoints/s (%.0f-%.0f), %3.0f µs CPU each",
 			w, med, slices.Min(rates[w]), slices.Max(rates[w]), median(cpu[w]))
 		if w == 1 && durability == sqlite.Full {
-			line += fmt.Sprintf(", %.0f%% of the fsync ceiling (target >= 70%%), %.0f%% of the %d-frame commit's", 100*med/ceiling, 100*med/commitCeiling, *frames)
+			line += fmt.Sprintf(", %.0f%% of the fsync ceiling (target >= 70%%), %.0f%% of the %d-frame commit's, %.0f%% of the bare insert's",
+				100*med/ceiling, 100*med/commitCeiling, *frames, 100*med/bare)
 		}
 		if w > 1 && durability == sqlite.Full {
 			line += " (target >= 10000/s)"
@@ -290,6 +298,40 @@ func fsyncLatency(dir string, frames, samples int) time.Duration {
 	}
 	slices.Sort(lat)
 	return lat[len(lat)/2]
+}
+
+// bareInsert returns the median rate, over 5 rounds, of one writer inserting
+// rows of size bytes by a text key into a table with no other index, each
+// commit synced by SQLite itself: the least a durable SQLite commit costs
+// through this driver, beside which belay's one-writer rate can be read.
+func bareInsert(dir string, size int) float64 {
+	driver := "sqlite"
+	if sqlite.Driver != "modernc.org/sqlite" {
+		driver = "sqlite3"
+	}
+	db, err := sql.Open(driver, filepath.Join(dir, "bare.db")+"?_pragma=journal_mode(WAL)&_pragma=synchronous(2)")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec("CREATE TABLE t (k TEXT PRIMARY KEY, v BLOB NOT NULL)"); err != nil {
+		log.Fatal(err)
+	}
+	row := bytes.Repeat([]byte{'x'}, size)
+	const n = 2000
+	rates := make([]float64, 0, 5)
+	for round := range 5 {
+		start := time.Now()
+		for i := range n {
+			if _, err := db.Exec("INSERT INTO t (k, v) VALUES (?, ?)", fmt.Sprintf("%d-%08d", round, i), row); err != nil {
+				log.Fatal(err)
+			}
+		}
+		rates = append(rates, n/time.Since(start).Seconds())
+	}
+	slices.Sort(rates)
+	return rates[len(rates)/2]
 }
 
 // langGraph runs LangGraph.js's SQLite saver bench (node put.mjs).
