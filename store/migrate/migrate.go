@@ -61,7 +61,9 @@ var tables = []table{
 	{name: "checkpoint_tags", order: "checkpoint_id, tag"},
 	// doc_id is generated (in the source's order); doc, the text search
 	// document, is built by the PostgreSQL store when it opens the database.
-	{name: "checkpoint_search", order: "doc_id", skip: []string{"doc_id", "doc"}},
+	// SQLite writes a search row only with a vector (its migration 00017);
+	// the view has one for every checkpoint, as PostgreSQL does.
+	{name: "checkpoint_search", order: "doc_id", skip: []string{"doc_id", "doc"}, from: "checkpoint_search_all"},
 	// SQLite queues a new checkpoint for its vector without a row (see its
 	// migration 00013); the view lists every checkpoint waiting.
 	{name: "embedding_queue", order: "checkpoint_id", from: "embedding_jobs"},

@@ -297,11 +297,12 @@ func (t *tx) InsertCheckpoint(ctx context.Context, c *belay.Checkpoint) error {
 	if c.Decision != nil {
 		decidedAt, decisionKey = ts(c.Decision.DecidedAt), c.Decision.IdempotencyKey
 	}
-	// doc_id names the checkpoint's search row, which the insert trigger
-	// writes: above the highest row and both marks of search_state.
+	// doc_id, the row's key, names its full-text entry and vector: above the
+	// highest and both marks of search_state, so a deleted checkpoint's
+	// doc_id is never used again and a new one is always past the marks.
 	_, err = t.q.ExecContext(ctx, `INSERT INTO checkpoints (`+checkpointCols+`, hitl_expires_at, decided_at, doc_id)
 		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,
-			(SELECT MAX(COALESCE((SELECT MAX(doc_id) FROM checkpoint_search), 0), indexed_through, queued_through) + 1
+			(SELECT MAX(COALESCE((SELECT MAX(doc_id) FROM checkpoints), 0), indexed_through, queued_through) + 1
 			FROM search_state WHERE id = 1))`,
 		c.ID, c.SessionID, c.Seq, c.Name, string(c.Type), string(c.Trigger), c.Summary, c.Description,
 		c.ProjectPath, c.WorkspaceRef, files, state, raw(c.Outputs), raw(c.Metadata), cx, tags,

@@ -68,7 +68,7 @@ func phrase(s string) string {
 // saved since the last search (see indexPending).
 func (db *DB) SearchCheckpoints(ctx context.Context, q store.SearchQuery) ([]store.SearchHit, error) {
 	var pending bool
-	if err := db.reader.q.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM checkpoint_search
+	if err := db.reader.q.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM checkpoints
 		WHERE doc_id > (SELECT indexed_through FROM search_state WHERE id = 1))`).Scan(&pending); err != nil {
 		return nil, fmt.Errorf("sqlite: pending search entries: %w", err)
 	}
@@ -96,14 +96,14 @@ func (t *tx) SearchCheckpoints(ctx context.Context, q store.SearchQuery) ([]stor
 // third of its pages.
 func (t *tx) indexPending(ctx context.Context) error {
 	if _, err := t.q.ExecContext(ctx, `INSERT INTO checkpoint_fts (rowid, name, summary, description, tags)
-		SELECT s.doc_id, c.name, c.summary, c.description,
-			COALESCE((SELECT group_concat(value, ' ') FROM json_each(CAST(c.tags AS TEXT))), '')
-		FROM checkpoint_search s JOIN checkpoints c ON c.id = s.checkpoint_id
-		WHERE s.doc_id > (SELECT indexed_through FROM search_state WHERE id = 1)`); err != nil {
+		SELECT doc_id, name, summary, description,
+			COALESCE((SELECT group_concat(value, ' ') FROM json_each(CAST(tags AS TEXT))), '')
+		FROM checkpoints
+		WHERE doc_id > (SELECT indexed_through FROM search_state WHERE id = 1)`); err != nil {
 		return fmt.Errorf("sqlite: index pending checkpoints: %w", err)
 	}
 	if _, err := t.q.ExecContext(ctx, `UPDATE search_state
-		SET indexed_through = MAX(indexed_through, COALESCE((SELECT MAX(doc_id) FROM checkpoint_search), 0)) WHERE id = 1`); err != nil {
+		SET indexed_through = MAX(indexed_through, COALESCE((SELECT MAX(doc_id) FROM checkpoints), 0)) WHERE id = 1`); err != nil {
 		return fmt.Errorf("sqlite: index pending checkpoints: %w", err)
 	}
 	return nil
@@ -186,14 +186,14 @@ func plainTag(tag string) bool {
 // first: of the newest maxScored matches when there are more.
 func (r reader) textRanking(ctx context.Context, q store.SearchQuery, match string) ([]textHit, error) {
 	where, args := []string{"checkpoint_fts MATCH ?"}, []any{match}
-	if cond, a := scopeFilter(q.Scope, "s.session_id", "s.project_path", ""); cond != "" {
+	if cond, a := scopeFilter(q.Scope, "c.session_id", "c.project_path", ""); cond != "" {
 		where, args = append(where, cond), append(args, a...)
 	}
 	if q.ProjectPath != "" {
-		where, args = append(where, "s.project_path = ?"), append(args, q.ProjectPath)
+		where, args = append(where, "c.project_path = ?"), append(args, q.ProjectPath)
 	}
 	for _, tag := range q.Tags {
-		where = append(where, "EXISTS (SELECT 1 FROM checkpoint_tags t WHERE t.tag = ? AND t.checkpoint_id = s.checkpoint_id)")
+		where = append(where, "EXISTS (SELECT 1 FROM checkpoint_tags t WHERE t.tag = ? AND t.checkpoint_id = c.id)")
 		args = append(args, tag)
 		// The tags column of the index narrows the matches first, so that
 		// a rare tag does not make the search walk every match to find the
@@ -206,7 +206,7 @@ func (r reader) textRanking(ctx context.Context, q store.SearchQuery, match stri
 	// CROSS JOIN keeps the full-text index the outer loop, read in its own
 	// order; the rowid bound is handed to FTS5, so only the newest matches
 	// are scored.
-	from := ` FROM checkpoint_fts CROSS JOIN checkpoint_search s ON s.doc_id = checkpoint_fts.rowid WHERE `
+	from := ` FROM checkpoint_fts CROSS JOIN checkpoints c ON c.doc_id = checkpoint_fts.rowid WHERE `
 	var oldest int64
 	err := r.q.QueryRowContext(ctx, `SELECT checkpoint_fts.rowid`+from+strings.Join(where, " AND ")+
 		` ORDER BY checkpoint_fts.rowid DESC LIMIT 1 OFFSET ?`, append(args, maxScored-1)...).Scan(&oldest)
@@ -218,7 +218,7 @@ func (r reader) textRanking(ctx context.Context, q store.SearchQuery, match stri
 		where, args = append(where, "checkpoint_fts.rowid >= ?"), append(args, oldest)
 	}
 	// rank is bm25 with the column weights set in the migration: lower is better.
-	rows, err := r.q.QueryContext(ctx, `SELECT s.doc_id, s.checkpoint_id, checkpoint_fts.rank`+from+strings.Join(where, " AND ")+
+	rows, err := r.q.QueryContext(ctx, `SELECT c.doc_id, c.id, checkpoint_fts.rank`+from+strings.Join(where, " AND ")+
 		` ORDER BY checkpoint_fts.rank LIMIT ?`, append(args, q.Limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: full-text search: %w", err)
@@ -375,13 +375,13 @@ func (r reader) SearchIndex(ctx context.Context) (store.IndexState, error) {
 // queue row, and what changes the queue runs this first.
 func (t *tx) queueSaved(ctx context.Context) error {
 	if _, err := t.q.ExecContext(ctx, `INSERT INTO embedding_queue (checkpoint_id, queued_at)
-		SELECT s.checkpoint_id, c.created_at FROM checkpoint_search s JOIN checkpoints c ON c.id = s.checkpoint_id
-		WHERE s.doc_id > (SELECT queued_through FROM search_state WHERE id = 1)
+		SELECT id, created_at FROM checkpoints
+		WHERE doc_id > (SELECT queued_through FROM search_state WHERE id = 1)
 		ON CONFLICT (checkpoint_id) DO NOTHING`); err != nil {
 		return fmt.Errorf("sqlite: queue saved checkpoints: %w", err)
 	}
 	if _, err := t.q.ExecContext(ctx, `UPDATE search_state
-		SET queued_through = MAX(queued_through, COALESCE((SELECT MAX(doc_id) FROM checkpoint_search), 0)) WHERE id = 1`); err != nil {
+		SET queued_through = MAX(queued_through, COALESCE((SELECT MAX(doc_id) FROM checkpoints), 0)) WHERE id = 1`); err != nil {
 		return fmt.Errorf("sqlite: queue saved checkpoints: %w", err)
 	}
 	return nil
@@ -403,8 +403,13 @@ func (t *tx) PutEmbedding(ctx context.Context, id string, e store.Embedding) err
 	if e.Model != model || (dims != 0 && int(dims) != len(e.Vector)) {
 		return nil
 	}
-	if _, err := t.q.ExecContext(ctx, `UPDATE checkpoint_search SET model = ?, dims = ?, vector = ?, vector_version = ?
-		WHERE doc_id = (SELECT doc_id FROM checkpoints WHERE id = ?)`, e.Model, len(e.Vector), encodeVector(e.Vector), version, id); err != nil {
+	// The checkpoint's search row holds its vector, written with the first.
+	if _, err := t.q.ExecContext(ctx, `INSERT INTO checkpoint_search
+			(doc_id, checkpoint_id, session_id, project_path, model, dims, vector, vector_version)
+		SELECT doc_id, id, session_id, project_path, ?, ?, ?, ? FROM checkpoints WHERE id = ?
+		ON CONFLICT (doc_id) DO UPDATE SET model = excluded.model, dims = excluded.dims,
+			vector = excluded.vector, vector_version = excluded.vector_version`,
+		e.Model, len(e.Vector), encodeVector(e.Vector), version, id); err != nil {
 		return fmt.Errorf("sqlite: put embedding: %w", err)
 	}
 	if _, err := t.q.ExecContext(ctx, `DELETE FROM embedding_queue WHERE checkpoint_id = ?`, id); err != nil {
@@ -449,8 +454,8 @@ func (t *tx) QueueEmbeddings(ctx context.Context, m store.IndexModel, all bool, 
 		return 0, fmt.Errorf("sqlite: set index model: %w", err)
 	}
 	_, err := t.q.ExecContext(ctx, `INSERT INTO embedding_queue (checkpoint_id, queued_at)
-		SELECT checkpoint_id, ? FROM checkpoint_search
-		WHERE ? OR vector IS NULL OR model != ? OR (? > 0 AND dims != ?)
+		SELECT c.id, ? FROM checkpoints c LEFT JOIN checkpoint_search s ON s.doc_id = c.doc_id
+		WHERE ? OR s.vector IS NULL OR s.model != ? OR (? > 0 AND s.dims != ?)
 		ON CONFLICT (checkpoint_id) DO UPDATE SET attempts = 0, next_attempt_at = 0, last_error = ''`,
 		ts(now), boolInt(all), m.Model, m.Dimensions, m.Dimensions)
 	if err != nil {

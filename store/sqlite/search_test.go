@@ -184,7 +184,7 @@ func TestSearchIndexesPendingFirst(t *testing.T) {
 	}
 	pending := func() (n int) {
 		t.Helper()
-		if err := db.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM checkpoint_search
+		if err := db.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM checkpoints
 			WHERE doc_id > (SELECT indexed_through FROM search_state WHERE id = 1)`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
@@ -443,5 +443,129 @@ func TestSearchRowByDocMigration(t *testing.T) {
 	var left int
 	if err := raw.QueryRow(`SELECT COUNT(*) FROM checkpoint_search`).Scan(&left); err != nil || left != 0 {
 		t.Errorf("%d search rows after the deletion (%v), want none", left, err)
+	}
+}
+
+// TestDocKeyMigration: across 00017, which makes doc_id the checkpoints'
+// key and writes search rows only with vectors, what was indexed, embedded,
+// queued or still waiting stays so; a deleted checkpoint leaves the
+// full-text index; a new one is keyed past the marks; and the way down
+// gives every checkpoint its search row again.
+func TestDocKeyMigration(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "belay.db")
+	// Foreign keys on, as Open runs the migrations.
+	raw, err := openPool(path, []string{"foreign_keys(1)"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	p, err := goose.NewProvider(goose.DialectSQLite3, raw, mustSub(migrations, "migrations"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 16); err != nil {
+		t.Fatal(err)
+	}
+	insert := `INSERT INTO checkpoints (id, session_id, seq, type, trigger_kind, summary, checksum, created_at, doc_id)
+		VALUES (?, 's1', ?, 'manual', 'user_request', ?, 'x', ?, ?)`
+	for _, q := range [][]any{
+		{`INSERT INTO sessions (id, status, created_at, updated_at) VALUES ('s1', 'running', 1, 1)`},
+		{insert, "indexed", 1, "alpha", 5, 1},
+		{insert, "embedded", 2, "alpha gamma", 6, 2},
+		{insert, "failing", 3, "alpha beta", 7, 3},
+		{insert, "waiting", 4, "alpha delta", 8, 4},
+		{`INSERT INTO checkpoint_fts (rowid, name, summary, description, tags) VALUES (1, '', 'alpha', '', ''), (2, '', 'alpha gamma', '', '')`},
+		{`UPDATE search_state SET indexed_through = 2, queued_through = 3, model = 'm', dims = 2, vector_version = 1 WHERE id = 1`},
+		{`UPDATE checkpoint_search SET model = 'm', dims = 2, vector = ?, vector_version = 1 WHERE doc_id = 2`, encodeVector([]float32{1, 0})},
+		{`INSERT INTO embedding_queue (checkpoint_id, queued_at, attempts, next_attempt_at, last_error) VALUES ('failing', 7, 2, 9, 'boom')`},
+	} {
+		if _, err := raw.Exec(q[0].(string), q[1:]...); err != nil {
+			t.Fatalf("%s: %v", q[0], err)
+		}
+	}
+	if _, err := p.UpTo(ctx, 17); err != nil {
+		t.Fatal(err)
+	}
+	var searchRows, allRows int
+	if err := raw.QueryRow(`SELECT (SELECT COUNT(*) FROM checkpoint_search), (SELECT COUNT(*) FROM checkpoint_search_all)`).Scan(&searchRows, &allRows); err != nil {
+		t.Fatal(err)
+	}
+	if searchRows != 4 || allRows != 4 {
+		t.Errorf("%d search rows and %d in checkpoint_search_all after the migration, want the 4 kept and 4", searchRows, allRows)
+	}
+
+	db := mustOpen(t, path)
+	defer db.Close()
+	find := func(q store.SearchQuery) []string {
+		t.Helper()
+		q.Scope, q.Limit = store.Everything, 10
+		hits, err := db.SearchCheckpoints(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, h := range hits {
+			ids = append(ids, h.CheckpointID)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	if got := find(store.SearchQuery{Text: "alpha"}); !slices.Equal(got, []string{"embedded", "failing", "indexed", "waiting"}) {
+		t.Errorf("search alpha after the migration = %v, want all four", got)
+	}
+	if got := find(store.SearchQuery{Model: "m", Vector: []float32{1, 0}}); !slices.Equal(got, []string{"embedded"}) {
+		t.Errorf("vector search after the migration = %v, want the embedded one", got)
+	}
+	st, err := db.SearchIndex(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Checkpoints != 4 || st.Embedded != 1 || st.Queued != 2 || st.Failing != 1 || st.LastError != "boom" {
+		t.Errorf("index after the migration: %+v; want 4 checkpoints, 1 embedded, 2 queued (failing, waiting), 1 failing with boom", st)
+	}
+
+	// The newest checkpoint, indexed by the search above, goes: its entry
+	// leaves the index, and the next save is keyed past it.
+	now := fromTS(20)
+	next := &belay.Checkpoint{ID: "next", SessionID: "s1", Seq: 5, Type: belay.TypeManual, Trigger: belay.TriggerUserRequest,
+		Summary: "alpha epsilon", Checksum: "x", CreatedAt: now, UpdatedAt: now}
+	err = db.Update(ctx, func(tx store.Tx) error {
+		if err := tx.DeleteCheckpoint(ctx, "waiting"); err != nil {
+			return err
+		}
+		if err := tx.DeleteCheckpoint(ctx, "embedded"); err != nil {
+			return err
+		}
+		return tx.InsertCheckpoint(ctx, next)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc int64
+	if err := raw.QueryRow(`SELECT doc_id FROM checkpoints WHERE id = 'next'`).Scan(&doc); err != nil || doc != 5 {
+		t.Errorf("the next save's doc_id = %d (%v), want 5: past the deleted 4", doc, err)
+	}
+	if got := find(store.SearchQuery{Text: "alpha"}); !slices.Equal(got, []string{"failing", "indexed", "next"}) {
+		t.Errorf("search alpha after two deletions and a save = %v, want failing, indexed and next", got)
+	}
+	if got := find(store.SearchQuery{Model: "m", Vector: []float32{1, 0}}); len(got) != 0 {
+		t.Errorf("vector search after deleting the embedded one = %v, want none", got)
+	}
+	if st, err := db.SearchIndex(ctx); err != nil || st.Embedded != 0 {
+		t.Errorf("index after deleting the embedded one: %+v, %v; want none embedded", st, err)
+	}
+	db.Close()
+
+	if _, err := p.DownTo(ctx, 16); err != nil {
+		t.Fatal(err)
+	}
+	var missing, queued int
+	if err := raw.QueryRow(`SELECT (SELECT COUNT(*) FROM checkpoints c WHERE NOT EXISTS (SELECT 1 FROM checkpoint_search s WHERE s.doc_id = c.doc_id)),
+		(SELECT COUNT(*) FROM embedding_queue WHERE checkpoint_id = 'failing' AND attempts = 2)`).Scan(&missing, &queued); err != nil {
+		t.Fatal(err)
+	}
+	if missing != 0 || queued != 1 {
+		t.Errorf("after the way down: %d checkpoints without a search row, %d failing queue rows; want 0 and 1", missing, queued)
 	}
 }
