@@ -82,6 +82,11 @@ type nativeState struct {
 	timer  *time.Timer
 	// lastCommit and lastTree are the last snapshot written from this state.
 	lastCommit, lastTree string
+	// scanned is the scan clock (ns) of the snapshot that last brought the
+	// state up to date: a change after it may not be in the state. The index
+	// written from the state bears it as its mtime, however late it is
+	// written (see writeIndex).
+	scanned int64
 }
 
 // nativeStates keeps the states of the workspaces a Manager snapshotted.
@@ -894,6 +899,17 @@ func (st *nativeState) writeIndex(s *shadow) error {
 	if cerr := out.Close(); werr == nil {
 		werr = cerr
 	}
+	// Git trusts an entry's stat data only when the entry's mtime is older
+	// than the index file's, in whole seconds (Debian's git, like git's
+	// default build, ignores nanoseconds), and looks at the content of the
+	// others. Written when the state was scanned, the file bears that time;
+	// written later (behind a watched snapshot, or just later in the
+	// second), it would vouch for files changed after the scan within the
+	// second of their recorded mtime. So it bears the scan's time.
+	if werr == nil && st.scanned != 0 {
+		t := time.Unix(0, st.scanned)
+		werr = os.Chtimes(lock, t, t)
+	}
 	if werr == nil {
 		werr = os.Rename(lock, s.index)
 	}
@@ -990,9 +1006,12 @@ func (m *Manager) nativeBuild(ctx context.Context, s *shadow, opts treeOpts, ful
 			m.watchInvalidate(s)
 		}
 	}()
-	racyAfter, err := scanClock(s)
-	if err != nil {
-		return builtTree{}, false, nil
+	racyAfter := opts.clock
+	if racyAfter == 0 {
+		var err error
+		if racyAfter, err = scanClock(s); err != nil {
+			return builtTree{}, false, nil
+		}
 	}
 	report := func(Progress) {}
 	if opts.progress != nil {
@@ -1131,6 +1150,7 @@ func (m *Manager) nativeBuild(ctx context.Context, s *shadow, opts treeOpts, ful
 	if err := t.objs.finish(); err != nil {
 		return builtTree{}, false, err
 	}
+	st.scanned = racyAfter
 	if m.watchFiles {
 		// The watcher's claims are relative to this state: the index is
 		// written behind.

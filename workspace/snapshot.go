@@ -152,6 +152,9 @@ func (m *Manager) snapshot(ctx context.Context, s *shadow, req SnapshotRequest) 
 		maxSize = req.MaxFileSize
 	}
 	opts := treeOpts{paths: req.Paths, maxFileSize: maxSize, specials: true, native: true, progress: req.Progress}
+	if clock, err := scanClock(s); err == nil {
+		opts.clock = clock
+	}
 	claim := m.claimChanges(ctx, s)
 	if m.claimed != nil {
 		m.claimed(claim)
@@ -322,6 +325,10 @@ type treeOpts struct {
 	// into the private index.
 	native   bool
 	progress func(Progress)
+	// clock is the scan clock (ns, see scanClock) read before the watcher's
+	// claim, from when a change may be in neither the claim nor the scan;
+	// 0 has the native build read it itself.
+	clock int64
 }
 
 // builtTree is what buildTree wrote.

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // watchFixture is a Manager with a watcher on one workspace, recording
@@ -324,5 +326,64 @@ func TestWatcherUserExcludeChanged(t *testing.T) {
 	s := f.snap("exclude emptied, then a diff", false)
 	if !slices.Equal(s.Created, []string{"x.secret", "y.secret"}) {
 		t.Errorf("created %q", s.Created)
+	}
+}
+
+// TestIndexWrittenLateKeepsGitLooking: a file edited again within the second
+// of the mtime a watched snapshot recorded, same size, while that snapshot's
+// index waits to be written (flushDelay). The index is then written in a
+// later second, and the next snapshot goes through git (the user's excludes
+// changed). Git, comparing whole seconds, trusts an entry whose stat data
+// match unless the entry is as new as the index file: the index must bear
+// the time of the scan it was made from, not of its late write, or git takes
+// the edit for no change.
+func TestIndexWrittenLateKeepsGitLooking(t *testing.T) {
+	m, err := New(Options{DataDir: t.TempDir(), WatchFiles: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	root := t.TempDir()
+	userGit(t, root, "init", "-q")
+	writeFiles(t, root, map[string]string{"g.txt": "g\n"})
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+
+	// Just after a second begins: write, snapshot and write again within it.
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 20*time.Millisecond)))
+	name := filepath.Join(root, "f.txt")
+	if err := os.WriteFile(name, []byte("one\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A clock tick (4 ms at most) later, so the snapshot does not take the
+	// file for racily clean (smudged entries are looked at again anyway).
+	time.Sleep(10 * time.Millisecond)
+	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
+	if err := os.WriteFile(name, []byte("two\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(name, &st); err != nil {
+		t.Fatal(err)
+	}
+	// The index waits for flushDelay; have it written in a later second.
+	time.Sleep(time.Until(time.Unix(st.Mtim.Sec+1, 20e6)))
+	m.flushAll()
+	s, err := m.workspaceFor(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(s.index); err != nil {
+		t.Fatal(err)
+	} else if fi.ModTime().Unix() > st.Mtim.Sec {
+		t.Errorf("the index, written at %v, bears a second after the edit's mtime (%d): git would trust its stat data", fi.ModTime(), st.Mtim.Sec)
+	}
+
+	exclude := filepath.Join(root, ".git", "info", "exclude")
+	if err := os.WriteFile(exclude, []byte("*.secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s3 := snapshot(t, m, root, "refs/belay/s/3", s2.Commit)
+	if got := shadowGit(t, m, root, "cat-file", "-p", s3.Commit+":f.txt"); got != "two\n" {
+		t.Errorf("f.txt stored as %q after its second edit, want \"two\\n\"", got)
 	}
 }
