@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pressly/goose/v3"
-
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/store"
 )
@@ -115,17 +113,7 @@ func TestVectorsFromAnotherHandle(t *testing.T) {
 // existed are indexed by text and queued for vectors by the migration.
 func TestSearchMigrationIndexesExisting(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "belay.db")
-	raw, err := openPool(path, nil, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, raw, mustSub(migrations, "migrations"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(t.Context(), 7); err != nil {
-		t.Fatal(err)
-	}
+	raw, _ := migratedTo(t, path, 7)
 	for _, q := range []string{
 		`INSERT INTO sessions (id, status, created_at, updated_at) VALUES ('s1', 'running', 1, 1)`,
 		`INSERT INTO checkpoints (id, session_id, seq, type, trigger_kind, summary, description, checksum, tags, created_at, decided_at)
@@ -347,17 +335,7 @@ func TestSavesQueueWithoutRows(t *testing.T) {
 // embedding_queue before 00013 are indexed and embedded as before.
 func TestQueueMarksMigration(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "belay.db")
-	raw, err := openPool(path, nil, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, raw, mustSub(migrations, "migrations"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(t.Context(), 12); err != nil {
-		t.Fatal(err)
-	}
+	raw, _ := migratedTo(t, path, 12)
 	for _, q := range []string{
 		`INSERT INTO sessions (id, status, created_at, updated_at) VALUES ('s1', 'running', 1, 1)`,
 		`INSERT INTO checkpoints (id, session_id, seq, type, trigger_kind, summary, checksum, created_at)
@@ -391,18 +369,7 @@ func TestQueueMarksMigration(t *testing.T) {
 func TestSearchRowByDocMigration(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "belay.db")
-	raw, err := openPool(path, nil, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	p, err := goose.NewProvider(goose.DialectSQLite3, raw, mustSub(migrations, "migrations"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 14); err != nil {
-		t.Fatal(err)
-	}
+	raw, _ := migratedTo(t, path, 14)
 	for _, q := range []string{
 		`INSERT INTO sessions (id, status, created_at, updated_at) VALUES ('s1', 'running', 1, 1)`,
 		`INSERT INTO checkpoints (id, session_id, seq, type, trigger_kind, summary, checksum, created_at)
@@ -425,7 +392,7 @@ func TestSearchRowByDocMigration(t *testing.T) {
 	if n := searchRows(); n != 1 {
 		t.Fatalf("%d search rows reached by doc_id after the migration, want 1", n)
 	}
-	err = db.Update(ctx, func(tx store.Tx) error {
+	err := db.Update(ctx, func(tx store.Tx) error {
 		if _, err := tx.QueueEmbeddings(ctx, store.IndexModel{Model: "m", Dimensions: 1}, false, fromTS(6)); err != nil {
 			return err
 		}
@@ -455,18 +422,7 @@ func TestDocKeyMigration(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "belay.db")
 	// Foreign keys on, as Open runs the migrations.
-	raw, err := openPool(path, []string{"foreign_keys(1)"}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	p, err := goose.NewProvider(goose.DialectSQLite3, raw, mustSub(migrations, "migrations"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 16); err != nil {
-		t.Fatal(err)
-	}
+	raw, p := migratedTo(t, path, 16, "foreign_keys(1)")
 	insert := `INSERT INTO checkpoints (id, session_id, seq, type, trigger_kind, summary, checksum, created_at, doc_id)
 		VALUES (?, 's1', ?, 'manual', 'user_request', ?, 'x', ?, ?)`
 	for _, q := range [][]any{

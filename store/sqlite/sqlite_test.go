@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"database/sql"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/store"
 	"github.com/belayhq/belay/store/storetest"
+	"github.com/pressly/goose/v3"
 )
 
 func mustOpen(t testing.TB, path string) *DB {
@@ -19,6 +21,27 @@ func mustOpen(t testing.TB, path string) *DB {
 		t.Fatalf("Open(%s): %v", path, err)
 	}
 	return db
+}
+
+// migratedTo opens a pool of its own on a new database at path, migrated up
+// to version, for a test of a later migration: it writes rows as the older
+// schema had them, then migrates on with the provider it gets back. The pool
+// closes when the test ends, if the test has not closed it before.
+func migratedTo(t *testing.T, path string, version int64, pragmas ...string) (*sql.DB, *goose.Provider) {
+	t.Helper()
+	raw, err := openPool(path, pragmas, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	p, err := goose.NewProvider(goose.DialectSQLite3, raw, mustSub(migrations, "migrations"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(t.Context(), version); err != nil {
+		t.Fatal(err)
+	}
+	return raw, p
 }
 
 func TestConformance(t *testing.T) {

@@ -4,8 +4,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/pressly/goose/v3"
-
 	"github.com/belayhq/belay/store"
 )
 
@@ -14,18 +12,7 @@ import (
 // foreign key cascades to since 00014.
 func TestTagsMigration(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "belay.db")
-	raw, err := openPool(path, nil, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	p, err := goose.NewProvider(goose.DialectSQLite3, raw, mustSub(migrations, "migrations"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(t.Context(), 13); err != nil {
-		t.Fatal(err)
-	}
+	raw, _ := migratedTo(t, path, 13)
 	for _, q := range []string{
 		`INSERT INTO sessions (id, status, created_at, updated_at) VALUES ('s1', 'running', 1, 1)`,
 		`INSERT INTO checkpoints (id, session_id, seq, type, trigger_kind, summary, checksum, tags, created_at)
