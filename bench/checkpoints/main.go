@@ -66,18 +66,12 @@ func main() {
 	defer os.RemoveAll(dir)
 	fmt.Printf("%d cores (GOMAXPROCS %d), load %s, SQLite driver %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), loadAverage(), sqlite.Driver)
 
-	fsyncP50 := fsyncLatency(dir, 1, 200)
-	ceiling := float64(time.Second) / float64(fsyncP50)
-	fmt.Printf("fsync p50 %s: one sequential durable writer cannot pass %.0f commits/s\n", fsyncP50.Round(time.Microsecond), ceiling)
-	commitP50 := fsyncLatency(dir, *frames, 200)
-	commitCeiling := float64(time.Second) / float64(commitP50)
-	fmt.Printf("writing %d log frames (%d KiB) and syncing them, p50 %s: a durable writer writing what one checkpoint writes cannot pass %.0f commits/s\n",
-		*frames, *frames*frameSize/1024, commitP50.Round(time.Microsecond), commitCeiling)
-	var bare float64
-	if durability == sqlite.Full {
-		bare = bareInsert(dir, *stateSize)
-		fmt.Printf("a bare SQLite insert of one %d B row by its key (synchronous=FULL, SQLite's own VFS), 1 writer: %.0f commits/s, %.0f%% of the fsync ceiling\n",
-			*stateSize, bare, 100*bare/ceiling)
+	durable := durability == sqlite.Full
+	if durable {
+		fmt.Printf("every round also measures the disk, beside belay and LangGraph.js (a disk's speed drifts): the p50 of writing\n"+
+			"and fsyncing one log frame, and %d frames (%d KiB, what one checkpoint's commit writes) with one write; and a bare\n"+
+			"SQLite insert of one %d B row by its key (synchronous=FULL, SQLite's own VFS, one writer)\n",
+			*frames, *frames*frameSize/1024, *stateSize)
 	}
 
 	state := benchutil.State(*stateSize)
@@ -91,31 +85,47 @@ func main() {
 			log.Fatal(err)
 		}
 	}
-	// Rounds interleave belay and LangGraph, so a busy machine slows both alike.
+	// Rounds interleave belay, the disk's references and LangGraph, so a busy
+	// machine or a slow phase of the disk weighs on all of them alike; a
+	// one-writer share is taken of the references measured in its round.
 	rates, cpu := map[int][]float64{}, map[int][]float64{}
 	var lgRates []float64
+	var disk []diskRound
 	for r := range *rounds {
+		var d diskRound
+		if durable {
+			d = measureDisk(dir, *frames, *stateSize, r)
+			disk = append(disk, d)
+		}
 		for _, w := range counts {
 			rate, perCheckpoint := createRound(ctx, dir, durability, state, *n, w, *perRound, r)
 			rates[w] = append(rates[w], rate)
 			cpu[w] = append(cpu[w], perCheckpoint)
+			if w == 1 && durable {
+				disk[r].share = [3]float64{rate / d.ceiling, rate / d.commitCeiling, rate / d.bare}
+			}
 		}
 		if lg != nil {
 			lgRates = append(lgRates, lg.round(state, *n, r))
 		}
 	}
 	pprof.StopCPUProfile()
+	if durable {
+		printDisk(disk, *frames)
+	}
 	fmt.Printf("create: %d checkpoints with %d B agent state per round into %d session(s), durability %s, median of %d rounds (min-max); load %s\n",
 		*n, *stateSize, *perRound, durability, *rounds, loadAverage())
 	for _, w := range counts {
 		med := median(rates[w])
 		line := fmt.Sprintf("  belay %2d writer(s): %6.0f checkpoints/s (%.0f-%.0f), %3.0f µs CPU each",
 			w, med, slices.Min(rates[w]), slices.Max(rates[w]), median(cpu[w]))
-		if w == 1 && durability == sqlite.Full {
-			line += fmt.Sprintf(", %.0f%% of the fsync ceiling (target >= 70%%), %.0f%% of the %d-frame commit's, %.0f%% of the bare insert's",
-				100*med/ceiling, 100*med/commitCeiling, *frames, 100*med/bare)
+		if w == 1 && durable {
+			line += fmt.Sprintf(", %.0f%% of its round's fsync ceiling (target >= 70%%), %.0f%% of the %d-frame commit's, %.0f%% of the bare insert's (medians over the rounds)",
+				100*medianOf(disk, func(d diskRound) float64 { return d.share[0] }),
+				100*medianOf(disk, func(d diskRound) float64 { return d.share[1] }), *frames,
+				100*medianOf(disk, func(d diskRound) float64 { return d.share[2] }))
 		}
-		if w > 1 && durability == sqlite.Full {
+		if w > 1 && durable {
 			line += " (target >= 10000/s)"
 		}
 		if w == 1 && durability == sqlite.Relaxed {
@@ -254,6 +264,54 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// diskRound is what a round measured of the disk: the rate a sequential
+// durable writer cannot pass when each commit costs one frame's sync, one
+// checkpoint's frames' sync, or a bare SQLite insert; and belay's one writer
+// as a share of each.
+type diskRound struct {
+	fsyncP50, commitP50          time.Duration
+	ceiling, commitCeiling, bare float64
+	share                        [3]float64
+}
+
+func measureDisk(dir string, frames, stateSize, round int) diskRound {
+	d := diskRound{fsyncP50: fsyncLatency(dir, 1, 200), commitP50: fsyncLatency(dir, frames, 200)}
+	d.ceiling = float64(time.Second) / float64(d.fsyncP50)
+	d.commitCeiling = float64(time.Second) / float64(d.commitP50)
+	d.bare = bareInsert(dir, stateSize, round)
+	return d
+}
+
+// printDisk prints the disk's references, median of the rounds (min-max).
+func printDisk(disk []diskRound, frames int) {
+	span := func(f func(diskRound) float64) string {
+		xs := values(disk, f)
+		return fmt.Sprintf("%.0f/s (%.0f-%.0f)", median(xs), slices.Min(xs), slices.Max(xs))
+	}
+	fmt.Printf("fsync p50 %s: one sequential durable writer cannot pass %s\n",
+		time.Duration(medianOf(disk, func(d diskRound) float64 { return float64(d.fsyncP50) })).Round(time.Microsecond),
+		span(func(d diskRound) float64 { return d.ceiling }))
+	fmt.Printf("%d frames with one write, synced, p50 %s: a durable writer writing what one checkpoint writes cannot pass %s\n",
+		frames, time.Duration(medianOf(disk, func(d diskRound) float64 { return float64(d.commitP50) })).Round(time.Microsecond),
+		span(func(d diskRound) float64 { return d.commitCeiling }))
+	fmt.Printf("bare SQLite insert, 1 writer: %s, %.0f%% of its round's fsync ceiling\n",
+		span(func(d diskRound) float64 { return d.bare }),
+		100*medianOf(disk, func(d diskRound) float64 { return d.bare / d.ceiling }))
+}
+
+// values returns f of each round.
+func values(disk []diskRound, f func(diskRound) float64) []float64 {
+	xs := make([]float64, len(disk))
+	for i, d := range disk {
+		xs[i] = f(d)
+	}
+	return xs
+}
+
+func medianOf(disk []diskRound, f func(diskRound) float64) float64 {
+	return median(values(disk, f))
+}
+
 // frameSize is the size of a write-ahead log frame: a 24-byte header and a
 // 4 KiB page.
 const frameSize = 24 + 4096
@@ -300,16 +358,16 @@ func fsyncLatency(dir string, frames, samples int) time.Duration {
 	return lat[len(lat)/2]
 }
 
-// bareInsert returns the median rate, over 5 rounds, of one writer inserting
-// rows of size bytes by a text key into a table with no other index, each
-// commit synced by SQLite itself: the least a durable SQLite commit costs
-// through this driver, beside which belay's one-writer rate can be read.
-func bareInsert(dir string, size int) float64 {
+// bareInsert returns the rate of one writer inserting 1,000 rows of size
+// bytes by a text key into a table with no other index, each commit synced
+// by SQLite itself: the least a durable SQLite commit costs through this
+// driver, beside which belay's one-writer rate can be read.
+func bareInsert(dir string, size, round int) float64 {
 	driver := "sqlite"
 	if sqlite.Driver != "modernc.org/sqlite" {
 		driver = "sqlite3"
 	}
-	db, err := sql.Open(driver, filepath.Join(dir, "bare.db")+"?_pragma=journal_mode(WAL)&_pragma=synchronous(2)")
+	db, err := sql.Open(driver, filepath.Join(dir, fmt.Sprintf("bare-%d.db", round))+"?_pragma=journal_mode(WAL)&_pragma=synchronous(2)")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -319,19 +377,14 @@ func bareInsert(dir string, size int) float64 {
 		log.Fatal(err)
 	}
 	row := bytes.Repeat([]byte{'x'}, size)
-	const n = 2000
-	rates := make([]float64, 0, 5)
-	for round := range 5 {
-		start := time.Now()
-		for i := range n {
-			if _, err := db.Exec("INSERT INTO t (k, v) VALUES (?, ?)", fmt.Sprintf("%d-%08d", round, i), row); err != nil {
-				log.Fatal(err)
-			}
+	const n = 1000
+	start := time.Now()
+	for i := range n {
+		if _, err := db.Exec("INSERT INTO t (k, v) VALUES (?, ?)", fmt.Sprintf("%08d", i), row); err != nil {
+			log.Fatal(err)
 		}
-		rates = append(rates, n/time.Since(start).Seconds())
 	}
-	slices.Sort(rates)
-	return rates[len(rates)/2]
+	return n / time.Since(start).Seconds()
 }
 
 // langGraph runs LangGraph.js's SQLite saver bench (node put.mjs).
