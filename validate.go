@@ -82,11 +82,18 @@ func ValidateID(field, id string) error {
 	return nil
 }
 
-// ValidateProjectPath checks that p is an absolute path of an existing directory.
+// ValidateProjectPath checks that p is an absolute path. Whether it names a
+// directory is core's to check (ProjectDir), once it knows the caller may
+// look at the path.
 func ValidateProjectPath(field, p string) error {
 	if !filepath.IsAbs(p) {
 		return Invalid(field, "%s must be an absolute path, got %q", field, Clip(p, 200))
 	}
+	return nil
+}
+
+// ProjectDir checks that the absolute path p names an existing directory.
+func ProjectDir(field, p string) error {
 	fi, err := os.Stat(p)
 	if err != nil {
 		return Invalid(field, "%s %q does not exist", field, Clip(p, 200))

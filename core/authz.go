@@ -229,6 +229,18 @@ func (s *Service) mayUseWorkspace(c caller, root string) error {
 		With("projectPath", root)
 }
 
+// projectDir checks that the project path p names a directory on this
+// machine, when the caller may look at it: an admin anywhere, others under
+// the workspace roots. To others, a path outside them is a name and nothing
+// more: telling whether it exists, or is a file, would let them probe the
+// server's files (a snapshot of it is refused by mayUseWorkspace).
+func (s *Service) projectDir(c caller, field, p string) error {
+	if p == "" || !c.Admin && !workspace.InsideRoots(p, s.roots) {
+		return nil
+	}
+	return belay.ProjectDir(field, p)
+}
+
 // confined holds the workspace operations of a caller who is not an admin to
 // the server's workspace roots each time an operation resolves the
 // workspace's path, so a symlink swapped in after mayUseWorkspace cannot lead

@@ -105,6 +105,9 @@ func (s *Service) newCheckpoint(ctx context.Context, c caller, in *belay.CreateC
 		}
 	}
 	in.ProjectPath = cleanPath(in.ProjectPath)
+	if err := s.projectDir(c, "projectPath", in.ProjectPath); err != nil {
+		return nil, err
+	}
 	if in.HITL != nil {
 		if err := checkApprovers(ctx, s.store, in.HITL.Approvers); err != nil {
 			return nil, err

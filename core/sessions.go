@@ -45,6 +45,9 @@ func (s *Service) CreateSession(ctx context.Context, in belay.CreateSessionInput
 	if err := c.mayCreateIn(in.ProjectPath); err != nil {
 		return nil, err
 	}
+	if err := s.projectDir(c, "projectPath", in.ProjectPath); err != nil {
+		return nil, err
+	}
 	var sess *belay.Session
 	err = s.update(ctx, func(tx store.Tx) error {
 		var err error

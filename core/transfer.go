@@ -125,7 +125,11 @@ func (s *Service) ExportBranch(ctx context.Context, in belay.ExportBranchInput) 
 	if err != nil {
 		return nil, err
 	}
-	if err := belay.ValidateProjectPath("projectPath", root); err != nil {
+	if err := s.mayUseWorkspace(c, root); err != nil {
+		return nil, err
+	}
+	ctx = s.confined(ctx, c)
+	if err := belay.ProjectDir("projectPath", root); err != nil {
 		return nil, err
 	}
 	cps, err := sessionCheckpoints(ctx, s.store, sess.ID)
@@ -181,6 +185,9 @@ func (s *Service) ImportSession(ctx context.Context, in belay.ImportInput, r io.
 		return nil, err
 	}
 	if err := c.admin("import a session"); err != nil {
+		return nil, err
+	}
+	if err := s.projectDir(c, "projectPath", in.ProjectPath); err != nil {
 		return nil, err
 	}
 	release, err := s.importSlot()

@@ -262,3 +262,47 @@ func TestWorkspaceSymlinkOutOfRootsNeedsAdmin(t *testing.T) {
 		t.Errorf("snapshot through a link inside the roots: %v", err)
 	}
 }
+
+// TestOutsideRootsSaysNothingOfThePath: a caller who is not an admin learns
+// nothing of a path outside the workspace roots from a save with a snapshot:
+// a directory, a file and a path that does not exist are all refused alike,
+// before anything looks at them.
+func TestOutsideRootsSaysNothingOfThePath(t *testing.T) {
+	e := newWSEnv(t)
+	// Not t.TempDir(): the roots are the parent of the test's directories.
+	outside, err := os.MkdirTemp("", "belay-outside-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(outside) })
+	file := filepath.Join(outside, "secret.txt")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{outside, file, filepath.Join(outside, "missing"), filepath.Join(outside, "missing", "deeper")} {
+		_, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{ProjectPath: p, Summary: "probe", Snapshot: true})
+		testutil.WantCode(t, err, belay.CodeUnauthorized)
+	}
+}
+
+// TestExportBranchOutsideRootsIsRefused: a session's owner who is not an
+// admin may not write a branch into a repository outside the workspace roots,
+// even of a session an admin snapshotted there.
+func TestExportBranchOutsideRootsIsRefused(t *testing.T) {
+	e := newWSEnv(t)
+	outside, err := os.MkdirTemp("", "belay-outside-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(outside) })
+	testtree.Write(t, outside, map[string]string{"a.txt": "a"})
+	plain, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{ProjectPath: outside, Summary: "plain"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.CreateCheckpoint(wsAs("root", true), belay.CreateCheckpointInput{SessionID: plain.SessionID, Summary: "by an admin", Snapshot: true}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.svc.ExportBranch(alice, belay.ExportBranchInput{SessionID: plain.SessionID})
+	testutil.WantCode(t, err, belay.CodeUnauthorized)
+}

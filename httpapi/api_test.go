@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -62,7 +63,9 @@ func newAPI(t *testing.T) *apiEnv {
 	t.Cleanup(func() { db.Close() })
 	clock := testclock.New(time.Time{}, 0)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc := core.New(core.Options{Store: db, Clock: clock, Logger: log})
+	// The projects are under the workspace roots, where belay checks that a
+	// project path is a directory even for a caller who is no admin.
+	svc := core.New(core.Options{Store: db, Clock: clock, Logger: log, WorkspaceRoots: []string{os.TempDir()}})
 	srv := httptest.NewServer(httpapi.New(httpapi.Options{Service: svc, Logger: log, Version: "test", Authenticate: anyToken}).Handler())
 	t.Cleanup(srv.Close)
 	e := &apiEnv{svc: svc, db: db, srv: srv, clock: clock, vars: map[string]string{
@@ -608,8 +611,18 @@ func TestCreateCheckpointAPI(t *testing.T) {
 			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "projectPath"},
 		{name: "relative project", method: "POST", path: "/v1/checkpoints", body: `{"projectPath":"rel","summary":"x"}`,
 			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "projectPath"},
-		{name: "project is a file", method: "POST", path: "/v1/checkpoints", body: `{"projectPath":"/dev/null","summary":"x"}`,
+		{name: "project is a file", method: "POST", path: "/v1/checkpoints", body: `{"projectPath":"{project}/../file","summary":"x"}`,
+			setup: func(t *testing.T, e *apiEnv) {
+				if err := os.WriteFile(filepath.Join(filepath.Dir(e.vars["project"]), "file"), nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			},
 			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "projectPath"},
+		// The caller is no admin: a project path outside the workspace roots
+		// is a name to it, which belay does not look at (that would tell it
+		// what exists on the server).
+		{name: "project outside the roots is only a name", method: "POST", path: "/v1/checkpoints", body: `{"projectPath":"/dev/null","summary":"x"}`,
+			wantStatus: 201},
 		{name: "bad session id", method: "POST", path: "/v1/checkpoints", body: `{"sessionId":"nope","summary":"x"}`,
 			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "sessionId"},
 		{name: "unknown session", method: "POST", path: "/v1/checkpoints", body: `{"sessionId":"{missing}","summary":"x"}`,
