@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -114,6 +115,10 @@ func (s *Service) decideOnce(ctx context.Context, c caller, in belay.DecideInput
 		}
 		if d := cp.Decision; d != nil {
 			if in.IdempotencyKey != "" && d.IdempotencyKey == in.IdempotencyKey && d.UserID == c.UserID {
+				if !retries(cp, d, in) {
+					return belay.Errorf(belay.CodeHITLAlreadyDecided, "checkpoint %s was already decided under idempotency key %q (%s by %s), and this request asks for another decision",
+						cp.ID, belay.Clip(in.IdempotencyKey, 100), d.Action, d.UserID).With("checkpointId", cp.ID).With("decision", d)
+				}
 				res = belay.DecideResult{Checkpoint: cp, Session: sess, Decision: d}
 				return nil
 			}
@@ -131,6 +136,16 @@ func (s *Service) decideOnce(ctx context.Context, c caller, in belay.DecideInput
 		return nil, timedOut, err
 	}
 	return &res, false, nil
+}
+
+// retries reports whether in asks for decision d of cp again: the same
+// option, feedback and modifications. A request under d's idempotency key
+// that asks for anything else is no retry, and gets HITL_ALREADY_DECIDED
+// rather than d, which its caller would take for its own.
+func retries(cp *belay.Checkpoint, d *belay.Decision, in belay.DecideInput) bool {
+	opt, err := ChooseOption(cp.HITL, in.SelectedOption, in.Action)
+	return err == nil && opt.ID == d.SelectedOption && in.Feedback == d.Feedback &&
+		bytes.Equal(compactJSON(in.Modifications), d.Modifications)
 }
 
 // decideOpen records in, the caller's decision of cp — an open request of

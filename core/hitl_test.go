@@ -317,6 +317,25 @@ func TestHITLIdempotencyKey(t *testing.T) {
 			t.Errorf("%s: error = %v, want HITL_ALREADY_DECIDED", name, err)
 		}
 	}
+	// The same key with another request is no retry: its caller must not
+	// believe it was applied.
+	for name, edit := range map[string]func(*belay.DecideInput){
+		"another option":  func(in *belay.DecideInput) { in.Action, in.SelectedOption = belay.ActionReject, "no" },
+		"feedback added":  func(in *belay.DecideInput) { in.Feedback = "NO" },
+		"by option alone": func(in *belay.DecideInput) { in.Action = "" },
+		"the same":        func(in *belay.DecideInput) {},
+	} {
+		in := in
+		edit(&in)
+		_, err := e.svc.Decide(hitlAs("alice"), in)
+		retry := name == "by option alone" || name == "the same"
+		if retry && err != nil {
+			t.Errorf("%s: %v, want the decision it made", name, err)
+		}
+		if !retry && belay.ErrorCode(err) != belay.CodeHITLAlreadyDecided {
+			t.Errorf("%s: error = %v, want HITL_ALREADY_DECIDED", name, err)
+		}
+	}
 	if n := hitlCount(t, core.StoreOf(e.svc), cp.ID, belay.EventHITLDecided); n != 1 {
 		t.Errorf("%d hitl.decided events, want 1", n)
 	}
