@@ -310,7 +310,7 @@ func (m *Manager) releaseIndex(ctx context.Context, s *shadow) error {
 // reaches: the object store's size less what the reachable objects use. It
 // returns 0 when git cannot tell (--disk-usage needs git 2.31).
 func (m *Manager) unreachableBytes(ctx context.Context, s *shadow) int64 {
-	total, err := dirBytes(ctx, filepath.Join(s.repo, "objects"))
+	total, err := objectBytes(ctx, filepath.Join(s.repo, "objects"))
 	if err != nil {
 		return 0
 	}
@@ -323,6 +323,52 @@ func (m *Manager) unreachableBytes(ctx context.Context, s *shadow) int64 {
 		return 0
 	}
 	return max(total-used, 0)
+}
+
+// packFraming is what a pack file holds besides its objects: a 12-byte
+// header and a 20-byte checksum.
+const packFraming = 12 + 20
+
+// objectBytes returns the bytes the objects in the object directory dir
+// take themselves, as rev-list --disk-usage counts them: loose objects, and
+// packs without their framing. The packs' indexes and the directory's other
+// files are no object, and a collect does not free them.
+func objectBytes(ctx context.Context, dir string) (int64, error) {
+	var total int64
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // removed while walking
+			}
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		parent := filepath.Base(filepath.Dir(p))
+		loose := len(parent) == 2 && strings.Trim(parent, "0123456789abcdef") == ""
+		pack := parent == "pack" && strings.HasSuffix(p, ".pack")
+		if !loose && !pack {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil // removed while walking
+		}
+		if pack {
+			total += max(fi.Size()-packFraming, 0)
+		} else {
+			total += fi.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("object bytes of %s: %w", dir, err)
+	}
+	return total, nil
 }
 
 // removeShadow deletes a shadow directory, with its lock held: renamed out

@@ -171,6 +171,11 @@ func TestShadowsAndCollect(t *testing.T) {
 	if err != nil || rec.Removed || rec.After >= rec.Before || hasObject(t, m, live, junk) {
 		t.Errorf("collect = %+v, %v", rec, err)
 	}
+	// Nothing is left to collect, and a dry run says so: the packs' indexes
+	// and the repository's other files are no object a collect frees.
+	if rec, err := m.Collect(ctx, byRoot[canonLive].ID, true); err != nil || rec.After != rec.Before {
+		t.Errorf("dry-run collect after a collect = %+v (would free %d bytes), %v", rec, rec.Before-rec.After, err)
+	}
 	shadows, err = m.Shadows(ctx)
 	if err != nil || len(shadows) != 1 || shadows[0].Root != canonLive {
 		t.Errorf("shadows after = %+v, %v", shadows, err)
