@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 
 	"github.com/belayhq/belay"
@@ -59,7 +62,37 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, in belay.RestoreInput) 
 	case target.WorkspaceRef == "":
 		return s.restoreState(ctx, sess, target, in.Reason)
 	}
+	if err := s.recreateRoot(c, sess.ProjectPath); err != nil {
+		return nil, s.restoreFailed(ctx, err, target)
+	}
 	return s.restoreWorkspace(ctx, sess, target, in.Reason)
+}
+
+// recreateRoot makes the workspace directory root again when it was deleted
+// whole, so that a rollback restores the project into it. A caller who is no
+// admin has it made only under the workspace root that holds it, through an
+// os.Root, so a symlink swapped in on the way cannot lead outside; a root
+// elsewhere is left missing, and the restore says so.
+func (s *Service) recreateRoot(c caller, root string) error {
+	if _, err := os.Lstat(root); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if c.Admin {
+		return os.MkdirAll(root, 0o755)
+	}
+	for _, r := range s.roots {
+		rel, err := filepath.Rel(r, root)
+		if err != nil || !filepath.IsLocal(rel) {
+			continue
+		}
+		within, err := os.OpenRoot(r)
+		if err != nil {
+			return err
+		}
+		defer within.Close()
+		return within.MkdirAll(rel, 0o755)
+	}
+	return nil
 }
 
 // previewRestore lists what restoring target would change: the difference

@@ -306,3 +306,22 @@ func TestExportBranchOutsideRootsIsRefused(t *testing.T) {
 	_, err = e.svc.ExportBranch(alice, belay.ExportBranchInput{SessionID: plain.SessionID})
 	testutil.WantCode(t, err, belay.CodeUnauthorized)
 }
+
+// TestRollbackRestoresADeletedProject: a rollback of a project whose
+// directory was deleted whole makes the directory again and restores its
+// files; outside the workspace roots, only for an admin.
+func TestRollbackRestoresADeletedProject(t *testing.T) {
+	e := newWSEnv(t)
+	testtree.Write(t, e.project, map[string]string{"a.txt": "a", "dir/b.txt": "b"})
+	cp := e.save(t, "one")
+	if err := os.RemoveAll(e.project); err != nil {
+		t.Fatal(err)
+	}
+	res := e.rollback(t, cp)
+	if got := testtree.Read(t, e.project); !maps.Equal(got, map[string]string{"a.txt": "a", "dir/b.txt": "b"}) {
+		t.Errorf("files after the rollback = %v", got)
+	}
+	if len(res.RestoredFiles) != 2 {
+		t.Errorf("restored %v, want both files", res.RestoredFiles)
+	}
+}
