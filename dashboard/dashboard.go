@@ -33,9 +33,11 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/belayhq/belay"
 )
@@ -390,9 +392,18 @@ func (d *Dashboard) signout(w http.ResponseWriter, r *http.Request, rq *request)
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
 }
 
-// safeNext keeps a redirect after sign-in on this site.
+// safeNext keeps a redirect after sign-in on this site: anything but a plain
+// path of this site becomes "/". Browsers drop tabs and newlines from a URL
+// and read a backslash as a slash, so a path holding any of them, or any
+// other control or space character, is refused whole rather than cleaned:
+// "/\t/evil.com" would otherwise land on //evil.com.
 func safeNext(next string) string {
-	if len(next) < 1 || next[0] != '/' || (len(next) > 1 && (next[1] == '/' || next[1] == '\\')) {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") ||
+		strings.ContainsFunc(next, func(r rune) bool { return r == '\\' || unicode.IsControl(r) || unicode.IsSpace(r) }) {
+		return "/"
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
 		return "/"
 	}
 	return next

@@ -72,9 +72,11 @@ details.field to fix the input.`
 // HTTPHandler serves the server over streamable HTTP. Mount it behind
 // authentication that puts the caller in the request's context
 // (httpapi.Server.Handle does): each request's identity reaches its tool calls.
+// A body that is not a JSON-RPC message is answered with a JSON-RPC error
+// (-32700 or -32600, HTTP 400).
 func HTTPHandler(srv *mcp.Server) http.Handler {
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
-		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+	return checkBody(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}))
 }
 
 // tool is one tool with its handler.

@@ -48,6 +48,9 @@ func Backend() cli.Backend {
 		Migrate: migrateTo,
 		WatchFS: watchFS,
 		MCP: func(ctx context.Context, svc belay.Service, in io.ReadCloser, out io.WriteCloser) error {
+			// A line that is not a JSON-RPC message is answered with a
+			// JSON-RPC error instead of ending the server.
+			in, out = mcpserver.Stdio(in, out)
 			err := mcpserver.New(mcpserver.Options{Service: svc, Version: cli.Version}).Run(ctx, &mcp.IOTransport{Reader: in, Writer: out})
 			if ctx.Err() != nil {
 				return nil

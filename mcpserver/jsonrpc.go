@@ -1,0 +1,127 @@
+package mcpserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The SDK's transports meet a payload that is not a JSON-RPC message badly:
+// over stdio its reader ends the session, over HTTP it answers in plain text.
+// JSON-RPC 2.0 asks for an error response instead, so belay checks each
+// payload first and answers a bad one itself; only messages the SDK decodes
+// reach it.
+
+// rpcError is a JSON-RPC 2.0 error response.
+type rpcError struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Error   rpcErrorObject  `json:"error"`
+}
+
+type rpcErrorObject struct {
+	Code    int64  `json:"code"`
+	Message string `json:"message"`
+}
+
+func newRPCError(id json.RawMessage, code int64, msg string) *rpcError {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	return &rpcError{JSONRPC: "2.0", ID: id, Error: rpcErrorObject{Code: code, Message: msg}}
+}
+
+// marshal is the error on one line.
+func (e *rpcError) marshal() []byte {
+	b, _ := json.Marshal(e) // strings and an id that was valid JSON cannot fail
+	return append(b, '\n')
+}
+
+// checkPayload returns the error answering data, a payload of one transport
+// frame, or nil when data is a JSON-RPC message or a batch of them: -32700
+// (parse error) for invalid JSON, -32600 (invalid request) for JSON that is
+// not a message, with the request's id when it has a usable one.
+func checkPayload(data []byte) *rpcError {
+	if err := json.Unmarshal(data, new(json.RawMessage)); err != nil {
+		return newRPCError(nil, jsonrpc.CodeParseError, "Parse error: "+err.Error())
+	}
+	data = bytes.TrimLeft(data, " \t\r\n")
+	switch data[0] {
+	case '{':
+		if _, err := jsonrpc.DecodeMessage(data); err != nil {
+			return newRPCError(requestID(data), jsonrpc.CodeInvalidRequest, "Invalid Request: "+err.Error())
+		}
+		return nil
+	case '[':
+		var batch []json.RawMessage
+		if err := json.Unmarshal(data, &batch); err != nil || len(batch) == 0 {
+			return newRPCError(nil, jsonrpc.CodeInvalidRequest, "Invalid Request: an empty batch")
+		}
+		for _, m := range batch {
+			if _, err := jsonrpc.DecodeMessage(m); err != nil {
+				return newRPCError(nil, jsonrpc.CodeInvalidRequest, "Invalid Request: in a batch: "+err.Error())
+			}
+		}
+		return nil
+	}
+	return newRPCError(nil, jsonrpc.CodeInvalidRequest, "Invalid Request: a message must be a JSON object")
+}
+
+// requestID is the id of an invalid request, when it is a string or a number
+// (the ids JSON-RPC allows), or nil.
+func requestID(data []byte) json.RawMessage {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(data, &fields) != nil {
+		return nil
+	}
+	id := fields["id"]
+	if len(id) == 0 {
+		return nil
+	}
+	var v any
+	if json.Unmarshal(id, &v) != nil {
+		return nil
+	}
+	switch v.(type) {
+	case string, float64:
+		return id
+	}
+	return nil
+}
+
+// checkBody answers a POST of JSON that is not a JSON-RPC message with a
+// JSON-RPC error (HTTP 400) and passes every other request on to next.
+func checkBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); r.Method != http.MethodPost || mediaType != "application/json" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, mcp.DefaultMaxRequestBodyBytes+1))
+		if err != nil || len(body) > mcp.DefaultMaxRequestBodyBytes {
+			// Too large or unreadable: the SDK reads it again and answers
+			// as it does (413 for a body over its limit).
+			r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+			next.ServeHTTP(w, r)
+			return
+		}
+		if e := checkPayload(body); e != nil {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write(e.marshal())
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		next.ServeHTTP(w, r)
+	})
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}

@@ -1,0 +1,156 @@
+package mcpserver_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/belayhq/belay/httpapi"
+	"github.com/belayhq/belay/mcpserver"
+)
+
+// rpcReply is a JSON-RPC response as it comes over the wire.
+type rpcReply struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  json.RawMessage `json:"result"`
+	Error   *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// POST /mcp with a body that is not a JSON-RPC message answers a JSON-RPC
+// error, as a client's JSON-RPC library expects, not a line of plain text.
+func TestHTTPAnswersMalformedBodiesWithJSONRPCErrors(t *testing.T) {
+	e := newEnv(t)
+	token, err := e.svc.Bootstrap(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := httpapi.New(httpapi.Options{Service: e.svc, Authenticate: e.svc.Authenticate})
+	api.Handle("/mcp", mcpserver.HTTPHandler(mcpserver.New(mcpserver.Options{Service: e.svc})))
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+
+	post := func(contentType, body string) (*http.Response, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", contentType)
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res, b
+	}
+	for _, tc := range []struct {
+		body string
+		code int
+		id   string
+	}{
+		{`{bad json`, -32700, "null"},
+		{``, -32700, "null"},
+		{`{"jsonrpc":"2.0","id":1,"method":"ping"} trailing`, -32700, "null"},
+		{`"a string"`, -32600, "null"},
+		{`[]`, -32600, "null"},
+		{`{}`, -32600, "null"},
+		{`{"jsonrpc":"1.0","id":3,"method":"ping"}`, -32600, "3"},
+		{`{"jsonrpc":"2.0","id":"x","method":5}`, -32600, `"x"`},
+		{`{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}`, -32600, "null"},
+	} {
+		res, b := post("application/json", tc.body)
+		var r rpcReply
+		if res.StatusCode != http.StatusBadRequest || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") ||
+			json.Unmarshal(b, &r) != nil || r.JSONRPC != "2.0" || r.Error == nil || r.Error.Code != tc.code || string(r.ID) != tc.id || r.Error.Message == "" {
+			t.Errorf("body %q: %s %s\n%s\nwant 400 and a JSON-RPC error %d with id %s", tc.body, res.Status, res.Header.Get("Content-Type"), b, tc.code, tc.id)
+		}
+	}
+
+	// A good message is served; a wrong content type is still the SDK's 415.
+	res, b := post("application/json", `{"jsonrpc":"2.0","id":9,"method":"ping"}`)
+	var r rpcReply
+	if res.StatusCode != http.StatusOK || json.Unmarshal(b, &r) != nil || string(r.ID) != "9" || r.Error != nil {
+		t.Errorf("ping: %s\n%s", res.Status, b)
+	}
+	if res, b := post("text/plain", `{bad json`); res.StatusCode != http.StatusUnsupportedMediaType {
+		t.Errorf("text/plain: %s\n%s", res.Status, b)
+	}
+}
+
+// Over stdio, a line that is not a JSON-RPC message is answered with a
+// JSON-RPC error and the session goes on, even for a line too long to hold.
+func TestStdioAnswersMalformedLinesAndKeepsServing(t *testing.T) {
+	e := newEnv(t)
+	srv := mcpserver.New(mcpserver.Options{Service: e.svc, Version: "test"})
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	in, out := mcpserver.Stdio(inR, outW)
+	ctx, cancel := context.WithCancel(admin)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, &mcp.IOTransport{Reader: in, Writer: out}) }()
+	lines := make(chan []byte, 4)
+	go func() {
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			lines <- bytes.Clone(sc.Bytes())
+		}
+		close(lines)
+	}()
+	exchange := func(line string) rpcReply {
+		t.Helper()
+		if _, err := io.WriteString(inW, line+"\n"); err != nil {
+			t.Fatalf("write: %v", err)
+		}
+		select {
+		case b, ok := <-lines:
+			var r rpcReply
+			if !ok || json.Unmarshal(b, &r) != nil || r.JSONRPC != "2.0" {
+				t.Fatalf("reply to %.40q: %q", line, b)
+			}
+			return r
+		case err := <-done:
+			t.Fatalf("the server ended after %.40q: %v", line, err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no reply to %.40q", line)
+		}
+		return rpcReply{}
+	}
+	if r := exchange(`{bad json`); r.Error == nil || r.Error.Code != -32700 || string(r.ID) != "null" {
+		t.Fatalf("bad JSON: %+v", r)
+	}
+	if r := exchange(strings.Repeat("x", mcp.DefaultMaxLineLength+10)); r.Error == nil || r.Error.Code != -32600 || string(r.ID) != "null" {
+		t.Fatalf("a line too long: %+v", r)
+	}
+	// The longest message the SDK takes is served; one byte more is not.
+	longest := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1"}}`
+	pad := mcp.DefaultMaxLineLength - 1 - len(longest) - 1
+	if r := exchange(longest + strings.Repeat(" ", pad+1) + "}"); r.Error == nil || r.Error.Code != -32600 || string(r.ID) != "null" {
+		t.Fatalf("a line a byte too long: %+v", r)
+	}
+	if r := exchange(longest + strings.Repeat(" ", pad) + "}"); string(r.ID) != "1" || r.Error != nil {
+		t.Fatalf("initialize as long as a line may be: %+v", r)
+	}
+	if r := exchange(`{"jsonrpc":"2.0","id":2,"method":"ping"}`); string(r.ID) != "2" || r.Error != nil {
+		t.Fatalf("ping: %+v", r)
+	}
+	inW.Close()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not end with its input")
+	}
+}
