@@ -588,6 +588,10 @@ type RestoreResult struct {
 	// RemovedFiles, created since the checkpoint, were removed.
 	RestoredFiles []string `json:"restoredFiles"`
 	RemovedFiles  []string `json:"removedFiles"`
+	// KeptFiles were left as they are: the checkpoint's snapshot left them
+	// out (see Checkpoint.SkippedFiles), so they were there, with content
+	// belay never had, and removing them would make a state that never was.
+	KeptFiles []string `json:"keptFiles,omitempty"`
 	// SafetyCheckpoint holds the state from before the rollback: rolling back
 	// to it undoes the rollback. When nothing changed since the session's
 	// head checkpoint, it is that checkpoint and no new one was saved. Absent

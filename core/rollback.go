@@ -111,11 +111,29 @@ func (s *Service) previewRestore(ctx context.Context, sess *belay.Session, targe
 		return nil, s.restoreFailed(ctx, err, target)
 	}
 	// From the target to the work tree: what was created since is removed,
-	// what was modified or deleted since is restored.
+	// unless the target's snapshot left it out; what was modified or
+	// deleted since is restored.
 	fc := changesFromDiff(d)
-	res.RemovedFiles = fc.Created
+	skipped := skippedPaths(target)
+	for _, p := range fc.Created {
+		if slices.Contains(skipped, p) {
+			res.KeptFiles = append(res.KeptFiles, p)
+		} else {
+			res.RemovedFiles = append(res.RemovedFiles, p)
+		}
+	}
 	res.RestoredFiles = slices.Sorted(slices.Values(append(fc.Modified, fc.Deleted...)))
 	return res, nil
+}
+
+// skippedPaths lists the files cp's snapshot left out, which a rollback to
+// it keeps as they are.
+func skippedPaths(cp *belay.Checkpoint) []string {
+	var paths []string
+	for _, sk := range cp.SkippedFiles() {
+		paths = append(paths, sk.Path)
+	}
+	return paths
 }
 
 // restoreState rolls back a checkpoint without a snapshot: state only, with
@@ -219,11 +237,12 @@ func (s *Service) restoreWorkspace(ctx context.Context, sess *belay.Session, tar
 		return nil, s.restoreFailed(ctx, err, target)
 	}
 	belay.ReportProgress(ctx, belay.Progress{Phase: "restoring files"})
-	moved, err := ws.BeginRestoreLocked(ctx, root, res.SafetyCheckpoint.WorkspaceRef, target.WorkspaceRef, data)
+	moved, err := ws.BeginRestoreLocked(ctx, root, res.SafetyCheckpoint.WorkspaceRef, target.WorkspaceRef, data, skippedPaths(target))
 	if err != nil {
 		return nil, s.restoreFailed(ctx, err, target)
 	}
 	res.RestoredFiles, res.RemovedFiles = splitChanges(moved.Changes)
+	res.KeptFiles = moved.Kept
 	err = s.update(ctx, func(tx store.Tx) error {
 		cur, err := tx.GetSession(ctx, sess.ID)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/internal/testtree"
 	"github.com/belayhq/belay/internal/testutil"
+	"github.com/belayhq/belay/workspace"
 )
 
 func TestRollbackRestoresFilesAndStateAndCanBeUndone(t *testing.T) {
@@ -323,5 +324,44 @@ func TestRollbackRestoresADeletedProject(t *testing.T) {
 	}
 	if len(res.RestoredFiles) != 2 {
 		t.Errorf("restored %v, want both files", res.RestoredFiles)
+	}
+}
+
+// TestRollbackKeepsAFileTheTargetDidNotStore: a file the target checkpoint's
+// snapshot left out (too large then) existed at that checkpoint, with
+// content belay never had: a rollback leaves it as it is, rather than
+// removing a file that was there, and says so.
+func TestRollbackKeepsAFileTheTargetDidNotStore(t *testing.T) {
+	e := newWSEnv(t)
+	var err error
+	if e.ws, err = workspace.New(workspace.Options{DataDir: e.data, MaxFileSize: 1 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	e.svc = core.New(core.Options{Store: e.db, Workspaces: e.ws, WorkspaceRoots: []string{filepath.Dir(e.project)}})
+	testtree.Write(t, e.project, map[string]string{"a.txt": "a", "big.bin": strings.Repeat("x", 4<<10)})
+	cp := e.save(t, "big skipped")
+	if sk := cp.SkippedFiles(); len(sk) != 1 || sk[0].Path != "big.bin" {
+		t.Fatalf("skipped = %v, want big.bin", sk)
+	}
+	testtree.Write(t, e.project, map[string]string{"a.txt": "changed", "big.bin": "small now"})
+
+	dry, err := e.svc.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: cp.ID, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(dry.RemovedFiles, "big.bin") || !slices.Equal(dry.KeptFiles, []string{"big.bin"}) {
+		t.Errorf("dry run: removed %v, kept %v; want big.bin kept", dry.RemovedFiles, dry.KeptFiles)
+	}
+	res := e.rollback(t, cp)
+	if got := testtree.Read(t, e.project); !maps.Equal(got, map[string]string{"a.txt": "a", "big.bin": "small now"}) {
+		t.Errorf("files after the rollback = %v, want a.txt restored and big.bin left as it is", got)
+	}
+	if slices.Contains(res.RemovedFiles, "big.bin") || !slices.Equal(res.KeptFiles, []string{"big.bin"}) {
+		t.Errorf("removed %v, kept %v; want big.bin kept", res.RemovedFiles, res.KeptFiles)
+	}
+	// Undoing the rollback puts back what was there before it.
+	e.rollback(t, res.SafetyCheckpoint)
+	if got := testtree.Read(t, e.project); !maps.Equal(got, map[string]string{"a.txt": "changed", "big.bin": "small now"}) {
+		t.Errorf("files after the undo = %v", got)
 	}
 }

@@ -157,7 +157,7 @@ func TestRecordedRestoreWaitsToBeCommitted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unlock()
-	if _, err := m.BeginRestoreLocked(ctx, root, s2.Commit, s1.Commit, []byte(`{"id":1}`)); err != nil {
+	if _, err := m.BeginRestoreLocked(ctx, root, s2.Commit, s1.Commit, []byte(`{"id":1}`), nil); err != nil {
 		t.Fatal(err)
 	}
 	diffStates(t, "after begin", atOne, treeState(t, root))
@@ -185,7 +185,7 @@ func TestRecordedRestoreWaitsToBeCommitted(t *testing.T) {
 	diffStates(t, "after commit", atOne, treeState(t, root))
 
 	// Undo moves the files back and forgets the record.
-	if _, err := m.BeginRestoreLocked(ctx, root, s1.Commit, s2.Commit, []byte(`{"id":2}`)); err != nil {
+	if _, err := m.BeginRestoreLocked(ctx, root, s1.Commit, s2.Commit, []byte(`{"id":2}`), nil); err != nil {
 		t.Fatal(err)
 	}
 	diffStates(t, "after the second begin", atTwo, treeState(t, root))
@@ -235,7 +235,7 @@ func TestRecordedRestoreInterruptedMidwayIsFinished(t *testing.T) {
 			return
 		}
 		defer unlock()
-		m.BeginRestoreLocked(ctx, root, s2.Commit, s1.Commit, []byte(`"rollback"`))
+		m.BeginRestoreLocked(ctx, root, s2.Commit, s1.Commit, []byte(`"rollback"`), nil)
 		t.Error("the restore was not interrupted")
 	}()
 	<-done
@@ -362,4 +362,42 @@ func TestShadowRepositoryIsSynced(t *testing.T) {
 	if got := strings.TrimSpace(shadowGit(t, m, root, "config", "core.precomposeunicode")); got != "true" {
 		t.Errorf("core.precomposeunicode after upgrade = %q", got)
 	}
+}
+
+// TestRecordedRestoreKeepsWhatItIsTold: a path the caller keeps is not
+// removed by the restore, is not among its pending changes, and is left as
+// it is when the restore is undone.
+func TestRecordedRestoreKeepsWhatItIsTold(t *testing.T) {
+	m := newManager(t)
+	root := t.TempDir()
+	ctx := context.Background()
+	writeFiles(t, root, map[string]string{"a.txt": "one\n"})
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	writeFiles(t, root, map[string]string{"a.txt": "two\n", "kept.bin": "k\n", "new.txt": "n\n"})
+	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
+	atTwo := treeState(t, root)
+
+	unlock, err := m.Lock(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	res, err := m.BeginRestoreLocked(ctx, root, s2.Commit, s1.Commit, []byte(`{"id":1}`), []string{"kept.bin", "not-there.txt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Kept, []string{"kept.bin"}) || !slices.Equal(res.Changes, []Change{{"a.txt", ActionRestore}, {"new.txt", ActionRemove}}) {
+		t.Errorf("restore = %+v", res)
+	}
+	if got, err := os.ReadFile(filepath.Join(root, "kept.bin")); err != nil || string(got) != "k\n" {
+		t.Errorf("kept.bin = %q, %v after the restore", got, err)
+	}
+	p, err := m.PendingRestoreLocked(ctx, root)
+	if err != nil || p == nil || !slices.Equal(p.Changes, res.Changes) {
+		t.Fatalf("pending = %+v, %v", p, err)
+	}
+	if err := m.UndoRestoreLocked(ctx, root); err != nil {
+		t.Fatal(err)
+	}
+	diffStates(t, "after undo", atTwo, treeState(t, root))
 }

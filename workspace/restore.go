@@ -37,6 +37,9 @@ type Change struct {
 // run), sorted by path.
 type RestoreResult struct {
 	Changes []Change
+	// Kept are the paths the restore was told to keep that it would have
+	// removed: they are left as they are.
+	Kept []string
 }
 
 // Restore moves the work tree from the tree of commit from — the caller's
@@ -69,7 +72,7 @@ func (m *Manager) Restore(ctx context.Context, root, from, target string, dryRun
 		return nil, err
 	}
 	defer unlock()
-	return m.restore(ctx, s, from, target, dryRun, nil)
+	return m.restore(ctx, s, from, target, dryRun, nil, nil)
 }
 
 // RestoreLocked is Restore for a caller that already holds Lock(root).
@@ -78,7 +81,7 @@ func (m *Manager) RestoreLocked(ctx context.Context, root, from, target string, 
 	if err != nil {
 		return nil, err
 	}
-	return m.restore(ctx, s, from, target, dryRun, nil)
+	return m.restore(ctx, s, from, target, dryRun, nil, nil)
 }
 
 // BeginRestoreLocked is RestoreLocked for a restore the caller must record
@@ -91,7 +94,11 @@ func (m *Manager) RestoreLocked(ctx context.Context, root, from, target string, 
 // done and unrecorded. A failed restore is rolled back as by Restore and
 // leaves nothing pending. The journal is written even when the trees do not
 // differ.
-func (m *Manager) BeginRestoreLocked(ctx context.Context, root, from, target string, record []byte) (*RestoreResult, error) {
+//
+// The paths in keep are never removed (a file the target's snapshot left
+// out, which was there all the same): the result lists those it kept, and
+// finishing, undoing or recovering the restore leaves them alone too.
+func (m *Manager) BeginRestoreLocked(ctx context.Context, root, from, target string, record []byte, keep []string) (*RestoreResult, error) {
 	if len(record) == 0 {
 		return nil, errors.New("BeginRestoreLocked: the record is empty")
 	}
@@ -99,7 +106,7 @@ func (m *Manager) BeginRestoreLocked(ctx context.Context, root, from, target str
 	if err != nil {
 		return nil, err
 	}
-	return m.restore(ctx, s, from, target, false, record)
+	return m.restore(ctx, s, from, target, false, record, keep)
 }
 
 // PendingRestore is a restore begun with BeginRestoreLocked that was neither
@@ -140,7 +147,7 @@ func (m *Manager) PendingRestoreLocked(ctx context.Context, root string) (*Pendi
 	if err != nil {
 		return nil, fmt.Errorf("pending restore of %s: %w", s.root, err)
 	}
-	return &PendingRestore{From: j.From, Target: j.Target, Record: j.Record, Changes: restoreChanges(changes)}, nil
+	return &PendingRestore{From: j.From, Target: j.Target, Record: j.Record, Changes: restoreChanges(j.kept(changes))}, nil
 }
 
 // CommitRestoreLocked ends the pending restore: its caller recorded it. The
@@ -173,7 +180,8 @@ func (m *Manager) UndoRestoreLocked(ctx context.Context, root string) error {
 	if err != nil {
 		return fmt.Errorf("undo restore of %s: %w", s.root, err)
 	}
-	back := journal{From: j.Target, Target: j.From, Started: m.now().UTC()}
+	changes = j.kept(changes)
+	back := journal{From: j.Target, Target: j.From, Started: m.now().UTC(), Keep: j.Keep}
 	for _, c := range changes {
 		back.Pending = append(back.Pending, c.path)
 	}
@@ -193,7 +201,7 @@ func (m *Manager) lockedWorkspace(ctx context.Context, root, what string) (*shad
 	return s, nil
 }
 
-func (m *Manager) restore(ctx context.Context, s *shadow, from, target string, dryRun bool, record []byte) (*RestoreResult, error) {
+func (m *Manager) restore(ctx context.Context, s *shadow, from, target string, dryRun bool, record []byte, keep []string) (*RestoreResult, error) {
 	if err := m.requireShadow(s); err != nil {
 		return nil, err
 	}
@@ -221,11 +229,18 @@ func (m *Manager) restore(ctx context.Context, s *shadow, from, target string, d
 	if err != nil {
 		return nil, fmt.Errorf("restore %s: %w", s.root, err)
 	}
-	result := &RestoreResult{Changes: restoreChanges(changes)}
+	var kept []string
+	for _, c := range changes {
+		if c.status == 'D' && slices.Contains(keep, c.path) {
+			kept = append(kept, c.path)
+		}
+	}
+	j := journal{From: fromID, Target: targetID, Started: m.now().UTC(), Record: record, Keep: kept}
+	changes = j.kept(changes)
+	result := &RestoreResult{Changes: restoreChanges(changes), Kept: kept}
 	if dryRun || len(changes) == 0 && record == nil {
 		return result, nil
 	}
-	j := journal{From: fromID, Target: targetID, Started: m.now().UTC(), Record: record}
 	for _, c := range result.Changes {
 		j.Pending = append(j.Pending, c.Path)
 	}
@@ -263,6 +278,17 @@ type journal struct {
 	// Dirs are the directories the restore makes, which were not
 	// directories when it started, sorted: a rollback removes them again.
 	Dirs []string `json:"dirs,omitempty"`
+	// Keep are paths From has and Target lacks that the restore leaves as
+	// they are, both ways (see BeginRestoreLocked).
+	Keep []string `json:"keep,omitempty"`
+}
+
+// kept returns changes without those of the paths j keeps.
+func (j *journal) kept(changes []treeChange) []treeChange {
+	if len(j.Keep) == 0 {
+		return changes
+	}
+	return slices.DeleteFunc(changes, func(c treeChange) bool { return slices.Contains(j.Keep, c.path) })
 }
 
 // readJournal returns the journal of s, or nil when there is none.
@@ -422,6 +448,7 @@ func (m *Manager) recoverRestore(ctx context.Context, s *shadow) (*journal, erro
 	if err != nil {
 		return nil, fmt.Errorf("finish interrupted restore: %w", err)
 	}
+	changes = j.kept(changes)
 	if rolledBack, err := m.runJournal(ctx, s, *j, changes); err != nil {
 		if rolledBack {
 			return nil, nil // the restore did not happen

@@ -150,7 +150,7 @@ func TestRestoreRefusesARootSwappedAfterItWasResolved(t *testing.T) {
 	moved := filepath.Join(base, "a-moved", "project")
 	movedBefore := treeState(t, moved)
 
-	if _, err := m.restore(ctx, s, s2.Commit, s1.Commit, false, nil); err == nil {
+	if _, err := m.restore(ctx, s, s2.Commit, s1.Commit, false, nil, nil); err == nil {
 		t.Error("restore through a swapped path succeeded")
 	}
 	diffStates(t, "outside", before, hashTree(t, outside))
