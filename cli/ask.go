@@ -48,6 +48,9 @@ With --wait, ask blocks until the decision and exits as 'belay wait' does:
 				}
 				hitl.Options = append(hitl.Options, opt)
 			}
+			if cmd.Flags().Changed("timeout") && timeout <= 0 {
+				return usagef("--timeout must be 1m to 24h, got %s", timeout)
+			}
 			if err := applyDefault(hitl, timeout, belay.Action(defaultAction)); err != nil {
 				return err
 			}

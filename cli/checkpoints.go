@@ -189,6 +189,9 @@ of that project. --all lists every project.
 --tree draws one session's timeline: a rollback starts a new branch.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := countFlag("limit", in.Limit, belay.MaxListLimit); err != nil {
+				return err
+			}
 			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err

@@ -144,6 +144,15 @@ func usagef(format string, args ...any) error {
 	return usageError{fmt.Errorf(format, args...)}
 }
 
+// countFlag refuses a count flag (a page size, a number of results) below 1
+// as a usage error: 0 would otherwise quietly mean the service's default.
+func countFlag(name string, v, max int) error {
+	if v < 1 {
+		return usagef("--%s must be 1-%d, got %d", name, max, v)
+	}
+	return nil
+}
+
 // app holds the state shared by the commands of one invocation.
 type app struct {
 	env      Env
@@ -160,8 +169,6 @@ type app struct {
 	local *Local
 	// roots are the directories where users other than admins may snapshot (serve).
 	roots []string
-	// prompts is standard input as read by interactive prompts without a terminal.
-	prompts io.Reader
 	// durability is --durability: full or relaxed.
 	durability string
 }
@@ -266,6 +273,10 @@ itself); --project names it instead.
 
 On a terminal, diffs and long lists go through $PAGER (else less; --no-pager
 or PAGER=cat turn it off) and diffs are coloured (NO_COLOR turns it off).
+
+Questions (decide, sessions delete, plan edit) are asked only on a terminal,
+as plain lines with BELAY_ACCESSIBLE=1 (for screen readers); without one the
+command refuses and names the flag that answers instead (--option, --yes).
 
 Exit codes: 0 success, 1 error, 2 wrong usage, 130 interrupted (Ctrl-C);
 'belay wait --help' lists its own.`

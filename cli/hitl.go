@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"charm.land/huh/v2"
+	"github.com/charmbracelet/x/term"
 	"github.com/spf13/cobra"
 
 	"github.com/belayhq/belay"
@@ -113,7 +113,7 @@ in the active session (or --session), an id or a unique id prefix; without
 it, the only pending request (or a choice among them).
 
 With --option it runs without questions, for scripts; otherwise it shows the
-request and asks. --option takes the id of one of the request's options, as
+request and asks on the terminal (without one it refuses). --option takes the id of one of the request's options, as
 'belay pending' and 'belay show' list them (e.g. yes, no), not an action; the
 decision's action is that option's own.`,
 		Example: `  belay decide                                   # interactive
@@ -190,7 +190,8 @@ func (a *app) choosePending(ctx context.Context, svc belay.Service, sessionID st
 	for i, p := range list {
 		opts[i] = huh.NewOption(fmt.Sprintf("%s  (%s, %s)", p.Checkpoint.HITL.Title, short(p.Checkpoint.ID), remaining(p)), p.Checkpoint.ID)
 	}
-	if err := a.prompt(ctx, huh.NewGroup(sel.Options(opts...))); err != nil {
+	if err := a.prompt(ctx, fmt.Sprintf("%d requests are pending: name one and pass --option (see `belay pending`)", len(list)),
+		huh.NewGroup(sel.Options(opts...))); err != nil {
 		return nil, err
 	}
 	for _, p := range list {
@@ -205,6 +206,14 @@ func (a *app) choosePending(ctx context.Context, svc belay.Service, sessionID st
 // option, feedback and (for modify) modifications.
 func (a *app) askDecision(ctx context.Context, cp *belay.Checkpoint, in *belay.DecideInput) error {
 	h := cp.HITL
+	ids := make([]string, len(h.Options))
+	for i, o := range h.Options {
+		ids[i] = o.ID
+	}
+	instead := fmt.Sprintf("decide with `belay decide %s --option OPTION`, OPTION one of %s", cp.ID, strings.Join(ids, ", "))
+	if err := a.needTerminal(instead); err != nil {
+		return err
+	}
 	w := a.env.Stdout
 	fmt.Fprintf(w, "\n%s\n", h.Title)
 	if h.Message != "" {
@@ -232,7 +241,7 @@ func (a *app) askDecision(ctx context.Context, cp *belay.Checkpoint, in *belay.D
 	if in.SelectedOption == "" {
 		in.SelectedOption = h.Options[0].ID
 	}
-	if err := a.prompt(ctx, huh.NewGroup(
+	if err := a.prompt(ctx, instead, huh.NewGroup(
 		huh.NewSelect[string]().Title("Select option").Options(opts...).Value(&in.SelectedOption),
 		huh.NewText().Title("Feedback (optional)").CharLimit(belay.MaxFeedback).Value(&in.Feedback),
 	)); err != nil {
@@ -243,7 +252,7 @@ func (a *app) askDecision(ctx context.Context, cp *belay.Checkpoint, in *belay.D
 	in.Feedback = strings.TrimSpace(in.Feedback)
 	if in.Action == belay.ActionModify && len(in.Modifications) == 0 {
 		var mods string
-		if err := a.prompt(ctx, huh.NewGroup(huh.NewText().Title("Modifications as a JSON object (optional)").Value(&mods).
+		if err := a.prompt(ctx, "pass --modify-file", huh.NewGroup(huh.NewText().Title("Modifications as a JSON object (optional)").Value(&mods).
 			Validate(func(s string) error {
 				if strings.TrimSpace(s) == "" || json.Valid([]byte(s)) {
 					return nil
@@ -259,11 +268,27 @@ func (a *app) askDecision(ctx context.Context, cp *belay.Checkpoint, in *belay.D
 	return nil
 }
 
-// prompt asks the questions of groups and returns once they are answered, or
-// with ctx's error as soon as ctx ends: a prompt reading a pipe or a screen
-// reader's line input cannot be interrupted, so it is left behind. Ctrl-C
-// inside a full-screen prompt ends the command as an interrupt.
-func (a *app) prompt(ctx context.Context, groups ...*huh.Group) error {
+// needTerminal refuses to ask when nobody can answer: standard input or
+// output is not a terminal (a pipe, a file, /dev/null, a script). A blank
+// line from a script must never pick a default or confirm a deletion, so
+// every question belay asks goes through here; instead names the flags that
+// answer it on the command line.
+func (a *app) needTerminal(instead string) error {
+	if isTerminal(a.env.Stdin) && writerIsTerminal(a.env.Stdout) {
+		return nil
+	}
+	return usagef("no terminal to ask on (standard input or output is not one): %s", instead)
+}
+
+// prompt asks the questions of groups on the terminal (see needTerminal for
+// instead) and returns once they are answered, or with ctx's error as soon
+// as ctx ends: a line prompt (accessible mode) cannot be interrupted, so it
+// is left behind. Ctrl-C inside a full-screen prompt ends the command as an
+// interrupt.
+func (a *app) prompt(ctx context.Context, instead string, groups ...*huh.Group) error {
+	if err := a.needTerminal(instead); err != nil {
+		return err
+	}
 	form := a.form(groups...)
 	done := make(chan error, 1)
 	go func() { done <- form.RunWithContext(ctx) }()
@@ -281,51 +306,40 @@ func (a *app) prompt(ctx context.Context, groups ...*huh.Group) error {
 	}
 }
 
-// form builds a prompt on the command's terminal. Without a terminal (a pipe,
-// a script, a screen reader) it uses huh's accessible mode: plain line prompts.
+// form builds a prompt on the command's terminal: full-screen, or with
+// BELAY_ACCESSIBLE (a screen reader) huh's accessible mode of plain line
+// prompts.
 func (a *app) form(groups ...*huh.Group) *huh.Form {
-	accessible := !isTerminal(a.env.Stdin) || a.env.Getenv("BELAY_ACCESSIBLE") != ""
-	if !accessible {
+	if a.env.Getenv("BELAY_ACCESSIBLE") == "" {
 		return huh.NewForm(groups...).WithInput(a.env.Stdin).WithOutput(a.env.Stdout)
 	}
-	// Accessible mode reads each answer with a fresh buffered scanner, which
-	// would swallow the answers after the first when they arrive at once (a
-	// pipe): hand it one line per Read.
-	if a.prompts == nil {
-		a.prompts = &lineReader{r: bufio.NewReader(a.env.Stdin)}
-	}
-	return huh.NewForm(groups...).WithInput(a.prompts).WithOutput(a.env.Stdout).WithAccessible(true)
+	return huh.NewForm(groups...).WithInput(a.env.Stdin).WithOutput(a.env.Stdout).WithAccessible(true)
 }
 
-// lineReader returns at most one line per Read.
-type lineReader struct{ r *bufio.Reader }
-
-func (l *lineReader) Read(p []byte) (int, error) {
-	n := 0
-	for n < len(p) {
-		b, err := l.r.ReadByte()
-		if err != nil {
-			if n > 0 {
-				return n, nil
-			}
-			return 0, err
-		}
-		p[n] = b
-		n++
-		if b == '\n' {
-			break
-		}
-	}
-	return n, nil
-}
-
+// isTerminal reports whether r is a terminal. A character device is not
+// enough: /dev/null is one too. It asks through SyscallConn, not Fd, which
+// would put the file in blocking mode: a prompt left behind reading it
+// could then never be unblocked by closing it.
 func isTerminal(r io.Reader) bool {
 	f, ok := r.(*os.File)
 	if !ok {
 		return false
 	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	conn, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	tty := false
+	if err := conn.Control(func(fd uintptr) { tty = term.IsTerminal(fd) }); err != nil {
+		return false
+	}
+	return tty
+}
+
+// writerIsTerminal reports whether w is a terminal.
+func writerIsTerminal(w io.Writer) bool {
+	r, ok := w.(io.Reader)
+	return ok && isTerminal(r)
 }
 
 func (a *app) waitCommand() *cobra.Command {
@@ -341,6 +355,9 @@ is) and print the decision. The exit code tells the action, so scripts can branc
   3 no decision within --timeout      1 error`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
+			if timeout < 0 {
+				return usagef("--timeout must not be negative (0 waits forever), got %s", timeout)
+			}
 			ctx, svc, cp, err := a.openCheckpoint(cmd, argv, 0, sessionID)
 			if err != nil {
 				return err
@@ -348,7 +365,7 @@ is) and print the decision. The exit code tells the action, so scripts can branc
 			return a.waitDecision(ctx, svc, cp, timeout)
 		},
 	}
-	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long with exit code 3 (default: wait forever)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long with exit code 3; 0 waits forever")
 	cmd.Flags().StringVar(&sessionID, "session", "", "session of checkpoint number N")
 	return cmd
 }

@@ -23,26 +23,20 @@ func TestInterruptIsQuiet(t *testing.T) {
 	c := newHITLCLI(t)
 	cp := c.request(t, "", belay.HITLInput{})
 	for _, tc := range []struct {
-		name  string
-		args  []string
-		ready string // output that shows the command is waiting
+		name string
+		args []string
 	}{
-		{"wait", []string{"wait", cp.ID}, ""},
-		{"wait with timeout", []string{"wait", cp.ID, "--timeout", "1m"}, ""},
-		{"watch", []string{"watch"}, ""},
-		{"decide", []string{"decide", cp.ID}, "Enter a number between 1 and 6"},
+		{"wait", []string{"wait", cp.ID}},
+		{"wait with timeout", []string{"wait", cp.ID, "--timeout", "1m"}},
+		{"watch", []string{"watch"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			keys, typing := io.Pipe()
 			defer typing.Close()
-			r, done := c.start(ctx, keys, tc.args...)
-			if tc.ready != "" {
-				r.stdout.waitFor(t, tc.ready)
-			} else {
-				time.Sleep(200 * time.Millisecond)
-			}
+			_, done := c.start(ctx, keys, tc.args...)
+			time.Sleep(200 * time.Millisecond)
 			cancel()
 			select {
 			case res := <-done:

@@ -266,6 +266,13 @@ shows what will change and asks before applying (--yes applies at once).`,
 			if len(pending) == 0 {
 				return belay.Invalid("plan", "no pending task is left to revise")
 			}
+			// Without --yes the changes are confirmed on the terminal: refuse
+			// before the editor runs rather than after.
+			if !yes {
+				if err := a.needTerminal("pass --yes to apply the changes"); err != nil {
+					return err
+				}
+			}
 			text, err := a.editText(b.String())
 			if err != nil {
 				return err
@@ -280,9 +287,6 @@ shows what will change and asks before applying (--yes applies at once).`,
 			}
 			fmt.Fprintln(a.env.Stderr, describeAdjustment(adj))
 			if !yes {
-				if !isTerminal(a.env.Stdin) {
-					return usagef("confirm with --yes when not at a terminal")
-				}
 				fmt.Fprint(a.env.Stderr, "Confirm? [y/N] ")
 				answer, _ := bufio.NewReader(a.env.Stdin).ReadString('\n')
 				if !strings.HasPrefix(strings.ToLower(strings.TrimSpace(answer)), "y") {

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -57,6 +56,9 @@ func (a *app) searchCommand() *cobra.Command {
   belay search "database choice" --tag architecture --explain`,
 		Args: args(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
+			if err := countFlag("top-k", in.TopK, belay.MaxTopK); err != nil {
+				return err
+			}
 			in.Query = strings.Join(argv, " ")
 			if in.ProjectPath != "" && !filepath.IsAbs(in.ProjectPath) {
 				wd, err := a.cwd()
@@ -101,13 +103,18 @@ func (a *app) printSearch(res *belay.SearchResult) {
 	if len(res.Results) == 0 {
 		fmt.Fprintln(out, "No checkpoint matches.")
 	}
+	ids, sessions := newAbbrev(), newAbbrev()
+	for _, h := range res.Results {
+		ids.add(h.Checkpoint.ID)
+		sessions.add(h.Checkpoint.SessionID)
+	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	if len(res.Results) > 0 && res.Explain == nil {
 		fmt.Fprintln(tw, "SCORE\tSEQ\tID\tSESSION\tSUMMARY\tTAGS\tCREATED")
 	}
 	for _, h := range res.Results {
 		c := h.Checkpoint
-		fmt.Fprintf(tw, "%.2f\t%d\t%s\t%s\t%s\t%s\t%s\n", h.Score, c.Seq, short(c.ID), short(c.SessionID),
+		fmt.Fprintf(tw, "%.2f\t%d\t%s\t%s\t%s\t%s\t%s\n", h.Score, c.Seq, ids.of(c.ID), sessions.of(c.SessionID),
 			belay.OneLine(c.Summary, 60), dash(strings.Join(c.Tags, ",")), ago(c.CreatedAt))
 		if e := h.Explain; e != nil {
 			// One result and its ranking at a time: the line below would
@@ -237,10 +244,4 @@ func (a *app) printIndexStatus(st *belay.IndexStatus) {
 		fmt.Fprintf(a.env.Stdout, ", %d failing (%s)", st.Failing, st.LastError)
 	}
 	fmt.Fprintln(a.env.Stdout, ".")
-}
-
-// writerIsTerminal reports whether w is a terminal, for progress lines.
-func writerIsTerminal(w io.Writer) bool {
-	r, ok := w.(io.Reader)
-	return ok && isTerminal(r)
 }

@@ -75,3 +75,34 @@ func TestSearchWithEmbeddingEndpointDown(t *testing.T) {
 		t.Errorf("a model without a URL: exit %d\n%s", r.code, r.stderr)
 	}
 }
+
+// TestSearchShowsUniqueIDs: search lists each id as its shortest prefix
+// unique among the results, as checkpoints does, so `belay show` takes it;
+// checkpoints saved within the same minute share their first 8 characters.
+func TestSearchShowsUniqueIDs(t *testing.T) {
+	h := newHarness(t)
+	for _, s := range []string{"billing step one", "billing step two", "billing step three"} {
+		h.ok(t, "", "save", "--no-snapshot", "-m", s)
+	}
+	out := h.ok(t, "", "search", "billing")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "SCORE") {
+		t.Fatalf("search billing:\n%s", out)
+	}
+	seen := map[string]bool{}
+	for _, line := range lines[1:] {
+		fields := strings.Fields(line)
+		id, session := fields[2], fields[3]
+		if seen[id] || len(id) < belay.MinIDPrefix {
+			t.Errorf("id %q is shown twice or too short:\n%s", id, out)
+		}
+		seen[id] = true
+		if len(session) != belay.MinIDPrefix {
+			t.Errorf("the only session is shown as %q, want %d characters", session, belay.MinIDPrefix)
+		}
+		cp := okJSON[belay.Checkpoint](t, h, "show", id)
+		if !strings.HasPrefix(cp.ID, id) || !strings.Contains(line, cp.Summary) {
+			t.Errorf("show %s = checkpoint %s %q, the row is %q", id, cp.ID, cp.Summary, line)
+		}
+	}
+}

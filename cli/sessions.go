@@ -18,6 +18,9 @@ func (a *app) sessionsCommand() *cobra.Command {
 		Short: "List sessions, newest first",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := countFlag("limit", in.Limit, belay.MaxListLimit); err != nil {
+				return err
+			}
 			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err

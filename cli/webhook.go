@@ -179,6 +179,9 @@ func (a *app) webhookDeliveriesCommand() *cobra.Command {
 retried with backoff, and given up after the last attempt.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := countFlag("limit", limit, belay.MaxDeliveryPage); err != nil {
+				return err
+			}
 			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err

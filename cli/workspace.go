@@ -772,11 +772,8 @@ var errDeclined = exitCode(ExitError)
 // confirm asks a yes/no question on the terminal; without one it refuses
 // with a usage error naming --yes.
 func (a *app) confirm(ctx context.Context, question string) error {
-	if !isTerminal(a.env.Stdin) {
-		return usagef("this cannot be undone and there is no terminal to ask on: pass --yes to go ahead")
-	}
 	var ok bool
-	if err := a.prompt(ctx, huh.NewGroup(huh.NewConfirm().Title(question).Affirmative("Delete").Negative("Keep").Value(&ok))); err != nil {
+	if err := a.prompt(ctx, "this cannot be undone: pass --yes to go ahead", huh.NewGroup(huh.NewConfirm().Title(question).Affirmative("Delete").Negative("Keep").Value(&ok))); err != nil {
 		return err
 	}
 	if !ok {
