@@ -53,6 +53,22 @@ func TestRollbackWording(t *testing.T) {
 	}
 }
 
+// TestRollbackSaysWhatItKept: a file the target's snapshot left out (too
+// large then) is kept by the rollback, and the rollback says so.
+func TestRollbackSaysWhatItKept(t *testing.T) {
+	h := newHarness(t)
+	testtree.Write(t, h.project, map[string]string{"a.txt": "a", "big.bin": strings.Repeat("x", 2<<10)})
+	h.ok(t, "", "save", "-m", "first", "--max-file-size", "1KiB")
+	testtree.Write(t, h.project, map[string]string{"a.txt": "changed", "big.bin": "small"})
+	want := "  keep     big.bin (left out of checkpoint #1's snapshot, left as it is)"
+	if out := h.ok(t, "", "rollback", "1"); !strings.Contains(out, want) || strings.Contains(out, "remove   big.bin") {
+		t.Errorf("rollback printed:\n%s\nwant %q", out, want)
+	}
+	if got := testtree.Read(t, h.project)["big.bin"]; got != "small" {
+		t.Errorf("big.bin = %q after the rollback, want it left as it is", got)
+	}
+}
+
 // TestShowRequestAndState: show lists a request's options and, once
 // decided, the decision with its feedback; --state prints the state alone.
 func TestShowRequestAndState(t *testing.T) {

@@ -120,6 +120,9 @@ func (a *app) printRestore(res *belay.RestoreResult, withSession bool) {
 	for _, p := range res.RemovedFiles {
 		fmt.Fprintf(w, "  remove   %s\n", quoted(p))
 	}
+	for _, p := range res.KeptFiles {
+		fmt.Fprintf(w, "  keep     %s (left out of checkpoint #%d's snapshot, left as it is)\n", quoted(p), cp.Seq)
+	}
 	switch {
 	case cp.WorkspaceRef == "" && res.DryRun:
 		fmt.Fprintln(w, "The checkpoint has no snapshot: only the agent state would be rolled back.")
