@@ -10,7 +10,8 @@ import (
 
 // TestNumbersOutOfRangeAreUsageErrors: a zero or negative timeout, limit
 // or count where none means anything is refused, naming the flag, instead
-// of being read as "none" or "all".
+// of being read as "none" or "all"; so is a checkpoint name that reads as a
+// checkpoint number, which no lookup by name would find.
 func TestNumbersOutOfRangeAreUsageErrors(t *testing.T) {
 	c := newHITLCLI(t)
 	cp := c.request(t, "", belay.HITLInput{})
@@ -25,6 +26,8 @@ func TestNumbersOutOfRangeAreUsageErrors(t *testing.T) {
 		{"sessions", "--limit", "0"},
 		{"search", "plan", "--top-k", "0"},
 		{"webhook", "deliveries", "--limit", "0"},
+		{"save", "-m", "x", "--session", cp.SessionID, "--no-snapshot", "--name", "4"},
+		{"save", "-m", "x", "--session", cp.SessionID, "--no-snapshot", "--name", "#4"},
 	} {
 		flag := args[len(args)-2]
 		if args[0] == "ask" && args[len(args)-2] == "--default" {

@@ -325,8 +325,7 @@ func (s *Service) GetCheckpointBySeq(ctx context.Context, sessionID string, seq 
 		return nil, belay.Invalid("seq", "seq must be 1 or more, got %d", seq)
 	}
 	if _, _, err := readSession(ctx, s.store, c, sessionID); belay.IsCode(err, belay.CodeSessionNotFound) {
-		return nil, belay.Errorf(belay.CodeCheckpointNotFound, "checkpoint #%d of session %s not found", seq, sessionID).
-			With("sessionId", sessionID).With("seq", seq)
+		return nil, store.CheckpointSeqNotFound(sessionID, seq)
 	} else if err != nil {
 		return nil, err
 	}

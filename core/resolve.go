@@ -123,9 +123,12 @@ func (s *Service) ResolveSession(ctx context.Context, ref string) (*belay.Sessio
 		sess, _, err := readSession(ctx, s.store, c, ref)
 		return sess, err
 	}
-	if !isIDPrefix(ref) {
+	switch {
+	case len(ref) < belay.MinIDPrefix:
 		return nil, belay.Invalid("ref", "name a session by its id or a unique prefix of it (at least %d characters), got %q",
 			belay.MinIDPrefix, belay.Clip(ref, 50))
+	case !isIDPrefix(ref):
+		return nil, belay.Invalid("ref", "%q is no session id or prefix of one: those are hex digits and dashes", belay.Clip(ref, 50))
 	}
 	// Sessions are few next to checkpoints: a scan of those the caller may
 	// read finds the prefix.

@@ -61,6 +61,10 @@ func TestResolveSession(t *testing.T) {
 	for _, ref := range []string{"", "abc", "zzzz", "01a2-not-hex!", strings.Repeat("a", 37)} {
 		_, err := svc.ResolveSession(alice, ref)
 		testutil.WantCode(t, err, belay.CodeValidation, "ref")
+		// The message says what is wrong with it: too short, or no id.
+		if short := len(ref) < belay.MinIDPrefix; short != strings.Contains(err.Error(), "at least") || !short && !strings.Contains(err.Error(), "hex digits") {
+			t.Errorf("ResolveSession(%q): %v", ref, err)
+		}
 	}
 	_, err = svc.ResolveSession(alice, "ffffffff")
 	testutil.WantCode(t, err, belay.CodeSessionNotFound, "")

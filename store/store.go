@@ -45,6 +45,14 @@ func CheckSchema(what string, found, known int64) error {
 		what, found, known).With("schemaVersion", found).With("knownVersion", known)
 }
 
+// CheckpointSeqNotFound is the error of GetCheckpointBySeq when the session
+// has no checkpoint seq: CHECKPOINT_NOT_FOUND with the session and the seq in
+// its details, as core reports a seq of a session that does not exist.
+func CheckpointSeqNotFound(sessionID string, seq int64) error {
+	return belay.Errorf(belay.CodeCheckpointNotFound, "checkpoint #%d of session %s not found", seq, sessionID).
+		With("sessionId", sessionID).With("seq", seq)
+}
+
 // Sizer is implemented by a store that can tell how much space its files use.
 type Sizer interface {
 	Size(ctx context.Context) (int64, error)

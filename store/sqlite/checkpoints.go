@@ -61,10 +61,11 @@ func checkpointNotFound(id string) error {
 	return belay.Errorf(belay.CodeCheckpointNotFound, "checkpoint %s not found", id).With("id", id)
 }
 
-func (r reader) getCheckpoint(ctx context.Context, notFound string, where string, args ...any) (*belay.Checkpoint, error) {
+// getCheckpoint returns the checkpoint where selects, or notFound's error.
+func (r reader) getCheckpoint(ctx context.Context, notFound func() error, where string, args ...any) (*belay.Checkpoint, error) {
 	c, err := scanCheckpoint(r.q.QueryRowContext(ctx, `SELECT `+checkpointCols+` FROM checkpoints WHERE `+where, args...))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, checkpointNotFound(notFound)
+		return nil, notFound()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get checkpoint: %w", err)
@@ -76,11 +77,11 @@ func (r reader) getCheckpoint(ctx context.Context, notFound string, where string
 }
 
 func (r reader) GetCheckpoint(ctx context.Context, id string) (*belay.Checkpoint, error) {
-	return r.getCheckpoint(ctx, id, `id = ?`, id)
+	return r.getCheckpoint(ctx, func() error { return checkpointNotFound(id) }, `id = ?`, id)
 }
 
 func (r reader) GetCheckpointBySeq(ctx context.Context, sessionID string, seq int64) (*belay.Checkpoint, error) {
-	return r.getCheckpoint(ctx, fmt.Sprintf("#%d of session %s", seq, sessionID), `session_id = ? AND seq = ?`, sessionID, seq)
+	return r.getCheckpoint(ctx, func() error { return store.CheckpointSeqNotFound(sessionID, seq) }, `session_id = ? AND seq = ?`, sessionID, seq)
 }
 
 func (r reader) queryCheckpoints(ctx context.Context, query string, args ...any) ([]*belay.Checkpoint, error) {

@@ -19,6 +19,10 @@ func testCheckpoints(t *testing.T, o opener) {
 			wantCode(t, "GetCheckpoint of a missing id", err, belay.CodeCheckpointNotFound)
 			_, err = st.GetCheckpointBySeq(t.Context(), s.ID, 2)
 			wantCode(t, "GetCheckpointBySeq of a missing seq", err, belay.CodeCheckpointNotFound)
+			// The details name what was asked for, as fields.
+			if be, ok := err.(*belay.Error); !ok || be.Details["sessionId"] != s.ID || be.Details["seq"] != int64(2) || be.Details["id"] != nil {
+				t.Errorf("GetCheckpointBySeq of a missing seq: details %v, want sessionId and seq", err)
+			}
 			_, err = st.GetCheckpointBySeq(t.Context(), newID(), 1)
 			wantCode(t, "GetCheckpointBySeq of a missing session", err, belay.CodeCheckpointNotFound)
 		}},
