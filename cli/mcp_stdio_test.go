@@ -11,6 +11,7 @@ import (
 
 	"github.com/belayhq/belay/cli"
 	"github.com/belayhq/belay/cmd/belay/wire"
+	"github.com/belayhq/belay/internal/testutil"
 )
 
 // mcpStdio is `belay mcp` running in-process with its standard input and
@@ -63,26 +64,15 @@ func (m *mcpStdio) send(t *testing.T, line string) {
 	}
 }
 
-// rpcReply is a JSON-RPC response as it comes over the wire.
-type rpcReply struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Result  json.RawMessage `json:"result"`
-	Error   *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
 // reply reads the next line belay mcp writes.
-func (m *mcpStdio) reply(t *testing.T) rpcReply {
+func (m *mcpStdio) reply(t *testing.T) testutil.RPCReply {
 	t.Helper()
 	select {
 	case line, ok := <-m.lines:
 		if !ok {
 			t.Fatalf("belay mcp closed its output (stderr: %s)", m.stderr.String())
 		}
-		var r rpcReply
+		var r testutil.RPCReply
 		if err := json.Unmarshal(line, &r); err != nil || r.JSONRPC != "2.0" {
 			t.Fatalf("not a JSON-RPC response: %s (%v)", line, err)
 		}
@@ -90,7 +80,7 @@ func (m *mcpStdio) reply(t *testing.T) rpcReply {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("no reply from belay mcp (stderr: %s)", m.stderr.String())
 	}
-	return rpcReply{}
+	return testutil.RPCReply{}
 }
 
 const (

@@ -15,19 +15,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/belayhq/belay/httpapi"
+	"github.com/belayhq/belay/internal/testutil"
 	"github.com/belayhq/belay/mcpserver"
 )
-
-// rpcReply is a JSON-RPC response as it comes over the wire.
-type rpcReply struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Result  json.RawMessage `json:"result"`
-	Error   *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
 
 // POST /mcp with a body that is not a JSON-RPC message answers a JSON-RPC
 // error, as a client's JSON-RPC library expects, not a line of plain text.
@@ -72,7 +62,7 @@ func TestHTTPAnswersMalformedBodiesWithJSONRPCErrors(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}`, -32600, "null"},
 	} {
 		res, b := post("application/json", tc.body)
-		var r rpcReply
+		var r testutil.RPCReply
 		if res.StatusCode != http.StatusBadRequest || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") ||
 			json.Unmarshal(b, &r) != nil || r.JSONRPC != "2.0" || r.Error == nil || r.Error.Code != tc.code || string(r.ID) != tc.id || r.Error.Message == "" {
 			t.Errorf("body %q: %s %s\n%s\nwant 400 and a JSON-RPC error %d with id %s", tc.body, res.Status, res.Header.Get("Content-Type"), b, tc.code, tc.id)
@@ -81,7 +71,7 @@ func TestHTTPAnswersMalformedBodiesWithJSONRPCErrors(t *testing.T) {
 
 	// A good message is served; a wrong content type is still the SDK's 415.
 	res, b := post("application/json", `{"jsonrpc":"2.0","id":9,"method":"ping"}`)
-	var r rpcReply
+	var r testutil.RPCReply
 	if res.StatusCode != http.StatusOK || json.Unmarshal(b, &r) != nil || string(r.ID) != "9" || r.Error != nil {
 		t.Errorf("ping: %s\n%s", res.Status, b)
 	}
@@ -110,14 +100,14 @@ func TestStdioAnswersMalformedLinesAndKeepsServing(t *testing.T) {
 		}
 		close(lines)
 	}()
-	exchange := func(line string) rpcReply {
+	exchange := func(line string) testutil.RPCReply {
 		t.Helper()
 		if _, err := io.WriteString(inW, line+"\n"); err != nil {
 			t.Fatalf("write: %v", err)
 		}
 		select {
 		case b, ok := <-lines:
-			var r rpcReply
+			var r testutil.RPCReply
 			if !ok || json.Unmarshal(b, &r) != nil || r.JSONRPC != "2.0" {
 				t.Fatalf("reply to %.40q: %q", line, b)
 			}
@@ -127,7 +117,7 @@ func TestStdioAnswersMalformedLinesAndKeepsServing(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("no reply to %.40q", line)
 		}
-		return rpcReply{}
+		return testutil.RPCReply{}
 	}
 	if r := exchange(`{bad json`); r.Error == nil || r.Error.Code != -32700 || string(r.ID) != "null" {
 		t.Fatalf("bad JSON: %+v", r)

@@ -3,6 +3,7 @@
 package testutil
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"testing"
@@ -35,4 +36,16 @@ func FileSize(tb testing.TB, path string) int64 {
 		tb.Fatal(err)
 	}
 	return fi.Size()
+}
+
+// RPCReply is a JSON-RPC response as it comes over the wire, for tests of
+// the MCP transports.
+type RPCReply struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  json.RawMessage `json:"result"`
+	Error   *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
 }
