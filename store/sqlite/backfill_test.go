@@ -67,10 +67,15 @@ func TestBackfillLogStartsOver(t *testing.T) {
 	}
 	defer db.Close()
 	// Each commit writes a few pages: 10,000 of them fill the log to the
-	// writer's checkpoint many times over.
+	// writer's checkpoint many times over. A log that never starts over
+	// grows to about 400 MB. One that does stays near the checkpoint's
+	// size, plus what commits append while the writer's checkpoint waits for
+	// a copy of the backfiller's to end: on a loaded machine (CI running
+	// other packages' tests) that went past twice the checkpoint's size once,
+	// so the bound is four times.
 	saveRows(t, db, 0, 10000)
 	const frame = 24 + 4096
-	if size, limit := testutil.FileSize(t, path+"-wal"), int64(2*walCheckpointPages*frame); size > limit {
+	if size, limit := testutil.FileSize(t, path+"-wal"), int64(4*walCheckpointPages*frame); size > limit {
 		t.Errorf("the log grew to %d bytes, want at most %d", size, limit)
 	}
 }
