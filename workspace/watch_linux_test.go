@@ -185,8 +185,11 @@ func TestWatcherQueueOverflow(t *testing.T) {
 	w := f.watcher()
 	w.gate.Lock()
 	// Files created in the cookie directory share the queue and change
-	// nothing the snapshot looks at.
-	for i := range limit + 100 {
+	// nothing the snapshot looks at. fsnotify's reader takes up to 64 KiB of
+	// events off the queue (about 2,000 of these) before it waits for the
+	// gate, more when it wakes late on a loaded machine: twice the limit
+	// overflows whatever it took.
+	for i := range 2*limit + 100 {
 		f.do(os.WriteFile(filepath.Join(w.cookieDir, "flood-"+strconv.Itoa(i)), nil, 0o600))
 	}
 	writeFiles(t, f.root, map[string]string{"a.txt": "lost in the overflow\n"})
