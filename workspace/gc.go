@@ -334,41 +334,15 @@ const packFraming = 12 + 20
 // packs without their framing. The packs' indexes and the directory's other
 // files are no object, and a collect does not free them.
 func objectBytes(ctx context.Context, dir string) (int64, error) {
-	var total int64
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil // removed while walking
-			}
-			return err
+	return sumFiles(ctx, dir, func(p string, size int64) int64 {
+		switch parent := filepath.Base(filepath.Dir(p)); {
+		case len(parent) == 2 && strings.Trim(parent, "0123456789abcdef") == "":
+			return size
+		case parent == "pack" && strings.HasSuffix(p, ".pack"):
+			return max(size-packFraming, 0)
 		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		parent := filepath.Base(filepath.Dir(p))
-		loose := len(parent) == 2 && strings.Trim(parent, "0123456789abcdef") == ""
-		pack := parent == "pack" && strings.HasSuffix(p, ".pack")
-		if !loose && !pack {
-			return nil
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return nil // removed while walking
-		}
-		if pack {
-			total += max(fi.Size()-packFraming, 0)
-		} else {
-			total += fi.Size()
-		}
-		return nil
+		return 0
 	})
-	if err != nil {
-		return 0, fmt.Errorf("object bytes of %s: %w", dir, err)
-	}
-	return total, nil
 }
 
 // removeShadow deletes a shadow directory, with its lock held: renamed out
@@ -414,8 +388,14 @@ func readMeta(dir string) (*meta, error) {
 // dirBytes sums the sizes of the regular files below dir; a missing dir
 // holds none.
 func dirBytes(ctx context.Context, dir string) (int64, error) {
+	return sumFiles(ctx, dir, func(_ string, size int64) int64 { return size })
+}
+
+// sumFiles walks dir and adds up count of each regular file's path and size.
+// A file removed while walking (a temporary one) counts nothing.
+func sumFiles(ctx context.Context, dir string, count func(path string, size int64) int64) (int64, error) {
 	var total int64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil // removed while walking (e.g. a temporary file)
@@ -427,7 +407,7 @@ func dirBytes(ctx context.Context, dir string) (int64, error) {
 		}
 		if d.Type().IsRegular() {
 			if fi, err := d.Info(); err == nil {
-				total += fi.Size()
+				total += count(p, fi.Size())
 			}
 		}
 		return nil

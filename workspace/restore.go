@@ -230,9 +230,15 @@ func (m *Manager) restore(ctx context.Context, s *shadow, from, target string, d
 		return nil, fmt.Errorf("restore %s: %w", s.root, err)
 	}
 	var kept []string
-	for _, c := range changes {
-		if c.status == 'D' && slices.Contains(keep, c.path) {
-			kept = append(kept, c.path)
+	if len(keep) > 0 {
+		keepSet := make(map[string]bool, len(keep))
+		for _, p := range keep {
+			keepSet[p] = true
+		}
+		for _, c := range changes {
+			if c.status == 'D' && keepSet[c.path] {
+				kept = append(kept, c.path)
+			}
 		}
 	}
 	j := journal{From: fromID, Target: targetID, Started: m.now().UTC(), Record: record, Keep: kept}
