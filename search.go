@@ -2,7 +2,6 @@ package belay
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 )
 
@@ -54,8 +53,10 @@ func (in *SearchInput) Validate() error {
 	if in.TopK < 0 || in.TopK > MaxTopK {
 		return Invalid("topK", "topK must be 1-%d, got %d", MaxTopK, in.TopK)
 	}
-	if in.ProjectPath != "" && !filepath.IsAbs(in.ProjectPath) {
-		return Invalid("projectPath", "projectPath must be an absolute path, got %q", Clip(in.ProjectPath, 200))
+	if in.ProjectPath != "" {
+		if err := ValidateProjectPath("projectPath", in.ProjectPath); err != nil {
+			return err
+		}
 	}
 	return ValidateTags("tags", in.Tags)
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -90,6 +91,13 @@ func ValidateProjectPath(field, p string) error {
 		return Invalid(field, "%s must be an absolute path, got %q", field, Clip(p, 200))
 	}
 	return nil
+}
+
+// SeqRef reads ref as a checkpoint's number in its session, "4" or "#4". A
+// reference that reads so names that checkpoint, never one by id or name.
+func SeqRef(ref string) (int64, bool) {
+	seq, err := strconv.ParseInt(strings.TrimPrefix(strings.TrimSpace(ref), "#"), 10, 64)
+	return seq, err == nil
 }
 
 // ProjectDir checks that the absolute path p names an existing directory.
@@ -525,8 +533,10 @@ func (in *ListCheckpointsInput) Validate() error {
 	if in.CreatedAfter != nil && in.CreatedBefore != nil && !in.CreatedAfter.Before(*in.CreatedBefore) {
 		return Invalid("createdAfter", "createdAfter must be before createdBefore")
 	}
-	if in.ProjectPath != "" && !filepath.IsAbs(in.ProjectPath) {
-		return Invalid("projectPath", "projectPath must be an absolute path, got %q", Clip(in.ProjectPath, 200))
+	if in.ProjectPath != "" {
+		if err := ValidateProjectPath("projectPath", in.ProjectPath); err != nil {
+			return err
+		}
 	}
 	return ValidateTags("tags", in.Tags)
 }
@@ -563,8 +573,8 @@ func (in *ListSessionsInput) Validate() error {
 	if in.Limit < 0 || in.Limit > MaxListLimit {
 		return Invalid("limit", "limit must be 1-%d, got %d", MaxListLimit, in.Limit)
 	}
-	if in.ProjectPath != "" && !filepath.IsAbs(in.ProjectPath) {
-		return Invalid("projectPath", "projectPath must be an absolute path, got %q", Clip(in.ProjectPath, 200))
+	if in.ProjectPath != "" {
+		return ValidateProjectPath("projectPath", in.ProjectPath)
 	}
 	return nil
 }

@@ -40,7 +40,7 @@ yours), so 'belay rollback' can bring them back; --no-snapshot skips that and
 			if strings.TrimSpace(in.Summary) == "" {
 				return usagef("a summary is required: belay save -m SUMMARY")
 			}
-			if _, err := strconv.ParseInt(strings.TrimPrefix(strings.TrimSpace(in.Name), "#"), 10, 64); err == nil {
+			if _, ok := belay.SeqRef(in.Name); ok {
 				return usagef("--name %q reads as a checkpoint number, so 'belay show %s' would never find it by name; choose a name with a letter in it", in.Name, strings.TrimSpace(in.Name))
 			}
 			in.Type, in.Trigger = belay.CheckpointType(typ), belay.Trigger(trigger)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/belayhq/belay"
@@ -39,7 +38,7 @@ func (s *Service) ResolveCheckpoint(ctx context.Context, in belay.CheckpointRef)
 	if belay.IsUUID(ref) {
 		return s.getCheckpoint(ctx, c, strings.ToLower(ref))
 	}
-	if seq, err := strconv.ParseInt(strings.TrimPrefix(ref, "#"), 10, 64); err == nil {
+	if seq, ok := belay.SeqRef(ref); ok {
 		if seq < 1 {
 			return nil, belay.Invalid("ref", "checkpoint numbers start at 1, got %d", seq)
 		}
@@ -193,8 +192,8 @@ func (s *Service) CurrentSession(ctx context.Context, projectPath string) (*bela
 }
 
 func (s *Service) currentSession(ctx context.Context, c caller, projectPath string) (*belay.Session, error) {
-	if !filepath.IsAbs(projectPath) {
-		return nil, belay.Invalid("projectPath", "projectPath must be an absolute path, got %q", projectPath)
+	if err := belay.ValidateProjectPath("projectPath", projectPath); err != nil {
+		return nil, err
 	}
 	projectPath = filepath.Clean(projectPath)
 	sess, err := s.store.ActiveSession(ctx, projectPath, c.scope())

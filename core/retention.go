@@ -18,8 +18,8 @@ func (s *Service) SetRetention(ctx context.Context, p belay.RetentionPolicy) err
 	if _, err := authorizeAdmin(ctx, "set retention policies"); err != nil {
 		return err
 	}
-	if !filepath.IsAbs(p.ProjectPath) {
-		return belay.Invalid("projectPath", "projectPath must be an absolute path, got %q", belay.Clip(p.ProjectPath, 200))
+	if err := belay.ValidateProjectPath("projectPath", p.ProjectPath); err != nil {
+		return err
 	}
 	if p.KeepLast < 0 || p.MaxAge < 0 {
 		return belay.Invalid("keepLast", "keepLast and maxAge must not be negative")

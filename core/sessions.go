@@ -144,8 +144,8 @@ func (s *Service) ActiveSession(ctx context.Context, projectPath string) (*belay
 	if err != nil {
 		return nil, err
 	}
-	if !filepath.IsAbs(projectPath) {
-		return nil, belay.Invalid("projectPath", "projectPath must be an absolute path, got %q", projectPath)
+	if err := belay.ValidateProjectPath("projectPath", projectPath); err != nil {
+		return nil, err
 	}
 	return s.store.ActiveSession(ctx, filepath.Clean(projectPath), c.scope())
 }
