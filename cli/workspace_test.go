@@ -194,7 +194,7 @@ func wsTamper(t *testing.T, dataDir string, seq int64, change func(*belay.Checkp
 		t.Fatal(err)
 	}
 	defer db.Close()
-	sessions, _, err := db.ListSessions(ctx, store.SessionQuery{Scope: store.Everything, Limit: 1})
+	sessions, _, _, err := db.ListSessions(ctx, store.SessionQuery{Scope: store.Everything, Limit: 1})
 	if err != nil || len(sessions) != 1 {
 		t.Fatalf("sessions: %v %v", sessions, err)
 	}

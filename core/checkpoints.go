@@ -250,7 +250,7 @@ func (s *Service) sessionFor(ctx context.Context, tx store.Tx, c caller, session
 	if err := c.mayCreateIn(projectPath); err != nil {
 		return nil, nil, err
 	}
-	prev, _, err := tx.ListSessions(ctx, store.SessionQuery{Scope: c.scope(), ProjectPath: projectPath, Limit: 1})
+	prev, _, _, err := tx.ListSessions(ctx, store.SessionQuery{Scope: c.scope(), ProjectPath: projectPath, Limit: 1})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -375,16 +375,16 @@ func (s *Service) ListCheckpoints(ctx context.Context, in belay.ListCheckpointsI
 		HITLRequired: in.HITLRequired, HITLDecided: in.HITLDecided,
 		CreatedAfter: in.CreatedAfter, CreatedBefore: in.CreatedBefore, Tags: in.Tags,
 		OrderByType: in.OrderBy == belay.OrderType, OrderByUpdated: in.OrderBy == belay.OrderUpdatedAt, Desc: in.OrderDir != belay.OrderAsc,
-		After: after, Offset: in.Offset, Limit: limit + 1,
+		After: after, Offset: in.Offset, Limit: limit, MaxBytes: store.PageBytes,
 	}
-	items, total, err := s.store.ListCheckpoints(ctx, q)
+	items, total, more, err := s.store.ListCheckpoints(ctx, q)
 	if err != nil {
 		return nil, err
 	}
 	out := &belay.CheckpointList{Items: items, TotalCount: total}
-	if len(items) > limit {
-		out.Items, out.HasMore = items[:limit], true
-		last := out.Items[limit-1]
+	if more && len(items) > 0 {
+		out.HasMore = true
+		last := items[len(items)-1]
 		c := cursor{Order: checkpointOrder(&in), At: last.CreatedAt.UnixNano(), ID: last.ID}
 		switch {
 		case q.OrderByType:

@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -573,13 +574,60 @@ func walk(tb testing.TB, svc *core.Service, in belay.ListCheckpointsInput, betwe
 			}
 			return all
 		}
-		if list.NextCursor == "" || len(list.Items) != pageSize(in) {
-			tb.Fatalf("page %d: hasMore with %d items and cursor %q", pages, len(list.Items), list.NextCursor)
+		if list.NextCursor == "" || len(list.Items) != pageSize(in) && pageBytes(list.Items) < store.PageBytes {
+			tb.Fatalf("page %d: hasMore with %d items of %d bytes and cursor %q", pages, len(list.Items), pageBytes(list.Items), list.NextCursor)
 		}
 		in.Cursor = list.NextCursor
 		if between != nil {
 			between()
 		}
+	}
+}
+
+// pageBytes is what a page of checkpoints weighs (see store.PageBytes).
+func pageBytes(cps []*belay.Checkpoint) int64 {
+	var n int64
+	for _, cp := range cps {
+		n += store.CheckpointBytes(cp)
+	}
+	return n
+}
+
+// TestListPagesEndAtTheirBytes: pages of checkpoints and sessions end once
+// their agent states reach store.PageBytes, before their limit, and say
+// where the next page begins; paging on lists everything.
+func TestListPagesEndAtTheirBytes(t *testing.T) {
+	svc := newService(t, testclock.New(start, time.Millisecond))
+	big := json.RawMessage(`"` + strings.Repeat("x", belay.MaxStateBytes-100) + `"`)
+	perPage := int(store.PageBytes/int64(len(big))) + 1
+	n := perPage + 1
+	for range n {
+		mustCreate(t, svc, belay.CreateCheckpointInput{ProjectPath: t.TempDir(), Summary: "big", AgentState: big})
+	}
+	list, err := svc.ListCheckpoints(localCtx, belay.ListCheckpointsInput{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != perPage || !list.HasMore || list.NextCursor == "" || list.TotalCount != int64(n) {
+		t.Fatalf("first page of checkpoints: %d items, hasMore %v, cursor %q, total %d; want %d, more, a cursor, %d",
+			len(list.Items), list.HasMore, list.NextCursor, list.TotalCount, perPage, n)
+	}
+	if got := walk(t, svc, belay.ListCheckpointsInput{Limit: 100}, nil); len(got) != n {
+		t.Errorf("paging on listed %d checkpoints, want %d", len(got), n)
+	}
+	sessions, err := svc.ListSessions(localCtx, belay.ListSessionsInput{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sessions.Items) != perPage || !sessions.HasMore {
+		t.Fatalf("first page of sessions: %d items, hasMore %v; want %d and more", len(sessions.Items), sessions.HasMore, perPage)
+	}
+	rest, err := svc.ListSessions(localCtx, belay.ListSessionsInput{Limit: 100, Cursor: sessions.NextCursor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rest.Items) != n-perPage || rest.HasMore || !bytes.Equal(rest.Items[0].State, big) {
+		t.Errorf("second page of sessions: %d items, hasMore %v; want %d whole, and no more", len(rest.Items), rest.HasMore, n-perPage)
 	}
 }
 

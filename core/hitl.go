@@ -474,8 +474,9 @@ func (s *Service) PendingHITL(ctx context.Context, sessionID string) ([]belay.Pe
 	// The query keeps to the sessions the caller may read and the requests
 	// naming it as approver; page on until maxPending it may decide are
 	// found, so requests it may only read do not hide the rest.
-	err = walk(func(after *store.CheckpointKey) ([]*belay.Checkpoint, error) {
-		return s.store.PendingHITL(ctx, store.PendingQuery{Scope: c.scope(), SessionID: sessionID, After: after, Limit: storePage})
+	err = walk(func(after *store.CheckpointKey) ([]*belay.Checkpoint, bool, error) {
+		page, err := s.store.PendingHITL(ctx, store.PendingQuery{Scope: c.scope(), SessionID: sessionID, After: after, Limit: storePage})
+		return page, len(page) == storePage, err
 	}, checkpointKey, func(cp *belay.Checkpoint) error {
 		p, ok, err := s.pendingFor(ctx, c, now, sessions, cp)
 		if err != nil || !ok {

@@ -313,7 +313,7 @@ func (s *Service) latestInterrupted(ctx context.Context, c caller, projectPath s
 	if _, err := s.sweepLeases(ctx); err != nil {
 		return "", err
 	}
-	list, _, err := s.store.ListSessions(ctx, store.SessionQuery{Scope: c.scope(), ProjectPath: cleanPath(projectPath),
+	list, _, _, err := s.store.ListSessions(ctx, store.SessionQuery{Scope: c.scope(), ProjectPath: cleanPath(projectPath),
 		Status: belay.SessionInterrupted, Limit: 1})
 	if err != nil {
 		return "", err

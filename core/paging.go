@@ -11,12 +11,12 @@ import (
 const storePage = 500
 
 // walk reads a keyset-paged query to its end: read fetches the page after
-// key (nil for the first), fn sees each item, and next is the key of an item.
-// It stops at the first short page or error.
-func walk[T, K any](read func(after *K) ([]T, error), next func(T) *K, fn func(T) error) error {
+// key (nil for the first) and whether more follow, fn sees each item, and
+// next is the key of an item. It stops at the last page or the first error.
+func walk[T, K any](read func(after *K) ([]T, bool, error), next func(T) *K, fn func(T) error) error {
 	var after *K
 	for {
-		page, err := read(after)
+		page, more, err := read(after)
 		if err != nil {
 			return err
 		}
@@ -25,7 +25,7 @@ func walk[T, K any](read func(after *K) ([]T, error), next func(T) *K, fn func(T
 				return err
 			}
 		}
-		if len(page) < storePage {
+		if !more || len(page) == 0 {
 			return nil
 		}
 		after = next(page[len(page)-1])
@@ -34,9 +34,9 @@ func walk[T, K any](read func(after *K) ([]T, error), next func(T) *K, fn func(T
 
 // forEachSession calls fn with every session within scope, newest first.
 func forEachSession(ctx context.Context, r store.Reader, scope store.Scope, fn func(*belay.Session) error) error {
-	return walk(func(after *store.SessionKey) ([]*belay.Session, error) {
-		page, _, err := r.ListSessions(ctx, store.SessionQuery{Scope: scope, After: after, Limit: storePage})
-		return page, err
+	return walk(func(after *store.SessionKey) ([]*belay.Session, bool, error) {
+		page, _, more, err := r.ListSessions(ctx, store.SessionQuery{Scope: scope, After: after, Limit: storePage, MaxBytes: store.PageBytes})
+		return page, more, err
 	}, func(s *belay.Session) *store.SessionKey {
 		return &store.SessionKey{CreatedAt: s.CreatedAt, ID: s.ID}
 	}, fn)
@@ -45,9 +45,9 @@ func forEachSession(ctx context.Context, r store.Reader, scope store.Scope, fn f
 // sessionCheckpoints returns every checkpoint of a session in seq order.
 func sessionCheckpoints(ctx context.Context, r store.Reader, sessionID string) ([]*belay.Checkpoint, error) {
 	var out []*belay.Checkpoint
-	err := walk(func(after *store.CheckpointKey) ([]*belay.Checkpoint, error) {
-		page, _, err := r.ListCheckpoints(ctx, store.CheckpointQuery{Scope: store.Everything, SessionID: sessionID, After: after, Limit: storePage})
-		return page, err
+	err := walk(func(after *store.CheckpointKey) ([]*belay.Checkpoint, bool, error) {
+		page, _, more, err := r.ListCheckpoints(ctx, store.CheckpointQuery{Scope: store.Everything, SessionID: sessionID, After: after, Limit: storePage, MaxBytes: store.PageBytes})
+		return page, more, err
 	}, checkpointKey, func(cp *belay.Checkpoint) error {
 		out = append(out, cp)
 		return nil

@@ -68,7 +68,7 @@ func (s *Service) ResolveCheckpoint(ctx context.Context, in belay.CheckpointRef)
 	if err != nil {
 		return nil, err
 	}
-	list, _, err := s.store.ListCheckpoints(ctx, store.CheckpointQuery{Scope: c.scope(), SessionID: sess.ID, Name: ref, Desc: true, Limit: 1})
+	list, _, _, err := s.store.ListCheckpoints(ctx, store.CheckpointQuery{Scope: c.scope(), SessionID: sess.ID, Name: ref, Desc: true, Limit: 1})
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +88,7 @@ func (s *Service) resolveStep(ctx context.Context, c caller, in belay.Checkpoint
 	if err != nil {
 		return nil, err
 	}
-	list, _, err := s.store.ListCheckpoints(ctx, store.CheckpointQuery{Scope: c.scope(), SessionID: sess.ID, Step: in.Step, Desc: true, Limit: 1})
+	list, _, _, err := s.store.ListCheckpoints(ctx, store.CheckpointQuery{Scope: c.scope(), SessionID: sess.ID, Step: in.Step, Desc: true, Limit: 1})
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +200,7 @@ func (s *Service) currentSession(ctx context.Context, c caller, projectPath stri
 	if !belay.IsCode(err, belay.CodeSessionNotFound) {
 		return sess, err
 	}
-	list, _, err := s.store.ListSessions(ctx, store.SessionQuery{Scope: c.scope(), ProjectPath: projectPath, Limit: 1})
+	list, _, _, err := s.store.ListSessions(ctx, store.SessionQuery{Scope: c.scope(), ProjectPath: projectPath, Limit: 1})
 	if err != nil {
 		return nil, err
 	}

@@ -175,7 +175,7 @@ func (s *Service) ListSessions(ctx context.Context, in belay.ListSessionsInput) 
 	if limit == 0 {
 		limit = belay.DefaultListLimit
 	}
-	q := store.SessionQuery{Scope: c.scope(), ProjectPath: in.ProjectPath, Status: in.Status, Limit: limit + 1}
+	q := store.SessionQuery{Scope: c.scope(), ProjectPath: in.ProjectPath, Status: in.Status, Limit: limit, MaxBytes: store.PageBytes}
 	if in.Cursor != "" {
 		c, err := decodeCursor(in.Cursor, "s")
 		if err != nil {
@@ -183,14 +183,14 @@ func (s *Service) ListSessions(ctx context.Context, in belay.ListSessionsInput) 
 		}
 		q.After = &store.SessionKey{CreatedAt: time.Unix(0, c.At).UTC(), ID: c.ID}
 	}
-	items, total, err := s.store.ListSessions(ctx, q)
+	items, total, more, err := s.store.ListSessions(ctx, q)
 	if err != nil {
 		return nil, err
 	}
 	out := &belay.SessionList{Items: items, TotalCount: total}
-	if len(items) > limit {
-		out.Items, out.HasMore = items[:limit], true
-		last := out.Items[limit-1]
+	if more && len(items) > 0 {
+		out.HasMore = true
+		last := items[len(items)-1]
 		out.NextCursor = encodeCursor(cursor{Order: "s", At: last.CreatedAt.UnixNano(), ID: last.ID})
 	}
 	if out.Items == nil {

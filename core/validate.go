@@ -451,7 +451,7 @@ func (s *Service) repair(ctx context.Context, sess *belay.Session, root string, 
 			return err
 		}
 		// The count may have gone wrong with the rows: count again.
-		if _, cur.CheckpointCount, err = tx.ListCheckpoints(ctx, store.CheckpointQuery{Scope: store.Everything, SessionID: cur.ID, Limit: 1}); err != nil {
+		if _, cur.CheckpointCount, _, err = tx.ListCheckpoints(ctx, store.CheckpointQuery{Scope: store.Everything, SessionID: cur.ID, Limit: 1}); err != nil {
 			return err
 		}
 		cur.UpdatedAt = s.clock.Now()

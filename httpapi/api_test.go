@@ -141,10 +141,10 @@ func (e *apiEnv) snapshot(t *testing.T) snapshot {
 		t.Fatal(err)
 	}
 	// The store, not the service: a corrupted row must still count.
-	if _, s.checkpoints, err = e.db.ListCheckpoints(ctx, store.CheckpointQuery{Scope: store.Everything, Limit: 1}); err != nil {
+	if _, s.checkpoints, _, err = e.db.ListCheckpoints(ctx, store.CheckpointQuery{Scope: store.Everything, Limit: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, s.sessions, err = e.db.ListSessions(ctx, store.SessionQuery{Scope: store.Everything, Limit: 1}); err != nil {
+	if _, s.sessions, _, err = e.db.ListSessions(ctx, store.SessionQuery{Scope: store.Everything, Limit: 1}); err != nil {
 		t.Fatal(err)
 	}
 	return s

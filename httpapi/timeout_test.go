@@ -48,7 +48,7 @@ func TestHandlerTimeout(t *testing.T) {
 			t.Errorf("%s %s: status %d, body %+v, decode error %v; want 504 TIMEOUT_ERROR with timeout 1ns", tc.method, tc.path, resp.StatusCode, body.Error, err)
 		}
 	}
-	list, _, err := db.ListSessions(context.Background(), store.SessionQuery{Scope: store.Everything, Limit: 10})
+	list, _, _, err := db.ListSessions(context.Background(), store.SessionQuery{Scope: store.Everything, Limit: 10})
 	if err != nil || len(list) != 0 {
 		t.Errorf("sessions after timed-out requests: %d, %v; want none written", len(list), err)
 	}

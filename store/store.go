@@ -73,14 +73,18 @@ type Reader interface {
 	// ActiveSession returns the newest open session (see SessionStatus.Open) of
 	// a project path within scope.
 	ActiveSession(ctx context.Context, projectPath string, scope Scope) (*belay.Session, error)
-	// ListSessions returns one page of sessions, newest first, and how many match in all.
-	ListSessions(ctx context.Context, q SessionQuery) ([]*belay.Session, int64, error)
+	// ListSessions returns one page of sessions, newest first: up to
+	// q.Limit, ending early at q.MaxBytes. more reports whether sessions
+	// follow the page, total how many match in all (ignoring q.After).
+	ListSessions(ctx context.Context, q SessionQuery) (page []*belay.Session, total int64, more bool, err error)
 
 	GetCheckpoint(ctx context.Context, id string) (*belay.Checkpoint, error)
 	GetCheckpointBySeq(ctx context.Context, sessionID string, seq int64) (*belay.Checkpoint, error)
-	// ListCheckpoints returns up to q.Limit checkpoints after q.After in the
-	// query's order, and how many match the filters in all (ignoring After).
-	ListCheckpoints(ctx context.Context, q CheckpointQuery) ([]*belay.Checkpoint, int64, error)
+	// ListCheckpoints returns one page of checkpoints after q.After in the
+	// query's order: up to q.Limit, ending early at q.MaxBytes. more reports
+	// whether checkpoints follow the page, total how many match the filters
+	// in all (ignoring q.After).
+	ListCheckpoints(ctx context.Context, q CheckpointQuery) (page []*belay.Checkpoint, total int64, more bool, err error)
 	// PendingHITL returns checkpoints whose HITL request has no decision yet, oldest first.
 	PendingHITL(ctx context.Context, q PendingQuery) ([]*belay.Checkpoint, error)
 	// DueHITL returns undecided HITL checkpoints whose timeout expired at or
@@ -360,6 +364,9 @@ type SessionQuery struct {
 	Status      belay.SessionStatus
 	After       *SessionKey
 	Limit       int
+	// MaxBytes, when positive, ends the page early (see PageBudget): after
+	// the session whose state and metadata bring it to MaxBytes or more.
+	MaxBytes int64
 }
 
 // CheckpointKey is a position in a checkpoint order: Type matters only when
@@ -400,6 +407,10 @@ type CheckpointQuery struct {
 	// Offset skips that many rows of the order.
 	Offset int
 	Limit  int
+	// MaxBytes, when positive, ends the page early (see PageBudget): after
+	// the checkpoint whose agent state, outputs and metadata bring it to
+	// MaxBytes or more.
+	MaxBytes int64
 }
 
 // PendingQuery filters pending HITL requests.

@@ -85,23 +85,27 @@ func (r reader) GetCheckpointBySeq(ctx context.Context, sessionID string, seq in
 }
 
 func (r reader) queryCheckpoints(ctx context.Context, query string, args ...any) ([]*belay.Checkpoint, error) {
-	rows, err := r.q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: query checkpoints: %w", err)
-	}
-	defer rows.Close()
-	var out []*belay.Checkpoint
-	for rows.Next() {
-		c, err := scanCheckpoint(rows)
-		if err != nil {
-			return nil, fmt.Errorf("postgres: scan checkpoint: %w", err)
-		}
-		out = append(out, c)
-	}
-	return r.loadCheckpoints(ctx, rows, out)
+	page, _, err := r.checkpointPage(ctx, -1, 0, query, args...)
+	return page, err
 }
 
-func (r reader) ListCheckpoints(ctx context.Context, q store.CheckpointQuery) ([]*belay.Checkpoint, int64, error) {
+// checkpointPage reads a page of the checkpoints query selects (see
+// store.ReadPage).
+func (r reader) checkpointPage(ctx context.Context, limit int, maxBytes int64, query string, args ...any) ([]*belay.Checkpoint, bool, error) {
+	rows, err := r.q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, false, fmt.Errorf("postgres: query checkpoints: %w", err)
+	}
+	defer rows.Close()
+	page, more, err := store.ReadPage(rows, func() (*belay.Checkpoint, error) { return scanCheckpoint(rows) }, limit, maxBytes, store.CheckpointBytes)
+	if err != nil {
+		return nil, false, fmt.Errorf("postgres: scan checkpoint: %w", err)
+	}
+	page, err = r.loadCheckpoints(ctx, rows, page)
+	return page, more, err
+}
+
+func (r reader) ListCheckpoints(ctx context.Context, q store.CheckpointQuery) ([]*belay.Checkpoint, int64, bool, error) {
 	var where []string
 	var args []any
 	add := func(cond string, a ...any) { where, args = append(where, cond), append(args, a...) }
@@ -111,7 +115,7 @@ func (r reader) ListCheckpoints(ctx context.Context, q store.CheckpointQuery) ([
 		// match: only the matches are looked up and sorted.
 		tags, err := r.rarestFirst(ctx, q.Tags)
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, false, err
 		}
 		from = "checkpoint_tags AS t0 JOIN checkpoints ON checkpoints.id = t0.checkpoint_id"
 		add("t0.tag = ?", tags[0])
@@ -160,7 +164,7 @@ func (r reader) ListCheckpoints(ctx context.Context, q store.CheckpointQuery) ([
 	}
 	var total int64
 	if err := r.q.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+from+filter, args...).Scan(&total); err != nil {
-		return nil, 0, fmt.Errorf("postgres: count checkpoints: %w", err)
+		return nil, 0, false, fmt.Errorf("postgres: count checkpoints: %w", err)
 	}
 	cmp, dir := ">", "ASC"
 	if q.Desc {
@@ -189,7 +193,7 @@ func (r reader) ListCheckpoints(ctx context.Context, q store.CheckpointQuery) ([
 		}
 		filter = " WHERE " + strings.Join(where, " AND ")
 	}
-	args = append(args, q.Limit, q.Offset)
+	args = append(args, q.Limit+1, q.Offset)
 	query := `SELECT ` + checkpointCols + ` FROM ` + from + filter + ` ORDER BY ` + order + ` LIMIT ? OFFSET ?`
 	if from != "checkpoints" {
 		// The tag matches are sorted, not read in index order: sort just
@@ -197,8 +201,8 @@ func (r reader) ListCheckpoints(ctx context.Context, q store.CheckpointQuery) ([
 		query = `SELECT ` + checkpointCols + ` FROM checkpoints WHERE id IN (SELECT checkpoints.id FROM ` + from + filter +
 			` ORDER BY ` + order + ` LIMIT ? OFFSET ?) ORDER BY ` + order
 	}
-	items, err := r.queryCheckpoints(ctx, query, args...)
-	return items, total, err
+	items, more, err := r.checkpointPage(ctx, q.Limit, q.MaxBytes, query, args...)
+	return items, total, more, err
 }
 
 // rarestFirst orders tags by how many checkpoints carry them, fewest first.

@@ -183,7 +183,7 @@ func TestIOErrorMidTransaction(t *testing.T) {
 	}
 	db := mustOpen(t, path)
 	defer db.Close()
-	list, total, err := db.ListSessions(t.Context(), store.SessionQuery{Scope: store.Everything, Limit: 10})
+	list, total, _, err := db.ListSessions(t.Context(), store.SessionQuery{Scope: store.Everything, Limit: 10})
 	if err != nil || total != 1 || len(list) != 1 || list[0].ID != testSession(9).ID {
 		t.Errorf("sessions after the fault: %d, %v; want only the one written after it", total, err)
 	}

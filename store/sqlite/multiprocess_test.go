@@ -226,7 +226,7 @@ func checkWrites(t *testing.T, db *sqlite.DB, n int, tags ...string) {
 	ctx := t.Context()
 	total := n * len(tags)
 	for _, tag := range tags {
-		_, count, err := db.ListSessions(ctx, store.SessionQuery{Scope: store.Everything, ProjectPath: "/" + tag, Limit: 1})
+		_, count, _, err := db.ListSessions(ctx, store.SessionQuery{Scope: store.Everything, ProjectPath: "/" + tag, Limit: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

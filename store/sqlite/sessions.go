@@ -148,7 +148,7 @@ func (r reader) ActiveSession(ctx context.Context, projectPath string, scope sto
 	return s, nil
 }
 
-func (r reader) ListSessions(ctx context.Context, q store.SessionQuery) ([]*belay.Session, int64, error) {
+func (r reader) ListSessions(ctx context.Context, q store.SessionQuery) ([]*belay.Session, int64, bool, error) {
 	var where []string
 	var args []any
 	if cond, a := scopeFilter(q.Scope, "id", "project_path", ""); cond != "" {
@@ -166,7 +166,7 @@ func (r reader) ListSessions(ctx context.Context, q store.SessionQuery) ([]*bela
 	}
 	var total int64
 	if err := r.q.QueryRowContext(ctx, `SELECT COUNT(*) FROM sessions`+filter, args...).Scan(&total); err != nil {
-		return nil, 0, fmt.Errorf("sqlite: count sessions: %w", err)
+		return nil, 0, false, fmt.Errorf("sqlite: count sessions: %w", err)
 	}
 	if q.After != nil {
 		where = append(where, "(created_at, id) < (?, ?)")
@@ -176,22 +176,18 @@ func (r reader) ListSessions(ctx context.Context, q store.SessionQuery) ([]*bela
 	if len(where) > 0 {
 		filter = " WHERE " + strings.Join(where, " AND ")
 	}
-	args = append(args, q.Limit)
+	args = append(args, q.Limit+1)
 	rows, err := r.q.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions`+filter+` ORDER BY created_at DESC, id DESC LIMIT ?`, args...)
 	if err != nil {
-		return nil, 0, fmt.Errorf("sqlite: list sessions: %w", err)
+		return nil, 0, false, fmt.Errorf("sqlite: list sessions: %w", err)
 	}
 	defer rows.Close()
-	var out []*belay.Session
-	for rows.Next() {
-		s, err := scanSession(rows)
-		if err != nil {
-			return nil, 0, fmt.Errorf("sqlite: scan session: %w", err)
-		}
-		out = append(out, s)
+	out, more, err := store.ReadPage(rows, func() (*belay.Session, error) { return scanSession(rows) }, q.Limit, q.MaxBytes, store.SessionBytes)
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("sqlite: scan session: %w", err)
 	}
 	out, err = r.loadSessions(ctx, rows, out)
-	return out, total, err
+	return out, total, more, err
 }
 
 func (t *tx) InsertSession(ctx context.Context, s *belay.Session) error {

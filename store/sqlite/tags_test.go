@@ -29,7 +29,7 @@ func TestTagsMigration(t *testing.T) {
 	defer db.Close()
 	tagged := func(tag string) []string {
 		t.Helper()
-		items, _, err := db.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: store.Everything, Tags: []string{tag}, Limit: 10})
+		items, _, _, err := db.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: store.Everything, Tags: []string{tag}, Limit: 10})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -92,7 +92,7 @@ func testCheckpoints(t *testing.T, o opener) {
 			wantCode(t, "GetCheckpointBySeq after delete", err, belay.CodeCheckpointNotFound)
 			err = st.Update(t.Context(), func(tx store.Tx) error { return tx.DeleteCheckpoint(t.Context(), gone.ID) })
 			wantCode(t, "DeleteCheckpoint twice", err, belay.CodeCheckpointNotFound)
-			items, total, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: store.Everything, Tags: []string{"x"}, Limit: 10})
+			items, total, _, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: store.Everything, Tags: []string{"x"}, Limit: 10})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -204,7 +204,7 @@ func testCheckpointRoundTrip(t *testing.T, st store.Store) {
 				t.Fatal(err)
 			}
 			check("GetCheckpointBySeq", bySeq)
-			items, _, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: store.Everything, SessionID: sess.ID, Limit: 100})
+			items, _, _, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: store.Everything, SessionID: sess.ID, Limit: 100})
 			if err != nil {
 				t.Fatal(err)
 			}

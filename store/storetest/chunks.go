@@ -108,7 +108,7 @@ func testStateChunks(t *testing.T, o opener) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			list, _, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: store.Everything, SessionID: sess.ID, Limit: 10})
+			list, _, _, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: store.Everything, SessionID: sess.ID, Limit: 10})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -137,7 +137,7 @@ func testStateChunks(t *testing.T, o opener) {
 					t.Fatalf("read %d: %v", i, err)
 				}
 			}
-			sessions, _, err := st.ListSessions(t.Context(), store.SessionQuery{Scope: store.Everything, Limit: 10})
+			sessions, _, _, err := st.ListSessions(t.Context(), store.SessionQuery{Scope: store.Everything, Limit: 10})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -306,7 +306,7 @@ func RunDamagedChunk(t *testing.T, st store.Store, damage func(t *testing.T)) {
 	_, err = st.GetSession(t.Context(), sess.ID)
 	wantCode(t, "GetSession of a damaged state", err, belay.CodeCheckpointCorrupt)
 
-	list, total, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: store.Everything, Limit: 10})
+	list, total, _, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: store.Everything, Limit: 10})
 	if err != nil || total != 2 || len(list) != 2 {
 		t.Fatalf("ListCheckpoints with one damaged state: %d of %d, %v; want both", len(list), total, err)
 	}
@@ -327,7 +327,7 @@ func RunDamagedChunk(t *testing.T, st store.Store, damage func(t *testing.T)) {
 			}
 		}
 	}
-	sessions, _, err := st.ListSessions(t.Context(), store.SessionQuery{Scope: store.Everything, Limit: 10})
+	sessions, _, _, err := st.ListSessions(t.Context(), store.SessionQuery{Scope: store.Everything, Limit: 10})
 	if err != nil || len(sessions) != 1 {
 		t.Fatalf("ListSessions with one damaged state: %d, %v", len(sessions), err)
 	}

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/store"
+	"github.com/belayhq/belay/store/chunkstore"
 )
 
 // listFixture is eight checkpoints over two sessions and projects, with
@@ -91,8 +93,9 @@ func testListCheckpoints(t *testing.T, o opener) {
 		{"PagingWithFilter", testListPagingWithFilter},
 		{"SessionOrder", testListSessionOrder},
 		{"Offset", testListOffset},
+		{"Bytes", testListBytes},
 		{"Empty", func(t *testing.T, st store.Store) {
-			items, total, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: store.Everything, Limit: 10})
+			items, total, _, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: store.Everything, Limit: 10})
 			if err != nil || len(items) != 0 || total != 0 {
 				t.Errorf("ListCheckpoints of an empty store = %d items, total %d, %v", len(items), total, err)
 			}
@@ -144,7 +147,7 @@ func testListFilters(t *testing.T, st store.Store) {
 		t.Run(tc.name, func(t *testing.T) {
 			q := tc.q
 			q.Scope, q.Limit = store.Everything, 100
-			items, total, err := st.ListCheckpoints(t.Context(), q)
+			items, total, _, err := st.ListCheckpoints(t.Context(), q)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -153,7 +156,7 @@ func testListFilters(t *testing.T, st store.Store) {
 				t.Errorf("total = %d, want %d", total, len(tc.want))
 			}
 			q.Limit = 1
-			items, total, err = st.ListCheckpoints(t.Context(), q)
+			items, total, _, err = st.ListCheckpoints(t.Context(), q)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -191,7 +194,7 @@ func walk(t *testing.T, st store.Store, q store.CheckpointQuery, limit int, betw
 		if page > 1000 {
 			t.Fatal("paging does not end")
 		}
-		items, total, err := st.ListCheckpoints(t.Context(), q)
+		items, total, more, err := st.ListCheckpoints(t.Context(), q)
 		if err != nil {
 			t.Fatalf("page %d: %v", page, err)
 		}
@@ -199,8 +202,11 @@ func walk(t *testing.T, st store.Store, q store.CheckpointQuery, limit int, betw
 			t.Fatalf("page %d holds %d items, more than the limit %d", page, len(items), limit)
 		}
 		all, totals = append(all, items...), append(totals, total)
-		if len(items) < limit {
+		if !more {
 			return all, totals
+		}
+		if len(items) < limit && q.MaxBytes == 0 {
+			t.Fatalf("page %d holds %d items, fewer than the limit %d, yet more follow", page, len(items), limit)
 		}
 		last := items[len(items)-1]
 		q.After = keyOf(last)
@@ -217,7 +223,7 @@ func testListOrders(t *testing.T, st store.Store) {
 			want := slices.Clone(f.cps)
 			slices.SortFunc(want, compareCheckpoints(o.byType, o.desc))
 			q := store.CheckpointQuery{Scope: store.Everything, OrderByType: o.byType, Desc: o.desc, Limit: 100}
-			items, total, err := st.ListCheckpoints(t.Context(), q)
+			items, total, _, err := st.ListCheckpoints(t.Context(), q)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -350,7 +356,7 @@ func testListOffset(t *testing.T, st store.Store) {
 		ids = append(ids, mustInsertCheckpoint(t, st, newCheckpoint(sess, int64(i), at(i))).ID)
 	}
 	for _, tc := range []struct{ offset, limit int }{{0, 3}, {3, 3}, {6, 3}, {7, 3}, {2, 10}} {
-		items, total, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: store.Everything, Offset: tc.offset, Limit: tc.limit})
+		items, total, _, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: store.Everything, Offset: tc.offset, Limit: tc.limit})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -358,4 +364,72 @@ func testListOffset(t *testing.T, st store.Store) {
 		wantEqual(t, fmt.Sprintf("offset %d limit %d", tc.offset, tc.limit), ids[min(tc.offset, len(ids)):end], checkpointIDs(items))
 		wantEqual(t, "total", int64(7), total)
 	}
+}
+
+// testListBytes: MaxBytes ends a page after the checkpoint whose agent
+// state, outputs and metadata bring it to MaxBytes or more, whether the
+// state is stored in its row or in chunks; paging on reads every checkpoint
+// once, whole, and the last page says no more follow.
+func testListBytes(t *testing.T, st store.Store) {
+	sess := mustInsertSession(t, st, newSession("/p", at(0)))
+	// state, outputs and metadata bytes of each checkpoint
+	sizes := [][3]int{{3000, 0, 0}, {100, 50, 50}, {chunkstore.InlineMax + 5000, 0, 0}, {2000, 1000, 0}, {100, 0, 10}, {4000, 0, 0}, {10, 0, 0}}
+	var want []*belay.Checkpoint
+	for i, sz := range sizes {
+		c := newCheckpoint(sess, int64(i+1), at(i))
+		c.AgentState = jsonOfSize(sz[0])
+		c.Outputs, c.Metadata = jsonOfSize(sz[1]), jsonOfSize(sz[2])
+		want = append(want, mustInsertCheckpoint(t, st, c))
+	}
+	const maxBytes = 5000
+	// The pages the rule makes, counted here by hand.
+	var pages [][]string
+	var page []string
+	used := 0
+	for i, sz := range sizes {
+		page, used = append(page, want[i].ID), used+sz[0]+sz[1]+sz[2]
+		if used >= maxBytes || len(page) == 3 {
+			pages, page, used = append(pages, page), nil, 0
+		}
+	}
+	if page != nil {
+		pages = append(pages, page)
+	}
+	q := store.CheckpointQuery{Scope: store.Everything, SessionID: sess.ID, Limit: 3, MaxBytes: maxBytes}
+	for i, ids := range pages {
+		items, total, more, err := st.ListCheckpoints(t.Context(), q)
+		if err != nil {
+			t.Fatalf("page %d: %v", i, err)
+		}
+		wantEqual(t, fmt.Sprintf("page %d", i), ids, checkpointIDs(items))
+		wantEqual(t, fmt.Sprintf("page %d: more", i), i < len(pages)-1, more)
+		wantEqual(t, "total", int64(len(sizes)), total)
+		for _, c := range items {
+			if len(c.AgentState) != sizes[c.Seq-1][0] {
+				t.Errorf("checkpoint #%d: state of %d bytes, want %d", c.Seq, len(c.AgentState), sizes[c.Seq-1][0])
+			}
+		}
+		if len(items) > 0 {
+			q.After = keyOf(items[len(items)-1])
+		}
+	}
+	got, _ := walk(t, st, store.CheckpointQuery{Scope: store.Everything, MaxBytes: maxBytes}, 2, nil)
+	wantEqual(t, "walked by created_at", checkpointIDs(want), checkpointIDs(got))
+	one, _, more, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: store.Everything, MaxBytes: 1, Limit: 10})
+	if err != nil || len(one) != 1 || !more {
+		t.Errorf("a budget of 1 byte = %d items, more %v, %v; want the first checkpoint alone, and more", len(one), more, err)
+	}
+}
+
+// jsonOfSize returns a JSON string of n bytes, or nil for 0.
+func jsonOfSize(n int) json.RawMessage {
+	if n == 0 {
+		return nil
+	}
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = 'a' + byte(i*7%26)
+	}
+	b[0], b[n-1] = '"', '"'
+	return b
 }

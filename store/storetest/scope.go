@@ -168,7 +168,7 @@ func checkpointsIn(in map[string]bool, cps ...map[string]*belay.Checkpoint) []*b
 func (f *scopeFixture) checkSessions(t *testing.T, st store.Store, scope store.Scope, in map[string]bool) {
 	t.Helper()
 	want := f.inScope(in)
-	got, total, err := st.ListSessions(t.Context(), store.SessionQuery{Scope: scope, Limit: 100})
+	got, total, _, err := st.ListSessions(t.Context(), store.SessionQuery{Scope: scope, Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func (f *scopeFixture) checkSessions(t *testing.T, st store.Store, scope store.S
 	var walked []*belay.Session
 	q := store.SessionQuery{Scope: scope, Limit: 2}
 	for page := 0; page <= len(f.sessions); page++ {
-		items, total, err := st.ListSessions(t.Context(), q)
+		items, total, _, err := st.ListSessions(t.Context(), q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +204,7 @@ func (f *scopeFixture) checkSessions(t *testing.T, st store.Store, scope store.S
 			wantProject = append(wantProject, s.ID)
 		}
 	}
-	got, total, err = st.ListSessions(t.Context(), store.SessionQuery{Scope: scope, ProjectPath: "/w/a/b", Limit: 100})
+	got, total, _, err = st.ListSessions(t.Context(), store.SessionQuery{Scope: scope, ProjectPath: "/w/a/b", Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func (f *scopeFixture) checkCheckpoints(t *testing.T, st store.Store, scope stor
 		if in[s.ID] {
 			want = 2
 		}
-		items, total, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: scope, SessionID: s.ID, Limit: 10})
+		items, total, _, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: scope, SessionID: s.ID, Limit: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -396,10 +396,10 @@ func testScopeApprovers(t *testing.T, st store.Store) {
 	}
 	// Being an approver shows the request, not the rest of the session.
 	frank := store.Scope{User: "frank"}
-	if items, total, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: frank, Limit: 10}); err != nil || len(items) != 0 || total != 0 {
+	if items, total, _, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: frank, Limit: 10}); err != nil || len(items) != 0 || total != 0 {
 		t.Errorf("ListCheckpoints of an approver = %d items, total %d, %v; want none", len(items), total, err)
 	}
-	if items, total, err := st.ListSessions(t.Context(), store.SessionQuery{Scope: frank, Limit: 10}); err != nil || len(items) != 0 || total != 0 {
+	if items, total, _, err := st.ListSessions(t.Context(), store.SessionQuery{Scope: frank, Limit: 10}); err != nil || len(items) != 0 || total != 0 {
 		t.Errorf("ListSessions of an approver = %d items, total %d, %v; want none", len(items), total, err)
 	}
 }

@@ -2,12 +2,14 @@ package storetest
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/store"
+	"github.com/belayhq/belay/store/chunkstore"
 )
 
 func testSessions(t *testing.T, o opener) {
@@ -58,6 +60,7 @@ func testSessions(t *testing.T, o opener) {
 		{"ActiveSessionNewestOpen", testActiveSessionNewestOpen},
 		{"List", testListSessions},
 		{"ListPaging", testListSessionsPaging},
+		{"ListBytes", testListSessionsBytes},
 	})
 }
 
@@ -284,7 +287,7 @@ func testSessionDeleteCascades(t *testing.T, st store.Store) {
 		_, err := st.GetCheckpoint(t.Context(), c.ID)
 		wantCode(t, "GetCheckpoint of a deleted session's checkpoint", err, belay.CodeCheckpointNotFound)
 	}
-	items, total, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: store.Everything, Tags: []string{"shared"}, Limit: 100})
+	items, total, _, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: store.Everything, Tags: []string{"shared"}, Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +399,7 @@ func sessionFixture(t *testing.T, st store.Store) []*belay.Session {
 }
 
 func testListSessions(t *testing.T, st store.Store) {
-	empty, total, err := st.ListSessions(t.Context(), store.SessionQuery{Scope: store.Everything, Limit: 10})
+	empty, total, _, err := st.ListSessions(t.Context(), store.SessionQuery{Scope: store.Everything, Limit: 10})
 	if err != nil || len(empty) != 0 || total != 0 {
 		t.Fatalf("ListSessions of an empty store = %d items, total %d, %v", len(empty), total, err)
 	}
@@ -425,7 +428,7 @@ func testListSessions(t *testing.T, st store.Store) {
 		t.Run(tc.name, func(t *testing.T) {
 			q := tc.q
 			q.Scope, q.Limit = store.Everything, 100
-			got, total, err := st.ListSessions(t.Context(), q)
+			got, total, _, err := st.ListSessions(t.Context(), q)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -434,7 +437,7 @@ func testListSessions(t *testing.T, st store.Store) {
 				t.Errorf("total = %d, want %d", total, len(tc.want))
 			}
 			q.Limit = 2
-			got, total, err = st.ListSessions(t.Context(), q)
+			got, total, _, err = st.ListSessions(t.Context(), q)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -444,7 +447,7 @@ func testListSessions(t *testing.T, st store.Store) {
 			}
 		})
 	}
-	got, _, err := st.ListSessions(t.Context(), store.SessionQuery{Scope: store.Everything, Limit: 100})
+	got, _, _, err := st.ListSessions(t.Context(), store.SessionQuery{Scope: store.Everything, Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -473,9 +476,12 @@ func testListSessionsPaging(t *testing.T, st store.Store) {
 		if page > len(initial)+2 {
 			t.Fatal("paging does not end")
 		}
-		items, total, err := st.ListSessions(t.Context(), store.SessionQuery{Scope: store.Everything, After: after, Limit: 3})
+		items, total, more, err := st.ListSessions(t.Context(), store.SessionQuery{Scope: store.Everything, After: after, Limit: 3})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if more != (len(items) == 3) {
+			t.Errorf("page %d: %d items, more %v", page, len(items), more)
 		}
 		if want := int64(len(initial) + 2*page); total != want {
 			t.Errorf("page %d: total = %d, want %d (it ignores After)", page, total, want)
@@ -506,4 +512,42 @@ func testListSessionsPaging(t *testing.T, st store.Store) {
 		}
 	}
 	wantEqual(t, "initial sessions in walk order", want, initialWalked)
+}
+
+// testListSessionsBytes: MaxBytes ends a page of sessions after the one
+// whose state and metadata bring it to MaxBytes or more.
+func testListSessionsBytes(t *testing.T, st store.Store) {
+	// state and metadata bytes, newest first
+	sizes := [][2]int{{4000, 500}, {10, 0}, {chunkstore.InlineMax + 1, 0}, {0, 0}, {100, 100}}
+	want := make([]*belay.Session, len(sizes))
+	for i := len(sizes) - 1; i >= 0; i-- {
+		s := newSession("/bytes", at(len(sizes)-i))
+		s.State, s.Metadata = jsonOfSize(sizes[i][0]), jsonOfSize(sizes[i][1])
+		want[i] = mustInsertSession(t, st, s)
+	}
+	// 4500 | 10 + 65537 | 0 + 200
+	pages := [][]int{{0}, {1, 2}, {3, 4}}
+	q := store.SessionQuery{Scope: store.Everything, Limit: 10, MaxBytes: 4500}
+	for i, idx := range pages {
+		items, total, more, err := st.ListSessions(t.Context(), q)
+		if err != nil {
+			t.Fatalf("page %d: %v", i, err)
+		}
+		var ids []string
+		for _, j := range idx {
+			ids = append(ids, want[j].ID)
+		}
+		wantEqual(t, fmt.Sprintf("page %d", i), ids, sessionIDs(items))
+		wantEqual(t, fmt.Sprintf("page %d: more", i), i < len(pages)-1, more)
+		wantEqual(t, "total", int64(len(sizes)), total)
+		for _, s := range items {
+			if j := slices.IndexFunc(want, func(w *belay.Session) bool { return w.ID == s.ID }); len(s.State) != sizes[j][0] {
+				t.Errorf("session %d: state of %d bytes, want %d", j, len(s.State), sizes[j][0])
+			}
+		}
+		if len(items) > 0 {
+			last := items[len(items)-1]
+			q.After = &store.SessionKey{CreatedAt: last.CreatedAt, ID: last.ID}
+		}
+	}
 }

@@ -77,7 +77,7 @@ func wantNothingOf(t *testing.T, st store.Store, w written, pending *belay.Check
 	wantCode(t, "session of a rolled-back transaction", err, belay.CodeSessionNotFound)
 	_, err = st.GetCheckpoint(ctx, w.checkpoint)
 	wantCode(t, "checkpoint of a rolled-back transaction", err, belay.CodeCheckpointNotFound)
-	if items, total, err := st.ListCheckpoints(ctx, store.CheckpointQuery{Scope: store.Everything, Tags: []string{"rolled-back"}, Limit: 10}); err != nil || len(items) != 0 || total != 0 {
+	if items, total, _, err := st.ListCheckpoints(ctx, store.CheckpointQuery{Scope: store.Everything, Tags: []string{"rolled-back"}, Limit: 10}); err != nil || len(items) != 0 || total != 0 {
 		t.Errorf("tagged checkpoints of a rolled-back transaction: %d items, total %d, %v", len(items), total, err)
 	}
 	if n := lastSeq(t, st); n != 0 {
