@@ -67,8 +67,14 @@ func (s *Service) SearchCheckpoints(ctx context.Context, in belay.SearchInput) (
 		return cmp.Or(cmp.Compare(b.fused, a.fused), cmp.Compare(b.hit.Similarity, a.hit.Similarity),
 			cmp.Compare(b.hit.TextScore, a.hit.TextScore), cmp.Compare(a.hit.CheckpointID, b.hit.CheckpointID))
 	})
+	var weight int64 // of the results so far, as a list page counts it
 	for _, r := range all {
 		if len(out.Results) == topK {
+			break
+		}
+		if weight >= store.PageBytes {
+			out.Warnings = append(out.Warnings, fmt.Sprintf("only the best %d results are shown: their agent states, outputs and metadata reach %d MiB; ask for fewer (topK) or narrow the query",
+				len(out.Results), store.PageBytes>>20))
 			break
 		}
 		cp, err := s.store.GetCheckpoint(ctx, r.hit.CheckpointID)
@@ -90,6 +96,7 @@ func (s *Service) SearchCheckpoints(ctx context.Context, in belay.SearchInput) (
 				Similarity: r.hit.Similarity, HasVector: r.hit.HasVector, Fused: r.fused}
 		}
 		out.Results = append(out.Results, hit)
+		weight += store.CheckpointBytes(cp)
 	}
 	if in.Explain {
 		if out.Explain, err = s.explain(ctx, c, q.Limit); err != nil {

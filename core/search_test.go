@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"github.com/belayhq/belay/internal/testclock"
 	"github.com/belayhq/belay/internal/testutil"
 	"github.com/belayhq/belay/search"
+	"github.com/belayhq/belay/store"
 	"github.com/belayhq/belay/store/sqlite"
 )
 
@@ -391,5 +393,27 @@ func TestTokenCountAndUpdatedAt(t *testing.T) {
 	}
 	if !got.UpdatedAt.Equal(start.Add(time.Minute)) || !res.Checkpoint.UpdatedAt.Equal(got.UpdatedAt) || got.TokenCount != 4 {
 		t.Errorf("after the decision: updated %v (returned %v), %d tokens", got.UpdatedAt, res.Checkpoint.UpdatedAt, got.TokenCount)
+	}
+}
+
+// TestSearchResultsEndAtTheirBytes: the results stop once their agent
+// states reach store.PageBytes, and a warning says so.
+func TestSearchResultsEndAtTheirBytes(t *testing.T) {
+	svc := newSearchService(t, filepath.Join(t.TempDir(), "belay.db"), testclock.New(start, time.Millisecond), search.NewHash(64))
+	big := json.RawMessage(`"` + strings.Repeat("x", belay.MaxStateBytes-100) + `"`)
+	fit := int(store.PageBytes/int64(len(big))) + 1
+	for range fit + 1 {
+		mustCreate(t, svc, belay.CreateCheckpointInput{ProjectPath: t.TempDir(), Summary: "flamingo migration", AgentState: big})
+	}
+	if err := svc.IndexQueued(localCtx, nil); err != nil {
+		t.Fatal(err)
+	}
+	res := mustSearch(t, localCtx, svc, belay.SearchInput{Query: "flamingo", TopK: 10})
+	if len(res.Results) != fit || len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "topK") {
+		t.Fatalf("search: %d results, warnings %q; want %d and a warning naming topK", len(res.Results), res.Warnings, fit)
+	}
+	res = mustSearch(t, localCtx, svc, belay.SearchInput{Query: "flamingo", TopK: fit})
+	if len(res.Results) != fit || len(res.Warnings) != 0 {
+		t.Errorf("search for as many as fit: %d results, warnings %q; want %d and none", len(res.Results), res.Warnings, fit)
 	}
 }
