@@ -43,33 +43,46 @@ func (e *rpcError) marshal() []byte {
 }
 
 // checkPayload returns the error answering data, a payload of one transport
-// frame, or nil when data is a JSON-RPC message or a batch of them: -32700
-// (parse error) for invalid JSON, -32600 (invalid request) for JSON that is
-// not a message, with the request's id when it has a usable one.
+// frame, or nil when data is a JSON-RPC message or a batch of them (see
+// decodePayload).
 func checkPayload(data []byte) *rpcError {
+	_, e := decodePayload(data)
+	return e
+}
+
+// decodePayload returns the messages of data, a payload of one transport
+// frame: one message or a batch of them. It answers a payload that is none
+// with -32700 (parse error) for invalid JSON or -32600 (invalid request)
+// for JSON that is not a message, with the request's id when it has a
+// usable one.
+func decodePayload(data []byte) ([]jsonrpc.Message, *rpcError) {
 	if err := json.Unmarshal(data, new(json.RawMessage)); err != nil {
-		return newRPCError(nil, jsonrpc.CodeParseError, "Parse error: "+err.Error())
+		return nil, newRPCError(nil, jsonrpc.CodeParseError, "Parse error: "+err.Error())
 	}
 	data = bytes.TrimLeft(data, " \t\r\n")
 	switch data[0] {
 	case '{':
-		if _, err := jsonrpc.DecodeMessage(data); err != nil {
-			return newRPCError(requestID(data), jsonrpc.CodeInvalidRequest, "Invalid Request: "+err.Error())
+		m, err := jsonrpc.DecodeMessage(data)
+		if err != nil {
+			return nil, newRPCError(requestID(data), jsonrpc.CodeInvalidRequest, "Invalid Request: "+err.Error())
 		}
-		return nil
+		return []jsonrpc.Message{m}, nil
 	case '[':
 		var batch []json.RawMessage
 		if err := json.Unmarshal(data, &batch); err != nil || len(batch) == 0 {
-			return newRPCError(nil, jsonrpc.CodeInvalidRequest, "Invalid Request: an empty batch")
+			return nil, newRPCError(nil, jsonrpc.CodeInvalidRequest, "Invalid Request: an empty batch")
 		}
-		for _, m := range batch {
-			if _, err := jsonrpc.DecodeMessage(m); err != nil {
-				return newRPCError(nil, jsonrpc.CodeInvalidRequest, "Invalid Request: in a batch: "+err.Error())
+		msgs := make([]jsonrpc.Message, len(batch))
+		for i, raw := range batch {
+			m, err := jsonrpc.DecodeMessage(raw)
+			if err != nil {
+				return nil, newRPCError(nil, jsonrpc.CodeInvalidRequest, "Invalid Request: in a batch: "+err.Error())
 			}
+			msgs[i] = m
 		}
-		return nil
+		return msgs, nil
 	}
-	return newRPCError(nil, jsonrpc.CodeInvalidRequest, "Invalid Request: a message must be a JSON object")
+	return nil, newRPCError(nil, jsonrpc.CodeInvalidRequest, "Invalid Request: a message must be a JSON object")
 }
 
 // requestID is the id of an invalid request, when it is a string or a number

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -144,3 +145,69 @@ func TestStdioAnswersMalformedLinesAndKeepsServing(t *testing.T) {
 		t.Fatal("the server did not end with its input")
 	}
 }
+
+// Over stdio, input that ends right after its requests still gets every
+// reply before the server ends, as `printf … | belay mcp` expects: MCP's
+// stdio shutdown closes the server's input and then waits for it to exit.
+func TestStdioRepliesToEveryRequestBeforeEOF(t *testing.T) {
+	e := newEnv(t)
+	srv := mcpserver.New(mcpserver.Options{Service: e.svc, Version: "test"})
+	var input strings.Builder
+	input.WriteString(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}` + "\n")
+	input.WriteString(`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n")
+	const calls = 20
+	for i := range calls {
+		fmt.Fprintf(&input, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"checkpoint_save","arguments":{"project_path":%q,"summary":"step %d"}}}`+"\n", i, e.project, i)
+	}
+	outR, outW := io.Pipe()
+	in, out := mcpserver.Stdio(io.NopCloser(strings.NewReader(input.String())), outW)
+	done := make(chan error, 1)
+	go func() {
+		done <- srv.Run(admin, &mcp.IOTransport{Reader: in, Writer: out})
+		outW.Close()
+	}()
+	replies := map[string]bool{}
+	sc := bufio.NewScanner(outR)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var r testutil.RPCReply
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("reply %q: %v", sc.Bytes(), err)
+		}
+		if r.Error != nil {
+			t.Errorf("reply %s: %+v", r.ID, r.Error)
+		}
+		replies[string(r.ID)] = true
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server did not end with its input")
+	}
+	if len(replies) != calls+1 {
+		t.Errorf("%d replies, want %d (initialize and every call): %v", len(replies), calls+1, replies)
+	}
+}
+
+// A request the client cancels is not waited for when the input ends: the
+// server answers cancelled requests no more.
+func TestStdioEndsWithoutWaitingForACancelledRequest(t *testing.T) {
+	e := newEnv(t)
+	srv := mcpserver.New(mcpserver.Options{Service: e.svc, Version: "test"})
+	input := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}` + "\n" +
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" +
+		fmt.Sprintf(`{"jsonrpc":"2.0","id":"ask","method":"tools/call","params":{"name":"ask_human","arguments":{"project_path":%q,"question":"Deploy?","wait_seconds":25}}}`, e.project) + "\n" +
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"ask","reason":"changed my mind"}}` + "\n"
+	in, out := mcpserver.Stdio(io.NopCloser(strings.NewReader(input)), nopWriteCloser{io.Discard})
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(admin, &mcp.IOTransport{Reader: in, Writer: out}) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server waited for the reply to a cancelled request")
+	}
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
