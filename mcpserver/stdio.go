@@ -39,13 +39,13 @@ func Stdio(in io.ReadCloser, out io.WriteCloser) (io.ReadCloser, io.WriteCloser)
 // lineFilter passes on the lines of in that are JSON-RPC messages and
 // answers the others.
 type lineFilter struct {
-	in     *bufio.Reader
-	closer io.Closer
+	in      *bufio.Reader
+	closer  io.Closer
 	out     *syncWriter
 	pending *pending
 	line    []byte // the line being read
-	next   []byte // what is left to pass on of the current message
-	err    error  // in's error, returned once next is passed on
+	next    []byte // what is left to pass on of the current message
+	err     error  // in's error, returned once next is passed on
 }
 
 func (f *lineFilter) Read(p []byte) (int, error) {
