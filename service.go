@@ -465,6 +465,13 @@ type CheckpointList struct {
 	Corrupted []*Error `json:"corrupted,omitempty"`
 }
 
+// NextOffset is where the page after l begins, for a caller paging by
+// offset that asked for l at offset: l's items and the corrupted ones it
+// left out. A page may hold fewer than its limit (see store.PageBytes).
+func (l *CheckpointList) NextOffset(offset int) int {
+	return offset + len(l.Items) + len(l.Corrupted)
+}
+
 // DecideInput is a human decision on a HITL checkpoint (seed 000's HITLDecisionInput).
 type DecideInput struct {
 	CheckpointID string `json:"checkpointId"`

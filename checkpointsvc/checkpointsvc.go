@@ -115,6 +115,10 @@ type ListResult struct {
 	Total       int64
 	Limit       int
 	Offset      int
+	// HasMore says more follow, from NextOffset: a page holds fewer than
+	// Limit when the checkpoints' states are large (see store.PageBytes).
+	HasMore    bool
+	NextOffset int
 }
 
 // List pages through the checkpoints, newest first by sortBy (SortCreatedAt,
@@ -137,7 +141,11 @@ func (s *Service) List(ctx context.Context, limit, offset int, projectPath strin
 	if err != nil {
 		return nil, err
 	}
-	return &ListResult{Checkpoints: list.Items, Total: list.TotalCount, Limit: limit, Offset: offset}, nil
+	out := &ListResult{Checkpoints: list.Items, Total: list.TotalCount, Limit: limit, Offset: offset, HasMore: list.HasMore}
+	if list.HasMore {
+		out.NextOffset = list.NextOffset(offset)
+	}
+	return out, nil
 }
 
 // GetByID returns one checkpoint, or CHECKPOINT_NOT_FOUND.

@@ -44,10 +44,16 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(page.Total, len(page.Checkpoints), page.Checkpoints[0].Summary)
+	fmt.Println(page.Total, len(page.Checkpoints), page.Checkpoints[0].Summary, page.HasMore, page.NextOffset)
+	last, err := svc.List(ctx, 2, page.NextOffset, dir, checkpointsvc.SortCreatedAt)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(last.Checkpoints), last.HasMore)
 	// Output:
 	// JWT authentication middleware
-	// 3 2 database migrations for users
+	// 3 2 database migrations for users true 2
+	// 1 false
 }
 
 func newService(t *testing.T) (*checkpointsvc.Service, string) {

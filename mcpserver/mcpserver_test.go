@@ -158,9 +158,13 @@ func TestSaveListGetDiffRollback(t *testing.T) {
 	}
 	ok(t, cs, "checkpoint_save", map[string]any{"summary": "second", "project_path": e.project})
 
-	page := ok(t, cs, "checkpoint_list", map[string]any{"limit": 1, "offset": 1, "project_path": e.project})
+	page := ok(t, cs, "checkpoint_list", map[string]any{"limit": 1, "project_path": e.project})
+	if page["has_more"] != true || page["next_offset"] != float64(1) {
+		t.Errorf("list page 1 = %v; want has_more and next_offset 1", page)
+	}
+	page = ok(t, cs, "checkpoint_list", map[string]any{"limit": 1, "offset": 1, "project_path": e.project})
 	if page["total"] != float64(2) || page["limit"] != float64(1) || page["offset"] != float64(1) ||
-		page["checkpoints"].([]any)[0].(map[string]any)["id"] != id {
+		page["checkpoints"].([]any)[0].(map[string]any)["id"] != id || page["has_more"] != false || page["next_offset"] != nil {
 		t.Errorf("list page 2 = %v", page)
 	}
 	if got := ok(t, cs, "checkpoint_get", map[string]any{"id": id}); got["summary"] != "first version" {

@@ -90,6 +90,10 @@ type ListOutput struct {
 	Total       int64        `json:"total"`
 	Limit       int          `json:"limit"`
 	Offset      int          `json:"offset"`
+	// HasMore and NextOffset page on: a page holds fewer than limit when
+	// the checkpoints' states are large (see store.PageBytes).
+	HasMore    bool `json:"has_more"`
+	NextOffset int  `json:"next_offset,omitempty"`
 }
 
 // IDInput names one checkpoint.
@@ -187,7 +191,7 @@ func (s *server) tools() []tool {
 		typed(s, "checkpoint_search", `Find checkpoints by what they say: full-text and vector rankings fused, best first, with no minimum score. Filter by project_path and tags (all must match).`,
 			limits{maxLen: map[string]int{"query": belay.MaxQueryLength}, maxItems: map[string]int{"tags": belay.MaxTags},
 				min: map[string]float64{"top_k": 1}, max: map[string]float64{"top_k": belay.MaxTopK}, required: []string{"query"}}.apply, s.search),
-		typed(s, "checkpoint_list", `List checkpoints, newest first, with offset paging and the accurate total.`,
+		typed(s, "checkpoint_list", `List checkpoints, newest first, with offset paging and the accurate total: while has_more, the next page begins at next_offset.`,
 			limits{min: map[string]float64{"limit": 1, "offset": 0}, max: map[string]float64{"limit": 100},
 				enum: map[string][]any{"sort_by": {"created_at", "updated_at"}}}.apply, s.list),
 		typed(s, "checkpoint_get", `Get one checkpoint by id.`, limits{required: []string{"id"}}.apply, s.get),
@@ -273,9 +277,12 @@ func (s *server) list(ctx context.Context, in *ListInput) (*ListOutput, error) {
 	if err != nil {
 		return nil, snakeField(err)
 	}
-	out := &ListOutput{Checkpoints: []Checkpoint{}, Total: list.TotalCount, Limit: in.Limit, Offset: in.Offset}
+	out := &ListOutput{Checkpoints: []Checkpoint{}, Total: list.TotalCount, Limit: in.Limit, Offset: in.Offset, HasMore: list.HasMore}
 	for _, cp := range list.Items {
 		out.Checkpoints = append(out.Checkpoints, toCheckpoint(cp))
+	}
+	if list.HasMore {
+		out.NextOffset = list.NextOffset(in.Offset)
 	}
 	return out, nil
 }
