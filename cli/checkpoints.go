@@ -586,12 +586,6 @@ func (a *app) deleteCommand() *cobra.Command {
 	return cmd
 }
 
-func short(id string) string {
-	if len(id) > 8 {
-		return id[:8]
-	}
-	return id
-}
 
 // plural counts n things: "1 file", "2 files".
 func plural[N int | int64](n N, thing string) string {

@@ -222,7 +222,7 @@ func TestHITLCLIDecideWithFlags(t *testing.T) {
 	t.Run("option and feedback", func(t *testing.T) {
 		cp := c.request(t, "", belay.HITLInput{})
 		out := c.ok(t, nil, "decide", cp.ID, "--option", "no", "--feedback", "too risky")
-		if want := fmt.Sprintf("Decided no (reject). Session %s is failed.", cp.SessionID[:8]); strings.TrimSpace(out) != want {
+		if want := fmt.Sprintf("Decided no (reject). Session %s is failed.", cp.SessionID); strings.TrimSpace(out) != want {
 			t.Errorf("output %q, want %q", out, want)
 		}
 		d := c.decision(t, cp.ID)

@@ -152,7 +152,7 @@ decision's action is that option's own.`,
 			if a.json {
 				return a.printJSON(res)
 			}
-			fmt.Fprintf(a.env.Stdout, "Decided %s (%s). Session %s is %s.\n", res.Decision.SelectedOption, res.Decision.Action, short(res.Session.ID), res.Session.Status)
+			fmt.Fprintf(a.env.Stdout, "Decided %s (%s). Session %s is %s.\n", res.Decision.SelectedOption, res.Decision.Action, res.Session.ID, res.Session.Status)
 			return nil
 		},
 	}
@@ -187,8 +187,12 @@ func (a *app) choosePending(ctx context.Context, svc belay.Service, sessionID st
 	var id string
 	sel := huh.NewSelect[string]().Title("Which request?").Value(&id)
 	opts := make([]huh.Option[string], len(list))
+	ids := newAbbrev()
+	for _, p := range list {
+		ids.add(p.Checkpoint.ID)
+	}
 	for i, p := range list {
-		opts[i] = huh.NewOption(fmt.Sprintf("%s  (%s, %s)", p.Checkpoint.HITL.Title, short(p.Checkpoint.ID), remaining(p)), p.Checkpoint.ID)
+		opts[i] = huh.NewOption(fmt.Sprintf("%s  (%s, %s)", p.Checkpoint.HITL.Title, ids.of(p.Checkpoint.ID), remaining(p)), p.Checkpoint.ID)
 	}
 	if err := a.prompt(ctx, fmt.Sprintf("%d requests are pending: name one and pass --option (see `belay pending`)", len(list)),
 		huh.NewGroup(sel.Options(opts...))); err != nil {

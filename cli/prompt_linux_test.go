@@ -103,7 +103,7 @@ func TestHITLCLIInteractiveDecide(t *testing.T) {
 		if code := r.exit(t); code != 0 {
 			t.Fatalf("exit %d\n%s", code, r.shown())
 		}
-		r.waitFor(t, fmt.Sprintf("Decided change (modify). Session %s is running.", cp.SessionID[:8]))
+		r.waitFor(t, fmt.Sprintf("Decided change (modify). Session %s is running.", cp.SessionID))
 		d := c.decision(t, cp.ID)
 		if d == nil || d.Action != belay.ActionModify || d.SelectedOption != "change" || d.Feedback != "smaller steps, please" ||
 			string(d.Modifications) != `{"steps":3}` {
@@ -132,8 +132,16 @@ func TestHITLCLIInteractiveDecide(t *testing.T) {
 		r := c.startOnTerminal(t, ctx, "decide")
 		r.waitFor(t, "Which request?")
 		r.waitFor(t, "Enter a number between 1 and 2")
-		if s := r.shown(); !strings.Contains(s, "Second question  ("+b.ID[:8]) || !strings.Contains(s, "First question") {
-			t.Errorf("request choice:\n%s", s)
+		// Each request shows an id prefix the other's id does not begin with.
+		s := r.shown()
+		shownID := func(title string) string {
+			_, rest, _ := strings.Cut(s, title+"  (")
+			id, _, _ := strings.Cut(rest, ",")
+			return id
+		}
+		if pa, pb := shownID("First question"), shownID("Second question"); !strings.HasPrefix(a.ID, pa) || !strings.HasPrefix(b.ID, pb) ||
+			len(pa) < belay.MinIDPrefix || strings.HasPrefix(b.ID, pa) || strings.HasPrefix(a.ID, pb) {
+			t.Errorf("request choice shows ids %q and %q for %s and %s:\n%s", pa, pb, a.ID, b.ID, s)
 		}
 		r.keys("2\n")
 		r.waitFor(t, "Enter a number between 1 and 6")

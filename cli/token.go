@@ -64,7 +64,7 @@ hash is stored: copy the token now, it is not shown again.`,
 			}
 			fmt.Fprintln(a.env.Stdout, tk.Secret)
 			fmt.Fprintf(a.env.Stderr, "Token %s for %s (scopes %s). Copy it now: it is not shown again. Use it as BELAY_TOKEN.\n",
-				short(tk.ID), tk.User, scopeList(tk.Scopes))
+				tk.ID, tk.User, scopeList(tk.Scopes))
 			return nil
 		},
 	}
@@ -157,7 +157,7 @@ func (a *app) tokenRevokeCommand() *cobra.Command {
 			if a.json {
 				return a.printJSON(map[string]any{"id": id, "revoked": true})
 			}
-			fmt.Fprintf(a.env.Stdout, "Revoked token %s.\n", short(id))
+			fmt.Fprintf(a.env.Stdout, "Revoked token %s.\n", id)
 			return nil
 		},
 	}
