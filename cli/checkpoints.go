@@ -586,7 +586,6 @@ func (a *app) deleteCommand() *cobra.Command {
 	return cmd
 }
 
-
 // plural counts n things: "1 file", "2 files".
 func plural[N int | int64](n N, thing string) string {
 	if n == 1 {
