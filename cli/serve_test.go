@@ -3,6 +3,7 @@ package cli_test
 import (
 	"encoding/json"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -27,7 +28,7 @@ func TestServeLogsRequests(t *testing.T) {
 	}
 
 	srv, url, token, stderr, exited := startServer(t, bin, env, "--log-format", "json", "--log-level", "debug")
-	for _, path := range []string{"/healthz", "/v1/sessions"} {
+	for _, path := range []string{"/healthz", "/v1/sessions", "/trpc/sessions.list"} {
 		req, _ := http.NewRequest(http.MethodGet, url+path, nil)
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := http.DefaultClient.Do(req)
@@ -35,6 +36,24 @@ func TestServeLogsRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
+	}
+	// The dashboard: sign in with the token, then a page with the cookie.
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.PostForm(url+"/signin", neturl.Values{"token": {token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	req, _ := http.NewRequest(http.MethodGet, url+"/sessions", nil)
+	for _, c := range resp.Cookies() {
+		req.AddCookie(c)
+	}
+	if resp, err = noRedirect.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("dashboard page after signing in: %s", resp.Status)
 	}
 	srv.Process.Signal(syscall.SIGTERM)
 	select {
@@ -52,9 +71,15 @@ func TestServeLogsRequests(t *testing.T) {
 			requests = append(requests, m)
 		}
 	}
-	if len(requests) != 2 || requests[0]["path"] != "/healthz" || requests[0]["level"] != "DEBUG" ||
+	if len(requests) != 5 || requests[0]["path"] != "/healthz" || requests[0]["level"] != "DEBUG" ||
 		requests[1]["path"] != "/v1/sessions" || requests[1]["level"] != "INFO" || requests[1]["user"] != "admin" ||
 		requests[1]["status"] != float64(200) || requests[1]["method"] != "GET" || requests[1]["duration"] == nil {
 		t.Errorf("request log: %v\nstderr:\n%s", requests, stderr.String())
+	}
+	// Handlers that authenticate themselves name the user too.
+	for _, i := range []int{2, 4} {
+		if i < len(requests) && requests[i]["user"] != "admin" {
+			t.Errorf("request log of %v %v: user %q, want admin", requests[i]["method"], requests[i]["path"], requests[i]["user"])
+		}
 	}
 }

@@ -40,6 +40,7 @@ import (
 	"unicode"
 
 	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/internal/reqlog"
 )
 
 //go:embed static
@@ -284,6 +285,7 @@ func (d *Dashboard) authed(f authedFunc) http.Handler {
 				return
 			}
 		}
+		reqlog.NoteUser(r.Context(), actor.UserID)
 		f(w, r, &request{ctx: belay.WithActor(r.Context(), actor), sess: sess})
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/internal/reqlog"
 )
 
 // DefaultTimeout bounds one request's handling (seed 003's 30 s).
@@ -165,9 +166,7 @@ func (s *Server) stream(pattern string, h apiHandler) {
 			s.writeError(w, r, err)
 			return
 		}
-		if rec, ok := w.(*statusRecorder); ok {
-			rec.user = a.UserID
-		}
+		reqlog.NoteUser(r.Context(), a.UserID)
 		r = r.WithContext(belay.WithActor(r.Context(), a))
 		if err := h(w, r); err != nil {
 			s.writeError(w, r, err)
@@ -209,6 +208,8 @@ func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		ctx, user := reqlog.WithSlot(r.Context())
+		r = r.WithContext(ctx)
 		defer func() {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {
@@ -232,7 +233,7 @@ func (s *Server) Handler() http.Handler {
 				level = slog.LevelDebug
 			}
 			s.log.LogAttrs(r.Context(), level, "request", slog.String("method", r.Method), slog.String("path", r.URL.Path),
-				slog.Int("status", rec.status), slog.Duration("duration", took), slog.String("user", rec.user))
+				slog.Int("status", rec.status), slog.Duration("duration", took), slog.String("user", user()))
 		}()
 		if _, pattern := s.mux.Handler(r); pattern == "" {
 			s.noRoute(rec, r)
@@ -278,8 +279,6 @@ type statusRecorder struct {
 	http.ResponseWriter
 	status int
 	wrote  bool
-	// user is who the request authenticated as, for the request log.
-	user string
 }
 
 func (r *statusRecorder) WriteHeader(code int) {

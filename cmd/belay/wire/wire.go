@@ -23,6 +23,7 @@ import (
 	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/dashboard"
 	"github.com/belayhq/belay/httpapi"
+	"github.com/belayhq/belay/internal/reqlog"
 	"github.com/belayhq/belay/mcpserver"
 	"github.com/belayhq/belay/search"
 	"github.com/belayhq/belay/store"
@@ -187,8 +188,15 @@ func serve(ctx context.Context, cfg cli.ServeConfig) error {
 	api.Handle("/mcp", mcpserver.HTTPHandler(mcpserver.New(mcpserver.Options{Service: svc, Version: cfg.Version})))
 	// tRPC authenticates itself: WebSocket clients send their token in
 	// connectionParams, not in a header.
+	authenticate := func(ctx context.Context, token string) (belay.Actor, error) {
+		a, err := svc.Authenticate(ctx, token)
+		if err == nil {
+			reqlog.NoteUser(ctx, a.UserID)
+		}
+		return a, err
+	}
 	for root, sj := range map[string]bool{"/trpc": false, "/trpc-superjson": true} {
-		h := trpc.New(root+"/", trpc.Options{Service: svc, Authenticate: svc.Authenticate, SuperJSON: sj, Logger: log})
+		h := trpc.New(root+"/", trpc.Options{Service: svc, Authenticate: authenticate, SuperJSON: sj, Logger: log})
 		api.HandlePublic(root, h) // WebSocket clients connect to the root
 		api.HandlePublic(root+"/", h)
 	}
