@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // TestServeLogsRequests: serve logs each request (method, path, status,
@@ -28,7 +29,8 @@ func TestServeLogsRequests(t *testing.T) {
 	}
 
 	srv, url, token, stderr, exited := startServer(t, bin, env, "--log-format", "json", "--log-level", "debug")
-	for _, path := range []string{"/healthz", "/v1/sessions", "/trpc/sessions.list"} {
+	batch := "/trpc/sessions.list" + strings.Repeat(",sessions.list", 3)
+	for _, path := range []string{"/healthz", "/v1/sessions", batch + "?batch=1&input=%7B%7D"} {
 		req, _ := http.NewRequest(http.MethodGet, url+path, nil)
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := http.DefaultClient.Do(req)
@@ -55,6 +57,10 @@ func TestServeLogsRequests(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("dashboard page after signing in: %s", resp.Status)
 	}
+	if resp, err = http.Get(url + "/v1/" + strings.Repeat("x", 5000)); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
 	srv.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-exited:
@@ -71,10 +77,16 @@ func TestServeLogsRequests(t *testing.T) {
 			requests = append(requests, m)
 		}
 	}
-	if len(requests) != 5 || requests[0]["path"] != "/healthz" || requests[0]["level"] != "DEBUG" ||
+	if len(requests) != 6 || requests[0]["path"] != "/healthz" || requests[0]["level"] != "DEBUG" ||
 		requests[1]["path"] != "/v1/sessions" || requests[1]["level"] != "INFO" || requests[1]["user"] != "admin" ||
 		requests[1]["status"] != float64(200) || requests[1]["method"] != "GET" || requests[1]["duration"] == nil {
 		t.Errorf("request log: %v\nstderr:\n%s", requests, stderr.String())
+	}
+	if len(requests) > 2 && requests[2]["path"] != batch {
+		t.Errorf("request log of a tRPC batch: path %q, want %q", requests[2]["path"], batch)
+	}
+	if long, _ := requests[len(requests)-1]["path"].(string); utf8.RuneCountInString(long) > 500 || !strings.HasSuffix(long, "…") {
+		t.Errorf("request log of a path of 5,000 characters: %d of them, %.40q…", utf8.RuneCountInString(long), long)
 	}
 	// Handlers that authenticate themselves name the user too.
 	for _, i := range []int{2, 4} {

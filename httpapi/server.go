@@ -232,7 +232,8 @@ func (s *Server) Handler() http.Handler {
 			if route == "GET /healthz" || route == "GET /metrics" {
 				level = slog.LevelDebug
 			}
-			s.log.LogAttrs(r.Context(), level, "request", slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			// A path is at most a line of the log (a tRPC batch names every call).
+			s.log.LogAttrs(r.Context(), level, "request", slog.String("method", r.Method), slog.String("path", belay.Clip(r.URL.Path, maxLoggedPath)),
 				slog.Int("status", rec.status), slog.Duration("duration", took), slog.String("user", user()))
 		}()
 		if _, pattern := s.mux.Handler(r); pattern == "" {
@@ -272,6 +273,9 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": s.version})
 }
+
+// maxLoggedPath is how many characters of a request's path the log keeps.
+const maxLoggedPath = 500
 
 // statusRecorder remembers the status for metrics and the log and passes Flush through
 // for streaming responses.
