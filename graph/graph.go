@@ -466,7 +466,7 @@ func (g *Graph[S]) Compile(opts ...Option) (*Compiled[S], error) {
 	if len(o.reducers) > 0 {
 		fields := stateFields(reflect.TypeFor[S]())
 		for f := range o.reducers {
-			if fields != nil && !fields[f] {
+			if fields != nil && !slices.Contains(fields, f) {
 				errs = append(errs, belay.Invalid("reducer", "WithReducer names %q, which is not a field of the state %s", belay.Clip(f, 60), reflect.TypeFor[S]()))
 			}
 		}
@@ -589,31 +589,4 @@ func (c *Compiled[S]) known(name string) bool {
 
 func nodeError(node string, step int, err error) error {
 	return fmt.Errorf("graph: node %q (step %d): %w", node, step, err)
-}
-
-// stateFields lists the JSON keys of a struct state; nil when S is not a
-// struct, whose keys cannot be known before it runs.
-func stateFields(t reflect.Type) map[string]bool {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t.Kind() != reflect.Struct {
-		return nil
-	}
-	out := map[string]bool{}
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, skip := jsonName(f)
-		if skip {
-			continue
-		}
-		if f.Anonymous && f.Type.Kind() == reflect.Struct && f.Tag.Get("json") == "" {
-			for k := range stateFields(f.Type) {
-				out[k] = true
-			}
-			continue
-		}
-		out[name] = true
-	}
-	return out
 }

@@ -51,7 +51,9 @@ func (r InterruptRequest) hitl() (*belay.HITLInput, error) {
 // Decision is the resume value of an interrupt that a person or a timeout
 // decided: Interrupt returns it (or any type its JSON fits, such as a struct
 // with only "option" and "feedback"). Passed as Command.Resume, it answers
-// the interrupt's request with Option as if decided through belay.
+// the interrupt's request with Option as if decided through belay; once the
+// request is decided, only a Decision that repeats that decision is taken
+// (see Resume).
 type Decision struct {
 	// Option is the chosen option's id; Action what it means.
 	Option        string          `json:"option"`
@@ -130,10 +132,15 @@ func Interrupt[T any](ctx context.Context, req InterruptRequest) (T, error) {
 // Command resumes an interrupted run. With Resume, the interrupted node runs
 // again and its interrupt returns Resume (a Decision also answers the
 // request with its option); with neither Resume nor Goto, it returns the
-// decision made through belay (an error while there is none). Update, when
-// set, is written over the state first: its JSON object's keys replace the
-// state's. Goto instead leaves the interrupted node unfinished and goes on at
-// that node (or END), answering an open request with its default option.
+// decision made through belay (an error while there is none). Once the
+// request is decided, a Resume that says otherwise than the decision is
+// HITL_ALREADY_DECIDED (see Resume for a forked run). Update, when set, is
+// written over the state first, as UpdateState writes it: its JSON object's
+// keys replace the values of the state's fields they name, matched as
+// encoding/json matches them (case-insensitively); a key that names no field
+// is a VALIDATION_ERROR. Goto instead leaves the interrupted node unfinished
+// and goes on at that node (or END), answering an open request with its
+// default option.
 type Command struct {
 	Resume any
 	Goto   string
@@ -141,9 +148,10 @@ type Command struct {
 	// Resumes answers several pending interrupts — parallel branches that
 	// paused in one step — with a value each, by interrupt id (the id of
 	// its HITL checkpoint). An interrupt it leaves out takes the decision
-	// made through belay (CONFLICT while there is none); an id that is not
-	// pending is a VALIDATION_ERROR, and so is a plain Resume while several
-	// are pending.
+	// made through belay (CONFLICT while there is none), and so does one it
+	// names whose request is decided: a value that says otherwise is
+	// HITL_ALREADY_DECIDED, as for Resume. An id that is not pending is a
+	// VALIDATION_ERROR, and so is a plain Resume while several are pending.
 	Resumes map[string]any
 	// InterruptID, when set, must be one of the run's pending interrupts
 	// (its checkpoint id); anything else is a VALIDATION_ERROR.

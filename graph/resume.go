@@ -1,9 +1,12 @@
 package graph
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"reflect"
 	"slices"
+	"time"
 
 	"github.com/belayhq/belay"
 )
@@ -19,6 +22,15 @@ import (
 // again from its start. One entry point serves both, so whoever restarts runs
 // needs not know why one stopped. While the dead process's lease lasts (see
 // WithLease) the run is still held: LEASE_LOST, try again when it lapses.
+//
+// A resume value never overturns a decision made through belay: once an
+// interrupt's request is decided, the node gets that decision, and a value
+// that says otherwise (another option, other feedback, a value that is no
+// Decision) is HITL_ALREADY_DECIDED naming the request's checkpoint. The
+// exception is time travel: after Fork took the run back to the interrupt
+// past its decision, a value answers it anew — an answer the service takes
+// only from someone who may decide the request (UNAUTHORIZED otherwise, as
+// before any decision), and the request keeps its first decision.
 //
 // A run that has ended (completed or failed), or a resume value for a run
 // with no pending interrupt, is a CONFLICT;
@@ -103,19 +115,36 @@ func (c *Compiled[S]) resume(ctx context.Context, svc belay.Service, runID strin
 				given, ok = cmd.Resume, true
 			}
 			switch {
+			case cp.Decision != nil && ok && !repeats(given, decisionOf(cp.Decision)):
+				// A value that says otherwise than the decision would
+				// overturn it — unless the run was forked back here after
+				// the decision let it go on: then it answers anew.
+				var forked bool
+				if forked, err = rolledBackSince(ctx, svc, runID, cp.Decision.DecidedAt); err != nil {
+					return nil, err
+				}
+				if !forked {
+					return nil, belay.Errorf(belay.CodeHITLAlreadyDecided, "interrupt %s (%s) of run %s was already decided: %s by %s; resume it with no value to go on with that decision",
+						cp.ID, ip.Node, runID, cp.Decision.SelectedOption, cp.Decision.UserID).With("checkpointId", cp.ID).With("decision", cp.Decision)
+				}
+				var d *Decision
+				if v, d, err = resumeValue(cp, given); err != nil {
+					return nil, err
+				}
+				r.answers = append(r.answers, decideInput(cp, d))
+			case cp.Decision != nil:
+				if v, err = json.Marshal(decisionOf(cp.Decision)); err != nil {
+					return nil, err
+				}
 			case ok:
 				var d *Decision
 				if v, d, err = resumeValue(cp, given); err != nil {
 					return nil, err
 				}
 				r.answer(cp, d)
-			case cp.Decision == nil:
+			default:
 				return nil, belay.Errorf(belay.CodeConflict, "interrupt %s (%s) of run %s awaits a decision: decide it, resume with a value, or wait for one", cp.ID, ip.Node, runID).
 					With("interruptId", cp.ID)
-			default:
-				if v, err = json.Marshal(decisionOf(cp.Decision)); err != nil {
-					return nil, err
-				}
 			}
 			r.resumes[ip.Node] = append(prior[:len(prior):len(prior)], v)
 		}
@@ -298,6 +327,30 @@ func resumeValue(cp *belay.Checkpoint, v any) (json.RawMessage, *Decision, error
 	return b, d, nil
 }
 
+// repeats says whether resume value v says what the decision d says: it
+// reads as a Decision (no other keys) with d's option, and every other field
+// it sets is d's.
+func repeats(v any, d Decision) bool {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return false
+	}
+	var g Decision
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(&g) == nil && g.Option == d.Option &&
+		(g.Action == "" || g.Action == d.Action) && (g.Feedback == "" || g.Feedback == d.Feedback) &&
+		(g.By == "" || g.By == d.By) && (!g.Automatic || d.Automatic) &&
+		(len(g.Modifications) == 0 || sameJSON(g.Modifications, d.Modifications))
+}
+
+// sameJSON says whether a and b are the same JSON value, whatever their
+// spacing and key order.
+func sameJSON(a, b json.RawMessage) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
+}
+
 // answer closes the interrupt's request, if it is still open, once the run
 // goes on: with d, else with the request's default option (its first when
 // none is the default). The run's next checkpoint carries the answer — but
@@ -307,22 +360,42 @@ func (r *run[S]) answer(cp *belay.Checkpoint, d *Decision) {
 	if cp.Decision != nil {
 		return
 	}
-	in := belay.DecideInput{CheckpointID: cp.ID, Feedback: "answered by the run's Resume"}
-	if d != nil {
-		in.SelectedOption, in.Action, in.Feedback, in.Modifications = d.Option, d.Action, d.Feedback, d.Modifications
-	} else {
-		in.SelectedOption = cp.HITL.Options[0].ID
-		for _, o := range cp.HITL.Options {
-			if o.IsDefault {
-				in.SelectedOption = o.ID
-			}
-		}
-	}
+	in := decideInput(cp, d)
 	if opt, ok := cp.HITL.Option(in.SelectedOption); ok && opt.Action == belay.ActionReject && cp.HITL.OnReject != belay.OnRejectContinue {
 		r.decide = append(r.decide, in)
 		return
 	}
 	r.answers = append(r.answers, in)
+}
+
+// decideInput is the answer d gives request cp: d's option, or the
+// request's default option (its first when none is the default) when d is nil.
+func decideInput(cp *belay.Checkpoint, d *Decision) belay.DecideInput {
+	in := belay.DecideInput{CheckpointID: cp.ID, Feedback: "answered by the run's Resume"}
+	if d != nil {
+		in.SelectedOption, in.Action, in.Feedback, in.Modifications = d.Option, d.Action, d.Feedback, d.Modifications
+		return in
+	}
+	in.SelectedOption = cp.HITL.Options[0].ID
+	for _, o := range cp.HITL.Options {
+		if o.IsDefault {
+			in.SelectedOption = o.ID
+		}
+	}
+	return in
+}
+
+// rolledBackSince says whether run runID was rolled back (Fork) at or after
+// t. A decision made before the run was forked back to its interrupt is the
+// old branch's: a resume value answers the interrupt anew, sent with the
+// run's next checkpoint as an answer — which keeps the decision but is
+// refused, as any answer is, to whoever may not decide the request.
+func rolledBackSince(ctx context.Context, svc belay.Service, runID string, t time.Time) (bool, error) {
+	rbs, err := svc.ListRollbacks(ctx, runID)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(rbs, func(rb *belay.Rollback) bool { return !rb.CreatedAt.Before(t) }), nil
 }
 
 // decideAll records the answers ins, each in its own Decide; a request

@@ -142,7 +142,8 @@ type run[S any] struct {
 // when the run completes at END (the session completed), pauses at an
 // Interrupt (status Interrupted, the session awaiting input) or fails. A node
 // that returns an error or panics, a router that returns an unknown target, a
-// state JSON cannot hold or a run longer than the recursion limit fails it:
+// state JSON cannot hold (or that is larger than belay.MaxStateBytes as JSON)
+// or a run longer than the recursion limit fails it:
 // an "error" checkpoint records the message (and a panic's stack), the
 // session fails and Run returns the error with a Failed result. An error of
 // the service itself is returned as is and the run goes no further.

@@ -142,14 +142,18 @@ func pointOf(cp *belay.Checkpoint) (*point, bool) {
 	return meta.Graph, true
 }
 
-// UpdateState writes update over the run's current state (its JSON object's
-// keys replace the state's, as Command.Update does) and saves the result as
-// a new checkpoint — LangGraph's update_state. With asNode empty the run
-// stays where it was: at the same next node, or still waiting at its
-// interrupt or breakpoint. With asNode, the update counts as that node's
-// output: the run goes on at the node after it (its edge or router decides),
-// and an interrupt it waited at is answered with its default option and left
-// behind. Resume then continues the run.
+// UpdateState writes update over the run's current state and saves the result
+// as a new checkpoint — LangGraph's update_state. Update's JSON object's keys
+// replace the values of the state's fields they name, as Command.Update does:
+// matched as encoding/json matches them, to the field's JSON name whatever its
+// case; the fields it leaves out stay. A key that names no field of a struct
+// state, or a field another key names too, is a VALIDATION_ERROR naming it (a
+// map state takes any key), and nothing is saved. With asNode empty the run
+// stays where it was: at the same next node, or still waiting at its interrupt
+// or breakpoint. With asNode, the update counts as that node's output: the run
+// goes on at the node after it (its edge or router decides), and an interrupt
+// it waited at is answered with its default option and left behind. Resume then
+// continues the run.
 //
 // The run must not have ended (CONFLICT) nor be held by a live process
 // (LEASE_LOST): UpdateState takes the run's lease while it writes.
@@ -224,12 +228,13 @@ func (c *Compiled[S]) UpdateState(ctx context.Context, svc belay.Service, runID 
 
 // Fork moves run runID back to one of its checkpoints (checkpointID, from
 // History) as a new branch of its timeline, LangGraph's time travel: the
-// checkpoints after it are kept on the old branch (`belay checkpoints
-// --tree` draws both), and the next checkpoint descends from it. Resume then
-// continues the run from there — with a new resume value when it is an
-// interrupt — and UpdateState changes it first if need be. A failed or a
-// completed run can be forked too: it is running again, on the new branch,
-// and the old branch keeps its end. An abandoned run cannot (CONFLICT).
+// checkpoints after it are kept on the old branch (`belay checkpoints --tree`
+// draws both), and the next checkpoint descends from it. Resume then continues
+// the run from there — with a new resume value when it is an interrupt, from
+// someone who may decide its request — and UpdateState changes it first if need
+// be. A failed or a completed run can be forked too: it is running again, on
+// the new branch, and the old branch keeps its end. An abandoned run cannot
+// (CONFLICT).
 // Fork refuses a run a live process holds (LEASE_LOST).
 func (c *Compiled[S]) Fork(ctx context.Context, svc belay.Service, runID, checkpointID string) (*StateSnapshot[S], error) {
 	sess, err := svc.GetSession(ctx, runID)

@@ -323,3 +323,94 @@ func TestForkACompletedRun(t *testing.T) {
 		t.Fatalf("Fork of an abandoned run = %v, want CONFLICT", err)
 	}
 }
+
+// review is a state with a tagged field, an untagged one and an embedded
+// struct's promoted field.
+type review struct {
+	Verdict string `json:"verdict"`
+	Count   int
+	score
+}
+
+type score struct {
+	Points int `json:"points"`
+}
+
+// Update keys are matched to the state's fields as encoding/json matches
+// them, case-insensitively; a key that names no field is refused, naming
+// it, and changes nothing.
+func TestUpdateKeysMatchTheStateFields(t *testing.T) {
+	svc := newService(t)
+	flow, err := graph.New[review]().AddNode("ask", func(ctx context.Context, s review) (review, error) {
+		_, err := graph.Interrupt[graph.Decision](ctx, graph.InterruptRequest{Title: "ok?"})
+		return s, err
+	}).AddEdge(graph.START, "ask").AddEdge("ask", graph.END).Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := flow.Run(ctx, svc, graph.RunInput[review]{ProjectPath: t.TempDir(), State: review{Verdict: "orig"}})
+	if err != nil || res.Status != graph.Interrupted {
+		t.Fatalf("Run = %+v, %v", res, err)
+	}
+	for _, tc := range []struct {
+		name   string
+		update any
+		want   review
+	}{
+		{"the JSON name", map[string]any{"verdict": "lower"}, review{Verdict: "lower"}},
+		{"the Go name", map[string]any{"Verdict": "Upper"}, review{Verdict: "Upper"}},
+		{"another case", map[string]any{"VERDICT": "ALL"}, review{Verdict: "ALL"}},
+		{"an untagged struct", struct{ Verdict string }{"x"}, review{Verdict: "x"}},
+		{"an untagged field", map[string]any{"count": 2}, review{Verdict: "x", Count: 2}},
+		{"a promoted field", map[string]any{"Points": 3}, review{Verdict: "x", Count: 2, score: score{Points: 3}}},
+	} {
+		st, err := flow.UpdateState(ctx, svc, res.RunID, tc.update, "")
+		if err != nil || st.Values != tc.want {
+			t.Fatalf("UpdateState with %s = %+v, %v; want %+v", tc.name, st, err, tc.want)
+		}
+	}
+	kept := review{Verdict: "x", Count: 2, score: score{Points: 3}}
+	for _, tc := range []struct {
+		name   string
+		update any
+		key    string
+	}{
+		{"an unknown key", map[string]any{"nope": 1}, "nope"},
+		{"one field twice", map[string]any{"verdict": "a", "Verdict": "b"}, "erdict"},
+	} {
+		_, err := flow.UpdateState(ctx, svc, res.RunID, tc.update, "")
+		if !belay.IsCode(err, belay.CodeValidation) || !strings.Contains(err.Error(), tc.key) {
+			t.Fatalf("UpdateState with %s = %v, want VALIDATION_ERROR naming %q", tc.name, err, tc.key)
+		}
+		if _, err := flow.Resume(ctx, svc, res.RunID, graph.Command{Resume: graph.Decision{Option: "approve"}, Update: tc.update}); !belay.IsCode(err, belay.CodeValidation) {
+			t.Fatalf("Resume with an update of %s = %v, want VALIDATION_ERROR", tc.name, err)
+		}
+		if st, err := flow.GetState(ctx, svc, res.RunID); err != nil || st.Values != kept || st.Interrupt == nil {
+			t.Fatalf("GetState after a refused update = %+v, %v; want %+v, still interrupted", st, err, kept)
+		}
+	}
+	done, err := flow.Resume(ctx, svc, res.RunID, graph.Command{Resume: graph.Decision{Option: "approve"}, Update: map[string]any{"Verdict": "final"}})
+	if err != nil || done.Status != graph.Completed || done.State.Verdict != "final" {
+		t.Fatalf("Resume with an update = %+v, %v; want completed with verdict final", done, err)
+	}
+}
+
+// A state that is a map takes any key.
+func TestUpdateOfAMapStateTakesAnyKey(t *testing.T) {
+	svc := newService(t)
+	flow, err := graph.New[map[string]any]().AddNode("ask", func(ctx context.Context, s map[string]any) (map[string]any, error) {
+		_, err := graph.Interrupt[graph.Decision](ctx, graph.InterruptRequest{Title: "ok?"})
+		return s, err
+	}).AddEdge(graph.START, "ask").AddEdge("ask", graph.END).Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := flow.Run(ctx, svc, graph.RunInput[map[string]any]{ProjectPath: t.TempDir(), State: map[string]any{"verdict": "orig"}})
+	if err != nil || res.Status != graph.Interrupted {
+		t.Fatalf("Run = %+v, %v", res, err)
+	}
+	st, err := flow.UpdateState(ctx, svc, res.RunID, map[string]any{"Verdict": "new", "anything": 1.0}, "")
+	if err != nil || st.Values["verdict"] != "orig" || st.Values["Verdict"] != "new" || st.Values["anything"] != 1.0 {
+		t.Fatalf("UpdateState = %+v, %v; want every key as given", st, err)
+	}
+}

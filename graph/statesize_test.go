@@ -6,8 +6,11 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/graph"
 	"github.com/belayhq/belay/internal/testutil"
@@ -82,5 +85,58 @@ func TestLargeStateGrowsWithTheChange(t *testing.T) {
 	t.Logf("%d steps over a state of about 1 MB: the database grew by %d bytes (%.2f MB); one copy per step would be about 100 MB", steps, growth, float64(growth)/1e6)
 	if growth > 2e6 {
 		t.Fatalf("the database grew by %d bytes, more than 2 MB", growth)
+	}
+}
+
+// A node whose state outgrows belay.MaxStateBytes fails the run, as a state
+// JSON cannot hold does: a Failed result naming the size and the limit, an
+// error checkpoint with the state before the node, a failed session. It is
+// not left interrupted to fail the same way on every Resume.
+func TestStateOverTheLimitFailsTheRun(t *testing.T) {
+	huge := strings.Repeat("x", belay.MaxStateBytes/2+1)
+	grow := func(field string) graph.Node[doc] {
+		return func(_ context.Context, s doc) (doc, error) {
+			if field == "notes" {
+				s.Notes = huge
+			} else {
+				s.Extra = huge
+			}
+			return s, nil
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		flow *graph.Compiled[doc]
+		node string
+	}{
+		// One node writes both halves.
+		{"one node", compile(t, graph.New[doc]().AddNode("grow", func(ctx context.Context, s doc) (doc, error) {
+			s, _ = grow("notes")(ctx, s)
+			return grow("extra")(ctx, s)
+		}).AddEdge(graph.START, "grow").AddEdge("grow", graph.END)), "grow"},
+		// Parallel branches write a half each: the merged state is too large.
+		{"merged branches", compile(t, graph.New[doc]().AddNode("b", grow("notes")).AddNode("c", grow("extra")).
+			AddEdge(graph.START, "b").AddEdge(graph.START, "c").AddEdge("b", graph.END).AddEdge("c", graph.END)), "b+c"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svc := newService(t)
+			res, err := tc.flow.Run(ctx, svc, graph.RunInput[doc]{ProjectPath: t.TempDir()})
+			limit := strconv.Itoa(belay.MaxStateBytes)
+			if res == nil || res.Status != graph.Failed || !belay.IsCode(err, belay.CodeValidation) ||
+				!strings.Contains(err.Error(), limit) || !strings.Contains(err.Error(), tc.node) {
+				t.Fatalf("Run = %+v, %v; want failed in %s, naming the limit %s", res, err, tc.node, limit)
+			}
+			if st := sessionStatus(t, svc, res.RunID); st != belay.SessionFailed {
+				t.Fatalf("session status = %s, want failed", st)
+			}
+			cps := checkpoints(t, svc, res.RunID)
+			last := cps[len(cps)-1]
+			if last.Type != belay.TypeError || last.Name != tc.node || !strings.Contains(last.Summary, limit) {
+				t.Fatalf("last checkpoint = %s %s %q, want an error checkpoint of %s naming the limit", last.Type, last.Name, last.Summary, tc.node)
+			}
+			if _, err := tc.flow.Resume(ctx, svc, res.RunID, graph.Command{}); !belay.IsCode(err, belay.CodeConflict) {
+				t.Fatalf("Resume of the failed run = %v, want CONFLICT", err)
+			}
+		})
 	}
 }
