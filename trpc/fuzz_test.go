@@ -37,7 +37,7 @@ func FuzzDecodeInputs(f *testing.F) {
 			}
 		}
 		if json.Valid(raw) {
-			if _, err := (superJSON{}).output(raw); err != nil {
+			if _, err := (superJSON{}).output(json.RawMessage(raw)); err != nil {
 				t.Fatalf("superjson output of valid JSON %q: %v", raw, err)
 			}
 		}

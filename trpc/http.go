@@ -3,11 +3,12 @@
 // and mutations over HTTP (httpLink, httpBatchLink), subscriptions over
 // Server-Sent Events (httpSubscriptionLink) and WebSocket (wsLink), with
 // plain JSON or the superjson transformer. It translates between tRPC and
-// belay.Service and holds no rules.
+// belay.Service and holds no rules. A batch is bounded in calls
+// (maxBatchCalls, as tRPC's maxBatchSize), in calls running at once
+// (batchConcurrency) and in the bytes of its answer (batchBytes).
 package trpc
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/belayhq/belay"
@@ -39,6 +41,26 @@ type Options struct {
 
 // maxBody bounds a request body.
 const maxBody = 4 << 20
+
+// Bounds of a batch: what one request may make the server do and hold.
+const (
+	// maxBatchCalls is the most calls a batch may hold, as tRPC's
+	// maxBatchSize option: a longer batch is answered as tRPC answers it
+	// (400 BAD_REQUEST, "Batch call exceeds maximum size") and none of its
+	// calls runs. httpBatchLink's maxItems option keeps a client's batches
+	// under it.
+	maxBatchCalls = 50
+	// batchConcurrency is how many of a batch's calls run at once; the
+	// others wait their turn, in order.
+	batchConcurrency = 4
+	// batchBytes is what a batch's encoded results may reach: the bound of
+	// a list page (store.PageBytes, which a transport does not import).
+	// Once the results of the calls run so far reach it, each call not yet
+	// started is answered PAYLOAD_TOO_LARGE (413 in its slot) instead of
+	// running, so a batch holds at most batchBytes plus the results of the
+	// calls under way, not the sum of all its results.
+	batchBytes = 16 << 20
+)
 
 // Handler serves the router under prefix (e.g. "/trpc/").
 type Handler struct {
@@ -78,6 +100,12 @@ type response struct {
 	status int
 }
 
+// answer is a call's answer encoded: its envelope and its HTTP status.
+type answer struct {
+	envelope json.RawMessage
+	status   int
+}
+
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("Upgrade") != "" {
 		h.serveWS(w, r)
@@ -87,7 +115,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	batch := r.URL.Query().Get("batch") == "1"
 	calls, perr := h.calls(r, paths, batch)
 	if perr != nil {
-		h.write(w, batch, []response{{err: perr, status: perr.Data.HTTPStatus}})
+		// As tRPC does, an error of the request itself is one envelope,
+		// batch or not: httpBatchLink gives it to each of the batch's calls.
+		h.write(w, false, []answer{h.encode(response{err: perr, status: perr.Data.HTTPStatus})})
 		return
 	}
 	ctx, authErr := h.identify(r)
@@ -97,25 +127,49 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	out := make([]response, len(calls))
+	h.write(w, batch, h.runBatch(ctx, r.Method, calls, batch, authErr))
+}
+
+// runBatch answers a request's calls, batchConcurrency at a time in order
+// (tRPC runs them all at once). A call that would start once the answers
+// so far reach batchBytes is answered PAYLOAD_TOO_LARGE instead: the
+// answers only grow, so those calls are the batch's last ones.
+func (h *Handler) runBatch(ctx context.Context, method string, calls []call, batch bool, authErr error) []answer {
+	out := make([]answer, len(calls))
+	turns := make(chan struct{}, batchConcurrency)
+	var used atomic.Int64
 	var wg sync.WaitGroup
 	for i, c := range calls {
 		if authErr != nil {
 			e := shape(h.opts.Logger, c.path, authErr)
-			out[i] = response{err: &e, status: e.Data.HTTPStatus}
+			out[i] = h.encode(response{err: &e, status: e.Data.HTTPStatus})
 			continue
 		}
-		// A batch's calls run at once, as tRPC runs them.
-		wg.Go(func() { out[i] = h.run(ctx, r.Method, c, batch) })
+		turns <- struct{}{}
+		if used.Load() >= batchBytes {
+			<-turns
+			e := protocolError(tooLarge, fmt.Sprintf("this batch's results passed %d MiB before this call ran: ask for it in a smaller batch", batchBytes>>20), c.path)
+			out[i] = h.encode(response{err: &e, status: e.Data.HTTPStatus})
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-turns }()
+			out[i] = h.encode(h.run(ctx, method, c, batch))
+			used.Add(int64(len(out[i].envelope)))
+		})
 	}
 	wg.Wait()
-	h.write(w, batch, out)
+	return out
 }
 
 // calls reads the request's calls and their inputs.
 func (h *Handler) calls(r *http.Request, paths string, batch bool) ([]call, *errorShape) {
 	names := []string{paths}
 	if batch {
+		if strings.Count(paths, ",") >= maxBatchCalls {
+			e := tooManyCalls()
+			return nil, &e
+		}
 		names = strings.Split(paths, ",")
 	}
 	var raw []byte
@@ -232,41 +286,55 @@ func (h *Handler) run(ctx context.Context, method string, c call, batch bool) re
 	return response{data: out, status: http.StatusOK}
 }
 
+// tooManyCalls is tRPC's answer to a batch of more than maxBatchCalls
+// calls, with the bound in details.max.
+func tooManyCalls() errorShape {
+	e := protocolError(badRequest, "Batch call exceeds maximum size", "")
+	e.Data.Details = map[string]any{"max": maxBatchCalls}
+	return e
+}
+
+// encode encodes a call's answer; one that cannot be encoded is logged and
+// answered as an internal error.
+func (h *Handler) encode(o response) answer {
+	env, err := h.envelope(o)
+	if err != nil {
+		h.opts.Logger.Error("trpc encode", "error", err)
+		e := protocolError(internal, "internal error", "")
+		env, _ = h.envelope(response{err: &e})
+		return answer{envelope: env, status: http.StatusInternalServerError}
+	}
+	return answer{envelope: env, status: o.status}
+}
+
 // write sends the answers: one envelope, or an array for a batch, whose
-// status is the calls' common status, or 207 when they differ.
-func (h *Handler) write(w http.ResponseWriter, batch bool, out []response) {
-	envs := make([]json.RawMessage, len(out))
+// status is the calls' common status, or 207 when they differ. The
+// envelopes are written one by one, never copied into one buffer.
+func (h *Handler) write(w http.ResponseWriter, batch bool, out []answer) {
 	status := out[0].status
-	for i, o := range out {
+	for _, o := range out {
 		if o.status != status {
 			status = http.StatusMultiStatus
 		}
-		env, err := h.envelope(o)
-		if err != nil {
-			h.opts.Logger.Error("trpc encode", "error", err)
-			e := protocolError(internal, "internal error", "")
-			env, _ = h.envelope(response{err: &e})
-			status = http.StatusInternalServerError
-		}
-		envs[i] = env
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Vary", "trpc-accept")
 	w.WriteHeader(status)
-	if batch {
-		var b bytes.Buffer
-		b.WriteByte('[')
-		for i, e := range envs {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.Write(e)
-		}
-		b.WriteByte(']')
-		_, _ = w.Write(b.Bytes())
+	if !batch {
+		_, _ = w.Write(out[0].envelope)
 		return
 	}
-	_, _ = w.Write(envs[0])
+	sep := []byte("[")
+	for _, o := range out {
+		if _, err := w.Write(sep); err != nil {
+			return
+		}
+		if _, err := w.Write(o.envelope); err != nil {
+			return
+		}
+		sep = []byte(",")
+	}
+	_, _ = w.Write([]byte("]"))
 }
 
 // envelope is {"result":{"data":…}} or {"error":…}, through the transformer.

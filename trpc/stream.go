@@ -81,9 +81,9 @@ func (h *Handler) serveSSE(ctx context.Context, w http.ResponseWriter, r *http.R
 	switch {
 	case !opened && err != nil:
 		e := shape(h.opts.Logger, c.path, err)
-		h.write(w, false, []response{{err: &e, status: e.Data.HTTPStatus}})
+		h.write(w, false, []answer{h.encode(response{err: &e, status: e.Data.HTTPStatus})})
 	case !opened:
-		h.write(w, false, []response{{data: nil, status: http.StatusOK}})
+		h.write(w, false, []answer{h.encode(response{data: nil, status: http.StatusOK})})
 	case err != nil && r.Context().Err() == nil:
 		e := shape(h.opts.Logger, c.path, err)
 		if b, merr := h.marshal(e); merr == nil {
@@ -112,11 +112,7 @@ func (h *Handler) ping(ctx context.Context, send func() error) {
 
 // marshal encodes a value through the transformer.
 func (h *Handler) marshal(v any) (json.RawMessage, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return h.tr.output(b)
+	return h.tr.output(v)
 }
 
 // wsMessage is a client's WebSocket message (tRPC's TRPCClientOutgoingMessage
@@ -220,6 +216,21 @@ func (h *Handler) serveWS(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			msgs = []wsMessage{one}
+		} else if len(msgs) > maxBatchCalls {
+			// As tRPC does: no call of the batch runs, and each gets the
+			// error, so no client waits for an answer forever.
+			e := tooManyCalls()
+			answered := false
+			for _, m := range msgs {
+				if m.Method != "subscription.stop" && len(m.ID) > 0 && string(m.ID) != "null" {
+					respond(m.ID, m.JSONRPC, nil, &e)
+					answered = true
+				}
+			}
+			if !answered {
+				respond(json.RawMessage("null"), "", nil, &e)
+			}
+			continue
 		}
 		for _, m := range msgs {
 			key := string(m.ID)

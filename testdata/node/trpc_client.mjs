@@ -149,6 +149,26 @@ const sjList = await sj.checkpoints.list.query({ taskId: task.id, createdAfter: 
 check("superjson input dates", sjList.totalCount >= 1, sjList);
 await expectError("superjson error", sj.checkpoints.get.query("x"), "BAD_REQUEST", "VALIDATION_ERROR");
 
+// superjson leaves the documents belay keeps for its users as they were sent:
+// a key named like a time stays a string, and a "__proto__" key (which
+// superjson refuses in a meta path) breaks no read of its session. superjson
+// drops that key itself as it reads the answer; plain JSON keeps it.
+const lastRunAt = "2026-01-01T10:00:00.123456789+02:00";
+const stamped = await trpc.checkpoints.create.mutate({ taskId: task.id, type: "manual", trigger: "user_request",
+  description: "a state with a time in it", workspaceRef: "", agentState: { lastRunAt } });
+const sjStamped = await sj.checkpoints.get.query(stamped.id);
+check("superjson agentState as sent", sjStamped.agentState.lastRunAt === lastRunAt && sjStamped.createdAt instanceof Date, sjStamped);
+const protoState = '{"__proto__":{"createdAt":"2026-01-01T00:00:00Z"}}';
+const proto = await trpc.checkpoints.create.mutate({ taskId: task.id, type: "manual", trigger: "user_request",
+  description: "a state with a __proto__ key", workspaceRef: "", agentState: JSON.parse(protoState) });
+const plainProto = await trpc.checkpoints.get.query(proto.id);
+check("__proto__ kept", JSON.stringify(plainProto.agentState) === protoState, plainProto);
+const sjProto = await sj.checkpoints.get.query(proto.id);
+check("superjson __proto__ get", sjProto.id === proto.id && sjProto.createdAt instanceof Date, sjProto);
+const sjProtoList = await sj.checkpoints.list.query({ taskId: task.id, limit: 100 });
+check("superjson __proto__ list", sjProtoList.items.some((c) => c.id === proto.id) &&
+  sjProtoList.items.every((c) => c.createdAt instanceof Date), sjProtoList);
+
 // wsLink with connectionParams, plain and superjson.
 for (const [path, transformer] of [["/trpc", undefined], ["/trpc-superjson", superjson]]) {
   const wsClient = createWSClient({ url: base.replace("http", "ws") + path, WebSocket, connectionParams: { token } });

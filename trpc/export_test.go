@@ -1,0 +1,8 @@
+package trpc
+
+// The bounds of a batch, for the tests.
+const (
+	MaxBatchCalls    = maxBatchCalls
+	BatchConcurrency = batchConcurrency
+	BatchBytes       = batchBytes
+)

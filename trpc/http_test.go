@@ -1,0 +1,349 @@
+package trpc_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/core"
+	"github.com/belayhq/belay/store/sqlite"
+	"github.com/belayhq/belay/trpc"
+)
+
+// admin is who every request of these tests is: they are about tRPC's
+// wire, not about who may call what.
+var admin = belay.Actor{UserID: "local", Admin: true}
+
+func anyToken(context.Context, string) (belay.Actor, error) { return admin, nil }
+
+// env is /trpc and /trpc-superjson over a fresh SQLite file, with one
+// session (sid) to make checkpoints in.
+type env struct {
+	svc *core.Service
+	srv *httptest.Server
+	sid string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx := belay.WithActor(context.Background(), admin)
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "belay.db"))
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	svc := core.New(core.Options{Store: db, Logger: log})
+	t.Cleanup(func() {
+		svc.Close()
+		db.Close()
+	})
+	mux := http.NewServeMux()
+	for root, sj := range map[string]bool{"/trpc": false, "/trpc-superjson": true} {
+		h := trpc.New(root+"/", trpc.Options{Service: svc, Authenticate: anyToken, SuperJSON: sj, Logger: log})
+		mux.Handle(root, h)
+		mux.Handle(root+"/", h)
+	}
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	sess, err := svc.CreateSession(ctx, belay.CreateSessionInput{Title: "trpc"})
+	if err != nil {
+		t.Fatalf("create session: %v", err)
+	}
+	return &env{svc: svc, srv: srv, sid: sess.ID}
+}
+
+// do sends a tRPC request: a GET when body is "", else a POST of body.
+func (e *env) do(t *testing.T, path, body string) (int, []byte) {
+	t.Helper()
+	method, r := http.MethodGet, io.Reader(nil)
+	if body != "" {
+		method, r = http.MethodPost, strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, e.srv.URL+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer any")
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, b
+}
+
+// create makes a checkpoint of type typ through POST
+// /trpc/checkpoints.create, with fields (JSON object members) beside the
+// required ones.
+func (e *env) create(t *testing.T, typ, fields string) string {
+	t.Helper()
+	in := fmt.Sprintf(`{"taskId":%q,"type":%q,"trigger":"user_request","description":"d","workspaceRef":""%s}`, e.sid, typ, fields)
+	status, body := e.do(t, "/trpc/checkpoints.create", in)
+	var out struct {
+		Result struct {
+			Data struct {
+				ID string `json:"id"`
+			} `json:"data"`
+		} `json:"result"`
+	}
+	if status != http.StatusOK || json.Unmarshal(body, &out) != nil {
+		t.Fatalf("checkpoints.create: %d %s", status, clip(body))
+	}
+	return out.Result.Data.ID
+}
+
+func clip(b []byte) string {
+	if len(b) > 2000 {
+		return string(b[:2000]) + "…"
+	}
+	return string(b)
+}
+
+// batchURL is a GET of path n times in one batch, each with input (none
+// when nil).
+func batchURL(root, path string, n int, input any) string {
+	u := root + "/" + strings.Repeat(path+",", n-1) + path + "?batch=1"
+	if input == nil {
+		return u
+	}
+	inputs := map[string]any{}
+	for i := range n {
+		inputs[fmt.Sprint(i)] = input
+	}
+	b, _ := json.Marshal(inputs)
+	return u + "&input=" + url.QueryEscape(string(b))
+}
+
+// tRPCError is an error envelope's error, plain JSON.
+type tRPCError struct {
+	Message string `json:"message"`
+	Code    int    `json:"code"`
+	Data    struct {
+		Code       string         `json:"code"`
+		HTTPStatus int            `json:"httpStatus"`
+		Path       string         `json:"path"`
+		AppCode    string         `json:"appCode"`
+		Details    map[string]any `json:"details"`
+	} `json:"data"`
+}
+
+// TestBatchOverMaxBatchCallsIsRefusedWhole: a batch of more calls than
+// tRPC's maxBatchSize is answered as tRPC answers it — one 400 envelope,
+// "Batch call exceeds maximum size" — over HTTP (queries and mutations) and
+// WebSocket, and none of its calls runs; a batch of MaxBatchCalls runs.
+func TestBatchOverMaxBatchCallsIsRefusedWhole(t *testing.T) {
+	e := newEnv(t)
+	ctx := belay.WithActor(context.Background(), admin)
+	create := fmt.Sprintf(`{"taskId":%q,"type":"manual","trigger":"user_request","description":"batched","workspaceRef":""}`, e.sid)
+	refused := func(t *testing.T, status int, body []byte) {
+		t.Helper()
+		var out struct {
+			Error tRPCError `json:"error"`
+		}
+		if err := json.Unmarshal(body, &out); status != http.StatusBadRequest || err != nil {
+			t.Fatalf("got %d %s, want 400 and one error envelope (%v)", status, clip(body), err)
+		}
+		if out.Error.Message != "Batch call exceeds maximum size" || out.Error.Data.Code != "BAD_REQUEST" ||
+			out.Error.Data.Details["max"] != float64(trpc.MaxBatchCalls) {
+			t.Fatalf("error = %+v", out.Error)
+		}
+	}
+	checkpoints := func(t *testing.T) int64 {
+		t.Helper()
+		list, err := e.svc.ListCheckpoints(ctx, belay.ListCheckpointsInput{SessionID: e.sid, Limit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return list.TotalCount
+	}
+	t.Run("queries", func(t *testing.T) {
+		for _, n := range []int{trpc.MaxBatchCalls + 1, 30000} {
+			status, body := e.do(t, batchURL("/trpc", "checkpoints.list", n, nil), "")
+			refused(t, status, body)
+		}
+		status, body := e.do(t, batchURL("/trpc", "checkpoints.list", trpc.MaxBatchCalls, map[string]any{}), "")
+		var out []json.RawMessage
+		if err := json.Unmarshal(body, &out); status != http.StatusOK || err != nil || len(out) != trpc.MaxBatchCalls {
+			t.Fatalf("a batch of %d: %d, %d answers (%v)", trpc.MaxBatchCalls, status, len(out), err)
+		}
+	})
+	t.Run("mutations", func(t *testing.T) {
+		n := trpc.MaxBatchCalls + 1
+		inputs := map[string]json.RawMessage{}
+		for i := range n {
+			inputs[fmt.Sprint(i)] = json.RawMessage(create)
+		}
+		b, _ := json.Marshal(inputs)
+		status, body := e.do(t, "/trpc/"+strings.Repeat("checkpoints.create,", n-1)+"checkpoints.create?batch=1", string(b))
+		refused(t, status, body)
+		if got := checkpoints(t); got != 0 {
+			t.Fatalf("the refused batch made %d checkpoints", got)
+		}
+	})
+	t.Run("WebSocket", func(t *testing.T) {
+		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		conn, _, err := websocket.Dial(dctx, "ws"+strings.TrimPrefix(e.srv.URL, "http")+"/trpc",
+			&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer any"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.CloseNow()
+		conn.SetReadLimit(-1)
+		n := trpc.MaxBatchCalls + 1
+		var msgs []string
+		for i := range n {
+			msgs = append(msgs, fmt.Sprintf(`{"id":%d,"method":"mutation","params":{"path":"checkpoints.create","input":%s}}`, i, create))
+		}
+		if err := conn.Write(dctx, websocket.MessageText, []byte("["+strings.Join(msgs, ",")+"]")); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[int]bool{}
+		for range n {
+			_, data, err := conn.Read(dctx)
+			if err != nil {
+				t.Fatalf("after %d answers: %v", len(seen), err)
+			}
+			var m struct {
+				ID    int       `json:"id"`
+				Error tRPCError `json:"error"`
+			}
+			if err := json.Unmarshal(data, &m); err != nil || m.Error.Message != "Batch call exceeds maximum size" {
+				t.Fatalf("answer %s (%v)", data, err)
+			}
+			seen[m.ID] = true
+		}
+		if len(seen) != n {
+			t.Fatalf("answered %d ids of %d", len(seen), n)
+		}
+		if got := checkpoints(t); got != 0 {
+			t.Fatalf("the refused batch made %d checkpoints", got)
+		}
+	})
+}
+
+// gatedService answers GetCheckpoint once the gate opens, counting the
+// calls under way; nothing else of it is called.
+type gatedService struct {
+	belay.Service
+	gate    chan struct{}
+	mu      sync.Mutex
+	running int
+}
+
+func (s *gatedService) GetCheckpoint(ctx context.Context, id string) (*belay.Checkpoint, error) {
+	s.mu.Lock()
+	s.running++
+	s.mu.Unlock()
+	<-s.gate
+	s.mu.Lock()
+	s.running--
+	s.mu.Unlock()
+	return &belay.Checkpoint{ID: id}, nil
+}
+
+// TestBatchRunsAFewCallsAtOnce: a batch's calls run BatchConcurrency at a
+// time, not one goroutine each.
+func TestBatchRunsAFewCallsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		svc := &gatedService{gate: make(chan struct{})}
+		h := trpc.New("/trpc/", trpc.Options{Service: svc, Authenticate: anyToken,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		id := "01890000-0000-7000-8000-000000000000"
+		req := httptest.NewRequest(http.MethodGet, batchURL("/trpc", "checkpoints.get", trpc.MaxBatchCalls, id), nil)
+		rec := httptest.NewRecorder()
+		done := make(chan struct{})
+		go func() {
+			h.ServeHTTP(rec, req)
+			close(done)
+		}()
+		synctest.Wait()
+		svc.mu.Lock()
+		running := svc.running
+		svc.mu.Unlock()
+		close(svc.gate)
+		<-done
+		if running != trpc.BatchConcurrency {
+			t.Fatalf("%d calls of a batch of %d ran at once, want %d", running, trpc.MaxBatchCalls, trpc.BatchConcurrency)
+		}
+		var out []json.RawMessage
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); rec.Code != http.StatusOK || err != nil || len(out) != trpc.MaxBatchCalls {
+			t.Fatalf("got %d, %d answers (%v)", rec.Code, len(out), err)
+		}
+	})
+}
+
+// TestBatchResultsStopAtBatchBytes: once a batch's results pass
+// BatchBytes, its remaining calls are answered PAYLOAD_TOO_LARGE (413 in
+// their slots of a 207) instead of running, so a batch of reads of a large
+// checkpoint cannot grow its answer without bound.
+func TestBatchResultsStopAtBatchBytes(t *testing.T) {
+	e := newEnv(t)
+	const stateBytes = 3 << 20
+	id := e.create(t, "manual", fmt.Sprintf(`,"agentState":{"blob":%q}`, strings.Repeat("x", stateBytes)))
+	const n = 12
+	for _, root := range []string{"/trpc", "/trpc-superjson"} {
+		t.Run(root, func(t *testing.T) {
+			var input any = id
+			if root == "/trpc-superjson" {
+				input = map[string]any{"json": id}
+			}
+			status, body := e.do(t, batchURL(root, "checkpoints.get", n, input), "")
+			var out []struct {
+				Result json.RawMessage `json:"result"`
+				Error  json.RawMessage `json:"error"`
+			}
+			if err := json.Unmarshal(body, &out); status != http.StatusMultiStatus || err != nil || len(out) != n {
+				t.Fatalf("got %d, %d answers (%v): %s", status, len(out), err, clip(body))
+			}
+			ok := 0
+			for ok < n && out[ok].Result != nil {
+				ok++
+			}
+			// Calls start in order, BatchConcurrency at a time: each that
+			// started before the results reached BatchBytes ran.
+			least := (trpc.BatchBytes + stateBytes - 1) / stateBytes
+			if ok < least || ok > least+trpc.BatchConcurrency-1 {
+				t.Fatalf("%d calls ran, want %d to %d", ok, least, least+trpc.BatchConcurrency-1)
+			}
+			if len(body) > trpc.BatchBytes+trpc.BatchConcurrency*(stateBytes+4096) {
+				t.Fatalf("the answer is %d bytes", len(body))
+			}
+			for i, o := range out[ok:] {
+				var shape tRPCError
+				raw := o.Error
+				if root == "/trpc-superjson" {
+					var sj struct {
+						JSON json.RawMessage `json:"json"`
+					}
+					if err := json.Unmarshal(raw, &sj); err != nil {
+						t.Fatal(err)
+					}
+					raw = sj.JSON
+				}
+				if err := json.Unmarshal(raw, &shape); err != nil || shape.Data.Code != "PAYLOAD_TOO_LARGE" || shape.Data.HTTPStatus != 413 ||
+					shape.Data.AppCode != string(belay.CodeTooLarge) || shape.Data.Path != "checkpoints.get" || !strings.Contains(shape.Message, "smaller batch") {
+					t.Fatalf("answer %d: %s (%v)", ok+i, o.Error, err)
+				}
+			}
+		})
+	}
+}
