@@ -185,6 +185,9 @@ func ValidateTags(field string, tags []string) error {
 // Validate checks a checkpoint request against the field limits. It does not
 // change anything; core applies defaults after it passes.
 func (in *CreateCheckpointInput) Validate() error {
+	if err := ValidateTime("expiresAt", in.ExpiresAt); err != nil {
+		return err
+	}
 	if in.SessionID != "" {
 		if err := ValidateID("sessionId", in.SessionID); err != nil {
 			return err
@@ -503,6 +506,12 @@ func (h *HITLInput) Validate() error {
 
 // Validate checks a list request. Zero values mean defaults.
 func (in *ListCheckpointsInput) Validate() error {
+	if err := ValidateTime("createdAfter", in.CreatedAfter); err != nil {
+		return err
+	}
+	if err := ValidateTime("createdBefore", in.CreatedBefore); err != nil {
+		return err
+	}
 	if in.SessionID != "" {
 		if err := ValidateID("sessionId", in.SessionID); err != nil {
 			return err

@@ -297,7 +297,7 @@ with their checkpoints and snapshots. --dry-run lists them and deletes nothing.`
   belay cleanup --status completed,failed,abandoned --keep-last 3`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := parseAge(olderThan)
+			d, err := parseAge("older-than", olderThan)
 			if err != nil {
 				return err
 			}
@@ -338,21 +338,23 @@ with their checkpoints and snapshots. --dry-run lists them and deletes nothing.`
 	return cmd
 }
 
-// parseAge reads a duration that may be in days ("30d").
-func parseAge(s string) (time.Duration, error) {
+// parseAge reads flag's duration, which may be in days ("30d"), up to
+// belay.MaxSeconds.
+func parseAge(flag, s string) (time.Duration, error) {
 	if s == "0" {
 		return 0, nil
 	}
+	bad := usagef("--%s %q: give a duration like 12h or 30d, at most %dd (100 years)", flag, s, belay.MaxSeconds/(24*60*60))
 	if days, ok := strings.CutSuffix(s, "d"); ok {
-		var n int
-		if _, err := fmt.Sscanf(days, "%d", &n); err != nil || n < 0 || fmt.Sprint(n) != days {
-			return 0, usagef("--older-than %q: give a duration like 12h or 30d", s)
+		var n int64
+		if _, err := fmt.Sscanf(days, "%d", &n); err != nil || n < 0 || fmt.Sprint(n) != days || n > belay.MaxSeconds/(24*60*60) {
+			return 0, bad
 		}
 		return time.Duration(n) * 24 * time.Hour, nil
 	}
 	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return 0, usagef("--older-than %q: give a duration like 12h or 30d", s)
+	if err != nil || d < 0 || d > belay.MaxSeconds*time.Second {
+		return 0, bad
 	}
 	return d, nil
 }
@@ -394,7 +396,7 @@ from are always kept. --keep-last 0 --max-age 0 removes the policy.`,
 				return nil
 			}
 			p := belay.RetentionPolicy{ProjectPath: project, KeepLast: keepLast}
-			if p.MaxAge, err = parseAge(maxAge); err != nil {
+			if p.MaxAge, err = parseAge("max-age", maxAge); err != nil {
 				return err
 			}
 			if p.ProjectPath == "" {

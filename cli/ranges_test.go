@@ -28,6 +28,9 @@ func TestNumbersOutOfRangeAreUsageErrors(t *testing.T) {
 		{"webhook", "deliveries", "--limit", "0"},
 		{"save", "-m", "x", "--session", cp.SessionID, "--no-snapshot", "--name", "4"},
 		{"save", "-m", "x", "--session", cp.SessionID, "--no-snapshot", "--name", "#4"},
+		{"cleanup", "--dry-run", "--older-than", "213504d"},
+		{"cleanup", "--dry-run", "--older-than", "1000000h"},
+		{"retention", "--max-age", "36501d"},
 	} {
 		flag := args[len(args)-2]
 		if args[0] == "ask" && args[len(args)-2] == "--default" {

@@ -247,8 +247,12 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(w, r, &in); err != nil {
 		return err
 	}
+	lease, err := belay.Seconds("leaseSeconds", int64(in.LeaseSeconds))
+	if err != nil {
+		return err
+	}
 	sess, err := s.svc.Heartbeat(r.Context(), belay.LeaseInput{SessionID: id, Holder: in.Holder,
-		Lease: time.Duration(in.LeaseSeconds) * time.Second, Release: in.Release, Events: in.Events})
+		Lease: lease, Release: in.Release, Events: in.Events})
 	if err != nil {
 		return err
 	}
@@ -265,7 +269,11 @@ func (s *Server) resumeSession(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(w, r, &in); err != nil {
 		return err
 	}
-	res, err := s.svc.ResumeSession(r.Context(), belay.ResumeInput{SessionID: id, Holder: in.Holder, Lease: time.Duration(in.LeaseSeconds) * time.Second})
+	lease, err := belay.Seconds("leaseSeconds", int64(in.LeaseSeconds))
+	if err != nil {
+		return err
+	}
+	res, err := s.svc.ResumeSession(r.Context(), belay.ResumeInput{SessionID: id, Holder: in.Holder, Lease: lease})
 	if err != nil {
 		return err
 	}
@@ -278,8 +286,11 @@ func (s *Server) resumeLatest(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(w, r, &in); err != nil {
 		return err
 	}
-	res, err := s.svc.ResumeSession(r.Context(), belay.ResumeInput{ProjectPath: in.ProjectPath, Holder: in.Holder,
-		Lease: time.Duration(in.LeaseSeconds) * time.Second})
+	lease, err := belay.Seconds("leaseSeconds", int64(in.LeaseSeconds))
+	if err != nil {
+		return err
+	}
+	res, err := s.svc.ResumeSession(r.Context(), belay.ResumeInput{ProjectPath: in.ProjectPath, Holder: in.Holder, Lease: lease})
 	if err != nil {
 		return err
 	}
@@ -300,7 +311,11 @@ func (s *Server) cleanupSessions(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeOptionalJSON(w, r, &in); err != nil {
 		return err
 	}
-	res, err := s.svc.CleanupSessions(r.Context(), belay.CleanupInput{OlderThan: time.Duration(in.OlderThanSeconds) * time.Second,
+	olderThan, err := belay.Seconds("olderThanSeconds", in.OlderThanSeconds)
+	if err != nil {
+		return err
+	}
+	res, err := s.svc.CleanupSessions(r.Context(), belay.CleanupInput{OlderThan: olderThan,
 		Statuses: in.Statuses, KeepLast: in.KeepLast, DryRun: in.DryRun})
 	if err != nil {
 		return err
@@ -405,7 +420,11 @@ func (s *Server) setRetention(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(w, r, &in); err != nil {
 		return err
 	}
-	p := belay.RetentionPolicy{ProjectPath: in.ProjectPath, KeepLast: in.KeepLast, MaxAge: time.Duration(in.MaxAgeSeconds) * time.Second}
+	maxAge, err := belay.Seconds("maxAgeSeconds", in.MaxAgeSeconds)
+	if err != nil {
+		return err
+	}
+	p := belay.RetentionPolicy{ProjectPath: in.ProjectPath, KeepLast: in.KeepLast, MaxAge: maxAge}
 	if err := s.svc.SetRetention(r.Context(), p); err != nil {
 		return err
 	}

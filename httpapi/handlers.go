@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/belayhq/belay"
 )
@@ -24,8 +23,12 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(w, r, &in); err != nil {
 		return err
 	}
+	lease, err := belay.Seconds("leaseSeconds", int64(in.LeaseSeconds))
+	if err != nil {
+		return err
+	}
 	sess, err := s.svc.CreateSession(r.Context(), belay.CreateSessionInput{ProjectPath: in.ProjectPath, Title: in.Title,
-		Phase: in.Phase, Metadata: in.Metadata, Holder: in.Holder, Lease: time.Duration(in.LeaseSeconds) * time.Second,
+		Phase: in.Phase, Metadata: in.Metadata, Holder: in.Holder, Lease: lease,
 		Checkpoint: in.Checkpoint})
 	if err != nil {
 		return err
