@@ -3,6 +3,7 @@ package core
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -84,7 +85,14 @@ func (s *Service) SearchCheckpoints(ctx context.Context, in belay.SearchInput) (
 		if err != nil {
 			return nil, err
 		}
-		if cp, err = s.settle(ctx, cp); err != nil {
+		cp, err = s.settle(ctx, cp)
+		var damaged *belay.Error
+		switch {
+		case errors.As(err, &damaged) && damaged.Code == belay.CodeCheckpointCorrupt:
+			// One damaged checkpoint fails no search, as it fails no list.
+			out.Warnings = append(out.Warnings, fmt.Sprintf("checkpoint %s is left out: %s", r.hit.CheckpointID, damaged.Message))
+			continue
+		case err != nil:
 			return nil, err
 		}
 		hit := belay.SearchHit{Checkpoint: cp, Score: r.score, Distance: 1}

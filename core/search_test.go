@@ -417,3 +417,23 @@ func TestSearchResultsEndAtTheirBytes(t *testing.T) {
 		t.Errorf("search for as many as fit: %d results, warnings %q; want %d and none", len(res.Results), res.Warnings, fit)
 	}
 }
+
+// TestSearchLeavesOutACorruptedCheckpoint: one damaged checkpoint fails no
+// search, as it fails no list; a warning names it.
+func TestSearchLeavesOutACorruptedCheckpoint(t *testing.T) {
+	svc := newSearchService(t, filepath.Join(t.TempDir(), "belay.db"), testclock.New(start, time.Millisecond), search.NewHash(64))
+	project := t.TempDir()
+	bad := mustCreate(t, svc, belay.CreateCheckpointInput{ProjectPath: project, Summary: "quokka migration one"})
+	good := mustCreate(t, svc, belay.CreateCheckpointInput{ProjectPath: project, Summary: "quokka migration two"})
+	if err := svc.IndexQueued(localCtx, nil); err != nil {
+		t.Fatal(err)
+	}
+	corrupt(t, svc, bad.ID)
+	res := mustSearch(t, localCtx, svc, belay.SearchInput{Query: "quokka"})
+	if len(res.Results) != 1 || res.Results[0].Checkpoint.ID != good.ID {
+		t.Fatalf("search: %d results; want only %s", len(res.Results), good.ID)
+	}
+	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], bad.ID) || !strings.Contains(res.Warnings[0], "belay validate") {
+		t.Errorf("warnings %q; want one naming %s and belay validate", res.Warnings, bad.ID)
+	}
+}
