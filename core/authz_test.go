@@ -17,6 +17,7 @@ import (
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/core"
+	"github.com/belayhq/belay/internal/testutil"
 	"github.com/belayhq/belay/store/sqlite"
 )
 
@@ -412,5 +413,83 @@ func TestStateOnlyRollbackNeedsNoWorkspaceRoot(t *testing.T) {
 	}
 	if _, err := svc.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: snap.ID}); !belay.IsCode(err, belay.CodeUnauthorized) {
 		t.Errorf("rollback of a snapshot outside the roots: err = %v, want UNAUTHORIZED", err)
+	}
+}
+
+// TestRevokedTokenEndsItsStreams: a stream opened with a token ends,
+// UNAUTHENTICATED, once the token is revoked, and delivers nothing saved
+// after the revocation.
+func TestRevokedTokenEndsItsStreams(t *testing.T) {
+	e := newHITLEnv(t)
+	secret, err := createToken(hitlAdminCtx, e.svc, "bob", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := e.svc.Authenticate(localCtx, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob := belay.WithActor(localCtx, a)
+	project := t.TempDir()
+	got := make(chan string, 10)
+	done := make(chan error, 1)
+	opened := make(chan struct{})
+	go func() {
+		first := true
+		done <- e.svc.Follow(bob, belay.EventFilter{After: belay.FromNow}, time.Hour, func(_ int64, batch []belay.Event) error {
+			if first {
+				first = false
+				close(opened)
+			}
+			for _, ev := range batch {
+				if ev.Type == belay.EventCheckpointCreated {
+					got <- ev.CheckpointID
+				}
+			}
+			return nil
+		})
+	}()
+	save := func(summary string) *belay.Checkpoint {
+		t.Helper()
+		cp, err := e.svc.CreateCheckpoint(bob, belay.CreateCheckpointInput{ProjectPath: project, Summary: summary})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cp
+	}
+	<-opened
+	before := save("before")
+	select {
+	case id := <-got:
+		if id != before.ID {
+			t.Fatalf("received %s, want %s", id, before.ID)
+		}
+	case err := <-done:
+		t.Fatalf("the stream ended: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream received nothing")
+	}
+	tokens, err := e.svc.ListTokens(hitlAdminCtx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.RevokeToken(hitlAdminCtx, tokens[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	// Saved with the token's identity by another way in: bob may still write.
+	after, err := e.svc.CreateCheckpoint(belay.WithActor(localCtx, belay.Actor{UserID: "bob"}), belay.CreateCheckpointInput{ProjectPath: project, Summary: "after"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		testutil.WantCode(t, err, belay.CodeUnauthenticated)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream of a revoked token goes on")
+	}
+	select {
+	case id := <-got:
+		t.Errorf("the revoked token's stream delivered %s (after: %s)", id, after.ID)
+	default:
 	}
 }

@@ -269,6 +269,7 @@ func (s *Service) Follow(ctx context.Context, f belay.EventFilter, heartbeat tim
 		return belay.Invalid("after", "event %d does not exist: the newest is %d", f.After, last).With("newest", last)
 	}
 	q := store.EventQuery{Scope: c.scope(), SessionID: f.SessionID, Types: f.Types, After: f.After, Limit: MaxEventPage}
+	emit = s.whileValid(ctx, c, emit)
 	if err := emit(q.After, nil); err != nil {
 		return err
 	}
@@ -287,6 +288,26 @@ func (s *Service) Follow(ctx context.Context, f belay.EventFilter, heartbeat tim
 		if err != errLagged {
 			return err
 		}
+	}
+}
+
+// whileValid wraps a stream's emit so that the stream ends, UNAUTHENTICATED,
+// once the caller's token is revoked or deleted: the token is looked up
+// before each delivery (events or heartbeat), not only when the stream
+// opened, so a leaked token that is revoked stops receiving at once.
+func (s *Service) whileValid(ctx context.Context, c caller, emit func(int64, []belay.Event) error) func(int64, []belay.Event) error {
+	if c.TokenID == "" {
+		return emit // a local caller, not a token's
+	}
+	return func(after int64, batch []belay.Event) error {
+		tk, err := s.store.GetToken(ctx, c.TokenID)
+		switch {
+		case belay.IsCode(err, belay.CodeNotFound), err == nil && tk.RevokedAt != nil:
+			return belay.Errorf(belay.CodeUnauthenticated, "the API token was revoked: the stream ends")
+		case err != nil:
+			return err
+		}
+		return emit(after, batch)
 	}
 }
 

@@ -114,6 +114,8 @@ type Reader interface {
 	// TokenByHash returns the token with the given hash and its user; a
 	// revoked token is returned too (RevokedAt set).
 	TokenByHash(ctx context.Context, tokenHash string) (*belay.Token, *belay.User, error)
+	// GetToken returns token id (NOT_FOUND when there is none).
+	GetToken(ctx context.Context, id string) (*belay.Token, error)
 	// ListTokens returns every token, newest first.
 	ListTokens(ctx context.Context) ([]*belay.Token, error)
 	CountUsers(ctx context.Context) (int64, error)

@@ -130,6 +130,18 @@ func (r reader) TokenByHash(ctx context.Context, tokenHash string) (*belay.Token
 	return tk, u, nil
 }
 
+func (r reader) GetToken(ctx context.Context, id string) (*belay.Token, error) {
+	tk, err := scanToken(r.q.QueryRowContext(ctx, `SELECT `+tokenCols+` FROM tokens t
+		JOIN users u ON u.name = t.user_name WHERE t.id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, belay.Errorf(belay.CodeNotFound, "token %s not found", id).With("id", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get token: %w", err)
+	}
+	return tk, nil
+}
+
 func (r reader) ListTokens(ctx context.Context) ([]*belay.Token, error) {
 	rows, err := r.q.QueryContext(ctx, `SELECT `+tokenCols+` FROM tokens t JOIN users u ON u.name = t.user_name
 		ORDER BY t.created_at DESC, t.id DESC`)

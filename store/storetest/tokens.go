@@ -8,7 +8,7 @@ import (
 )
 
 // testTokens: a token round-trips with its user's admin flag, is found by the
-// hash of its secret (revoked too), lists newest first, keeps its first
+// hash of its secret and by its id (revoked too), lists newest first, keeps its first
 // revocation and its last use.
 func testTokens(t *testing.T, st store.Store) {
 	ctx := t.Context()
@@ -99,6 +99,13 @@ func testTokens(t *testing.T, st store.Store) {
 		t.Fatal(err)
 	}
 	wantEqual(t, "tokens after revoke", []*belay.Token{minimal, &want, older}, list)
+	byID, err := st.GetToken(ctx, full.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "revoked token by id", &want, byID)
+	_, err = st.GetToken(ctx, newID())
+	wantCode(t, "GetToken of an unknown id", err, belay.CodeNotFound)
 
 	err = st.Update(ctx, func(tx store.Tx) error { return tx.RevokeToken(ctx, newID(), at(40)) })
 	wantCode(t, "RevokeToken of an unknown id", err, belay.CodeNotFound)
