@@ -37,6 +37,9 @@ const (
 	DefaultListLimit  = 20
 	// MaxStateBytes bounds agent state, outputs and metadata, each.
 	MaxStateBytes = 8 << 20
+	// MaxBodyBytes bounds a request body on every transport: an agent
+	// state of MaxStateBytes, plus room for the other fields.
+	MaxBodyBytes = MaxStateBytes + 1<<20
 	// MaxEndReason bounds the reason a session ends for.
 	MaxEndReason = 1000
 	// MaxAnswers bounds the decisions a checkpoint carries.

@@ -701,10 +701,10 @@ func TestCreateCheckpointAPI(t *testing.T) {
 			body:       `{` + valid + `,"agentState":"` + strings.Repeat("a", belay.MaxStateBytes) + `"}`,
 			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "agentState"},
 		{name: "body over its limit", method: "POST", path: "/v1/checkpoints",
-			body:       `{` + valid + `,"agentState":"` + strings.Repeat("a", httpapi.MaxBodyBytes) + `"}`,
+			body:       `{` + valid + `,"agentState":"` + strings.Repeat("a", belay.MaxBodyBytes) + `"}`,
 			wantStatus: 413, wantCode: belay.CodeTooLarge, check: func(t *testing.T, _ *apiEnv, body []byte) {
-				if limit := decodeStrict[errorBody](t, body).Error.Details["limit"]; limit != float64(httpapi.MaxBodyBytes) {
-					t.Errorf("details.limit = %v, want %d", limit, httpapi.MaxBodyBytes)
+				if limit := decodeStrict[errorBody](t, body).Error.Details["limit"]; limit != float64(belay.MaxBodyBytes) {
+					t.Errorf("details.limit = %v, want %d", limit, belay.MaxBodyBytes)
 				}
 			}},
 	})

@@ -14,15 +14,11 @@ import (
 	"github.com/belayhq/belay"
 )
 
-// MaxBodyBytes bounds a request body: agent state may be up to
-// belay.MaxStateBytes, plus room for the other fields.
-const MaxBodyBytes = belay.MaxStateBytes + 1<<20
-
 // decodeJSON reads exactly one JSON object into dst (whatever the
 // Content-Type says, so a plain `curl -d` works), rejecting unknown fields,
 // trailing data and oversize bodies with coded errors that name the field.
 func decodeJSON(w http.ResponseWriter, r *http.Request, dst any) error {
-	body := http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	body := http.MaxBytesReader(w, r.Body, belay.MaxBodyBytes)
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {

@@ -3,12 +3,13 @@ package mcpserver
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
 
+	"github.com/belayhq/belay"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The SDK's transports meet a payload that is not a JSON-RPC message badly:
@@ -115,18 +116,20 @@ func checkBody(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, mcp.DefaultMaxRequestBodyBytes+1))
-		if err != nil || len(body) > mcp.DefaultMaxRequestBodyBytes {
-			// Too large or unreadable: the SDK reads it again and answers
-			// as it does (413 for a body over its limit).
+		body, err := io.ReadAll(io.LimitReader(r.Body, belay.MaxBodyBytes+1))
+		switch {
+		case err != nil:
+			// Unreadable: the SDK reads it again and answers as it does.
 			r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
 			next.ServeHTTP(w, r)
 			return
+		case len(body) > belay.MaxBodyBytes:
+			writeRPCError(w, http.StatusRequestEntityTooLarge,
+				newRPCError(nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("Invalid Request: a body over %d bytes", belay.MaxBodyBytes)))
+			return
 		}
 		if e := checkPayload(body); e != nil {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusBadRequest)
-			_, _ = w.Write(e.marshal())
+			writeRPCError(w, http.StatusBadRequest, e)
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -137,4 +140,11 @@ func checkBody(next http.Handler) http.Handler {
 type readCloser struct {
 	io.Reader
 	io.Closer
+}
+
+// writeRPCError answers an HTTP request with e, with status.
+func writeRPCError(w http.ResponseWriter, status int, e *rpcError) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(e.marshal())
 }

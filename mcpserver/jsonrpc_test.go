@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/httpapi"
 	"github.com/belayhq/belay/internal/testutil"
 	"github.com/belayhq/belay/mcpserver"
@@ -78,6 +79,16 @@ func TestHTTPAnswersMalformedBodiesWithJSONRPCErrors(t *testing.T) {
 	}
 	if res, b := post("text/plain", `{bad json`); res.StatusCode != http.StatusUnsupportedMediaType {
 		t.Errorf("text/plain: %s\n%s", res.Status, b)
+	}
+	// A body may be as large as on /v1; one larger is a JSON-RPC error too.
+	big := `{"jsonrpc":"2.0","id":10,"method":"ping","params":{"_meta":{"pad":"` + strings.Repeat("p", belay.MaxStateBytes) + `"}}}`
+	if res, b := post("application/json", big); res.StatusCode != http.StatusOK || json.Unmarshal(b, &r) != nil || string(r.ID) != "10" || r.Error != nil {
+		t.Errorf("a body of %d bytes: %s\n%.200s", len(big), res.Status, b)
+	}
+	res, b = post("application/json", `{"jsonrpc":"2.0","id":11,"method":"ping","params":{"_meta":{"pad":"`+strings.Repeat("p", belay.MaxBodyBytes)+`"}}}`)
+	r = testutil.RPCReply{}
+	if res.StatusCode != http.StatusRequestEntityTooLarge || json.Unmarshal(b, &r) != nil || r.Error == nil || r.Error.Code != -32600 {
+		t.Errorf("a body over belay.MaxBodyBytes: %s\n%.200s", res.Status, b)
 	}
 }
 

@@ -73,10 +73,11 @@ details.field to fix the input.`
 // authentication that puts the caller in the request's context
 // (httpapi.Server.Handle does): each request's identity reaches its tool calls.
 // A body that is not a JSON-RPC message is answered with a JSON-RPC error
-// (-32700 or -32600, HTTP 400).
+// (-32700 or -32600, HTTP 400), and one over belay.MaxBodyBytes with -32600
+// (HTTP 413).
 func HTTPHandler(srv *mcp.Server) http.Handler {
 	return checkBody(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
-		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}))
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: belay.MaxBodyBytes}))
 }
 
 // tool is one tool with its handler.

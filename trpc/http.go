@@ -39,8 +39,8 @@ type Options struct {
 	Ping time.Duration
 }
 
-// maxBody bounds a request body.
-const maxBody = 4 << 20
+// maxBody bounds a request body, as on every transport.
+const maxBody = belay.MaxBodyBytes
 
 // Bounds of a batch: what one request may make the server do and hold.
 const (

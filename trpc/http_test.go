@@ -347,3 +347,20 @@ func TestBatchResultsStopAtBatchBytes(t *testing.T) {
 		})
 	}
 }
+
+// TestBodiesAsLargeAsEverywhere: a body may be as large as on /v1 (an agent
+// state of belay.MaxStateBytes and the rest); one larger is
+// PAYLOAD_TOO_LARGE.
+func TestBodiesAsLargeAsEverywhere(t *testing.T) {
+	e := newEnv(t)
+	state := `"` + strings.Repeat("s", belay.MaxStateBytes-100) + `"`
+	id := e.create(t, "manual", `,"agentState":`+state)
+	cp, err := e.svc.GetCheckpoint(belay.WithActor(context.Background(), admin), id)
+	if err != nil || len(cp.AgentState) != len(state) {
+		t.Fatalf("the saved state: %v", err)
+	}
+	status, body := e.do(t, "/trpc/checkpoints.create", `{"taskId":"`+e.sid+`","description":"`+strings.Repeat("d", belay.MaxBodyBytes)+`"}`)
+	if status != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), "PAYLOAD_TOO_LARGE") {
+		t.Errorf("a body over belay.MaxBodyBytes: %d %s", status, clip(body))
+	}
+}
