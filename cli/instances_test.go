@@ -324,6 +324,15 @@ func TestRollbackThroughAnotherInstance(t *testing.T) {
 			t.Fatalf("rollback (dry run %v) through an instance without the snapshot: %v, want %s with cause SNAPSHOT_NOT_HERE", dry, err, belay.CodeRestoreFailed)
 		}
 	}
+	// A diff through B says the same, not that the checkpoint is corrupted.
+	for _, to := range []string{belay.DiffCurrent, first.ID} {
+		_, err = b.DiffCheckpoint(ctx, belay.DiffInput{CheckpointID: first.ID, To: to})
+		var be *belay.Error
+		if !errors.As(err, &be) || be.Code != belay.CodeNotFound || be.Details["cause"] != "SNAPSHOT_NOT_HERE" ||
+			!strings.Contains(be.Message, "diff through that instance") {
+			t.Fatalf("diff (to %s) through an instance without the snapshot: %v, want %s with cause SNAPSHOT_NOT_HERE", to, err, belay.CodeNotFound)
+		}
+	}
 	list, err := a.ListCheckpoints(ctx, belay.ListCheckpointsInput{SessionID: first.SessionID, Limit: 10})
 	if err != nil {
 		t.Fatal(err)

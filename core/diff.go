@@ -46,6 +46,19 @@ func (s *Service) DiffCheckpoint(ctx context.Context, in belay.DiffInput) (*bela
 		}
 		toRef = res.To.WorkspaceRef
 	}
+	for _, cp := range []*belay.Checkpoint{from, res.To} {
+		if cp == nil {
+			continue
+		}
+		switch ok, err := ws.HasCommit(ctx, from.ProjectPath, cp.WorkspaceRef); {
+		case err != nil:
+			return nil, workspaceError(err)
+		case !ok:
+			return nil, belay.Errorf(belay.CodeNotFound,
+				"checkpoint #%d's snapshot is not in this belay instance's data directory: %s; diff through that instance (if this is it, the snapshot was lost: validation reports it)",
+				cp.Seq, snapshotsStay).With("checkpointId", cp.ID).With("cause", "SNAPSHOT_NOT_HERE")
+		}
+	}
 	d, err := ws.Diff(ctx, from.ProjectPath, from.WorkspaceRef, toRef)
 	if err != nil {
 		return nil, workspaceError(err)
@@ -58,6 +71,9 @@ func (s *Service) DiffCheckpoint(ctx context.Context, in belay.DiffInput) (*bela
 	res.Additions, res.Deletions, res.Patch = d.Additions, d.Deletions, d.Patch
 	return res, nil
 }
+
+// snapshotsStay is why an instance may not hold a checkpoint's snapshot.
+const snapshotsStay = "snapshots stay with the instance that took them, on the machine where the project is"
 
 func hasSnapshot(field string, cp *belay.Checkpoint) error {
 	if cp.WorkspaceRef == "" {

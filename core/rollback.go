@@ -184,9 +184,8 @@ func (s *Service) restoreTarget(ctx context.Context, sess *belay.Session, target
 		return nil, "", s.restoreFailed(ctx, err, target)
 	case !ok:
 		return nil, "", belay.Errorf(belay.CodeRestoreFailed,
-			"checkpoint #%d's snapshot is not in this belay instance's data directory, so nothing was changed: snapshots stay with the instance that took them, "+
-				"on the machine where the project is; roll back through that instance (if this is it, the snapshot was lost: validation reports it)",
-			target.Seq).With("checkpointId", target.ID).With("cause", "SNAPSHOT_NOT_HERE")
+			"checkpoint #%d's snapshot is not in this belay instance's data directory, so nothing was changed: %s; roll back through that instance (if this is it, the snapshot was lost: validation reports it)",
+			target.Seq, snapshotsStay).With("checkpointId", target.ID).With("cause", "SNAPSHOT_NOT_HERE")
 	}
 	return ws, root, nil
 }
