@@ -177,3 +177,21 @@ func TestForkedInterruptIsAnsweredAnewOnlyByADecider(t *testing.T) {
 		t.Fatalf("an admin's new answer after the fork = %+v, %v; want completed and shipped", again, err)
 	}
 }
+
+// A nil *Decision is a VALIDATION_ERROR, not a panic, and the run still
+// waits.
+func TestResumeWithANilDecision(t *testing.T) {
+	svc := newService(t)
+	c := deployGraph(t)
+	res, err := c.Run(ctx, svc, graph.RunInput[release]{ProjectPath: t.TempDir()})
+	if err != nil || res.Status != graph.Interrupted {
+		t.Fatalf("Run = %+v, %v; want interrupted at review", res, err)
+	}
+	if _, err := c.Resume(ctx, svc, res.RunID, graph.Command{Resume: (*graph.Decision)(nil)}); !belay.IsCode(err, belay.CodeValidation) {
+		t.Fatalf("Resume with a nil *Decision = %v, want VALIDATION_ERROR", err)
+	}
+	done, err := c.Resume(ctx, svc, res.RunID, graph.Command{Resume: graph.Decision{Option: "approve"}})
+	if err != nil || done.Status != graph.Completed || !done.State.Shipped {
+		t.Fatalf("Resume after = %+v, %v; want completed and shipped", done, err)
+	}
+}

@@ -302,6 +302,9 @@ func resumeValue(cp *belay.Checkpoint, v any) (json.RawMessage, *Decision, error
 	case Decision:
 		d = &x
 	case *Decision:
+		if x == nil {
+			return nil, nil, belay.Invalid("resume", "a nil *Decision answers nothing: pass a Decision, or no value to take the recorded decision")
+		}
 		c := *x
 		d = &c
 	}
