@@ -6,3 +6,9 @@ const (
 	BatchConcurrency = batchConcurrency
 	BatchBytes       = batchBytes
 )
+
+// The bounds of a WebSocket connection, for the tests.
+const (
+	WSCallsInFlight = wsCallsInFlight
+	WSSubscriptions = wsSubscriptions
+)

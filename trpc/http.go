@@ -60,6 +60,11 @@ const (
 	// running, so a batch holds at most batchBytes plus the results of the
 	// calls under way, not the sum of all its results.
 	batchBytes = 16 << 20
+	// wsCallsInFlight is how many queries and mutations one WebSocket
+	// connection may have running at once, and wsSubscriptions how many
+	// subscriptions it may hold.
+	wsCallsInFlight = 16
+	wsSubscriptions = 100
 )
 
 // Handler serves the router under prefix (e.g. "/trpc/").

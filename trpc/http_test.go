@@ -364,3 +364,130 @@ func TestBodiesAsLargeAsEverywhere(t *testing.T) {
 		t.Errorf("a body over belay.MaxBodyBytes: %d %s", status, clip(body))
 	}
 }
+
+// TestWebSocketBoundsItsCalls: a WebSocket client that sends calls faster
+// than they are answered gets TOO_MANY_REQUESTS past WSCallsInFlight, and
+// the calls under way are still answered.
+func TestWebSocketBoundsItsCalls(t *testing.T) {
+	svc := &gatedService{gate: make(chan struct{})}
+	h := trpc.New("/trpc/", trpc.Options{Service: svc, Authenticate: anyToken, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/trpc/",
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer any"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.CloseNow()
+	n := trpc.WSCallsInFlight + 4
+	for i := range n {
+		msg := fmt.Sprintf(`{"id":%d,"method":"query","params":{"path":"checkpoints.get","input":"01890000-0000-7000-8000-000000000000"}}`, i)
+		if err := conn.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() (int, string) {
+		t.Helper()
+		_, data, err := conn.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			ID    int `json:"id"`
+			Error *struct {
+				Data struct {
+					Code string `json:"code"`
+				} `json:"data"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(data, &m); err != nil {
+			t.Fatalf("answer %s: %v", data, err)
+		}
+		if m.Error != nil {
+			return m.ID, m.Error.Data.Code
+		}
+		return m.ID, "data"
+	}
+	for range n - trpc.WSCallsInFlight {
+		if id, code := read(); code != "TOO_MANY_REQUESTS" || id < trpc.WSCallsInFlight {
+			t.Fatalf("call %d answered %s while %d ran, want TOO_MANY_REQUESTS for the calls past them", id, code, trpc.WSCallsInFlight)
+		}
+	}
+	close(svc.gate)
+	for range trpc.WSCallsInFlight {
+		if id, code := read(); code != "data" {
+			t.Fatalf("call %d answered %s, want its data", id, code)
+		}
+	}
+}
+
+// TestWebSocketBoundsItsSubscriptions: one connection holds at most
+// WSSubscriptions subscriptions; one more is TOO_MANY_REQUESTS until one
+// stops.
+func TestWebSocketBoundsItsSubscriptions(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(e.srv.URL, "http")+"/trpc",
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer any"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.CloseNow()
+	subscribe := func(id int) {
+		t.Helper()
+		msg := fmt.Sprintf(`{"id":%d,"method":"subscription","params":{"path":"stream.events","input":{}}}`, id)
+		if err := conn.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answer := func() (int, string) {
+		t.Helper()
+		_, data, err := conn.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			ID     int `json:"id"`
+			Result struct {
+				Type string `json:"type"`
+			} `json:"result"`
+			Error *struct {
+				Data struct {
+					Code string `json:"code"`
+				} `json:"data"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(data, &m); err != nil {
+			t.Fatalf("answer %s: %v", data, err)
+		}
+		if m.Error != nil {
+			return m.ID, m.Error.Data.Code
+		}
+		return m.ID, m.Result.Type
+	}
+	for i := range trpc.WSSubscriptions {
+		subscribe(i)
+	}
+	for range trpc.WSSubscriptions {
+		if id, got := answer(); got != "started" {
+			t.Fatalf("subscription %d: %s, want started", id, got)
+		}
+	}
+	subscribe(trpc.WSSubscriptions)
+	if id, got := answer(); id != trpc.WSSubscriptions || got != "TOO_MANY_REQUESTS" {
+		t.Fatalf("subscription %d: %s, want TOO_MANY_REQUESTS", id, got)
+	}
+	if err := conn.Write(ctx, websocket.MessageText, []byte(`{"id":0,"method":"subscription.stop"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if id, got := answer(); id != 0 || got != "stopped" {
+		t.Fatalf("stopping subscription 0: %d %s", id, got)
+	}
+	subscribe(trpc.WSSubscriptions + 1)
+	if id, got := answer(); id != trpc.WSSubscriptions+1 || got != "started" {
+		t.Fatalf("a subscription after one stopped: %d %s, want started", id, got)
+	}
+}

@@ -178,6 +178,11 @@ func (h *Handler) serveWS(w http.ResponseWriter, r *http.Request) {
 	subs := map[string]context.CancelFunc{}
 	var smu sync.Mutex
 	var wg sync.WaitGroup
+	// A client that sends calls faster than it reads their answers gets
+	// TOO_MANY_REQUESTS past wsCallsInFlight, not a goroutine per call
+	// without bound; the reader never blocks, so PING and
+	// subscription.stop are always read.
+	inFlight := make(chan struct{}, wsCallsInFlight)
 	defer func() {
 		cancel()
 		wg.Wait()
@@ -259,7 +264,15 @@ func (h *Handler) serveWS(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			if p.kind != subscription {
+				select {
+				case inFlight <- struct{}{}:
+				default:
+					e := protocolError(tooMany, fmt.Sprintf("more than %d calls are running on this connection: wait for their answers", wsCallsInFlight), m.Params.Path)
+					respond(m.ID, m.JSONRPC, nil, &e)
+					continue
+				}
 				wg.Go(func() {
+					defer func() { <-inFlight }()
 					method := http.MethodGet
 					if p.kind == mutation {
 						method = http.MethodPost
@@ -281,6 +294,13 @@ func (h *Handler) serveWS(w http.ResponseWriter, r *http.Request) {
 			}
 			sctx, stop := context.WithCancel(authed)
 			smu.Lock()
+			if len(subs) >= wsSubscriptions {
+				smu.Unlock()
+				stop()
+				e := protocolError(tooMany, fmt.Sprintf("this connection has %d subscriptions, the most it may: stop one first", wsSubscriptions), m.Params.Path)
+				respond(m.ID, m.JSONRPC, nil, &e)
+				continue
+			}
 			if _, dup := subs[key]; dup {
 				smu.Unlock()
 				stop()
@@ -291,12 +311,7 @@ func (h *Handler) serveWS(w http.ResponseWriter, r *http.Request) {
 			subs[key] = stop
 			smu.Unlock()
 			wg.Go(func() {
-				defer func() {
-					smu.Lock()
-					delete(subs, key)
-					smu.Unlock()
-					stop()
-				}()
+				defer stop()
 				once := sync.Once{}
 				out := sink{
 					ready: func() error {
@@ -322,6 +337,11 @@ func (h *Handler) serveWS(w http.ResponseWriter, r *http.Request) {
 					},
 				}
 				err := p.subscribe(sctx, h.opts.Service, in[0].input, m.Params.LastEventID, out)
+				// Forgotten before the client hears it ended, so the id, and
+				// the room, may be used again at once.
+				smu.Lock()
+				delete(subs, key)
+				smu.Unlock()
 				if err != nil && sctx.Err() == nil {
 					e := shape(h.opts.Logger, m.Params.Path, err)
 					respond(m.ID, m.JSONRPC, nil, &e)
