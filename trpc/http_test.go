@@ -491,3 +491,64 @@ func TestWebSocketBoundsItsSubscriptions(t *testing.T) {
 		t.Fatalf("a subscription after one stopped: %d %s, want started", id, got)
 	}
 }
+
+// TestWebSocketStopsBeforeAnIDIsReused: a subscription that reuses a
+// stopped one's id right away is never started before the old one's
+// stopped is sent (the client would take the live one for ended); until
+// then the id is a duplicate.
+func TestWebSocketStopsBeforeAnIDIsReused(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(e.srv.URL, "http")+"/trpc",
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer any"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.CloseNow()
+	write := func(s string) {
+		t.Helper()
+		if err := conn.Write(ctx, websocket.MessageText, []byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() string {
+		t.Helper()
+		_, data, err := conn.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			Result struct{ Type string } `json:"result"`
+			Error  *json.RawMessage      `json:"error"`
+		}
+		if err := json.Unmarshal(data, &m); err != nil {
+			t.Fatalf("answer %s: %v", data, err)
+		}
+		if m.Error != nil {
+			return "error"
+		}
+		return m.Result.Type
+	}
+	const sub = `{"id":0,"method":"subscription","params":{"path":"stream.events","input":{}}}`
+	write(sub)
+	if got := read(); got != "started" {
+		t.Fatalf("the first subscription: %s", got)
+	}
+	for i := range 200 {
+		write(`{"id":0,"method":"subscription.stop"}`)
+		time.Sleep(time.Duration(i%40) * 5 * time.Microsecond)
+		write(sub)
+		switch a, b := read(), read(); {
+		case a == "started" && b == "stopped":
+			t.Fatalf("iteration %d: the new subscription started before the old one stopped", i)
+		case a == "stopped" && b == "error", a == "error" && b == "stopped":
+			write(sub) // the id was still held: subscribe again
+			if got := read(); got != "started" {
+				t.Fatalf("iteration %d: subscribing again: %s", i, got)
+			}
+		case a != "stopped" || b != "started":
+			t.Fatalf("iteration %d: %s then %s", i, a, b)
+		}
+	}
+}

@@ -337,19 +337,20 @@ func (h *Handler) serveWS(w http.ResponseWriter, r *http.Request) {
 					},
 				}
 				err := p.subscribe(sctx, h.opts.Service, in[0].input, m.Params.LastEventID, out)
-				// Forgotten before the client hears it ended, so the id, and
-				// the room, may be used again at once.
+				// The client hears it ended while its id is still held, and
+				// the id is free once it has: a subscription that reuses the
+				// id at once is never answered before this one's end, and
+				// finds room.
 				smu.Lock()
-				delete(subs, key)
-				smu.Unlock()
-				if err != nil && sctx.Err() == nil {
+				defer smu.Unlock()
+				switch {
+				case err != nil && sctx.Err() == nil:
 					e := shape(h.opts.Logger, m.Params.Path, err)
 					respond(m.ID, m.JSONRPC, nil, &e)
-					return
-				}
-				if ctx.Err() == nil {
+				case ctx.Err() == nil:
 					respond(m.ID, m.JSONRPC, map[string]any{"type": "stopped"}, nil)
 				}
+				delete(subs, key)
 			})
 		}
 	}

@@ -202,3 +202,20 @@ func TestOpenRejectsURIPath(t *testing.T) {
 		t.Errorf("a rejected Open left %s behind", e.Name())
 	}
 }
+
+// TestStatementCacheAfterClose: a read that reaches the statement cache
+// after Close closed it (a stream still running while a server shuts down)
+// runs on the pool, which refuses it, instead of storing into the closed
+// cache (a panic).
+func TestStatementCacheAfterClose(t *testing.T) {
+	db, err := Open(t.Context(), filepath.Join(t.TempDir(), "belay.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c := newStmtCache(db.read)
+	c.close()
+	if st, err := c.get(t.Context(), "SELECT 1"); st != nil || err != nil {
+		t.Fatalf("get after close = %v, %v; want no statement", st, err)
+	}
+}

@@ -22,14 +22,15 @@ func newStmtCache(db *sql.DB) *stmtCache {
 	return &stmtCache{db: db, m: map[string]*sql.Stmt{}}
 }
 
-// get returns the prepared statement for query, or nil when the cache is full.
+// get returns the prepared statement for query, or nil when the cache is
+// full or closed (the query then runs on the pool, which says it is closed).
 func (c *stmtCache) get(ctx context.Context, query string) (*sql.Stmt, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st, ok := c.m[query]; ok {
 		return st, nil
 	}
-	if len(c.m) >= maxCachedStatements {
+	if c.m == nil || len(c.m) >= maxCachedStatements {
 		return nil, nil
 	}
 	st, err := c.db.PrepareContext(ctx, query)
