@@ -377,7 +377,7 @@ func (s *Service) ListCheckpoints(ctx context.Context, in belay.ListCheckpointsI
 		OrderByType: in.OrderBy == belay.OrderType, OrderByUpdated: in.OrderBy == belay.OrderUpdatedAt, Desc: in.OrderDir != belay.OrderAsc,
 		After: after, Offset: in.Offset, Limit: limit, MaxBytes: store.PageBytes,
 	}
-	items, total, more, err := s.store.ListCheckpoints(ctx, q)
+	items, total, more, err := refetch(func() ([]*belay.Checkpoint, int64, bool, error) { return s.store.ListCheckpoints(ctx, q) })
 	if err != nil {
 		return nil, err
 	}

@@ -905,3 +905,50 @@ func TestSessionInputRules(t *testing.T) {
 		})
 	}
 }
+
+// droppingStore answers the first list of checkpoints and of sessions as a
+// driver does when every row it read was deleted before their states were:
+// no items, but more follow.
+type droppingStore struct {
+	store.Store
+	dropped map[string]bool
+}
+
+func (d *droppingStore) ListCheckpoints(ctx context.Context, q store.CheckpointQuery) ([]*belay.Checkpoint, int64, bool, error) {
+	items, total, more, err := d.Store.ListCheckpoints(ctx, q)
+	if err == nil && !d.dropped["checkpoints"] {
+		d.dropped["checkpoints"] = true
+		return nil, total, true, nil
+	}
+	return items, total, more, err
+}
+
+func (d *droppingStore) ListSessions(ctx context.Context, q store.SessionQuery) ([]*belay.Session, int64, bool, error) {
+	items, total, more, err := d.Store.ListSessions(ctx, q)
+	if err == nil && !d.dropped["sessions"] {
+		d.dropped["sessions"] = true
+		return nil, total, true, nil
+	}
+	return items, total, more, err
+}
+
+// TestListReadsAgainAPageOfDeletedRows: a page whose rows were all deleted
+// between the query and the reading of their states is read again, not
+// taken for the end of the list.
+func TestListReadsAgainAPageOfDeletedRows(t *testing.T) {
+	base := newService(t, testclock.New(start, time.Millisecond))
+	project := t.TempDir()
+	for range 3 {
+		mustCreate(t, base, belay.CreateCheckpointInput{ProjectPath: project, Summary: "s"})
+	}
+	svc := core.New(core.Options{Store: &droppingStore{Store: core.StoreOf(base), dropped: map[string]bool{}},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	list, err := svc.ListCheckpoints(localCtx, belay.ListCheckpointsInput{Limit: 2})
+	if err != nil || len(list.Items) != 2 || !list.HasMore {
+		t.Fatalf("checkpoints: %+v, %v; want 2 and more", list, err)
+	}
+	sessions, err := svc.ListSessions(localCtx, belay.ListSessionsInput{})
+	if err != nil || len(sessions.Items) != 1 {
+		t.Fatalf("sessions: %+v, %v; want the one", sessions, err)
+	}
+}

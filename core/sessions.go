@@ -183,7 +183,7 @@ func (s *Service) ListSessions(ctx context.Context, in belay.ListSessionsInput) 
 		}
 		q.After = &store.SessionKey{CreatedAt: time.Unix(0, c.At).UTC(), ID: c.ID}
 	}
-	items, total, more, err := s.store.ListSessions(ctx, q)
+	items, total, more, err := refetch(func() ([]*belay.Session, int64, bool, error) { return s.store.ListSessions(ctx, q) })
 	if err != nil {
 		return nil, err
 	}
