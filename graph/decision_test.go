@@ -195,3 +195,56 @@ func TestResumeWithANilDecision(t *testing.T) {
 		t.Fatalf("Resume after = %+v, %v; want completed and shipped", done, err)
 	}
 }
+
+// A resume value from a caller who may not decide is refused before the
+// interrupted node runs with it, the request open or decided and forked
+// back to: the node's side effects never see the refused answer.
+func TestRefusedResumeValueNeverReachesTheNode(t *testing.T) {
+	var approved int
+	c, err := graph.New[release]().AddNode("review", func(nctx context.Context, s release) (release, error) {
+		d, err := graph.Interrupt[graph.Decision](nctx, graph.InterruptRequest{Title: "Deploy?", Options: approveOrReject})
+		if err != nil {
+			return s, err
+		}
+		if d.Option == "approve" {
+			approved++ // an irreversible side effect
+		}
+		s.Verdict = d.Option
+		return s, nil
+	}).AddEdge(graph.START, "review").AddEdge("review", graph.END).Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	approve := graph.Command{Resume: graph.Decision{Option: "approve"}}
+	t.Run("open", func(t *testing.T) {
+		svc := newService(t)
+		approved = 0
+		res, err := c.Run(agentCtx, svc, graph.RunInput[release]{ProjectPath: t.TempDir()})
+		if err != nil || res.Status != graph.Interrupted {
+			t.Fatalf("Run = %+v, %v", res, err)
+		}
+		if _, err := c.Resume(agentCtx, svc, res.RunID, approve); !belay.IsCode(err, belay.CodeUnauthorized) || approved != 0 {
+			t.Fatalf("the agent's approval: %v, the node approved %d times; want UNAUTHORIZED before it ran", err, approved)
+		}
+	})
+	t.Run("forked", func(t *testing.T) {
+		svc := newService(t)
+		approved = 0
+		res, err := c.Run(agentCtx, svc, graph.RunInput[release]{ProjectPath: t.TempDir()})
+		if err != nil || res.Status != graph.Interrupted {
+			t.Fatalf("Run = %+v, %v", res, err)
+		}
+		if _, err := svc.Decide(ctx, belay.DecideInput{CheckpointID: res.Interrupt.ID, SelectedOption: "reject", Feedback: "NO"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Resume(agentCtx, svc, res.RunID, graph.Command{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Fork(agentCtx, svc, res.RunID, res.Interrupt.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Resume(agentCtx, svc, res.RunID, approve); !belay.IsCode(err, belay.CodeUnauthorized) || approved != 0 {
+			t.Fatalf("the agent's approval after a fork: %v, the node approved %d times; want UNAUTHORIZED before it ran", err, approved)
+		}
+	})
+}

@@ -127,6 +127,9 @@ func (c *Compiled[S]) resume(ctx context.Context, svc belay.Service, runID strin
 					return nil, belay.Errorf(belay.CodeHITLAlreadyDecided, "interrupt %s (%s) of run %s was already decided: %s by %s; resume it with no value to go on with that decision",
 						cp.ID, ip.Node, runID, cp.Decision.SelectedOption, cp.Decision.UserID).With("checkpointId", cp.ID).With("decision", cp.Decision)
 				}
+				if err := mayAnswer(ctx, svc, runID, cp); err != nil {
+					return nil, err
+				}
 				var d *Decision
 				if v, d, err = resumeValue(cp, given); err != nil {
 					return nil, err
@@ -137,6 +140,9 @@ func (c *Compiled[S]) resume(ctx context.Context, svc belay.Service, runID strin
 					return nil, err
 				}
 			case ok:
+				if err := mayAnswer(ctx, svc, runID, cp); err != nil {
+					return nil, err
+				}
 				var d *Decision
 				if v, d, err = resumeValue(cp, given); err != nil {
 					return nil, err
@@ -328,6 +334,33 @@ func resumeValue(cp *belay.Checkpoint, v any) (json.RawMessage, *Decision, error
 		return nil, nil, belay.Invalid("resume", "the resume value cannot be encoded as JSON: %v", err)
 	}
 	return b, d, nil
+}
+
+// mayAnswer refuses a resume value that answers request cp from a caller
+// who may not decide it (UNAUTHORIZED), before the node runs with it: the
+// run's next checkpoint carries the answer, and the service would refuse it
+// only after the node's side effects. An open request is one of the
+// caller's pending requests (the service's own rules: scope, owner,
+// approvers, self-approval); a decided one, answered anew after a Fork,
+// needs the decide scope when ctx carries the caller (a service in this
+// process), and the save checks the rest.
+func mayAnswer(ctx context.Context, svc belay.Service, runID string, cp *belay.Checkpoint) error {
+	refused := belay.Errorf(belay.CodeUnauthorized, "the caller may not decide interrupt %s of run %s, so its resume value cannot answer it: a person who may decides it, then resume with no value", cp.ID, runID).
+		With("checkpointId", cp.ID)
+	if cp.Decision != nil {
+		if a, ok := belay.ActorFrom(ctx); ok && !a.Has(belay.ScopeDecide) {
+			return refused
+		}
+		return nil
+	}
+	pending, err := svc.PendingHITL(ctx, runID)
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(pending, func(p belay.PendingHITL) bool { return p.Checkpoint.ID == cp.ID }) {
+		return refused
+	}
+	return nil
 }
 
 // repeats says whether resume value v says what the decision d says: it
