@@ -417,7 +417,8 @@ type CreateCheckpointInput struct {
 	// Answers decide open HITL requests of the session before the
 	// checkpoint is saved, in its transaction, as Decide does: the caller
 	// needs the decide scope and the right to decide each. A request
-	// decided already keeps its decision, and its answer is dropped.
+	// decided already keeps its decision, and its answer is dropped (unless
+	// RequireOpen says otherwise).
 	Answers []DecideInput `json:"answers,omitempty"`
 }
 
@@ -482,6 +483,11 @@ type DecideInput struct {
 	Modifications  json.RawMessage `json:"modifications,omitempty"`
 	// IdempotencyKey makes a retried decide return the first decision.
 	IdempotencyKey string `json:"-"`
+	// RequireOpen, in CreateCheckpointInput.Answers, refuses the save
+	// (HITL_ALREADY_DECIDED) when the request was decided otherwise before
+	// it, instead of dropping the answer: a run that went on with this
+	// answer must not be saved against a person's other decision.
+	RequireOpen bool `json:"requireOpen,omitempty"`
 }
 
 // DecideResult is the decided checkpoint, its session after the decision, and the decision.

@@ -214,13 +214,27 @@ func (s *Service) answer(ctx context.Context, tx store.Tx, c caller, sess *belay
 		}
 	}
 	if cp.Decision != nil {
-		return nil
+		return decidedOtherwise(cp, a)
 	}
 	_, err = s.decideOpen(ctx, tx, c, sess, cp, a, now)
 	if errors.Is(err, errDecidedMeanwhile) {
-		return nil
+		if cp, err = tx.GetCheckpoint(ctx, cp.ID); err != nil {
+			return err
+		}
+		return decidedOtherwise(cp, a)
 	}
 	return err
+}
+
+// decidedOtherwise is what an answer a to request cp, decided already, comes
+// to: nothing (the answer is dropped), unless a.RequireOpen and the decision
+// chose another option: then HITL_ALREADY_DECIDED.
+func decidedOtherwise(cp *belay.Checkpoint, a belay.DecideInput) error {
+	if d := cp.Decision; d != nil && a.RequireOpen && d.SelectedOption != a.SelectedOption {
+		return belay.Errorf(belay.CodeHITLAlreadyDecided, "checkpoint %s was decided meanwhile: %s by %s, not %s", cp.ID, d.SelectedOption, d.UserID, a.SelectedOption).
+			With("checkpointId", cp.ID).With("decision", d)
+	}
+	return nil
 }
 
 // ChooseOption returns the option a decision picks: optionID among the

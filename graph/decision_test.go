@@ -248,3 +248,45 @@ func TestRefusedResumeValueNeverReachesTheNode(t *testing.T) {
 		}
 	})
 }
+
+// A person who decides while the resumed node runs with another answer
+// wins: the run's save is refused (HITL_ALREADY_DECIDED) and nothing
+// ships; resumed with no value, the run goes on with the person's decision.
+func TestDecisionDuringAResumedNodeWins(t *testing.T) {
+	svc := newService(t)
+	var interruptID string
+	decided := false
+	c, err := graph.New[release]().AddNode("review", func(nctx context.Context, s release) (release, error) {
+		d, err := graph.Interrupt[graph.Decision](nctx, graph.InterruptRequest{Title: "Deploy?", Options: approveOrReject})
+		if err != nil {
+			return s, err
+		}
+		if !decided { // a person decides while the node runs
+			decided = true
+			if _, err := svc.Decide(ctx, belay.DecideInput{CheckpointID: interruptID, SelectedOption: "reject", Feedback: "NO"}); err != nil {
+				t.Errorf("Decide: %v", err)
+			}
+		}
+		s.Verdict = d.Option
+		return s, nil
+	}).AddNode("deploy", func(_ context.Context, s release) (release, error) {
+		s.Shipped = s.Verdict == "approve"
+		return s, nil
+	}).AddEdge(graph.START, "review").AddEdge("review", "deploy").AddEdge("deploy", graph.END).Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Run(ctx, svc, graph.RunInput[release]{ProjectPath: t.TempDir()})
+	if err != nil || res.Status != graph.Interrupted {
+		t.Fatalf("Run = %+v, %v", res, err)
+	}
+	interruptID = res.Interrupt.ID
+	out, err := c.Resume(ctx, svc, res.RunID, graph.Command{Resume: graph.Decision{Option: "approve"}})
+	if !belay.IsCode(err, belay.CodeHITLAlreadyDecided) {
+		t.Fatalf("Resume = %+v, %v; want HITL_ALREADY_DECIDED", out, err)
+	}
+	out, err = c.Resume(ctx, svc, res.RunID, graph.Command{})
+	if err != nil || out.Status != graph.Completed || out.State.Shipped || out.State.Verdict != "reject" {
+		t.Fatalf("Resume with no value = %+v, %v; want completed on the person's reject", out, err)
+	}
+}

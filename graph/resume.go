@@ -397,6 +397,9 @@ func (r *run[S]) answer(cp *belay.Checkpoint, d *Decision) {
 		return
 	}
 	in := decideInput(cp, d)
+	// The node ran with d: a person who decided otherwise meanwhile fails
+	// the save rather than have the run go on against them.
+	in.RequireOpen = d != nil
 	if opt, ok := cp.HITL.Option(in.SelectedOption); ok && opt.Action == belay.ActionReject && cp.HITL.OnReject != belay.OnRejectContinue {
 		r.decide = append(r.decide, in)
 		return

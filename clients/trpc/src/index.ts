@@ -105,6 +105,7 @@ export interface BelayDecideInput {
   selectedOption: string;
   feedback?: string;
   modifications?: unknown;
+  requireOpen?: boolean;
 }
 
 export interface Deleted {
