@@ -463,7 +463,7 @@ func (s *Service) removeCheckpoint(ctx context.Context, tx store.Tx, sess *belay
 		sess.HeadCheckpointID = cp.ParentID
 	}
 	if cp.Pending() && sess.Status == belay.SessionAwaitingInput {
-		left, err := tx.PendingHITL(ctx, store.PendingQuery{Scope: store.Everything, SessionID: sess.ID, Limit: 1})
+		left, _, err := tx.PendingHITL(ctx, store.PendingQuery{Scope: store.Everything, SessionID: sess.ID, Limit: 1})
 		if err != nil {
 			return err
 		}

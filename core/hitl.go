@@ -311,7 +311,7 @@ func (s *Service) statusAfter(ctx context.Context, tx store.Tx, sess *belay.Sess
 			return belay.SessionFailed, nil
 		}
 	}
-	open, err := tx.PendingHITL(ctx, store.PendingQuery{Scope: store.Everything, SessionID: sess.ID, Limit: 1})
+	open, _, err := tx.PendingHITL(ctx, store.PendingQuery{Scope: store.Everything, SessionID: sess.ID, Limit: 1})
 	if err != nil {
 		return "", err
 	}
@@ -489,8 +489,7 @@ func (s *Service) PendingHITL(ctx context.Context, sessionID string) ([]belay.Pe
 	// naming it as approver; page on until maxPending it may decide are
 	// found, so requests it may only read do not hide the rest.
 	err = walk(func(after *store.CheckpointKey) ([]*belay.Checkpoint, bool, error) {
-		page, err := s.store.PendingHITL(ctx, store.PendingQuery{Scope: c.scope(), SessionID: sessionID, After: after, Limit: storePage})
-		return page, len(page) == storePage, err
+		return s.store.PendingHITL(ctx, store.PendingQuery{Scope: c.scope(), SessionID: sessionID, After: after, Limit: storePage, MaxBytes: store.PageBytes})
 	}, checkpointKey, func(cp *belay.Checkpoint) error {
 		p, ok, err := s.pendingFor(ctx, c, now, sessions, cp)
 		if err != nil || !ok {

@@ -296,7 +296,7 @@ func (s *Service) ResumeSession(ctx context.Context, in belay.ResumeInput) (*bel
 	if sess.Plan != nil {
 		res.NextTask = nextTask(sess.Plan)
 	}
-	pending, err := s.store.PendingHITL(ctx, store.PendingQuery{Scope: store.Everything, SessionID: sess.ID, Limit: maxPending})
+	pending, _, err := s.store.PendingHITL(ctx, store.PendingQuery{Scope: store.Everything, SessionID: sess.ID, Limit: maxPending, MaxBytes: store.PageBytes})
 	if err != nil {
 		return nil, err
 	}

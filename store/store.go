@@ -86,7 +86,7 @@ type Reader interface {
 	// in all (ignoring q.After).
 	ListCheckpoints(ctx context.Context, q CheckpointQuery) (page []*belay.Checkpoint, total int64, more bool, err error)
 	// PendingHITL returns checkpoints whose HITL request has no decision yet, oldest first.
-	PendingHITL(ctx context.Context, q PendingQuery) ([]*belay.Checkpoint, error)
+	PendingHITL(ctx context.Context, q PendingQuery) (page []*belay.Checkpoint, more bool, err error)
 	// DueHITL returns undecided HITL checkpoints whose timeout expired at or
 	// before now and has not fired yet, oldest first. Inside a transaction a
 	// driver locks them so concurrent callers do not get the same rows.
@@ -424,6 +424,8 @@ type PendingQuery struct {
 	// After pages on: only requests after this (CreatedAt, ID) position.
 	After *CheckpointKey
 	Limit int
+	// MaxBytes, when positive, ends the page early, as CheckpointQuery's.
+	MaxBytes int64
 }
 
 // EventQuery filters the event log.

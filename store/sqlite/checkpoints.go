@@ -231,7 +231,7 @@ func (r reader) rarestFirst(ctx context.Context, tags []string) ([]string, error
 	return out, nil
 }
 
-func (r reader) PendingHITL(ctx context.Context, q store.PendingQuery) ([]*belay.Checkpoint, error) {
+func (r reader) PendingHITL(ctx context.Context, q store.PendingQuery) ([]*belay.Checkpoint, bool, error) {
 	where, args := "hitl_required = 1 AND decided_at IS NULL", []any{}
 	// Approvers see the requests that name them, in any session.
 	if cond, a := scopeFilter(q.Scope, "session_id", "project_path", "hitl"); cond != "" {
@@ -246,8 +246,8 @@ func (r reader) PendingHITL(ctx context.Context, q store.PendingQuery) ([]*belay
 		where += " AND (created_at, id) > (?, ?)"
 		args = append(args, ts(q.After.CreatedAt), q.After.ID)
 	}
-	args = append(args, q.Limit)
-	return r.queryCheckpoints(ctx, `SELECT `+checkpointCols+` FROM checkpoints WHERE `+where+` ORDER BY created_at, id LIMIT ?`, args...)
+	args = append(args, q.Limit+1)
+	return r.checkpointPage(ctx, q.Limit, q.MaxBytes, `SELECT `+checkpointCols+` FROM checkpoints WHERE `+where+` ORDER BY created_at, id LIMIT ?`, args...)
 }
 
 func (r reader) DueHITL(ctx context.Context, now time.Time, limit int) ([]*belay.Checkpoint, error) {

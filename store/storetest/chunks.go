@@ -112,7 +112,7 @@ func testStateChunks(t *testing.T, o opener) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pending, err := st.PendingHITL(t.Context(), store.PendingQuery{Scope: store.Everything, Limit: 10})
+			pending, _, err := st.PendingHITL(t.Context(), store.PendingQuery{Scope: store.Everything, Limit: 10})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/store"
+	"github.com/belayhq/belay/store/chunkstore"
 )
 
 func testHITL(t *testing.T, o opener) {
@@ -72,7 +73,7 @@ func testDecideOnce(t *testing.T, st store.Store) {
 	if err := got.VerifyChecksum(); err != nil {
 		t.Errorf("the decision changed the checksum: %v", err)
 	}
-	pend, err := st.PendingHITL(t.Context(), store.PendingQuery{Scope: store.Everything, Limit: 10})
+	pend, _, err := st.PendingHITL(t.Context(), store.PendingQuery{Scope: store.Everything, Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,16 +308,18 @@ func testPendingHITL(t *testing.T, st store.Store) {
 		name string
 		q    store.PendingQuery
 		want []*belay.Checkpoint
+		more bool
 	}{
-		{"All", store.PendingQuery{Limit: 10}, []*belay.Checkpoint{other, p1, paused}},
-		{"Session", store.PendingQuery{SessionID: s1.ID, Limit: 10}, []*belay.Checkpoint{p1, paused}},
-		{"Limit", store.PendingQuery{Limit: 2}, []*belay.Checkpoint{other, p1}},
-		{"UnknownSession", store.PendingQuery{SessionID: newID(), Limit: 10}, nil},
+		{"All", store.PendingQuery{Limit: 10}, []*belay.Checkpoint{other, p1, paused}, false},
+		{"Session", store.PendingQuery{SessionID: s1.ID, Limit: 10}, []*belay.Checkpoint{p1, paused}, false},
+		{"Limit", store.PendingQuery{Limit: 2}, []*belay.Checkpoint{other, p1}, true},
+		{"LimitOfAll", store.PendingQuery{Limit: 3}, []*belay.Checkpoint{other, p1, paused}, false},
+		{"UnknownSession", store.PendingQuery{SessionID: newID(), Limit: 10}, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := tc.q
 			q.Scope = store.Everything
-			got, err := st.PendingHITL(t.Context(), q)
+			got, more, err := st.PendingHITL(t.Context(), q)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -324,6 +327,22 @@ func testPendingHITL(t *testing.T, st store.Store) {
 				got = nil
 			}
 			wantEqual(t, "pending, oldest first", tc.want, got)
+			wantEqual(t, "more", tc.more, more)
 		})
 	}
+	t.Run("Bytes", func(t *testing.T) {
+		heavy := withHITL(newCheckpoint(s2, 2, at(6)), time.Time{})
+		heavy.AgentState = jsonOfSize(chunkstore.InlineMax + 10)
+		mustInsertCheckpoint(t, st, heavy)
+		last := mustInsertCheckpoint(t, st, withHITL(newCheckpoint(s2, 3, at(7)), time.Time{}))
+		q := store.PendingQuery{Scope: store.Everything, Limit: 10, MaxBytes: 1000, After: &store.CheckpointKey{CreatedAt: paused.CreatedAt, ID: paused.ID}}
+		got, more, err := st.PendingHITL(t.Context(), q)
+		if err != nil || len(got) != 1 || got[0].ID != heavy.ID || len(got[0].AgentState) != len(heavy.AgentState) || !more {
+			t.Fatalf("a page of 1000 bytes = %d items, more %v, %v; want the heavy request whole, and more", len(got), more, err)
+		}
+		q.After = &store.CheckpointKey{CreatedAt: heavy.CreatedAt, ID: heavy.ID}
+		if got, more, err = st.PendingHITL(t.Context(), q); err != nil || len(got) != 1 || got[0].ID != last.ID || more {
+			t.Fatalf("the next page = %d items, more %v, %v; want the last request alone", len(got), more, err)
+		}
+	})
 }

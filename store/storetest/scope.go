@@ -313,7 +313,7 @@ func (f *scopeFixture) checkEvents(t *testing.T, st store.Store, scope store.Sco
 
 func pendingIDs(t *testing.T, st store.Reader, q store.PendingQuery) []string {
 	t.Helper()
-	got, err := st.PendingHITL(t.Context(), q)
+	got, _, err := st.PendingHITL(t.Context(), q)
 	if err != nil {
 		t.Fatalf("PendingHITL: %v", err)
 	}
@@ -328,7 +328,7 @@ func walkPending(t *testing.T, st store.Reader, q store.PendingQuery) []string {
 		if page > 100 {
 			t.Fatal("paging does not end")
 		}
-		got, err := st.PendingHITL(t.Context(), q)
+		got, _, err := st.PendingHITL(t.Context(), q)
 		if err != nil {
 			t.Fatalf("PendingHITL: %v", err)
 		}

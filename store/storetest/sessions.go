@@ -302,7 +302,7 @@ func testSessionDeleteCascades(t *testing.T, st store.Store) {
 	if len(rbs) != 0 {
 		t.Errorf("ListRollbacks of a deleted session returned %d rollbacks", len(rbs))
 	}
-	pend, err := st.PendingHITL(t.Context(), store.PendingQuery{Scope: store.Everything, Limit: 100})
+	pend, _, err := st.PendingHITL(t.Context(), store.PendingQuery{Scope: store.Everything, Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
