@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/store"
@@ -264,11 +265,19 @@ func snapshotProgress(ctx context.Context) func(workspace.Progress) {
 
 // snapshotChanges returns a snapshot's file changes, never nil.
 func snapshotChanges(snap *workspace.Snapshot) *belay.FileChanges {
-	return &belay.FileChanges{
-		Created:  append([]string{}, snap.Created...),
-		Modified: append([]string{}, snap.Modified...),
-		Deleted:  append([]string{}, snap.Deleted...),
+	return &belay.FileChanges{Created: jsonNames(snap.Created), Modified: jsonNames(snap.Modified), Deleted: jsonNames(snap.Deleted)}
+}
+
+// jsonNames copies file names as JSON can hold them: a byte that is not
+// UTF-8 (a name git takes, JSON cannot) becomes U+FFFD. Stored as it was, it
+// would come back as U+FFFD anyway, and the checkpoint would no longer match
+// the checksum made of it. The snapshot itself keeps the name's bytes.
+func jsonNames(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = strings.ToValidUTF8(n, "\uFFFD")
 	}
+	return out
 }
 
 // maxSkippedListed bounds the skipped files listed in a checkpoint's metadata.

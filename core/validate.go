@@ -522,6 +522,7 @@ func changesFromDiff(d *workspace.Diff) *belay.FileChanges {
 			fc.Modified = append(fc.Modified, f.Path)
 		}
 	}
+	fc.Created, fc.Modified, fc.Deleted = jsonNames(fc.Created), jsonNames(fc.Modified), jsonNames(fc.Deleted)
 	slices.Sort(fc.Created)
 	slices.Sort(fc.Modified)
 	slices.Sort(fc.Deleted)
