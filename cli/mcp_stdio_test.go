@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,5 +152,33 @@ func TestMCPStdioAnswersMalformedLinesAndKeepsServing(t *testing.T) {
 		m.exited <- code
 	case <-time.After(10 * time.Second):
 		t.Fatal("belay mcp did not exit at the end of its input")
+	}
+}
+
+// TestMCPStdioSaysTheServerCannotBeReached: `belay mcp` on a server that
+// does not answer tells the agent so, not "internal error".
+func TestMCPStdioSaysTheServerCannotBeReached(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now
+	input := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}` + "\n" +
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"checkpoint_list","arguments":{}}}` + "\n"
+	var out lockedBuffer
+	env := map[string]string{"BELAY_URL": url, "BELAY_TOKEN": "belay_x", "HOME": t.TempDir()}
+	code := cli.Run(context.Background(), []string{"mcp"}, cli.Env{Backend: wire.Backend(),
+		Stdin: strings.NewReader(input), Stdout: &out, Stderr: &lockedBuffer{},
+		Getenv: func(k string) string { return env[k] },
+		Getwd:  func() (string, error) { return t.TempDir(), nil },
+	})
+	if code != 0 {
+		t.Fatalf("belay mcp exited %d", code)
+	}
+	got := out.String()
+	if !strings.Contains(got, "cannot reach the belay server at "+url) || !strings.Contains(got, "STORAGE_UNAVAILABLE") {
+		t.Errorf("the tool's answer does not say the server cannot be reached:\n%s", got)
 	}
 }

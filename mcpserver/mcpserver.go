@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -168,10 +169,17 @@ var codeByCode = map[belay.Code]belay.Code{
 }
 
 // errorResult is seed 003's error object as a tool error. An error without a
-// code is an internal error, its text not shown.
+// code is an internal error, its text not shown — but for a service behind
+// HTTP (`belay mcp` with BELAY_URL) that cannot be reached: the agent, and
+// the person reading its log, learn why.
 func errorResult(err error) *mcp.CallToolResult {
 	var be *belay.Error
-	if !errors.As(err, &be) {
+	var ue *url.Error
+	switch {
+	case errors.As(err, &be):
+	case errors.As(err, &ue):
+		be = belay.Errorf(belay.CodeStorageUnavailable, "cannot reach the belay server at %s: %v", ue.URL, ue.Err)
+	default:
 		be = belay.Errorf(belay.CodeInternal, "internal error")
 	}
 	out := *be
