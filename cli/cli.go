@@ -234,15 +234,20 @@ func (a *app) printError(err error) {
 		msg = string(be.Code)
 	}
 	fmt.Fprintf(a.env.Stderr, "belay: %s (%s)\n", msg, be.Code)
-	if h := hint(be); h != "" {
+	if h := a.hint(be); h != "" {
 		fmt.Fprintf(a.env.Stderr, "hint: %s\n", h)
 	}
 }
 
 // hint is what a person at a terminal can do about an error: core says what
 // happened, the CLI adds its own commands.
-func hint(be *belay.Error) string {
+func (a *app) hint(be *belay.Error) string {
 	switch {
+	case be.Code == belay.CodeUnauthenticated && a.env.Getenv("BELAY_URL") != "":
+		if a.env.Getenv("BELAY_TOKEN") == "" {
+			return "set BELAY_TOKEN to an API token of the server at BELAY_URL (`belay token create --user NAME` makes one)"
+		}
+		return "BELAY_TOKEN is not a valid token of the server at BELAY_URL (`belay token create --user NAME` makes one)"
 	case be.Code == belay.CodeCheckpointCorrupt:
 		return "run `belay validate` to see how to recover"
 	case be.Code == belay.CodeUnauthorized && be.Details["projectPath"] != nil:

@@ -225,8 +225,13 @@ func TestServeEndToEnd(t *testing.T) {
 	if code, _, errOut := belayCmd("", remote, "show", "99"); code != 1 || !strings.Contains(errOut, "CHECKPOINT_NOT_FOUND") {
 		t.Errorf("show 99 over HTTP: exit %d, stderr %q", code, errOut)
 	}
-	if code, _, errOut := belayCmd("", []string{"BELAY_URL=" + url}, "checkpoints"); code != 1 || !strings.Contains(errOut, "UNAUTHENTICATED") {
+	if code, _, errOut := belayCmd("", []string{"BELAY_URL=" + url}, "checkpoints"); code != 1 || !strings.Contains(errOut, "UNAUTHENTICATED") ||
+		!strings.Contains(errOut, "hint: set BELAY_TOKEN") {
 		t.Errorf("without a token: exit %d, stderr %q", code, errOut)
+	}
+	if code, _, errOut := belayCmd("", []string{"BELAY_URL=" + url, "BELAY_TOKEN=belay_garbage"}, "checkpoints"); code != 1 || !strings.Contains(errOut, "UNAUTHENTICATED") ||
+		!strings.Contains(errOut, "hint: BELAY_TOKEN is not a valid token") {
+		t.Errorf("with a wrong token: exit %d, stderr %q", code, errOut)
 	}
 	if _, err := os.Stat(filepath.Join(clientData, "belay.db")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a remote command opened a local database: %v", err)

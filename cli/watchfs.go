@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -81,7 +82,8 @@ With --json each workspace is announced as one line {"watching": DIR}.`,
 				mu.Lock()
 				defer mu.Unlock()
 				if a.json {
-					a.printJSON(map[string]string{"watching": root})
+					b, _ := json.Marshal(map[string]string{"watching": root}) // strings: cannot fail
+					fmt.Fprintf(a.env.Stdout, "%s\n", b)
 					return
 				}
 				fmt.Fprintf(a.env.Stdout, "Watching %s: saves there look only at what changed. Interrupt to stop.\n", root)

@@ -54,8 +54,9 @@ func TestWatchFS(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	var announced map[string]string
-	if err := json.Unmarshal([]byte(stdout.String()), &announced); err != nil || announced["watching"] != h.project {
-		t.Errorf("watch-fs --json printed %q", stdout.String())
+	out := stdout.String()
+	if err := json.Unmarshal([]byte(out), &announced); err != nil || announced["watching"] != h.project || strings.Count(out, "\n") != 1 {
+		t.Errorf("watch-fs --json printed %q, want one line", out)
 	}
 	sockets, _ := filepath.Glob(filepath.Join(h.env["BELAY_DATA_DIR"], "workspaces", "*", "watch.sock"))
 	if len(sockets) != 1 {
