@@ -365,60 +365,82 @@ func TestBodiesAsLargeAsEverywhere(t *testing.T) {
 	}
 }
 
-// TestWebSocketBoundsItsCalls: a WebSocket client that sends calls faster
-// than they are answered gets TOO_MANY_REQUESTS past WSCallsInFlight, and
-// the calls under way are still answered.
-func TestWebSocketBoundsItsCalls(t *testing.T) {
-	svc := &gatedService{gate: make(chan struct{})}
-	h := trpc.New("/trpc/", trpc.Options{Service: svc, Authenticate: anyToken, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+// wsConn is a raw tRPC WebSocket connection to srv's /trpc.
+type wsConn struct {
+	t    *testing.T
+	ctx  context.Context
+	conn *websocket.Conn
+}
+
+func dialWS(t *testing.T, srv *httptest.Server) *wsConn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
 	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/trpc/",
 		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer any"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.CloseNow()
+	t.Cleanup(func() { conn.CloseNow() })
+	return &wsConn{t: t, ctx: ctx, conn: conn}
+}
+
+func (w *wsConn) write(msg string) {
+	w.t.Helper()
+	if err := w.conn.Write(w.ctx, websocket.MessageText, []byte(msg)); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// answer reads the next answer: its id and its error's code, else its
+// result's type.
+func (w *wsConn) answer() (int, string) {
+	w.t.Helper()
+	_, data, err := w.conn.Read(w.ctx)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var m struct {
+		ID     int `json:"id"`
+		Result struct {
+			Type string `json:"type"`
+		} `json:"result"`
+		Error *struct {
+			Data struct {
+				Code string `json:"code"`
+			} `json:"data"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		w.t.Fatalf("answer %s: %v", data, err)
+	}
+	if m.Error != nil {
+		return m.ID, m.Error.Data.Code
+	}
+	return m.ID, m.Result.Type
+}
+
+// TestWebSocketBoundsItsCalls: a WebSocket client that sends calls faster
+// than they are answered gets TOO_MANY_REQUESTS past WSCallsInFlight, and
+// the calls under way are still answered.
+func TestWebSocketBoundsItsCalls(t *testing.T) {
+	svc := &gatedService{gate: make(chan struct{})}
+	srv := httptest.NewServer(trpc.New("/trpc/", trpc.Options{Service: svc, Authenticate: anyToken, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+	t.Cleanup(srv.Close)
+	w := dialWS(t, srv)
 	n := trpc.WSCallsInFlight + 4
 	for i := range n {
-		msg := fmt.Sprintf(`{"id":%d,"method":"query","params":{"path":"checkpoints.get","input":"01890000-0000-7000-8000-000000000000"}}`, i)
-		if err := conn.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	read := func() (int, string) {
-		t.Helper()
-		_, data, err := conn.Read(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m struct {
-			ID    int `json:"id"`
-			Error *struct {
-				Data struct {
-					Code string `json:"code"`
-				} `json:"data"`
-			} `json:"error"`
-		}
-		if err := json.Unmarshal(data, &m); err != nil {
-			t.Fatalf("answer %s: %v", data, err)
-		}
-		if m.Error != nil {
-			return m.ID, m.Error.Data.Code
-		}
-		return m.ID, "data"
+		w.write(fmt.Sprintf(`{"id":%d,"method":"query","params":{"path":"checkpoints.get","input":"01890000-0000-7000-8000-000000000000"}}`, i))
 	}
 	for range n - trpc.WSCallsInFlight {
-		if id, code := read(); code != "TOO_MANY_REQUESTS" || id < trpc.WSCallsInFlight {
+		if id, code := w.answer(); code != "TOO_MANY_REQUESTS" || id < trpc.WSCallsInFlight {
 			t.Fatalf("call %d answered %s while %d ran, want TOO_MANY_REQUESTS for the calls past them", id, code, trpc.WSCallsInFlight)
 		}
 	}
 	close(svc.gate)
 	for range trpc.WSCallsInFlight {
-		if id, code := read(); code != "data" {
-			t.Fatalf("call %d answered %s, want its data", id, code)
+		if id, got := w.answer(); got != "data" {
+			t.Fatalf("call %d answered %s, want its data", id, got)
 		}
 	}
 }
@@ -427,67 +449,28 @@ func TestWebSocketBoundsItsCalls(t *testing.T) {
 // WSSubscriptions subscriptions; one more is TOO_MANY_REQUESTS until one
 // stops.
 func TestWebSocketBoundsItsSubscriptions(t *testing.T) {
-	e := newEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(e.srv.URL, "http")+"/trpc",
-		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer any"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.CloseNow()
+	w := dialWS(t, newEnv(t).srv)
 	subscribe := func(id int) {
-		t.Helper()
-		msg := fmt.Sprintf(`{"id":%d,"method":"subscription","params":{"path":"stream.events","input":{}}}`, id)
-		if err := conn.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	answer := func() (int, string) {
-		t.Helper()
-		_, data, err := conn.Read(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m struct {
-			ID     int `json:"id"`
-			Result struct {
-				Type string `json:"type"`
-			} `json:"result"`
-			Error *struct {
-				Data struct {
-					Code string `json:"code"`
-				} `json:"data"`
-			} `json:"error"`
-		}
-		if err := json.Unmarshal(data, &m); err != nil {
-			t.Fatalf("answer %s: %v", data, err)
-		}
-		if m.Error != nil {
-			return m.ID, m.Error.Data.Code
-		}
-		return m.ID, m.Result.Type
+		w.write(fmt.Sprintf(`{"id":%d,"method":"subscription","params":{"path":"stream.events","input":{}}}`, id))
 	}
 	for i := range trpc.WSSubscriptions {
 		subscribe(i)
 	}
 	for range trpc.WSSubscriptions {
-		if id, got := answer(); got != "started" {
+		if id, got := w.answer(); got != "started" {
 			t.Fatalf("subscription %d: %s, want started", id, got)
 		}
 	}
 	subscribe(trpc.WSSubscriptions)
-	if id, got := answer(); id != trpc.WSSubscriptions || got != "TOO_MANY_REQUESTS" {
+	if id, got := w.answer(); id != trpc.WSSubscriptions || got != "TOO_MANY_REQUESTS" {
 		t.Fatalf("subscription %d: %s, want TOO_MANY_REQUESTS", id, got)
 	}
-	if err := conn.Write(ctx, websocket.MessageText, []byte(`{"id":0,"method":"subscription.stop"}`)); err != nil {
-		t.Fatal(err)
-	}
-	if id, got := answer(); id != 0 || got != "stopped" {
+	w.write(`{"id":0,"method":"subscription.stop"}`)
+	if id, got := w.answer(); id != 0 || got != "stopped" {
 		t.Fatalf("stopping subscription 0: %d %s", id, got)
 	}
 	subscribe(trpc.WSSubscriptions + 1)
-	if id, got := answer(); id != trpc.WSSubscriptions+1 || got != "started" {
+	if id, got := w.answer(); id != trpc.WSSubscriptions+1 || got != "started" {
 		t.Fatalf("a subscription after one stopped: %d %s, want started", id, got)
 	}
 }
@@ -495,56 +478,26 @@ func TestWebSocketBoundsItsSubscriptions(t *testing.T) {
 // TestWebSocketStopsBeforeAnIDIsReused: a subscription that reuses a
 // stopped one's id right away is never started before the old one's
 // stopped is sent (the client would take the live one for ended); until
-// then the id is a duplicate.
+// then the id is a duplicate (BAD_REQUEST).
 func TestWebSocketStopsBeforeAnIDIsReused(t *testing.T) {
-	e := newEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(e.srv.URL, "http")+"/trpc",
-		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer any"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.CloseNow()
-	write := func(s string) {
-		t.Helper()
-		if err := conn.Write(ctx, websocket.MessageText, []byte(s)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	read := func() string {
-		t.Helper()
-		_, data, err := conn.Read(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m struct {
-			Result struct{ Type string } `json:"result"`
-			Error  *json.RawMessage      `json:"error"`
-		}
-		if err := json.Unmarshal(data, &m); err != nil {
-			t.Fatalf("answer %s: %v", data, err)
-		}
-		if m.Error != nil {
-			return "error"
-		}
-		return m.Result.Type
-	}
+	w := dialWS(t, newEnv(t).srv)
 	const sub = `{"id":0,"method":"subscription","params":{"path":"stream.events","input":{}}}`
-	write(sub)
-	if got := read(); got != "started" {
+	w.write(sub)
+	if _, got := w.answer(); got != "started" {
 		t.Fatalf("the first subscription: %s", got)
 	}
 	for i := range 200 {
-		write(`{"id":0,"method":"subscription.stop"}`)
+		w.write(`{"id":0,"method":"subscription.stop"}`)
 		time.Sleep(time.Duration(i%40) * 5 * time.Microsecond)
-		write(sub)
-		switch a, b := read(), read(); {
+		w.write(sub)
+		_, a := w.answer()
+		_, b := w.answer()
+		switch {
 		case a == "started" && b == "stopped":
 			t.Fatalf("iteration %d: the new subscription started before the old one stopped", i)
-		case a == "stopped" && b == "error", a == "error" && b == "stopped":
-			write(sub) // the id was still held: subscribe again
-			if got := read(); got != "started" {
+		case a == "stopped" && b == "BAD_REQUEST", a == "BAD_REQUEST" && b == "stopped":
+			w.write(sub) // the id was still held: subscribe again
+			if _, got := w.answer(); got != "started" {
 				t.Fatalf("iteration %d: subscribing again: %s", i, got)
 			}
 		case a != "stopped" || b != "started":
