@@ -62,6 +62,9 @@ With --wait, ask blocks until the decision and exits as 'belay wait' does:
 			if in.SessionID, err = a.sessionFlag(ctx, svc, in.SessionID); err != nil {
 				return err
 			}
+			if err := a.projectPaths(&in.ProjectPath); err != nil {
+				return err
+			}
 			if in.SessionID == "" && in.ProjectPath == "" {
 				if in.ProjectPath, err = a.project(ctx, svc); err != nil {
 					return err

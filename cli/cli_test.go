@@ -349,3 +349,27 @@ func TestShowWithoutSession(t *testing.T) {
 		t.Errorf("checkpoints with none: %q", out)
 	}
 }
+
+// TestProjectDotEverywhere: every --project takes a relative path, as
+// `checkpoints --project .` always did.
+func TestProjectDotEverywhere(t *testing.T) {
+	h := newHarness(t)
+	sess := okJSON[belay.Session](t, h, "session", "new", "--project", ".", "--json")
+	if sess.ProjectPath != h.project {
+		t.Fatalf("session new --project . made a session of %q, want %q", sess.ProjectPath, h.project)
+	}
+	if list := okJSON[belay.SessionList](t, h, "sessions", "--project", ".", "--json"); len(list.Items) != 1 {
+		t.Errorf("sessions --project . listed %d, want 1", len(list.Items))
+	}
+	h.ok(t, "", "retention", "--project", ".", "--keep-last", "5")
+	if out := h.ok(t, "", "retention"); !strings.Contains(out, h.project+"  keep last 5") {
+		t.Errorf("retention after --project .:\n%s", out)
+	}
+	tk := okJSON[belay.NewToken](t, h, "token", "create", "--user", "bob", "--project", ".", "--json")
+	if len(tk.Projects) != 1 || tk.Projects[0] != h.project {
+		t.Errorf("token create --project . limited the token to %q, want %q", tk.Projects, h.project)
+	}
+	if cp := okJSON[belay.Checkpoint](t, h, "ask", "Proceed?", "--project", ".", "--no-snapshot", "--json"); cp.ProjectPath != h.project {
+		t.Errorf("ask --project . asked in %q, want %q", cp.ProjectPath, h.project)
+	}
+}

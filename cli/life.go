@@ -395,6 +395,9 @@ from are always kept. --keep-last 0 --max-age 0 removes the policy.`,
 				}
 				return nil
 			}
+			if err := a.projectPaths(&project); err != nil {
+				return err
+			}
 			p := belay.RetentionPolicy{ProjectPath: project, KeepLast: keepLast}
 			if p.MaxAge, err = parseAge("max-age", maxAge); err != nil {
 				return err

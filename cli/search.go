@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -60,12 +59,8 @@ func (a *app) searchCommand() *cobra.Command {
 				return err
 			}
 			in.Query = strings.Join(argv, " ")
-			if in.ProjectPath != "" && !filepath.IsAbs(in.ProjectPath) {
-				wd, err := a.cwd()
-				if err != nil {
-					return err
-				}
-				in.ProjectPath = filepath.Join(wd, in.ProjectPath)
+			if err := a.projectPaths(&in.ProjectPath); err != nil {
+				return err
 			}
 			ctx, svc, err := a.open(cmd)
 			if err != nil {

@@ -21,6 +21,9 @@ func (a *app) sessionsCommand() *cobra.Command {
 			if err := countFlag("limit", in.Limit, belay.MaxListLimit); err != nil {
 				return err
 			}
+			if err := a.projectPaths(&in.ProjectPath); err != nil {
+				return err
+			}
 			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err
@@ -148,6 +151,9 @@ open keeps its checkpoints; 'belay checkpoints --session ID' lists them.`,
 		Example: `  belay session new --title "refactor billing"`,
 		Args:    args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := a.projectPaths(&in.ProjectPath); err != nil {
+				return err
+			}
 			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err

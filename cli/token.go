@@ -51,6 +51,11 @@ hash is stored: copy the token now, it is not shown again.`,
 			for _, s := range scopes {
 				in.Scopes = append(in.Scopes, belay.Scope(s))
 			}
+			for i := range in.Projects {
+				if err := a.projectPaths(&in.Projects[i]); err != nil {
+					return err
+				}
+			}
 			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err

@@ -59,6 +59,22 @@ func (a *app) absPath(name string) (string, error) {
 	return filepath.Join(wd, name), nil
 }
 
+// projectPaths resolves --project values, which may be relative, in place;
+// an empty one stays empty (the command then finds the project).
+func (a *app) projectPaths(paths ...*string) error {
+	for _, p := range paths {
+		if *p == "" {
+			continue
+		}
+		abs, err := a.absPath(*p)
+		if err != nil {
+			return err
+		}
+		*p = abs
+	}
+	return nil
+}
+
 func (a *app) rollbackCommand() *cobra.Command {
 	var in belay.RestoreInput
 	var sessionID string
