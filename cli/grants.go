@@ -42,7 +42,11 @@ for what each role allows.`,
 			if err != nil {
 				return err
 			}
-			g, err := svc.GrantSession(ctx, belay.GrantInput{SessionID: argv[0], User: argv[1], Role: belay.Role(role)})
+			id, err := a.sessionFlag(ctx, svc, argv[0])
+			if err != nil {
+				return err
+			}
+			g, err := svc.GrantSession(ctx, belay.GrantInput{SessionID: id, User: argv[1], Role: belay.Role(role)})
 			if err != nil {
 				return err
 			}
@@ -69,13 +73,17 @@ an admin may. A user without a role in the session is NOT_FOUND.`,
 			if err != nil {
 				return err
 			}
-			if err := svc.RevokeGrant(ctx, argv[0], argv[1]); err != nil {
+			id, err := a.sessionFlag(ctx, svc, argv[0])
+			if err != nil {
+				return err
+			}
+			if err := svc.RevokeGrant(ctx, id, argv[1]); err != nil {
 				return err
 			}
 			if a.json {
-				return a.printJSON(map[string]any{"sessionId": argv[0], "user": argv[1], "revoked": true})
+				return a.printJSON(map[string]any{"sessionId": id, "user": argv[1], "revoked": true})
 			}
-			fmt.Fprintf(a.env.Stdout, "Revoked the role of %s in session %s.\n", argv[1], argv[0])
+			fmt.Fprintf(a.env.Stdout, "Revoked the role of %s in session %s.\n", argv[1], id)
 			return nil
 		},
 	}
@@ -93,7 +101,11 @@ may read the session may list them; its owner and admins are not listed.`,
 			if err != nil {
 				return err
 			}
-			list, err := svc.ListGrants(ctx, argv[0])
+			id, err := a.sessionFlag(ctx, svc, argv[0])
+			if err != nil {
+				return err
+			}
+			list, err := svc.ListGrants(ctx, id)
 			if err != nil {
 				return err
 			}
@@ -101,7 +113,7 @@ may read the session may list them; its owner and admins are not listed.`,
 				return a.printJSON(list)
 			}
 			if len(list) == 0 {
-				fmt.Fprintf(a.env.Stdout, "No grants: only the owner and admins may use session %s.\n", argv[0])
+				fmt.Fprintf(a.env.Stdout, "No grants: only the owner and admins may use session %s.\n", id)
 				return nil
 			}
 			tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)

@@ -136,4 +136,15 @@ func TestSessionGrantLocal(t *testing.T) {
 	if list := okJSON[[]belay.Grant](t, h, "session", "grants", cp.SessionID); len(list) != 1 || list[0].User != "bob" {
 		t.Errorf("grants --json = %+v", list)
 	}
+	// A unique prefix of the session's id will do, as for every command.
+	prefix := cp.SessionID[:8]
+	if g := okJSON[belay.Grant](t, h, "session", "grant", prefix, "bob", "--role", "read"); g.SessionID != cp.SessionID || g.Role != belay.RoleRead {
+		t.Errorf("grant by prefix = %+v", g)
+	}
+	if list := okJSON[[]belay.Grant](t, h, "session", "grants", prefix); len(list) != 1 || list[0].Role != belay.RoleRead {
+		t.Errorf("grants by prefix = %+v", list)
+	}
+	if out := h.ok(t, "", "session", "revoke", prefix, "bob"); !strings.Contains(out, cp.SessionID) {
+		t.Errorf("revoke by prefix printed %q", out)
+	}
 }
