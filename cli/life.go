@@ -154,6 +154,10 @@ func (a *app) run(ctx context.Context, svc belay.Service, sessionID string, rest
 	if restarts < 0 {
 		return usagef("--restart must not be negative")
 	}
+	// A command that cannot start makes no session to be left running.
+	if _, err := exec.LookPath(argv[0]); err != nil {
+		return belay.Invalid("command", "cannot run %q: %v", argv[0], err)
+	}
 	wd, err := a.project(ctx, svc)
 	if err != nil {
 		return err

@@ -174,3 +174,16 @@ func TestAddressingByNameStepAndPrefix(t *testing.T) {
 		t.Errorf("rollback to an unknown name: exit %d %s", r.code, r.stderr)
 	}
 }
+
+// TestRunOfACommandThatCannotStart: `belay run` of a command that does not
+// exist says so and leaves no session behind, running or otherwise.
+func TestRunOfACommandThatCannotStart(t *testing.T) {
+	h := newHarness(t)
+	r := h.run(t, "", "run", "--", filepath.Join(t.TempDir(), "no-such-agent"))
+	if r.code != cli.ExitError || !strings.Contains(r.stderr, "cannot run") || !strings.Contains(r.stderr, "VALIDATION_ERROR") {
+		t.Errorf("run of a missing command: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if list := okJSON[belay.SessionList](t, h, "sessions", "--json"); len(list.Items) != 0 {
+		t.Errorf("the failed run left %d sessions", len(list.Items))
+	}
+}
