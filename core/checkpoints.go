@@ -351,6 +351,16 @@ func (s *Service) settle(ctx context.Context, cp *belay.Checkpoint) (*belay.Chec
 	return s.store.GetCheckpoint(ctx, cp.ID)
 }
 
+// corrupted returns err when it is CHECKPOINT_CORRUPTED (a damaged agent
+// state, a checksum mismatch), else nil.
+func corrupted(err error) *belay.Error {
+	var e *belay.Error
+	if errors.As(err, &e) && e.Code == belay.CodeCheckpointCorrupt {
+		return e
+	}
+	return nil
+}
+
 // ListCheckpoints returns one page of the checkpoints the caller may read
 // (seed 000's list); the total counts only those.
 func (s *Service) ListCheckpoints(ctx context.Context, in belay.ListCheckpointsInput) (*belay.CheckpointList, error) {
@@ -377,7 +387,11 @@ func (s *Service) ListCheckpoints(ctx context.Context, in belay.ListCheckpointsI
 		OrderByType: in.OrderBy == belay.OrderType, OrderByUpdated: in.OrderBy == belay.OrderUpdatedAt, Desc: in.OrderDir != belay.OrderAsc,
 		After: after, Offset: in.Offset, Limit: limit, MaxBytes: store.PageBytes,
 	}
-	items, total, more, err := refetch(func() ([]*belay.Checkpoint, int64, bool, error) { return s.store.ListCheckpoints(ctx, q) })
+	var total int64
+	items, more, err := refetch(func() (page []*belay.Checkpoint, more bool, err error) {
+		page, total, more, err = s.store.ListCheckpoints(ctx, q)
+		return page, more, err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -399,13 +413,12 @@ func (s *Service) ListCheckpoints(ctx context.Context, in belay.ListCheckpointsI
 	settled := out.Items[:0]
 	for _, cp := range out.Items {
 		cp, err := s.settle(ctx, cp)
-		var e *belay.Error
-		switch {
-		case errors.As(err, &e) && e.Code == belay.CodeCheckpointCorrupt:
+		if e := corrupted(err); e != nil {
 			// One damaged checkpoint fails no list.
 			out.Corrupted = append(out.Corrupted, e)
 			continue
-		case err != nil:
+		}
+		if err != nil {
 			return nil, err
 		}
 		settled = append(settled, cp)

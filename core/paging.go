@@ -16,7 +16,7 @@ const storePage = 500
 func walk[T, K any](read func(after *K) ([]T, bool, error), next func(T) *K, fn func(T) error) error {
 	var after *K
 	for {
-		page, more, err := read(after)
+		page, more, err := refetch(func() ([]T, bool, error) { return read(after) })
 		if err != nil {
 			return err
 		}
@@ -35,9 +35,7 @@ func walk[T, K any](read func(after *K) ([]T, bool, error), next func(T) *K, fn 
 // forEachSession calls fn with every session within scope, newest first.
 func forEachSession(ctx context.Context, r store.Reader, scope store.Scope, fn func(*belay.Session) error) error {
 	return walk(func(after *store.SessionKey) ([]*belay.Session, bool, error) {
-		page, _, more, err := refetch(func() ([]*belay.Session, int64, bool, error) {
-			return r.ListSessions(ctx, store.SessionQuery{Scope: scope, After: after, Limit: storePage, MaxBytes: store.PageBytes})
-		})
+		page, _, more, err := r.ListSessions(ctx, store.SessionQuery{Scope: scope, After: after, Limit: storePage, MaxBytes: store.PageBytes})
 		return page, more, err
 	}, func(s *belay.Session) *store.SessionKey {
 		return &store.SessionKey{CreatedAt: s.CreatedAt, ID: s.ID}
@@ -48,9 +46,7 @@ func forEachSession(ctx context.Context, r store.Reader, scope store.Scope, fn f
 func sessionCheckpoints(ctx context.Context, r store.Reader, sessionID string) ([]*belay.Checkpoint, error) {
 	var out []*belay.Checkpoint
 	err := walk(func(after *store.CheckpointKey) ([]*belay.Checkpoint, bool, error) {
-		page, _, more, err := refetch(func() ([]*belay.Checkpoint, int64, bool, error) {
-			return r.ListCheckpoints(ctx, store.CheckpointQuery{Scope: store.Everything, SessionID: sessionID, After: after, Limit: storePage, MaxBytes: store.PageBytes})
-		})
+		page, _, more, err := r.ListCheckpoints(ctx, store.CheckpointQuery{Scope: store.Everything, SessionID: sessionID, After: after, Limit: storePage, MaxBytes: store.PageBytes})
 		return page, more, err
 	}, checkpointKey, func(cp *belay.Checkpoint) error {
 		out = append(out, cp)
@@ -68,12 +64,13 @@ func checkpointKey(cp *belay.Checkpoint) *store.CheckpointKey {
 // refetch reads a list page again while it comes back empty though more
 // follow: its rows were deleted between the query and the reading of their
 // states, and a page of large states may hold one row. Read again, the page
-// starts after them. After three empty reads it gives up.
-func refetch[T any](read func() ([]T, int64, bool, error)) (page []T, total int64, more bool, err error) {
+// starts after them. After three empty reads it gives up. Every list and
+// walk over the store reads through it.
+func refetch[T any](read func() ([]T, bool, error)) (page []T, more bool, err error) {
 	for range 3 {
-		if page, total, more, err = read(); err != nil || len(page) > 0 || !more {
+		if page, more, err = read(); err != nil || len(page) > 0 || !more {
 			break
 		}
 	}
-	return page, total, more, err
+	return page, more, err
 }

@@ -3,7 +3,6 @@ package core
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -86,13 +85,12 @@ func (s *Service) SearchCheckpoints(ctx context.Context, in belay.SearchInput) (
 			return nil, err
 		}
 		cp, err = s.settle(ctx, cp)
-		var damaged *belay.Error
-		switch {
-		case errors.As(err, &damaged) && damaged.Code == belay.CodeCheckpointCorrupt:
+		if damaged := corrupted(err); damaged != nil {
 			// One damaged checkpoint fails no search, as it fails no list.
 			out.Warnings = append(out.Warnings, fmt.Sprintf("checkpoint %s is left out: %s", r.hit.CheckpointID, damaged.Message))
 			continue
-		case err != nil:
+		}
+		if err != nil {
 			return nil, err
 		}
 		hit := belay.SearchHit{Checkpoint: cp, Score: r.score, Distance: 1}

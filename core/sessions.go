@@ -183,7 +183,11 @@ func (s *Service) ListSessions(ctx context.Context, in belay.ListSessionsInput) 
 		}
 		q.After = &store.SessionKey{CreatedAt: time.Unix(0, c.At).UTC(), ID: c.ID}
 	}
-	items, total, more, err := refetch(func() ([]*belay.Session, int64, bool, error) { return s.store.ListSessions(ctx, q) })
+	var total int64
+	items, more, err := refetch(func() (page []*belay.Session, more bool, err error) {
+		page, total, more, err = s.store.ListSessions(ctx, q)
+		return page, more, err
+	})
 	if err != nil {
 		return nil, err
 	}
