@@ -40,6 +40,10 @@ const (
 	// MaxBodyBytes bounds a request body on every transport: an agent
 	// state of MaxStateBytes, plus room for the other fields.
 	MaxBodyBytes = MaxStateBytes + 1<<20
+	// MaxPageBytes bounds what one answer carries of agent states, outputs
+	// and metadata, give or take its last item: a list page
+	// (store.PageBytes), a tRPC batch.
+	MaxPageBytes = 16 << 20
 	// MaxEndReason bounds the reason a session ends for.
 	MaxEndReason = 1000
 	// MaxAnswers bounds the decisions a checkpoint carries.

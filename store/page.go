@@ -10,7 +10,7 @@ import (
 // state, outputs and metadata bring it to PageBytes or more, however many
 // more its limit allows. Each of those documents may be belay.MaxStateBytes,
 // so a page of 100 could otherwise hold gigabytes, read into memory whole.
-const PageBytes = 16 << 20
+const PageBytes = belay.MaxPageBytes
 
 // CheckpointBytes is what a checkpoint weighs in a page (see PageBytes):
 // its agent state, stored or loaded, outputs and metadata.

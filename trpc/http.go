@@ -53,13 +53,12 @@ const (
 	// batchConcurrency is how many of a batch's calls run at once; the
 	// others wait their turn, in order.
 	batchConcurrency = 4
-	// batchBytes is what a batch's encoded results may reach: the bound of
-	// a list page (store.PageBytes, which a transport does not import).
-	// Once the results of the calls run so far reach it, each call not yet
-	// started is answered PAYLOAD_TOO_LARGE (413 in its slot) instead of
-	// running, so a batch holds at most batchBytes plus the results of the
-	// calls under way, not the sum of all its results.
-	batchBytes = 16 << 20
+	// batchBytes is what a batch's encoded results may reach, as a list
+	// page's. Once the results of the calls run so far reach it, each call
+	// not yet started is answered PAYLOAD_TOO_LARGE (413 in its slot)
+	// instead of running, so a batch holds at most batchBytes plus the
+	// results of the calls under way, not the sum of all its results.
+	batchBytes = belay.MaxPageBytes
 	// wsCallsInFlight is how many queries and mutations one WebSocket
 	// connection may have running at once, and wsSubscriptions how many
 	// subscriptions it may hold.
@@ -122,7 +121,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if perr != nil {
 		// As tRPC does, an error of the request itself is one envelope,
 		// batch or not: httpBatchLink gives it to each of the batch's calls.
-		h.write(w, false, []answer{h.encode(response{err: perr, status: perr.Data.HTTPStatus})})
+		h.writeOne(w, response{err: perr, status: perr.Data.HTTPStatus})
 		return
 	}
 	ctx, authErr := h.identify(r)
@@ -310,6 +309,11 @@ func (h *Handler) encode(o response) answer {
 		return answer{envelope: env, status: http.StatusInternalServerError}
 	}
 	return answer{envelope: env, status: o.status}
+}
+
+// writeOne sends the answer of a request that is no batch.
+func (h *Handler) writeOne(w http.ResponseWriter, o response) {
+	h.write(w, false, []answer{h.encode(o)})
 }
 
 // write sends the answers: one envelope, or an array for a batch, whose

@@ -81,9 +81,9 @@ func (h *Handler) serveSSE(ctx context.Context, w http.ResponseWriter, r *http.R
 	switch {
 	case !opened && err != nil:
 		e := shape(h.opts.Logger, c.path, err)
-		h.write(w, false, []answer{h.encode(response{err: &e, status: e.Data.HTTPStatus})})
+		h.writeOne(w, response{err: &e, status: e.Data.HTTPStatus})
 	case !opened:
-		h.write(w, false, []answer{h.encode(response{data: nil, status: http.StatusOK})})
+		h.writeOne(w, response{data: nil, status: http.StatusOK})
 	case err != nil && r.Context().Err() == nil:
 		e := shape(h.opts.Logger, c.path, err)
 		if b, merr := h.marshal(e); merr == nil {
