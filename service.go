@@ -189,8 +189,10 @@ type SessionService interface {
 	// ActiveSession returns the newest open session of a project path that the
 	// caller may read.
 	ActiveSession(ctx context.Context, projectPath string) (*Session, error)
-	// CurrentSession returns the project's active session, else its newest
-	// one: the session "checkpoint 3" of that project means.
+	// CurrentSession returns the project's current session: its newest open
+	// session, unless a session made after it ended since that one last
+	// moved (then the ended one), else its newest: the session "checkpoint 3"
+	// of that project means.
 	CurrentSession(ctx context.Context, projectPath string) (*Session, error)
 	// ResolveSession finds the session a person names: its id or a unique
 	// prefix of it (at least MinIDPrefix characters), among the sessions the

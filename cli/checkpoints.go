@@ -389,7 +389,7 @@ func (a *app) resolveCheckpoint(ctx context.Context, svc belay.Service, ref, ses
 	return cp, withHint(err, sessionHint)
 }
 
-// activeSession returns the project's active session, else its newest one.
+// activeSession returns the project's current session.
 func (a *app) activeSession(ctx context.Context, svc belay.Service) (*belay.Session, error) {
 	root, err := a.project(ctx, svc)
 	if err != nil {

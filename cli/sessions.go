@@ -68,7 +68,9 @@ func (a *app) sessionInfoCommand() *cobra.Command {
 		Use:   "session-info [ID]",
 		Short: "Show a session (default: the working directory's active session)",
 		Long: `Show a session: by its id or a unique prefix of it (at least 4 characters),
-or without one the working directory's active session, else its newest.`,
+or without one the working directory's current session: its newest open
+session, unless one made after it has ended since (say, failed on a rejection);
+else its newest.`,
 		Args: args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			ctx, svc, err := a.open(cmd)
@@ -184,7 +186,7 @@ func (a *app) sessionTitleCommand() *cobra.Command {
 		Use:   "title [ID] TITLE",
 		Short: "Set a session's title (default: the working directory's session)",
 		Long: `Set the title of a session: the one ID names (an id or a unique prefix), or
-the working directory's active session, else its newest. An empty TITLE
+the working directory's current session (see session-info). An empty TITLE
 clears it. Lists show the title.`,
 		Example: `  belay session title "refactor billing"
   belay session title 01a2f7 "refactor billing"`,

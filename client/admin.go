@@ -25,7 +25,8 @@ func list[T any](ctx context.Context, c *Client, path string, q url.Values) ([]T
 	return out.Items, nil
 }
 
-// CurrentSession returns the project's active session, else its newest one.
+// CurrentSession returns the project's current session (see
+// belay.Service.CurrentSession).
 func (c *Client) CurrentSession(ctx context.Context, projectPath string) (*belay.Session, error) {
 	return call[belay.Session](ctx, c, http.MethodGet, "/v1/sessions/current", url.Values{"projectPath": {projectPath}}, nil)
 }

@@ -180,9 +180,12 @@ func (s *Service) refSession(ctx context.Context, c caller, in belay.CheckpointR
 	return s.currentSession(ctx, c, in.ProjectPath)
 }
 
-// CurrentSession returns the project's open session among those the caller
-// may read, else its newest one, so that "checkpoint 3" still means something
-// after the session ended.
+// CurrentSession returns the project's current session among those the
+// caller may read: its newest open session, unless a session made after that
+// one ended since the open one last moved (then that ended session, so
+// "checkpoint 3" after a rejection failed the session still means its
+// checkpoint, not one of an older session left open); with none open, its
+// newest session.
 func (s *Service) CurrentSession(ctx context.Context, projectPath string) (*belay.Session, error) {
 	c, err := authorize(ctx, belay.ScopeRead)
 	if err != nil {
@@ -196,16 +199,19 @@ func (s *Service) currentSession(ctx context.Context, c caller, projectPath stri
 		return nil, err
 	}
 	projectPath = filepath.Clean(projectPath)
-	sess, err := s.store.ActiveSession(ctx, projectPath, c.scope())
-	if !belay.IsCode(err, belay.CodeSessionNotFound) {
-		return sess, err
+	open, err := s.store.ActiveSession(ctx, projectPath, c.scope())
+	if err != nil && !belay.IsCode(err, belay.CodeSessionNotFound) {
+		return nil, err
 	}
 	list, _, _, err := s.store.ListSessions(ctx, store.SessionQuery{Scope: c.scope(), ProjectPath: projectPath, Limit: 1})
 	if err != nil {
 		return nil, err
 	}
-	if len(list) == 0 {
+	switch {
+	case len(list) == 0:
 		return nil, belay.Errorf(belay.CodeSessionNotFound, "no session in %s", projectPath).With("projectPath", projectPath)
+	case open != nil && (list[0].Status.Open() || !list[0].UpdatedAt.After(open.UpdatedAt)):
+		return open, nil
 	}
 	return list[0], nil
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/internal/testclock"
 	"github.com/belayhq/belay/internal/testutil"
 )
 
@@ -178,4 +180,43 @@ func TestSnapshotSaveSaysItStartedASession(t *testing.T) {
 	if after.StartedSession == nil || *after.StartedSession != want || after.Seq != 1 {
 		t.Errorf("snapshot after the session failed: #%d, StartedSession %+v; want #1, %+v", after.Seq, after.StartedSession, want)
 	}
+}
+
+// A checkpoint number names a checkpoint of the project's current session:
+// the newest open one, unless a session made after it ended since. A session
+// that just failed on a rejection stays current until another one moves.
+func TestCurrentSessionAfterASessionEnds(t *testing.T) {
+	svc := newService(t, testclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), time.Second))
+	project := t.TempDir()
+	current := func(want *belay.Session, why string) {
+		t.Helper()
+		sess, err := svc.CurrentSession(localCtx, project)
+		if err != nil || sess.ID != want.ID {
+			t.Fatalf("%s: CurrentSession = %v, %v; want %s", why, sess, err, want.ID)
+		}
+		cp, err := svc.ResolveCheckpoint(localCtx, belay.CheckpointRef{ProjectPath: project, Ref: "1"})
+		if err != nil || cp.SessionID != want.ID {
+			t.Fatalf("%s: checkpoint 1 = %v, %v; want session %s's", why, cp, err, want.ID)
+		}
+	}
+	older, err := svc.CreateSession(localCtx, belay.CreateSessionInput{ProjectPath: project})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, svc, belay.CreateCheckpointInput{SessionID: older.ID, Summary: "step"})
+	newer, err := svc.CreateSession(localCtx, belay.CreateSessionInput{ProjectPath: project})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, svc, belay.CreateCheckpointInput{SessionID: newer.ID, Summary: "step"})
+	current(newer, "both open")
+	mustCreate(t, svc, belay.CreateCheckpointInput{SessionID: older.ID, Summary: "step"})
+	current(newer, "both open, the older saved last")
+
+	if _, err := svc.EndSession(localCtx, belay.EndSessionInput{SessionID: newer.ID, Status: belay.SessionFailed}); err != nil {
+		t.Fatal(err)
+	}
+	current(newer, "the newer failed")
+	mustCreate(t, svc, belay.CreateCheckpointInput{SessionID: older.ID, Summary: "step"})
+	current(older, "the older saved after the newer failed")
 }
