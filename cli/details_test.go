@@ -51,6 +51,23 @@ func TestRollbackWording(t *testing.T) {
 		strings.Contains(out, "was rolled back") {
 		t.Errorf("dry run of a state-only rollback printed:\n%s", out)
 	}
+	// Its state is the head's: nothing to undo, and it says so of the state
+	// alone (the files may well have changed).
+	testtree.Write(t, h.project, map[string]string{"a.txt": "after"})
+	if out := h.ok(t, "", "rollback", "4"); !strings.Contains(out, "The agent state was already checkpoint #4's: nothing to undo.") {
+		t.Errorf("state-only rollback to the head printed:\n%s", out)
+	}
+	// Back to #3, which has a snapshot, then state-only to #4: the undo point
+	// is a state-only checkpoint, not #3, whose files are older.
+	h.ok(t, "", "rollback", "3")
+	testtree.Write(t, h.project, map[string]string{"a.txt": "later"})
+	if out := h.ok(t, "", "rollback", "4"); !strings.Contains(out, "Undo with: belay rollback 6") {
+		t.Errorf("state-only rollback printed:\n%s", out)
+	}
+	h.ok(t, "", "rollback", "6")
+	if got := testtree.Read(t, h.project)["a.txt"]; got != "later" {
+		t.Errorf("a.txt = %q after undoing a state-only rollback, want it left as it was", got)
+	}
 }
 
 // TestRollbackSaysWhatItKept: a file the target's snapshot left out (too

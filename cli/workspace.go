@@ -146,6 +146,8 @@ func (a *app) printRestore(res *belay.RestoreResult, withSession bool) {
 		fmt.Fprintln(w, "The checkpoint has no snapshot: only the agent state was rolled back.")
 	}
 	switch {
+	case res.SafetyCheckpoint != nil && res.SafetyCheckpoint.ID == cp.ID && cp.WorkspaceRef == "":
+		fmt.Fprintf(w, "The agent state was already checkpoint #%d's: nothing to undo.\n", cp.Seq)
 	case res.SafetyCheckpoint != nil && res.SafetyCheckpoint.ID == cp.ID:
 		fmt.Fprintf(w, "Nothing had changed since checkpoint #%d: nothing to undo.\n", cp.Seq)
 	case res.SafetyCheckpoint != nil:

@@ -137,7 +137,7 @@ func skippedPaths(cp *belay.Checkpoint) []string {
 }
 
 // restoreState rolls back a checkpoint without a snapshot: state only, with
-// the safety checkpoint in the same transaction.
+// the safety checkpoint (state only too) in the same transaction.
 func (s *Service) restoreState(ctx context.Context, sess *belay.Session, target *belay.Checkpoint, reason string) (*belay.RestoreResult, error) {
 	res := &belay.RestoreResult{Checkpoint: target, RestoredFiles: []string{}, RemovedFiles: []string{}}
 	err := s.update(ctx, func(tx store.Tx) error {
@@ -148,6 +148,11 @@ func (s *Service) restoreState(ctx context.Context, sess *belay.Session, target 
 		head, err := s.unchangedHead(ctx, tx, cur)
 		if err != nil {
 			return err
+		}
+		// A head with a snapshot is no undo point: rolling back to it would
+		// move the files, which this rollback left as they are.
+		if head != nil && head.WorkspaceRef != "" {
+			head = nil
 		}
 		if res.SafetyCheckpoint = head; head == nil {
 			res.SafetyCheckpoint = s.safetyCheckpoint(ctx, cur, target, reason)

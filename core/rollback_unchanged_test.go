@@ -78,3 +78,41 @@ func TestStateOnlyRollbackKeepsStateTheHeadLacks(t *testing.T) {
 		t.Errorf("rollback with a state the head lacks: safety = %+v, %v; want #4 with {\"n\":3}", res.SafetyCheckpoint, err)
 	}
 }
+
+// TestStateOnlyRollbackUndoKeepsTheFiles: a rollback to a checkpoint without
+// a snapshot leaves the files alone, so its undo must too. The head, whose
+// snapshot may differ from the files now, is no undo point for it: a
+// state-only safety checkpoint is.
+func TestStateOnlyRollbackUndoKeepsTheFiles(t *testing.T) {
+	e := newWSEnv(t)
+	testtree.Write(t, e.project, map[string]string{"a.txt": "one"})
+	e.save(t, "one")
+	plain := e.save(t, "two", func(in *belay.CreateCheckpointInput) {
+		in.Snapshot, in.AgentState = false, json.RawMessage(`{"n":2}`)
+	})
+	testtree.Write(t, e.project, map[string]string{"a.txt": "three"})
+	head := e.save(t, "three", func(in *belay.CreateCheckpointInput) { in.AgentState = json.RawMessage(`{"n":3}`) })
+	testtree.Write(t, e.project, map[string]string{"a.txt": "four"})
+
+	res := e.rollback(t, plain)
+	safety := res.SafetyCheckpoint
+	if safety == nil || safety.ID == head.ID || safety.WorkspaceRef != "" || string(safety.AgentState) != `{"n":3}` {
+		t.Fatalf("safety checkpoint = %+v; want a new one with #3's state and no snapshot", safety)
+	}
+	if got := testtree.Read(t, e.project)["a.txt"]; got != "four" {
+		t.Errorf("a.txt = %q after a state-only rollback, want four", got)
+	}
+	e.rollback(t, safety)
+	if got := testtree.Read(t, e.project)["a.txt"]; got != "four" {
+		t.Errorf("a.txt = %q after undoing it, want four", got)
+	}
+	if s := mustSession(t, e.svc, head.SessionID); string(s.State) != `{"n":3}` {
+		t.Errorf("state after the undo = %s, want #3's", s.State)
+	}
+
+	// A head without a snapshot is still its own undo point.
+	again := e.rollback(t, plain)
+	if e.rollback(t, again.SafetyCheckpoint); again.SafetyCheckpoint.ID != safety.ID {
+		t.Errorf("undo point after a state-only head = #%d, want #%d", again.SafetyCheckpoint.Seq, safety.Seq)
+	}
+}
