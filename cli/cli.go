@@ -15,6 +15,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -197,6 +198,8 @@ func Run(ctx context.Context, args []string, env Env) int {
 	var ue usageError
 	// cobra reports an unknown command as a plain error; it is a usage error.
 	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command ") {
+		// cobra parses no flag of a command it cannot find.
+		a.json = a.json || slices.Contains(args, "--json")
 		if a.json {
 			a.printError(&belay.Error{Code: belay.CodeValidation, Message: err.Error()})
 			return ExitUsage

@@ -28,15 +28,26 @@ an API token (BELAY_TOKEN, or the one ` + "`belay serve`" + ` printed on its fir
 			if err != nil {
 				return err
 			}
-			if printOnly {
+			res := struct {
+				URL    string `json:"url"`
+				Opened bool   `json:"opened"`
+			}{URL: u}
+			if !printOnly {
+				err := openBrowser(u)
+				if err != nil && !a.json {
+					fmt.Fprintf(a.env.Stderr, "Could not start a browser (%v); open %s yourself.\n", err, u)
+					return nil
+				}
+				res.Opened = err == nil
+			}
+			switch {
+			case a.json:
+				return a.printJSON(res)
+			case res.Opened:
+				fmt.Fprintf(a.env.Stdout, "Opened %s\n", u)
+			default:
 				fmt.Fprintln(a.env.Stdout, u)
-				return nil
 			}
-			if err := openBrowser(u); err != nil {
-				fmt.Fprintf(a.env.Stderr, "Could not start a browser (%v); open %s yourself.\n", err, u)
-				return nil
-			}
-			fmt.Fprintf(a.env.Stdout, "Opened %s\n", u)
 			return nil
 		},
 	}
