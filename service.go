@@ -821,9 +821,12 @@ type GCWorkspace struct {
 	Orphaned bool `json:"orphaned"`
 	// Removed is set when all its snapshots went.
 	Removed bool `json:"removed"`
-	// DeletedSessions counts deleted sessions whose snapshots were still there.
-	DeletedSessions int   `json:"deletedSessions,omitempty"`
-	BytesBefore     int64 `json:"bytesBefore"`
+	// DeletedSessions counts deleted sessions whose snapshots were still
+	// there, DeletedCheckpoints the snapshots of deleted checkpoints (and of
+	// saves that never became a checkpoint) of sessions that remain.
+	DeletedSessions    int   `json:"deletedSessions,omitempty"`
+	DeletedCheckpoints int   `json:"deletedCheckpoints,omitempty"`
+	BytesBefore        int64 `json:"bytesBefore"`
 	// BytesFreed is exact, except in a dry run for a workspace that stays,
 	// where it is an estimate.
 	BytesFreed int64  `json:"bytesFreed"`

@@ -642,7 +642,8 @@ func (a *app) gcCommand() *cobra.Command {
 		Long: `Reclaim disk space: delete the chunks of large agent states that no
 checkpoint refers to any more (those of deleted checkpoints and sessions); in
 every workspace's snapshot repository, drop what no checkpoint needs (the
-snapshots of deleted sessions, objects of failed saves and diffs); and
+snapshots of deleted sessions and deleted checkpoints, objects of failed saves
+and diffs); and
 remove the snapshot repositories of workspaces no session refers to (listed
 as orphaned by 'belay du'). Admins only.
 
@@ -694,10 +695,17 @@ func (a *app) printGC(rep *belay.GCReport) {
 				why = "no session refers to it"
 			}
 			fmt.Fprintf(w, "  %s: %s all snapshots (%s), %s %s\n", name, removeVerb, why, verb, humanBytes(g.BytesFreed))
-		case g.BytesFreed > 0 || g.DeletedSessions > 0:
-			extra := ""
+		case g.BytesFreed > 0 || g.DeletedSessions > 0 || g.DeletedCheckpoints > 0:
+			var of []string
 			if g.DeletedSessions > 0 {
-				extra = fmt.Sprintf(" (snapshots of %d deleted sessions)", g.DeletedSessions)
+				of = append(of, plural(g.DeletedSessions, "deleted session"))
+			}
+			if g.DeletedCheckpoints > 0 {
+				of = append(of, plural(g.DeletedCheckpoints, "deleted checkpoint"))
+			}
+			extra := ""
+			if len(of) > 0 {
+				extra = " (snapshots of " + strings.Join(of, " and ") + ")"
 			}
 			fmt.Fprintf(w, "  %s: %s %s%s\n", name, verb, humanBytes(g.BytesFreed), extra)
 		}

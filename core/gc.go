@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/store"
@@ -13,9 +12,9 @@ import (
 // CollectGarbage reclaims the space snapshots and agent states no longer
 // need (admins only): the chunks of large states no checkpoint or session
 // refers to, the snapshots of deleted sessions that a failed delete left
-// behind, the objects no snapshot reaches in every shadow repository, and
-// the shadow repositories of workspaces no session refers to. With DryRun
-// it reports what it would free and changes nothing.
+// behind and of deleted checkpoints, the objects no snapshot reaches in every
+// shadow repository, and the shadow repositories of workspaces no session
+// refers to. With DryRun it reports what it would free and changes nothing.
 func (s *Service) CollectGarbage(ctx context.Context, in belay.GCInput) (*belay.GCReport, error) {
 	if _, err := authorizeAdmin(ctx, "collect garbage"); err != nil {
 		return nil, err
@@ -58,10 +57,7 @@ func (s *Service) CollectGarbage(ctx context.Context, in belay.GCInput) (*belay.
 				return !roots[sh.Root], err
 			})
 		} else {
-			w.DeletedSessions, err = s.dropDeletedSessions(ctx, ws, sh.Root, deleted, in.DryRun)
-			if err == nil {
-				rec, err = ws.Collect(ctx, sh.ID, in.DryRun)
-			}
+			rec, err = ws.Collect(ctx, sh.ID, in.DryRun, s.unneededRefs(ctx, deleted, &w))
 		}
 		switch {
 		case errors.Is(err, workspace.ErrInUse):
@@ -98,32 +94,49 @@ func (s *Service) deletedSessions(ctx context.Context) (map[string]bool, error) 
 	}
 }
 
-// dropDeletedSessions deletes the snapshot refs of deleted sessions left in
-// a workspace's shadow repository and returns how many sessions had some.
-func (s *Service) dropDeletedSessions(ctx context.Context, ws *workspace.Manager, root string, deleted map[string]bool, dryRun bool) (int, error) {
-	refs, err := ws.Refs(ctx, root, "refs/belay")
-	var we *workspace.Error
-	if errors.As(err, &we) && we.Code == workspace.InvalidWorkspace {
-		return 0, nil // the workspace is gone; its session's rows remain
-	}
-	if err != nil {
-		return 0, err
-	}
-	found := map[string]bool{}
-	for ref := range refs {
-		id, _, _ := strings.Cut(strings.TrimPrefix(ref, "refs/belay/"), "/")
-		if !deleted[id] || found[id] {
-			continue
-		}
-		if _, err := s.store.GetSession(ctx, id); !belay.IsCode(err, belay.CodeSessionNotFound) {
-			continue // imported again since
-		}
-		found[id] = true
-		if !dryRun {
-			if _, err := ws.DeleteRefs(ctx, root, sessionRefs(id)); err != nil {
-				return len(found), err
+// unneededRefs returns what Collect asks, under the workspace lock, of a
+// shadow repository's refs: those no checkpoint needs. They are the refs of
+// deleted sessions, and those of a session here whose seq names no checkpoint
+// with a snapshot (deleted since, or a save that failed after its snapshot).
+// It counts them in w. A session this database never had keeps its refs:
+// another database may share the data directory.
+func (s *Service) unneededRefs(ctx context.Context, deleted map[string]bool, w *belay.GCWorkspace) func(map[string]string) ([]string, error) {
+	return func(refs map[string]string) ([]string, error) {
+		var drop []string
+		sessions := map[string]bool{} // id -> here
+		for ref := range refs {
+			id, seq, ok := snapshotRefOf(ref)
+			if !ok {
+				continue
+			}
+			here, seen := sessions[id]
+			if !seen {
+				_, err := s.store.GetSession(ctx, id)
+				if err != nil && !belay.IsCode(err, belay.CodeSessionNotFound) {
+					return nil, err
+				}
+				here, sessions[id] = err == nil, err == nil
+				if !here && deleted[id] {
+					w.DeletedSessions++
+				}
+			}
+			switch {
+			case !here && deleted[id]:
+				drop = append(drop, ref)
+			case here:
+				cp, err := s.store.GetCheckpointBySeq(ctx, id, seq)
+				if corrupted(err) != nil {
+					continue // validation reports it; its snapshot may tell what it was
+				}
+				if err != nil && !belay.IsCode(err, belay.CodeCheckpointNotFound) {
+					return nil, err
+				}
+				if err != nil || cp.WorkspaceRef == "" {
+					drop = append(drop, ref)
+					w.DeletedCheckpoints++
+				}
 			}
 		}
+		return drop, nil
 	}
-	return len(found), nil
 }

@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -145,5 +146,55 @@ func TestCollectGarbageDropsSnapshotsADeleteLeft(t *testing.T) {
 func TestArchiveSuffixIsTheWorkspaceExclude(t *testing.T) {
 	if belay.ArchiveSuffix != workspace.ArchiveSuffix {
 		t.Errorf("belay.ArchiveSuffix %q, workspace excludes %q", belay.ArchiveSuffix, workspace.ArchiveSuffix)
+	}
+}
+
+// TestCollectGarbageFreesDeletedCheckpoints: a deleted checkpoint's snapshot
+// stays until gc, which drops it and gives back what only it held; the dry
+// run counts it too, without changing anything.
+func TestCollectGarbageFreesDeletedCheckpoints(t *testing.T) {
+	e := newWSEnv(t)
+	testtree.Write(t, e.project, map[string]string{"a.txt": "a\n"})
+	first := e.save(t, "first")
+	noise := make([]byte, 256<<10)
+	chacha := rand.NewChaCha8([32]byte{1})
+	chacha.Read(noise)
+	testtree.Write(t, e.project, map[string]string{"big.bin": string(noise)})
+	big := e.save(t, "big")
+	if err := os.Remove(filepath.Join(e.project, "big.bin")); err != nil {
+		t.Fatal(err)
+	}
+	last := e.save(t, "without it")
+	if err := e.svc.DeleteCheckpoint(alice, big.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	dry, err := e.svc.CollectGarbage(admin, belay.GCInput{DryRun: true})
+	if err != nil || len(dry.Workspaces) != 1 || dry.Workspaces[0].DeletedCheckpoints != 1 || dry.FreedBytes < 200<<10 {
+		t.Fatalf("dry run = %+v, %v", dry, err)
+	}
+	if ok, _ := e.ws.HasCommit(localCtx, e.project, big.WorkspaceRef); !ok {
+		t.Fatal("the dry run dropped the snapshot")
+	}
+	rep, err := e.svc.CollectGarbage(admin, belay.GCInput{})
+	if err != nil || len(rep.Workspaces) != 1 || rep.Workspaces[0].DeletedCheckpoints != 1 || rep.FreedBytes < 200<<10 {
+		t.Fatalf("gc = %+v, %v", rep, err)
+	}
+	if est, got := dry.FreedBytes, rep.FreedBytes; est > 2*got || 2*est < got {
+		t.Errorf("the dry run estimated %d bytes, gc freed %d", est, got)
+	}
+	if ok, _ := e.ws.HasCommit(localCtx, e.project, big.WorkspaceRef); ok {
+		t.Error("the deleted checkpoint's snapshot survived gc")
+	}
+	for _, cp := range []*belay.Checkpoint{first, last} {
+		if ok, err := e.ws.HasCommit(localCtx, e.project, cp.WorkspaceRef); !ok || err != nil {
+			t.Errorf("gc lost #%d's snapshot: %v", cp.Seq, err)
+		}
+	}
+	if v, err := e.svc.Validate(admin, belay.ValidateInput{}); err != nil || !v.OK {
+		t.Errorf("validate after gc = %+v, %v", v, err)
+	}
+	if again, err := e.svc.CollectGarbage(admin, belay.GCInput{}); err != nil || again.Workspaces[0].DeletedCheckpoints != 0 {
+		t.Errorf("gc again = %+v, %v", again, err)
 	}
 }

@@ -56,6 +56,20 @@ func checkpointRef(sessionID string, seq int64) string {
 // sessionRefs is the ref hierarchy of a session's snapshots.
 func sessionRefs(sessionID string) string { return "refs/belay/" + sessionID + "/" }
 
+// snapshotRefOf parses a checkpoint's snapshot ref (see checkpointRef).
+func snapshotRefOf(ref string) (sessionID string, seq int64, ok bool) {
+	rest, ok := strings.CutPrefix(ref, "refs/belay/")
+	if !ok {
+		return "", 0, false
+	}
+	sessionID, n, ok := strings.Cut(rest, "/")
+	if !ok || belay.ValidateID("sessionId", sessionID) != nil {
+		return "", 0, false
+	}
+	seq, err := strconv.ParseInt(n, 10, 64)
+	return sessionID, seq, err == nil && seq > 0
+}
+
 // workspaceRoot is the workspace a session snapshots: its project path.
 func workspaceRoot(sess *belay.Session) (string, error) {
 	if sess.ProjectPath == "" {

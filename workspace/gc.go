@@ -87,9 +87,12 @@ func (m *Manager) Canonical(root string) string {
 // Collect reclaims the space of the shadow directory id that no snapshot
 // needs: the objects of deleted snapshots, of failed saves and of diffs, and
 // objects borrowed from the user's repository are copied in so the borrowing
-// ends. A directory without snapshots is removed. With dryRun nothing
-// changes and After is an estimate. It takes the workspace lock.
-func (m *Manager) Collect(ctx context.Context, id string, dryRun bool) (*Reclaimed, error) {
+// ends. A directory without snapshots is removed. drop, when not nil, is
+// asked with the workspace lock held (so no snapshot of the workspace starts
+// meanwhile) which of the repository's refs (name to commit) to delete first.
+// With dryRun nothing changes and After is an estimate (without the refs drop
+// names). It takes the workspace lock.
+func (m *Manager) Collect(ctx context.Context, id string, dryRun bool, drop func(refs map[string]string) ([]string, error)) (*Reclaimed, error) {
 	s, err := m.shadowByID(id)
 	if err != nil {
 		return nil, err
@@ -102,7 +105,22 @@ func (m *Manager) Collect(ctx context.Context, id string, dryRun bool) (*Reclaim
 		return nil, err
 	}
 	defer unlock()
-	return m.reclaim(ctx, s, dryRun)
+	var dropped []string
+	if drop != nil {
+		refs, err := m.refs(ctx, s, "refs/")
+		if err != nil {
+			return nil, err
+		}
+		if dropped, err = drop(refs); err != nil {
+			return nil, err
+		}
+		if len(dropped) > 0 && !dryRun {
+			if err := m.clearRefLocks(ctx, s); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m.reclaim(ctx, s, dryRun, dropped)
 }
 
 // ErrInUse is returned by RemoveShadow when unused, asked under the
@@ -201,8 +219,14 @@ func unfinishedRestore(s *shadow) bool {
 	return err == nil
 }
 
-// reclaim is Collect with the lock held.
-func (m *Manager) reclaim(ctx context.Context, s *shadow, dryRun bool) (*Reclaimed, error) {
+// reclaim is Collect with the lock held, after deleting the refs drop (in a
+// dry run, counting without them).
+func (m *Manager) reclaim(ctx context.Context, s *shadow, dryRun bool, drop []string) (*Reclaimed, error) {
+	if !dryRun {
+		if err := m.deleteRefs(ctx, s, drop); err != nil {
+			return nil, err
+		}
+	}
 	before, err := dirBytes(ctx, s.dir)
 	if err != nil {
 		return nil, err
@@ -225,6 +249,11 @@ func (m *Manager) reclaim(ctx context.Context, s *shadow, dryRun bool) (*Reclaim
 	if err != nil {
 		return nil, err
 	}
+	if dryRun {
+		for _, ref := range drop {
+			delete(refs, ref)
+		}
+	}
 	if len(refs) == 0 {
 		if !dryRun {
 			if err := m.removeShadow(s); err != nil {
@@ -235,7 +264,7 @@ func (m *Manager) reclaim(ctx context.Context, s *shadow, dryRun bool) (*Reclaim
 		return rec, nil
 	}
 	if dryRun {
-		rec.After = before - m.unreachableBytes(ctx, s)
+		rec.After = before - m.unreachableBytes(ctx, s, refs)
 		return rec, nil
 	}
 	if err := m.releaseIndex(ctx, s); err != nil {
@@ -306,15 +335,20 @@ func (m *Manager) releaseIndex(ctx context.Context, s *shadow) error {
 	return nil
 }
 
-// unreachableBytes estimates the bytes of objects no ref or index entry
-// reaches: the object store's size less what the reachable objects use. It
-// returns 0 when git cannot tell (--disk-usage needs git 2.31).
-func (m *Manager) unreachableBytes(ctx context.Context, s *shadow) int64 {
+// unreachableBytes estimates the bytes of objects neither refs (name to
+// commit) nor an index entry reaches: the object store's size less what the
+// reachable objects use. It returns 0 when git cannot tell (--disk-usage
+// needs git 2.31).
+func (m *Manager) unreachableBytes(ctx context.Context, s *shadow, refs map[string]string) int64 {
 	total, err := objectBytes(ctx, filepath.Join(s.repo, "objects"))
 	if err != nil {
 		return 0
 	}
-	out, err := m.run(ctx, s, runOpts{}, "rev-list", "--objects", "--all", "--indexed-objects", "--disk-usage")
+	var tips bytes.Buffer
+	for _, commit := range refs {
+		tips.WriteString(commit + "\n")
+	}
+	out, err := m.run(ctx, s, runOpts{stdin: tips.Bytes()}, "rev-list", "--objects", "--stdin", "--indexed-objects", "--disk-usage")
 	if err != nil {
 		return 0
 	}

@@ -160,20 +160,20 @@ func TestShadowsAndCollect(t *testing.T) {
 	if again, _ := m.Shadows(ctx); len(again) != 2 {
 		t.Errorf("a dry run removed a shadow: %+v", again)
 	}
-	if rec, err := m.Collect(ctx, byRoot[canonLive].ID, true); err != nil || rec.After >= rec.Before || !hasObject(t, m, live, junk) {
+	if rec, err := m.Collect(ctx, byRoot[canonLive].ID, true, nil); err != nil || rec.After >= rec.Before || !hasObject(t, m, live, junk) {
 		t.Errorf("dry-run collect = %+v, %v", rec, err)
 	}
 
 	if rec, err := m.RemoveShadow(ctx, byRoot[m.Canonical(gone)].ID, false, func() (bool, error) { return true, nil }); err != nil || !rec.Removed {
 		t.Errorf("remove = %+v, %v", rec, err)
 	}
-	rec, err = m.Collect(ctx, byRoot[canonLive].ID, false)
+	rec, err = m.Collect(ctx, byRoot[canonLive].ID, false, nil)
 	if err != nil || rec.Removed || rec.After >= rec.Before || hasObject(t, m, live, junk) {
 		t.Errorf("collect = %+v, %v", rec, err)
 	}
 	// Nothing is left to collect, and a dry run says so: the packs' indexes
 	// and the repository's other files are no object a collect frees.
-	if rec, err := m.Collect(ctx, byRoot[canonLive].ID, true); err != nil || rec.After != rec.Before {
+	if rec, err := m.Collect(ctx, byRoot[canonLive].ID, true, nil); err != nil || rec.After != rec.Before {
 		t.Errorf("dry-run collect after a collect = %+v (would free %d bytes), %v", rec, rec.Before-rec.After, err)
 	}
 	shadows, err = m.Shadows(ctx)

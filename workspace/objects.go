@@ -22,18 +22,15 @@ import (
 // synced as core.fsync=committed asks (the object before the ref that names
 // it). Whatever this code does not cover goes to git.
 
-// commitBody is the commit `git commit-tree tree [-p parent] -F -` writes
-// with belay's identity at unix time when, and false when git would change
-// the message (not UTF-8: git re-encodes it) or the message holds a NUL.
-func commitBody(tree, parent, msg string, when int64) ([]byte, bool) {
+// commitBody is the commit `git commit-tree tree -F -` writes with belay's
+// identity at unix time when, and false when git would change the message
+// (not UTF-8: git re-encodes it) or the message holds a NUL.
+func commitBody(tree, msg string, when int64) ([]byte, bool) {
 	if !utf8.ValidString(msg) || strings.ContainsRune(msg, 0) {
 		return nil, false
 	}
 	var b bytes.Buffer
 	b.WriteString("tree " + tree + "\n")
-	if parent != "" {
-		b.WriteString("parent " + parent + "\n")
-	}
 	stamp := strconv.FormatInt(when, 10) + " +0000\n"
 	b.WriteString("author belay <belay@localhost> " + stamp)
 	b.WriteString("committer belay <belay@localhost> " + stamp)

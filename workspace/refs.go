@@ -215,21 +215,28 @@ func (m *Manager) deleteAndReclaim(ctx context.Context, s *shadow, refs []string
 	if err != nil {
 		return nil, err
 	}
-	var cmds bytes.Buffer
-	for _, ref := range refs {
-		fmt.Fprintf(&cmds, "delete %s\x00\x00", ref)
-	}
-	if cmds.Len() > 0 {
-		if _, err := m.run(ctx, s, runOpts{stdin: cmds.Bytes()}, "update-ref", "-z", "--stdin"); err != nil {
-			return nil, fmt.Errorf("delete refs of %s: %w", s.root, err)
-		}
-	}
-	rec, err := m.reclaim(ctx, s, false)
+	rec, err := m.reclaim(ctx, s, false, refs)
 	if err != nil {
 		return nil, err
 	}
 	rec.Before = before
 	return rec, nil
+}
+
+// deleteRefs deletes refs (missing ones are fine) in one transaction; the
+// caller holds the lock.
+func (m *Manager) deleteRefs(ctx context.Context, s *shadow, refs []string) error {
+	var cmds bytes.Buffer
+	for _, ref := range refs {
+		fmt.Fprintf(&cmds, "delete %s\x00\x00", ref)
+	}
+	if cmds.Len() == 0 {
+		return nil
+	}
+	if _, err := m.run(ctx, s, runOpts{stdin: cmds.Bytes()}, "update-ref", "-z", "--stdin"); err != nil {
+		return fmt.Errorf("delete refs of %s: %w", s.root, err)
+	}
+	return nil
 }
 
 // WriteBundle writes the given refs of the shadow repository, with all the

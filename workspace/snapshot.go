@@ -22,8 +22,11 @@ type SnapshotRequest struct {
 	// Ref is the full ref that will point at the new commit, e.g.
 	// refs/belay/<session>/<seq>.
 	Ref string
-	// Parent is the commit the change lists are computed against and the
-	// parent of the new commit; "" means none (every file counts as created).
+	// Parent is the commit the change lists are computed against; "" means
+	// none (every file counts as created). The new commit does not name it
+	// as its parent: every snapshot commit is a root, so deleting one's ref
+	// (a deleted checkpoint's) lets gc reclaim what only it held, however
+	// many snapshots came after it.
 	Parent string
 	// Message is the full commit message, trailers included.
 	Message string
@@ -209,7 +212,7 @@ func (m *Manager) snapshot(ctx context.Context, s *shadow, req SnapshotRequest) 
 			return nil, fmt.Errorf("snapshot %s: message: %w", s.root, err)
 		}
 	}
-	if snap.Commit, err = m.commitTree(ctx, s, tree, parent, msg); err != nil {
+	if snap.Commit, err = m.commitTree(ctx, s, tree, msg); err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
 	}
 	// The ref is synced in full however it is written, after the commit:
@@ -245,18 +248,13 @@ func (m *Manager) tidyPacks(ctx context.Context, s *shadow) {
 	m.run(ctx, s, runOpts{}, args...)
 }
 
-// commitTree writes the commit of a snapshot: itself when it can (see
-// objects.go), else with git commit-tree. parent, when set, is a full
-// commit id.
-func (m *Manager) commitTree(ctx context.Context, s *shadow, tree, parent, msg string) (string, error) {
-	if body, ok := commitBody(tree, parent, msg, m.now().Unix()); ok {
+// commitTree writes the commit of a snapshot, a root commit: itself when it
+// can (see objects.go), else with git commit-tree.
+func (m *Manager) commitTree(ctx context.Context, s *shadow, tree, msg string) (string, error) {
+	if body, ok := commitBody(tree, msg, m.now().Unix()); ok {
 		return writeLooseObject(s.repo, "commit", body)
 	}
-	args := []string{"commit-tree", tree}
-	if parent != "" {
-		args = append(args, "-p", parent)
-	}
-	out, err := m.run(ctx, s, runOpts{stdin: []byte(msg)}, append(args, "-F", "-")...)
+	out, err := m.run(ctx, s, runOpts{stdin: []byte(msg)}, "commit-tree", tree, "-F", "-")
 	if err != nil {
 		return "", err
 	}
