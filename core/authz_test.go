@@ -493,3 +493,45 @@ func TestRevokedTokenEndsItsStreams(t *testing.T) {
 	default:
 	}
 }
+
+// TestDeletingARequestNeedsTheRightToDecideIt: deleting a checkpoint whose
+// request waits for a decision clears the gate, as a decision would: a
+// token that may write but not decide (an agent's) may not, nor may the
+// requester when self-approval is forbidden. Once decided, it may.
+func TestDeletingARequestNeedsTheRightToDecideIt(t *testing.T) {
+	svc := newService(t, nil)
+	agent := belay.WithActor(context.Background(), belay.Actor{UserID: "alice", Scopes: []belay.Scope{belay.ScopeRead, belay.ScopeWrite}})
+	ask := func(forbidSelf bool) *belay.Checkpoint {
+		t.Helper()
+		cp, err := svc.CreateCheckpoint(agent, belay.CreateCheckpointInput{ProjectPath: t.TempDir(), Summary: "deploy",
+			HITL: &belay.HITLInput{Required: true, Title: "Deploy?", ForbidSelfApproval: forbidSelf}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cp
+	}
+	gate := ask(false)
+	testutil.WantCode(t, svc.DeleteCheckpoint(agent, gate.ID), belay.CodeUnauthorized)
+	if pending, err := svc.PendingHITL(asUser("alice"), gate.SessionID); err != nil || len(pending) != 1 {
+		t.Fatalf("pending after a refused delete = %+v, %v", pending, err)
+	}
+	if s := mustSession(t, svc, gate.SessionID); s.Status != belay.SessionAwaitingInput {
+		t.Errorf("session after a refused delete is %s", s.Status)
+	}
+	selfGate := ask(true)
+	testutil.WantCode(t, svc.DeleteCheckpoint(asUser("alice"), selfGate.ID), belay.CodeUnauthorized)
+	if err := svc.DeleteCheckpoint(localCtx, selfGate.ID); err != nil {
+		t.Errorf("an admin deleting a request: %v", err)
+	}
+	// The owner with every scope may; and a decided request is no gate.
+	if err := svc.DeleteCheckpoint(asUser("alice"), gate.ID); err != nil {
+		t.Errorf("the owner deleting her request: %v", err)
+	}
+	decided := ask(false)
+	if _, err := svc.Decide(asUser("alice"), belay.DecideInput{CheckpointID: decided.ID, SelectedOption: "approve"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.DeleteCheckpoint(agent, decided.ID); err != nil {
+		t.Errorf("the agent deleting a decided request: %v", err)
+	}
+}

@@ -448,6 +448,16 @@ func (s *Service) DeleteCheckpoint(ctx context.Context, id string) error {
 		if err := rt.mayOwn(c, sess, "delete its checkpoints"); err != nil {
 			return err
 		}
+		// Deleting a request that waits clears its gate, as a decision
+		// would: it takes the right to decide it (an admin may clean up).
+		if cp.Pending() && !c.Admin {
+			if err := mayDecide(c, rt, cp); err != nil {
+				var be *belay.Error
+				errors.As(err, &be)
+				return belay.Errorf(belay.CodeUnauthorized, "checkpoint #%d waits for a decision, which deleting it would clear: %s", cp.Seq, be.Message).
+					With("checkpointId", cp.ID)
+			}
+		}
 		return s.removeCheckpoint(ctx, tx, sess, cp)
 	})
 }
