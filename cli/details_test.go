@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -128,5 +129,41 @@ func TestDecideHelpNamesOptionsNotActions(t *testing.T) {
 	out := h.ok(t, "", "decide", "--help")
 	if strings.Contains(out, "--option approve") || strings.Contains(out, "--option modify") || !strings.Contains(out, "not an action") {
 		t.Errorf("decide --help:\n%s", out)
+	}
+}
+
+// TestRollbackOfAnotherProjectSaysSo: a checkpoint id from another project
+// rolls that project back; the output names it, and the undo command is an
+// id, which means the same wherever it is run (a number would mean this
+// project's checkpoint).
+func TestRollbackOfAnotherProjectSaysSo(t *testing.T) {
+	h := newHarness(t)
+	here := h.project
+	other := t.TempDir()
+	h.project = other
+	testtree.Write(t, other, map[string]string{"f": "1"})
+	cp := okJSON[belay.Checkpoint](t, h, "save", "-m", "there")
+	testtree.Write(t, other, map[string]string{"f": "2"})
+
+	h.project = here
+	for i := range 4 {
+		testtree.Write(t, here, map[string]string{"f": fmt.Sprint(i)})
+		h.ok(t, "", "save", "-m", fmt.Sprint(i))
+	}
+	if out := h.ok(t, "", "rollback", cp.ID, "--dry-run"); !strings.Contains(out, "in "+other+" would restore 1 file") {
+		t.Errorf("dry run printed:\n%s", out)
+	}
+	out := h.ok(t, "", "rollback", cp.ID)
+	if !strings.Contains(out, "of session "+cp.SessionID+" in "+other+":") || strings.Contains(out, "Undo with: belay rollback 2\n") {
+		t.Fatalf("rollback printed:\n%s", out)
+	}
+	undo := out[strings.Index(out, "Undo with: ")+len("Undo with: "):]
+	args := strings.Fields(undo)[1:]
+	h.ok(t, "", args...)
+	if got := testtree.Read(t, other)["f"]; got != "2" {
+		t.Errorf("%s, run here, left f = %q there; want it undone", strings.TrimSpace(undo), got)
+	}
+	if got := testtree.Read(t, here)["f"]; got != "3" {
+		t.Errorf("f here = %q; the rollbacks were of the other project", got)
 	}
 }

@@ -108,7 +108,7 @@ touched. New checkpoints descend from the checkpoint rolled back to.`,
 			if a.json {
 				return a.printJSON(res)
 			}
-			a.printRestore(res, sessionID != "")
+			a.printRestore(res, a.here(ctx, svc))
 			return nil
 		},
 	}
@@ -120,15 +120,39 @@ touched. New checkpoints descend from the checkpoint rolled back to.`,
 	return cmd
 }
 
-func (a *app) printRestore(res *belay.RestoreResult, withSession bool) {
+// place is where a command runs: the project and its current session
+// ("" for none).
+type place struct{ project, session string }
+
+// here returns the project the command works in and its current session,
+// as far as they can be told.
+func (a *app) here(ctx context.Context, svc belay.Service) place {
+	var p place
+	p.project, _ = a.project(ctx, svc)
+	if p.project != "" {
+		if sess, err := svc.CurrentSession(ctx, p.project); err == nil {
+			p.session = sess.ID
+		}
+	}
+	return p
+}
+
+// printRestore reports a rollback run at here: a rollback of another
+// project names it, and its undo command names the session when a number
+// alone would mean another one there.
+func (a *app) printRestore(res *belay.RestoreResult, here place) {
 	w := a.env.Stdout
 	cp := res.Checkpoint
+	where := ""
+	if cp.ProjectPath != here.project {
+		where = " in " + quoted(cp.ProjectPath)
+	}
 	if res.DryRun {
-		fmt.Fprintf(w, "Rolling back to checkpoint #%d would restore %s and remove %d (dry run: nothing changed).\n",
-			cp.Seq, plural(len(res.RestoredFiles), "file"), len(res.RemovedFiles))
+		fmt.Fprintf(w, "Rolling back to checkpoint #%d%s would restore %s and remove %d (dry run: nothing changed).\n",
+			cp.Seq, where, plural(len(res.RestoredFiles), "file"), len(res.RemovedFiles))
 	} else {
-		fmt.Fprintf(w, "Rolled back to checkpoint #%d %s of session %s: %s restored, %d removed.\n",
-			cp.Seq, cp.ID, cp.SessionID, plural(len(res.RestoredFiles), "file"), len(res.RemovedFiles))
+		fmt.Fprintf(w, "Rolled back to checkpoint #%d %s of session %s%s: %s restored, %d removed.\n",
+			cp.Seq, cp.ID, cp.SessionID, where, plural(len(res.RestoredFiles), "file"), len(res.RemovedFiles))
 	}
 	for _, p := range res.RestoredFiles {
 		fmt.Fprintf(w, "  restore  %s\n", quoted(p))
@@ -153,8 +177,8 @@ func (a *app) printRestore(res *belay.RestoreResult, withSession bool) {
 	case res.SafetyCheckpoint != nil:
 		a.warnSkipped(res.SafetyCheckpoint, "were not in the pre-rollback snapshot and were left as they are")
 		undo := fmt.Sprintf("belay rollback %d", res.SafetyCheckpoint.Seq)
-		if withSession {
-			undo += " --session " + cp.SessionID
+		if cp.SessionID != here.session {
+			undo = "belay rollback " + res.SafetyCheckpoint.ID
 		}
 		fmt.Fprintf(w, "Undo with: %s\n", undo)
 	}
