@@ -290,3 +290,138 @@ func TestDecisionDuringAResumedNodeWins(t *testing.T) {
 		t.Fatalf("Resume with no value = %+v, %v; want completed on the person's reject", out, err)
 	}
 }
+
+// shipGraph is review → deploy → END, as deployGraph, counting how often
+// deploy ran: it ships whatever the verdict says.
+func shipGraph(t *testing.T) (*graph.Compiled[release], *int) {
+	t.Helper()
+	deployed := new(int)
+	c, err := graph.New[release]().AddNode("review", askVerdict).
+		AddNode("deploy", func(_ context.Context, s release) (release, error) {
+			*deployed++ // an irreversible side effect
+			s.Shipped = s.Verdict == "approve"
+			return s, nil
+		}).
+		AddEdge(graph.START, "review").AddEdge("review", "deploy").AddEdge("deploy", graph.END).Compile()
+	if err != nil {
+		t.Fatalf("Compile: %v", err)
+	}
+	return c, deployed
+}
+
+// skip is a way to move a run past its interrupt without running the
+// interrupted node again, writing the approval the request asks for into
+// the state: Goto, or UpdateState as that node.
+type skip struct {
+	name string
+	past func(ctx context.Context, c *graph.Compiled[release], svc belay.Service, runID string) error
+}
+
+var skips = []skip{
+	{"goto", func(ctx context.Context, c *graph.Compiled[release], svc belay.Service, runID string) error {
+		_, err := c.Resume(ctx, svc, runID, graph.Command{Goto: "deploy", Update: map[string]any{"verdict": "approve"}})
+		return err
+	}},
+	{"update as node", func(ctx context.Context, c *graph.Compiled[release], svc belay.Service, runID string) error {
+		_, err := c.UpdateState(ctx, svc, runID, map[string]any{"verdict": "approve"}, "review")
+		return err
+	}},
+}
+
+// Moving past an open request answers it, so it takes the right to decide
+// it, as a resume value does: an agent that may not decide is refused
+// (UNAUTHORIZED) before anything runs or is written, and the run still
+// waits, its request open; someone who may decide goes past it, answering
+// it with its default option.
+func TestSkippingAnOpenRequestTakesTheRightToDecide(t *testing.T) {
+	for _, tc := range skips {
+		t.Run(tc.name, func(t *testing.T) {
+			svc := newService(t)
+			w := &writes{Service: svc, n: map[string]int{}}
+			c, deployed := shipGraph(t)
+			res, err := c.Run(agentCtx, svc, graph.RunInput[release]{ProjectPath: t.TempDir()})
+			if err != nil || res.Status != graph.Interrupted {
+				t.Fatalf("Run = %+v, %v; want interrupted at review", res, err)
+			}
+			err = tc.past(agentCtx, c, w, res.RunID)
+			var be *belay.Error
+			if !errors.As(err, &be) || be.Code != belay.CodeUnauthorized || be.Details["checkpointId"] != res.Interrupt.ID {
+				t.Fatalf("the agent's skip = %v, want UNAUTHORIZED naming %s", err, res.Interrupt.ID)
+			}
+			if got := w.take(); *deployed != 0 || len(got) != 0 {
+				t.Fatalf("the refused skip deployed %d times and wrote %v; want nothing", *deployed, got)
+			}
+			st, err := c.GetState(ctx, svc, res.RunID)
+			if err != nil || st.Interrupt == nil || st.Interrupt.ID != res.Interrupt.ID || st.Interrupt.Checkpoint.Decision != nil {
+				t.Fatalf("GetState = %+v, %v; want the run still at its open interrupt", st, err)
+			}
+			if err := tc.past(ctx, c, svc, res.RunID); err != nil {
+				t.Fatalf("an admin's skip = %v", err)
+			}
+			req, err := svc.GetCheckpoint(ctx, res.Interrupt.ID)
+			if err != nil || req.Decision == nil || req.Decision.SelectedOption != "reject" || req.Decision.UserID != "local" {
+				t.Fatalf("the request after the admin's skip = %+v, %v; want its default option, by the admin", req, err)
+			}
+		})
+	}
+}
+
+// Moving past a decided request answers nothing: the decision stands, as
+// when Resume goes on with it, so an agent that may not decide moves on.
+func TestSkippingADecidedRequestKeepsItsDecision(t *testing.T) {
+	for _, tc := range skips {
+		t.Run(tc.name, func(t *testing.T) {
+			svc := newService(t)
+			c, _ := shipGraph(t)
+			res, err := c.Run(agentCtx, svc, graph.RunInput[release]{ProjectPath: t.TempDir()})
+			if err != nil || res.Status != graph.Interrupted {
+				t.Fatalf("Run = %+v, %v; want interrupted at review", res, err)
+			}
+			if _, err := svc.Decide(ctx, belay.DecideInput{CheckpointID: res.Interrupt.ID, SelectedOption: "approve", Feedback: "ship it"}); err != nil {
+				t.Fatalf("Decide: %v", err)
+			}
+			if err := tc.past(agentCtx, c, svc, res.RunID); err != nil {
+				t.Fatalf("the agent's skip after the decision = %v", err)
+			}
+			if st, err := c.GetState(ctx, svc, res.RunID); err != nil || st.Interrupt != nil {
+				t.Fatalf("GetState after the skip = %+v, %v; want the run past its interrupt", st, err)
+			}
+			req, err := svc.GetCheckpoint(ctx, res.Interrupt.ID)
+			if err != nil || req.Decision == nil || req.Decision.SelectedOption != "approve" || req.Decision.Feedback != "ship it" {
+				t.Fatalf("the request after the skip = %+v, %v; want the person's decision", req, err)
+			}
+		})
+	}
+}
+
+// Going on from a breakpoint answers its request too: an agent that may
+// not decide it is refused before the node it stopped before runs, with no
+// value or with Goto; once a person decides it, the agent goes on.
+func TestGoingOnFromABreakpointTakesTheRightToDecide(t *testing.T) {
+	svc := newService(t)
+	deployed := 0
+	c, err := graph.New[release]().AddNode("deploy", func(_ context.Context, s release) (release, error) {
+		deployed++
+		s.Shipped = true
+		return s, nil
+	}).AddEdge(graph.START, "deploy").AddEdge("deploy", graph.END).Compile(graph.InterruptBefore("deploy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Run(agentCtx, svc, graph.RunInput[release]{ProjectPath: t.TempDir()})
+	if err != nil || res.Status != graph.Interrupted || res.Interrupt.Breakpoint != "before" {
+		t.Fatalf("Run = %+v, %v; want stopped before deploy", res, err)
+	}
+	for _, cmd := range []graph.Command{{}, {Goto: graph.END}} {
+		if _, err := c.Resume(agentCtx, svc, res.RunID, cmd); !belay.IsCode(err, belay.CodeUnauthorized) || deployed != 0 {
+			t.Fatalf("the agent's Resume(%+v) = %v, deployed %d times; want UNAUTHORIZED before deploy", cmd, err, deployed)
+		}
+	}
+	if _, err := svc.Decide(ctx, belay.DecideInput{CheckpointID: res.Interrupt.ID, SelectedOption: "continue"}); err != nil {
+		t.Fatalf("Decide: %v", err)
+	}
+	done, err := c.Resume(agentCtx, svc, res.RunID, graph.Command{})
+	if err != nil || done.Status != graph.Completed || !done.State.Shipped || deployed != 1 {
+		t.Fatalf("the agent's Resume after the decision = %+v, %v; want completed, deployed once", done, err)
+	}
+}

@@ -323,7 +323,9 @@ func Append[T any](current, update []T) []T {
 // InterruptBefore sets static breakpoints: the run pauses before any of
 // nodes runs, with a HITL request ("Breakpoint before <node>", one option,
 // continue) that Resume with no value, or a decision through belay, goes on
-// from. Command.Update and UpdateState change the state meanwhile.
+// from; going on answers the request, so Resume takes a caller who may
+// decide it until someone has. Command.Update and UpdateState change the
+// state meanwhile.
 func InterruptBefore(nodes ...string) Option {
 	return func(o *options) { o.before = append(o.before, nodes...) }
 }

@@ -140,7 +140,9 @@ func Interrupt[T any](ctx context.Context, req InterruptRequest) (T, error) {
 // encoding/json matches them (case-insensitively); a key that names no field
 // is a VALIDATION_ERROR. Goto instead leaves the interrupted node unfinished
 // and goes on at that node (or END), answering an open request with its
-// default option.
+// default option — which, as a resume value, takes a caller who may decide
+// the request (UNAUTHORIZED otherwise, before any node runs); past a decided
+// request, the decision stands and anyone who may resume the run goes on.
 type Command struct {
 	Resume any
 	Goto   string

@@ -97,6 +97,9 @@ func (c *Compiled[S]) resume(ctx context.Context, svc belay.Service, runID strin
 		resumes: map[string][]json.RawMessage{}, step: p.Step, state: state, raw: raw, waiting: p.Waiting}
 	switch {
 	case cmd.Goto != "":
+		if err := mayPass(ctx, svc, runID, reqs); err != nil {
+			return nil, err
+		}
 		r.node, r.also, r.writes = cmd.Goto, nil, nil
 		for _, cp := range reqs {
 			r.answer(cp, nil)
@@ -104,6 +107,9 @@ func (c *Compiled[S]) resume(ctx context.Context, svc belay.Service, runID strin
 	case bp != "":
 		// A breakpoint goes on when resumed, decided or not; the node it
 		// stopped before runs this time.
+		if err := mayPass(ctx, svc, runID, reqs); err != nil {
+			return nil, err
+		}
 		r.pass = bp == breakBefore
 		r.answer(reqs[0], nil)
 	default:
@@ -127,7 +133,7 @@ func (c *Compiled[S]) resume(ctx context.Context, svc belay.Service, runID strin
 					return nil, belay.Errorf(belay.CodeHITLAlreadyDecided, "interrupt %s (%s) of run %s was already decided: %s by %s; resume it with no value to go on with that decision",
 						cp.ID, ip.Node, runID, cp.Decision.SelectedOption, cp.Decision.UserID).With("checkpointId", cp.ID).With("decision", cp.Decision)
 				}
-				if err := mayAnswer(ctx, svc, runID, cp); err != nil {
+				if err := mayAnswer(ctx, svc, runID, cp, "its resume value cannot answer it"); err != nil {
 					return nil, err
 				}
 				var d *Decision
@@ -140,7 +146,7 @@ func (c *Compiled[S]) resume(ctx context.Context, svc belay.Service, runID strin
 					return nil, err
 				}
 			case ok:
-				if err := mayAnswer(ctx, svc, runID, cp); err != nil {
+				if err := mayAnswer(ctx, svc, runID, cp, "its resume value cannot answer it"); err != nil {
 					return nil, err
 				}
 				var d *Decision
@@ -336,16 +342,17 @@ func resumeValue(cp *belay.Checkpoint, v any) (json.RawMessage, *Decision, error
 	return b, d, nil
 }
 
-// mayAnswer refuses a resume value that answers request cp from a caller
-// who may not decide it (UNAUTHORIZED), before the node runs with it: the
-// run's next checkpoint carries the answer, and the service would refuse it
-// only after the node's side effects. An open request is one of the
-// caller's pending requests (the service's own rules: scope, owner,
-// approvers, self-approval); a decided one, answered anew after a Fork,
-// needs the decide scope when ctx carries the caller (a service in this
-// process), and the save checks the rest.
-func mayAnswer(ctx context.Context, svc belay.Service, runID string, cp *belay.Checkpoint) error {
-	refused := belay.Errorf(belay.CodeUnauthorized, "the caller may not decide interrupt %s of run %s, so its resume value cannot answer it: a person who may decides it, then resume with no value", cp.ID, runID).
+// mayAnswer refuses an answer to request cp — a resume value, or the
+// default option of a request the run moves past — from a caller who may
+// not decide it (UNAUTHORIZED; what says what the answer cannot do), before
+// any node runs: the run's next checkpoint carries the answer, and the
+// service would refuse it only after the nodes' side effects. An open
+// request is one of the caller's pending requests (the service's own rules:
+// scope, owner, approvers, self-approval); a decided one, answered anew
+// after a Fork, needs the decide scope when ctx carries the caller (a
+// service in this process), and the save checks the rest.
+func mayAnswer(ctx context.Context, svc belay.Service, runID string, cp *belay.Checkpoint, what string) error {
+	refused := belay.Errorf(belay.CodeUnauthorized, "the caller may not decide interrupt %s of run %s, so %s: a person who may decides it, then resume with no value", cp.ID, runID, what).
 		With("checkpointId", cp.ID)
 	if cp.Decision != nil {
 		if a, ok := belay.ActorFrom(ctx); ok && !a.Has(belay.ScopeDecide) {
@@ -359,6 +366,25 @@ func mayAnswer(ctx context.Context, svc belay.Service, runID string, cp *belay.C
 	}
 	if !slices.ContainsFunc(pending, func(p belay.PendingHITL) bool { return p.Checkpoint.ID == cp.ID }) {
 		return refused
+	}
+	return nil
+}
+
+// mayPass refuses to move run runID past its requests reqs with no resume
+// value — Goto, UpdateState as a node, going on from a breakpoint — when
+// the caller may not decide one that is open: going past answers it with its
+// default option, as a resume value would (see mayAnswer). A decided
+// request is answered already and its decision stands whatever runs next,
+// so anyone who may resume the run goes on after it, as Resume with no
+// value does.
+func mayPass(ctx context.Context, svc belay.Service, runID string, reqs []*belay.Checkpoint) error {
+	for _, cp := range reqs {
+		if cp.Decision != nil {
+			continue
+		}
+		if err := mayAnswer(ctx, svc, runID, cp, "the run cannot go past it"); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -142,8 +142,9 @@ type run[S any] struct {
 // when the run completes at END (the session completed), pauses at an
 // Interrupt (status Interrupted, the session awaiting input) or fails. A node
 // that returns an error or panics, a router that returns an unknown target, a
-// state JSON cannot hold (or that is larger than belay.MaxStateBytes as JSON)
-// or a run longer than the recursion limit fails it:
+// state JSON cannot hold (or that is larger than belay.MaxStateBytes as JSON),
+// parallel branches whose completed states together are too large to keep
+// while a sibling pauses, or a run longer than the recursion limit fails it:
 // an "error" checkpoint records the message (and a panic's stack), the
 // session fails and Run returns the error with a Failed result. An error of
 // the service itself is returned as is and the run goes no further.
@@ -496,6 +497,10 @@ func (c *Compiled[S]) parallel(ctx context.Context, r *run[S], names []string) (
 		}
 	}
 	if len(paused) > 0 {
+		if size, ok := keepable(writes); !ok {
+			res, err := r.fail(ctx, strings.Join(names, "+"), writesTooLarge(writes, size, paused))
+			return zero, nil, nil, res, err
+		}
 		r.writes = writes
 		res, err := r.interrupt(ctx, paused, writes)
 		return zero, nil, nil, res, err
@@ -526,6 +531,34 @@ func (c *Compiled[S]) parallel(ctx context.Context, r *run[S], names []string) (
 		return zero, nil, nil, res, err
 	}
 	return out, raw, next, nil, nil
+}
+
+// maxWrites bounds the states of a step's completed branches kept while a
+// sibling pauses or fails (point.Writes, as JSON): they ride in the metadata
+// of one checkpoint, which holds belay.MaxStateBytes, with the rest of the
+// point. Each branch's state fits a checkpoint; several together may not.
+const maxWrites = belay.MaxStateBytes - 1<<20
+
+// keepable says whether a checkpoint can keep writes, the states of a
+// step's completed branches, and returns their size as JSON.
+func keepable(writes map[string]json.RawMessage) (int, bool) {
+	b, err := json.Marshal(writes)
+	return len(b), err == nil && len(b) <= maxWrites
+}
+
+// writesTooLarge is the error of a pause whose completed branches' writes,
+// of size bytes, no checkpoint can keep for the resume: a VALIDATION_ERROR
+// naming the branches, the size and the limit, which fails the run, as a
+// state over belay.MaxStateBytes does, rather than stop it at a save that
+// fails the same way on every Resume.
+func writesTooLarge(writes map[string]json.RawMessage, size int, paused []*nodeRun) error {
+	waiting := make([]string, len(paused))
+	for i, nr := range paused {
+		waiting[i] = nr.node
+	}
+	done := slices.Sorted(maps.Keys(writes))
+	return belay.Invalid("writes", "parallel branches %q completed with states of %d bytes in all as JSON while %q paused: more than the %d a checkpoint keeps for the resume (belay.MaxStateBytes less room for the rest)",
+		done, size, waiting, maxWrites).With("bytes", size).With("limit", maxWrites).With("nodes", done)
 }
 
 // merge folds the branches' states into base: a field one branch changed
@@ -888,7 +921,11 @@ func (r *run[S]) fail(ctx context.Context, node string, err error) (*Result[S], 
 		}
 	}
 	p := r.at()
-	p.Writes = r.writes // the branches of the step that completed
+	if _, ok := keepable(r.writes); ok {
+		// The branches of the step that completed, when a checkpoint can
+		// hold them: the run fails on err all the same.
+		p.Writes = r.writes
+	}
 	res := &Result[S]{RunID: r.id, Status: Failed, State: r.state, Steps: r.step - 1}
 	in := belay.CreateCheckpointInput{Name: belay.Clip(node, belay.MaxNameLen), Type: belay.TypeError, Step: r.step,
 		Summary: belay.Clip(err.Error(), belay.MaxSummary), Description: belay.Clip(desc, belay.MaxDescription), AgentState: r.raw}

@@ -152,7 +152,9 @@ func pointOf(cp *belay.Checkpoint) (*point, bool) {
 // stays where it was: at the same next node, or still waiting at its interrupt
 // or breakpoint. With asNode, the update counts as that node's output: the run
 // goes on at the node after it (its edge or router decides), and an interrupt
-// it waited at is answered with its default option and left behind. Resume then
+// it waited at is answered with its default option and left behind — an open
+// request only by a caller who may decide it (UNAUTHORIZED otherwise, and
+// nothing is saved), a decided one keeping its decision. Resume then
 // continues the run.
 //
 // The run must not have ended (CONFLICT) nor be held by a live process
@@ -200,6 +202,11 @@ func (c *Compiled[S]) UpdateState(ctx context.Context, svc belay.Service, runID 
 		}
 		np = nextPoint(next, p.Step+1)
 		np.Update, np.Waiting = true, waiting
+	}
+	if asNode != "" {
+		if err := mayPass(ctx, svc, runID, reqs); err != nil {
+			return nil, err
+		}
 	}
 	lease := belay.LeaseInput{SessionID: runID, Holder: newHolder(), Lease: c.lease}
 	if _, err := svc.ResumeSession(ctx, belay.ResumeInput{SessionID: runID, Holder: lease.Holder, Lease: lease.Lease}); err != nil {

@@ -2,6 +2,7 @@ package graph_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -136,6 +137,106 @@ func TestStateOverTheLimitFailsTheRun(t *testing.T) {
 			}
 			if _, err := tc.flow.Resume(ctx, svc, res.RunID, graph.Command{}); !belay.IsCode(err, belay.CodeConflict) {
 				t.Fatalf("Resume of the failed run = %v, want CONFLICT", err)
+			}
+		})
+	}
+}
+
+// wide is a state of four fields, one per parallel branch.
+type wide struct {
+	A string `json:"a,omitempty"`
+	B string `json:"b,omitempty"`
+	C string `json:"c,omitempty"`
+	D string `json:"d,omitempty"`
+}
+
+// Parallel branches each under belay.MaxStateBytes whose completed writes
+// together outgrow what one checkpoint holds fail the run when a sibling
+// pauses or fails, as a state over the limit does: a Failed result, an
+// error checkpoint, a failed session that Resume reports. The run is not
+// left interrupted to stop at the same save on every Resume.
+func TestKeptWritesOverTheLimitFailTheRun(t *testing.T) {
+	third := strings.Repeat("x", 3<<20)
+	write := func(set func(*wide)) graph.Node[wide] {
+		return func(_ context.Context, s wide) (wide, error) {
+			set(&s)
+			return s, nil
+		}
+	}
+	// ask pauses n times, then does what next does.
+	ask := func(n int, next graph.Node[wide]) graph.Node[wide] {
+		return func(ctx context.Context, s wide) (wide, error) {
+			for range n {
+				if _, err := graph.Interrupt[string](ctx, graph.InterruptRequest{Title: "go on?"}); err != nil {
+					return s, err
+				}
+			}
+			return next(ctx, s)
+		}
+	}
+	// tooLarge says whether err refuses to keep the writes of a, b and c.
+	tooLarge := func(err error) bool {
+		var be *belay.Error
+		if !errors.As(err, &be) || be.Code != belay.CodeValidation || be.Details["field"] != "writes" {
+			return false
+		}
+		size, _ := be.Details["bytes"].(int)
+		limit, _ := be.Details["limit"].(int)
+		return size > limit && limit > 0 && limit < belay.MaxStateBytes &&
+			strings.Contains(err.Error(), `["a" "b" "c"]`) && strings.Contains(err.Error(), strconv.Itoa(size))
+	}
+	boom := errors.New("d broke")
+	for _, tc := range []struct {
+		name string
+		c, d graph.Node[wide]
+		// resume says the run pauses first, keeping what fits, and fails
+		// on its Resume.
+		resume bool
+		want   func(error) bool
+	}{
+		// The pause would keep the three writes for the resume: the run
+		// fails naming them, their size and the limit.
+		{"a sibling pauses", write(func(s *wide) { s.C = third }), ask(1, write(func(*wide) {})), false, tooLarge},
+		// The run fails on the sibling's error, recorded without the
+		// writes that do not fit.
+		{"a sibling fails", write(func(s *wide) { s.C = third }), func(context.Context, wide) (wide, error) { return wide{}, boom }, false,
+			func(err error) bool { return errors.Is(err, boom) }},
+		// The first pause keeps a's and b's writes; once resumed, c
+		// completes and d pauses again.
+		{"a resumed sibling pauses again", ask(1, write(func(s *wide) { s.C = third })), ask(2, write(func(*wide) {})), true, tooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svc := newService(t)
+			flow, err := graph.New[wide]().
+				AddNode("a", write(func(s *wide) { s.A = third })).
+				AddNode("b", write(func(s *wide) { s.B = third })).
+				AddNode("c", tc.c).AddNode("d", tc.d).
+				AddEdge(graph.START, "a").AddEdge(graph.START, "b").AddEdge(graph.START, "c").AddEdge(graph.START, "d").
+				AddEdge("a", graph.END).AddEdge("b", graph.END).AddEdge("c", graph.END).AddEdge("d", graph.END).
+				Compile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := flow.Run(ctx, svc, graph.RunInput[wide]{ProjectPath: t.TempDir()})
+			if tc.resume {
+				if err != nil || res.Status != graph.Interrupted || len(res.Interrupts) != 2 {
+					t.Fatalf("Run = %+v, %v; want paused in c and d", res, err)
+				}
+				cmd := graph.Command{Resumes: map[string]any{res.Interrupts[0].ID: "yes", res.Interrupts[1].ID: "yes"}}
+				res, err = flow.Resume(ctx, svc, res.RunID, cmd)
+			}
+			if res == nil || res.Status != graph.Failed || !tc.want(err) {
+				t.Fatalf("Run = %+v, %v; want failed", res, err)
+			}
+			if st := sessionStatus(t, svc, res.RunID); st != belay.SessionFailed {
+				t.Fatalf("session status = %s, want failed", st)
+			}
+			cps := checkpoints(t, svc, res.RunID)
+			if last := cps[len(cps)-1]; last.Type != belay.TypeError || last.Summary != belay.Clip(err.Error(), belay.MaxSummary) {
+				t.Fatalf("last checkpoint = %s %q, want an error checkpoint of the run's error", last.Type, last.Summary)
+			}
+			if _, err := flow.Resume(ctx, svc, res.RunID, graph.Command{}); !belay.IsCode(err, belay.CodeConflict) || !strings.Contains(err.Error(), "failed") {
+				t.Fatalf("Resume of the failed run = %v, want CONFLICT: it has ended (failed)", err)
 			}
 		})
 	}
