@@ -186,9 +186,10 @@ func (a *app) checkpointsCommand() *cobra.Command {
 		Use:     "checkpoints",
 		Aliases: []string{"list", "ls"},
 		Short:   "List checkpoints, newest first",
-		Long: `List checkpoints. By default those of the project's active session (or, when
-it has none, of every session of the project); with --project, of every session
-of that project. --all lists every project.
+		Long: `List checkpoints. By default those of the project's current session, the one
+checkpoint numbers count in (its newest open session, unless one made after it
+has ended since); with --project, of every session of that project. --all
+lists every project.
 --tree draws one session's timeline: a rollback starts a new branch.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -220,7 +221,7 @@ of that project. --all lists every project.
 				}
 				if a.projectFlag != "" {
 					in.ProjectPath = root
-				} else if active, err = svc.ActiveSession(ctx, root); err == nil {
+				} else if active, err = svc.CurrentSession(ctx, root); err == nil {
 					in.SessionID = active.ID
 				} else if belay.IsCode(err, belay.CodeSessionNotFound) {
 					in.ProjectPath = root
@@ -229,6 +230,9 @@ of that project. --all lists every project.
 				}
 			}
 			if tree {
+				if all {
+					return usagef("--tree draws one session's timeline and does not combine with --all")
+				}
 				if in.SessionID == "" {
 					return usagef("--tree draws one session: pass --session ID, or run it in a project with a session")
 				}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/cli"
 	"github.com/belayhq/belay/internal/testtree"
 )
 
@@ -165,5 +166,37 @@ func TestRollbackOfAnotherProjectSaysSo(t *testing.T) {
 	}
 	if got := testtree.Read(t, here)["f"]; got != "3" {
 		t.Errorf("f here = %q; the rollbacks were of the other project", got)
+	}
+}
+
+// TestListAfterEverySessionEnded: with no session open, the list is the
+// current session's, whose numbers show and rollback take, and it points
+// at the session before it.
+func TestListAfterEverySessionEnded(t *testing.T) {
+	h := newHarness(t)
+	h.ok(t, "", "save", "-m", "one", "--no-snapshot")
+	h.ok(t, "", "save", "-m", "two", "--no-snapshot")
+	first := okJSON[belay.Session](t, h, "session-info")
+	h.ok(t, "", "session", "complete")
+	h.ok(t, "", "session", "new")
+	h.ok(t, "", "save", "-m", "three", "--no-snapshot")
+	h.ok(t, "", "session", "fail", "--reason", "rejected")
+	last := okJSON[belay.Session](t, h, "session-info")
+	if last.ID == first.ID || last.Status != belay.SessionFailed {
+		t.Fatalf("current session = %+v; want the second, failed", last)
+	}
+
+	list := okJSON[belay.CheckpointList](t, h, "checkpoints")
+	if len(list.Items) != 1 || list.Items[0].SessionID != last.ID || list.Items[0].Summary != "three" {
+		t.Errorf("checkpoints = %+v; want the failed session's one", list.Items)
+	}
+	if out := h.ok(t, "", "checkpoints"); !strings.Contains(out, "Also in this project: session "+first.ID) {
+		t.Errorf("checkpoints printed:\n%s", out)
+	}
+	if cp := okJSON[belay.Checkpoint](t, h, "show", "1"); cp.Summary != "three" {
+		t.Errorf("show 1 = %q, want the listed one", cp.Summary)
+	}
+	if r := h.run(t, "", "checkpoints", "--tree", "--all"); r.code != cli.ExitUsage || !strings.Contains(r.stderr, "does not combine with --all") {
+		t.Errorf("checkpoints --tree --all: exit %d, %s", r.code, r.stderr)
 	}
 }
