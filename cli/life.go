@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -79,7 +80,9 @@ answer for an agent. An abandoned or ended session cannot be resumed.`,
 			}
 			in := belay.ResumeInput{Holder: holderName()}
 			if len(argv) == 1 {
-				in.SessionID = argv[0]
+				if in.SessionID, err = a.sessionFlag(ctx, svc, argv[0]); err != nil {
+					return err
+				}
 			} else if in.ProjectPath, err = a.project(ctx, svc); err != nil {
 				return err
 			}
@@ -165,7 +168,10 @@ func (a *app) run(ctx context.Context, svc belay.Service, sessionID string, rest
 	holder := holderName()
 	var sess *belay.Session
 	if sessionID != "" {
-		res, err := svc.ResumeSession(ctx, belay.ResumeInput{SessionID: sessionID, Holder: holder, Lease: 3 * heartbeatEvery})
+		if sessionID, err = a.sessionFlag(ctx, svc, sessionID); err != nil {
+			return err
+		}
+		res, err := a.takeOver(ctx, svc, belay.ResumeInput{SessionID: sessionID, Holder: holder, Lease: 3 * heartbeatEvery})
 		if err != nil {
 			return err
 		}
@@ -220,6 +226,57 @@ func (a *app) run(ctx context.Context, svc belay.Service, sessionID string, rest
 		}
 		sess = res.Session
 	}
+}
+
+// takeOver resumes a session for `belay run --session`. A lease held by a
+// process of this machine that is no longer running (a `belay resume` that
+// printed where to go on and exited, a crashed run) is waited out, not
+// refused: it lapses within its lease, and nothing else can renew it.
+func (a *app) takeOver(ctx context.Context, svc belay.Service, in belay.ResumeInput) (*belay.ResumeResult, error) {
+	gone := ""
+	for {
+		res, err := svc.ResumeSession(ctx, in)
+		if !belay.IsCode(err, belay.CodeLeaseLost) {
+			return res, err
+		}
+		sess, gerr := svc.GetSession(ctx, in.SessionID)
+		if gerr != nil || sess.Holder == "" || gone != "" && sess.Holder != gone || processAlive(sess.Holder) {
+			return nil, err
+		}
+		if gone == "" {
+			gone = sess.Holder
+			until := "soon"
+			if sess.LeaseExpiresAt != nil {
+				until = "by " + sess.LeaseExpiresAt.Local().Format(time.TimeOnly)
+			}
+			fmt.Fprintf(a.env.Stderr, "belay: session %s is held by %s, which is no longer running; waiting for its lease to lapse (%s)\n",
+				sess.ID, gone, until)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// processAlive says whether holder (see holderName) may still be running:
+// false only for a process of this machine that is gone.
+func processAlive(holder string) bool {
+	host, pid, ok := strings.Cut(holder, ":")
+	if me, _ := os.Hostname(); !ok || host != me {
+		return true
+	}
+	n, err := strconv.Atoi(pid)
+	if err != nil || n <= 0 {
+		return true
+	}
+	p, err := os.FindProcess(n)
+	if err != nil {
+		return false
+	}
+	err = p.Signal(syscall.Signal(0))
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // runOnce runs the command once while heartbeating, and reports its exit

@@ -3,12 +3,17 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/cli"
+	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/store"
 	"github.com/belayhq/belay/store/sqlite"
 )
@@ -185,5 +190,54 @@ func TestRunOfACommandThatCannotStart(t *testing.T) {
 	}
 	if list := okJSON[belay.SessionList](t, h, "sessions", "--json"); len(list.Items) != 0 {
 		t.Errorf("the failed run left %d sessions", len(list.Items))
+	}
+}
+
+// TestRunTakesOverFromAHolderThatIsGone: `belay run --session` (by a unique
+// prefix) waits out the lease of a process of this machine that is gone —
+// a `belay resume` that printed and exited — and refuses one still running.
+func TestRunTakesOverFromAHolderThatIsGone(t *testing.T) {
+	h := newHarness(t)
+	host, _ := os.Hostname()
+	held := func(pid int) belay.Session {
+		t.Helper()
+		sess := okJSON[belay.Session](t, h, "session", "new")
+		db, err := sqlite.Open(t.Context(), filepath.Join(h.env["BELAY_DATA_DIR"], "belay.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		svc := core.New(core.Options{Store: db})
+		if _, err := svc.Heartbeat(belay.WithActor(t.Context(), belay.Actor{UserID: "local", Admin: true}),
+			belay.LeaseInput{SessionID: sess.ID, Holder: fmt.Sprintf("%s:%d", host, pid), Lease: 2 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		return sess
+	}
+
+	live := exec.Command("sleep", "60")
+	if err := live.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { live.Process.Kill(); live.Wait() })
+	sess := held(live.Process.Pid)
+	if r := h.run(t, "", "run", "--session", sess.ID[:18], "--", "true"); r.code != cli.ExitError || !strings.Contains(r.stderr, "LEASE_LOST") {
+		t.Fatalf("run under a session a live process holds: exit %d, %s", r.code, r.stderr)
+	}
+
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	sess = held(gone.Process.Pid)
+	r := h.run(t, "", "run", "--session", sess.ID[:18], "--", "true")
+	if r.code != cli.ExitOK || !strings.Contains(r.stderr, "which is no longer running; waiting for its lease to lapse") {
+		t.Fatalf("run under a session a gone process held: exit %d, %s", r.code, r.stderr)
+	}
+	if s := okJSON[belay.Session](t, h, "session-info", sess.ID); s.Status != belay.SessionCompleted {
+		t.Errorf("session after the run: %s", s.Status)
+	}
+	if r := h.run(t, "", "resume", sess.ID[:18]); r.code != cli.ExitError || !strings.Contains(r.stderr, "has ended (completed)") {
+		t.Errorf("resume of an ended session by a prefix: exit %d, %s", r.code, r.stderr)
 	}
 }
