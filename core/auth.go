@@ -94,6 +94,9 @@ func (s *Service) putToken(ctx context.Context, tx store.Tx, in belay.CreateToke
 	default:
 		u.Admin = u.Admin || in.Admin
 	}
+	if !u.Admin && slices.Contains(in.Scopes, belay.ScopeAdmin) {
+		return nil, belay.Invalid("scopes", "scope admin is only for admin users, and %s is not one (admin: true, --admin in the CLI, makes the user one)", in.User)
+	}
 	if err := tx.PutUser(ctx, u); err != nil {
 		return nil, err
 	}

@@ -535,3 +535,19 @@ func TestDeletingARequestNeedsTheRightToDecideIt(t *testing.T) {
 		t.Errorf("the agent deleting a decided request: %v", err)
 	}
 }
+
+// TestAdminScopeOnlyForAdmins: a token of a user who is no admin cannot
+// carry the admin scope (it would grant nothing and read nothing); asking
+// for the user to be made one gives it.
+func TestAdminScopeOnlyForAdmins(t *testing.T) {
+	svc := newService(t, nil)
+	_, err := svc.CreateToken(localCtx, belay.CreateTokenInput{User: "bob", Scopes: []belay.Scope{belay.ScopeAdmin}})
+	testutil.WantCode(t, err, belay.CodeValidation, "scopes")
+	if list, err := svc.ListTokens(localCtx); err != nil || len(list) != 0 {
+		t.Errorf("tokens after the refusal: %v, %v", list, err)
+	}
+	tk, err := svc.CreateToken(localCtx, belay.CreateTokenInput{User: "bob", Admin: true, Scopes: []belay.Scope{belay.ScopeAdmin}})
+	if err != nil || !tk.Admin {
+		t.Errorf("an admin token for a new admin: %+v, %v", tk, err)
+	}
+}
