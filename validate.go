@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -493,6 +494,11 @@ func (h *HITLInput) Validate() error {
 		case ActionApprove, ActionReject, ActionPause:
 		default:
 			return Invalid("hitl.timeout.defaultAction", "defaultAction must be approve, reject or pause; got %q", Clip(string(t.DefaultAction), 50))
+		}
+		// The timeout decides as a person could: by an option offered.
+		offered := func(o HITLOption) bool { return o.Action == t.DefaultAction }
+		if t.DefaultAction != ActionPause && len(h.Options) > 0 && !slices.ContainsFunc(h.Options, offered) {
+			return Invalid("hitl.timeout.defaultAction", "no option has the action %s, so the timeout could not decide it: offer one, or make the default another option's action (or pause)", t.DefaultAction)
 		}
 	}
 	if len(h.Approvers) > MaxApprovers {

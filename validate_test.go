@@ -185,7 +185,7 @@ func validHITL() *belay.HITLInput {
 			{ID: "sqlite", Label: "SQLite", Description: "smaller", Action: belay.ActionModify},
 		},
 		Context:   json.RawMessage(`{"a":1}`),
-		Timeout:   &belay.TimeoutInput{Duration: 3600, DefaultAction: belay.ActionReject},
+		Timeout:   &belay.TimeoutInput{Duration: 3600, DefaultAction: belay.ActionApprove},
 		Approvers: []string{"bob"},
 		OnReject:  belay.OnRejectContinue,
 	}
@@ -244,6 +244,12 @@ func TestHITLInputValidate(t *testing.T) {
 		{"DefaultPause", func(h *belay.HITLInput) { h.Timeout.DefaultAction = belay.ActionPause }, ""},
 		{"DefaultModify", func(h *belay.HITLInput) { h.Timeout.DefaultAction = belay.ActionModify }, "hitl.timeout.defaultAction"},
 		{"DefaultEmpty", func(h *belay.HITLInput) { h.Timeout.DefaultAction = "" }, "hitl.timeout.defaultAction"},
+		{"DefaultNotOffered", func(h *belay.HITLInput) { h.Timeout.DefaultAction = belay.ActionReject }, "hitl.timeout.defaultAction"},
+		{"DefaultOffered", func(h *belay.HITLInput) {
+			h.Timeout.DefaultAction = belay.ActionReject
+			h.Options = append(h.Options, belay.HITLOption{ID: "no", Label: "No", Action: belay.ActionReject})
+		}, ""},
+		{"DefaultWithoutOptions", func(h *belay.HITLInput) { h.Timeout.DefaultAction, h.Options = belay.ActionReject, nil }, ""},
 
 		{"Approvers20", func(h *belay.HITLInput) { h.Approvers = approvers(20) }, ""},
 		{"Approvers21", func(h *belay.HITLInput) { h.Approvers = approvers(21) }, "hitl.approvers"},

@@ -35,7 +35,7 @@ func TestSuperJSONMarksOnlyBelaysDates(t *testing.T) {
 	const when = `"2026-01-01T10:00:00.123456789+02:00"`
 	hitl := e.create(t, "hitl", `,"agentState":{"lastRunAt":`+when+`},"metadata":{"reviewedAt":`+when+`},`+
 		`"hitl":{"required":true,"title":"t","context":{"dueAt":`+when+`},"options":[{"id":"edit","label":"Edit","action":"modify"}],`+
-		`"timeout":{"duration":3600,"defaultAction":"approve"}}`)
+		`"timeout":{"duration":3600,"defaultAction":"pause"}}`)
 	decide := fmt.Sprintf(`{"checkpointId":%q,"action":"modify","selectedOption":"edit","modifications":{"startAt":%s}}`, hitl, when)
 	if status, body := e.do(t, "/trpc/checkpoints.decide", decide); status != http.StatusOK {
 		t.Fatalf("decide: %d %s", status, body)
