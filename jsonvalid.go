@@ -1,5 +1,7 @@
 package belay
 
+import "reflect"
+
 // validJSON reports whether data is one JSON value, exactly as json.Valid
 // does (FuzzValidJSON holds the two equal), in one pass that skips through
 // strings a byte at a time without the standard scanner's per-byte state
@@ -220,4 +222,28 @@ func skipLiteral(data []byte, i int, lit string) int {
 		return -1
 	}
 	return i + len(lit)
+}
+
+// JSONKind names what JSON value a Go type takes, for an error about a value
+// of the wrong type: "an integer" for an integer type, "a number" for a float.
+func JSONKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "of another type"
 }

@@ -2,6 +2,7 @@ package belay
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -52,4 +53,18 @@ func BenchmarkValidJSON(b *testing.B) {
 			json.Valid(state)
 		}
 	})
+}
+
+func TestJSONKind(t *testing.T) {
+	for _, c := range []struct {
+		v    any
+		want string
+	}{
+		{"", "a string"}, {true, "a boolean"}, {0, "an integer"}, {int64(0), "an integer"}, {uint8(0), "an integer"},
+		{0.5, "a number"}, {[]int{}, "an array"}, {map[string]int{}, "an object"}, {struct{}{}, "an object"}, {new(int), "an integer"},
+	} {
+		if got := JSONKind(reflect.TypeOf(c.v)); got != c.want {
+			t.Errorf("JSONKind(%T) = %q, want %q", c.v, got, c.want)
+		}
+	}
 }

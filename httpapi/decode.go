@@ -63,7 +63,7 @@ func decodeError(err error, timeField string) error {
 		if field == "" {
 			field = "body"
 		}
-		return belay.Invalid(field, "%s must be %s, got %s", field, jsonKind(typ.Type.Kind().String()), typ.Value)
+		return belay.Invalid(field, "%s must be %s, got %s", field, belay.JSONKind(typ.Type), typ.Value)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 		return belay.Invalid(name, "unknown field %q", name)
@@ -106,22 +106,6 @@ func timeField(dst any) string {
 		name, _, _ = strings.Cut(f.Tag.Get("json"), ",")
 	}
 	return name
-}
-
-func jsonKind(goKind string) string {
-	switch goKind {
-	case "string":
-		return "a string"
-	case "bool":
-		return "a boolean"
-	case "int", "int64", "int32", "uint", "uint64", "float64", "float32":
-		return "a number"
-	case "slice", "array":
-		return "an array"
-	case "map", "struct", "ptr":
-		return "an object"
-	}
-	return "of another type"
 }
 
 // query reads typed query parameters, remembering the first error and

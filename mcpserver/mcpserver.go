@@ -136,7 +136,7 @@ func decodeArgs(raw json.RawMessage, dst any) error {
 	if err := dec.Decode(dst); err != nil {
 		var typ *json.UnmarshalTypeError
 		if errors.As(err, &typ) {
-			return belay.Invalid(typ.Field, "%s must be a %s", typ.Field, jsonKind(typ.Type.Kind().String()))
+			return belay.Invalid(typ.Field, "%s must be %s, got %s", typ.Field, belay.JSONKind(typ.Type), typ.Value)
 		}
 		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 			field := strings.Trim(name, `"`)
@@ -145,20 +145,6 @@ func decodeArgs(raw json.RawMessage, dst any) error {
 		return belay.Invalid("arguments", "arguments must be a JSON object: %v", err)
 	}
 	return nil
-}
-
-func jsonKind(k string) string {
-	switch k {
-	case "string":
-		return "string"
-	case "slice", "array":
-		return "array"
-	case "map", "struct":
-		return "object"
-	case "bool":
-		return "boolean"
-	}
-	return "number"
 }
 
 // codeByCode is the one table from belay's codes to the codes MCP clients

@@ -210,6 +210,16 @@ func TestSeedErrors(t *testing.T) {
 		{"blank query", "checkpoint_search", map[string]any{"query": "   "}, belay.CodeValidation, "query"},
 		{"top_k over 100", "checkpoint_search", map[string]any{"query": "q", "top_k": 101}, belay.CodeValidation, "top_k"},
 		{"relative project_path in search", "checkpoint_search", map[string]any{"query": "q", "project_path": "rel"}, belay.CodeValidation, "project_path"},
+		{"limit not an integer", "checkpoint_list", map[string]any{"limit": 1e30}, belay.CodeValidation, "limit"},
+		{"bad rollback id", "checkpoint_rollback", map[string]any{"id": "0000"}, belay.CodeValidation, "id"},
+		{"bad option action", "ask_human", map[string]any{"project_path": e.project, "question": "q",
+			"options": []map[string]any{{"id": "a", "label": "A", "action": "bogus"}}}, belay.CodeValidation, "options[0].action"},
+		{"default not an option", "ask_human", map[string]any{"project_path": e.project, "question": "q", "default": "maybe",
+			"options": []map[string]any{{"id": "a", "label": "A", "action": "approve"}}}, belay.CodeValidation, "default"},
+		{"default not approve or reject", "ask_human", map[string]any{"project_path": e.project, "question": "q", "default": "later"}, belay.CodeValidation, "default"},
+		{"timeout with no reject to take", "ask_human", map[string]any{"project_path": e.project, "question": "q", "timeout_seconds": 60,
+			"options": []map[string]any{{"id": "a", "label": "A", "action": "approve"}}}, belay.CodeValidation, "default"},
+		{"timeout too short", "ask_human", map[string]any{"project_path": e.project, "question": "q", "timeout_seconds": 5}, belay.CodeValidation, "timeout_seconds"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, be := call(t, cs, tc.tool, tc.args)
@@ -218,6 +228,9 @@ func TestSeedErrors(t *testing.T) {
 			}
 			if tc.code == belay.CodeValidation && be.Details["error"] == nil {
 				t.Errorf("details.error missing: %+v", be)
+			}
+			if strings.Contains(be.Message, "hitl.") || strings.Contains(be.Message, "must be a number") {
+				t.Errorf("the message names belay's field, not the argument: %q", be.Message)
 			}
 			if tc.code == belay.CodeNotFound && be.Details["id"] == nil {
 				t.Errorf("details.id missing: %+v", be)

@@ -3,6 +3,8 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/belayhq/belay"
@@ -343,12 +345,23 @@ func (s *server) ask(ctx context.Context, in *AskInput) (*Answer, error) {
 	for _, o := range in.Options {
 		h.Options = append(h.Options, belay.HITLOption{ID: o.ID, Label: o.Label, Action: belay.Action(o.Action), IsDefault: o.ID == in.Default})
 	}
+	// def is what the timeout takes: the default option's action; without
+	// options a person answers approve or reject, by those ids.
+	var def belay.Action
+	switch i := slices.IndexFunc(in.Options, func(o AskOption) bool { return o.ID == in.Default }); {
+	case in.Default == "":
+	case i >= 0:
+		def = belay.Action(in.Options[i].Action)
+	case len(in.Options) > 0:
+		return nil, belay.Invalid("default", "default %q is none of the options' ids", belay.Clip(in.Default, 50))
+	case in.Default == string(belay.ActionApprove) || in.Default == string(belay.ActionReject):
+		def = belay.Action(in.Default)
+	default:
+		return nil, belay.Invalid("default", "without options the answers are approve and reject, so default must be one of them, got %q", belay.Clip(in.Default, 50))
+	}
 	if in.TimeoutSec > 0 {
-		def := belay.ActionReject
-		for _, o := range h.Options {
-			if o.IsDefault {
-				def = o.Action
-			}
+		if def == "" {
+			def = belay.ActionReject
 		}
 		h.Timeout = &belay.TimeoutInput{Duration: in.TimeoutSec, DefaultAction: def}
 	}
@@ -385,8 +398,16 @@ func (s *server) answer(ctx context.Context, id string, waitSec int) (*Answer, e
 	return out, nil
 }
 
-// snakeField renames details.field from belay's camelCase to the tools'
-// snake_case, so an agent finds the argument it sent.
+// toolFields names belay's fields (and field prefixes) as the tools'
+// arguments call them; snakeField turns the rest into snake_case.
+var toolFields = []struct{ belay, tool string }{
+	{"hitl.title", "question"}, {"hitl.message", "details"}, {"hitl.options", "options"},
+	{"hitl.timeout.defaultAction", "default"}, {"hitl.timeout.duration", "timeout_seconds"},
+	{"checkpointId", "id"},
+}
+
+// snakeField renames details.field from belay's name to the argument the
+// agent sent (in the message too), so it finds what to change.
 func snakeField(err error) error {
 	be, ok := err.(*belay.Error)
 	if !ok {
@@ -395,6 +416,12 @@ func snakeField(err error) error {
 	f, ok := be.Details["field"].(string)
 	if !ok {
 		return err
+	}
+	for _, r := range toolFields {
+		if rest, ok := strings.CutPrefix(f, r.belay); ok && (rest == "" || rest[0] == '[' || rest[0] == '.') {
+			be.Message = strings.Replace(be.Message, f, r.tool+rest, 1)
+			return be.With("field", r.tool+rest)
+		}
 	}
 	var b []byte
 	for i, r := range f {
@@ -406,10 +433,5 @@ func snakeField(err error) error {
 		}
 		b = append(b, byte(r))
 	}
-	renamed := map[string]string{"summary": "summary", "hitl.title": "question", "hitl.message": "details", "hitl.options": "options"}
-	name := string(b)
-	if r, ok := renamed[f]; ok {
-		name = r
-	}
-	return be.With("field", name)
+	return be.With("field", string(b))
 }
