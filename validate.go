@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -216,6 +217,10 @@ func (in *CreateCheckpointInput) Validate() error {
 	}
 	if err := validText("name", in.Name, 0, MaxNameLen); err != nil {
 		return err
+	}
+	// A name is typed to find the checkpoint, and lists print it on one line.
+	if strings.ContainsFunc(in.Name, unicode.IsControl) {
+		return Invalid("name", "name must not contain control characters (newlines, tabs)")
 	}
 	if err := validText("phase", in.Phase, 0, MaxNameLen); err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/belayhq/belay"
@@ -114,6 +115,9 @@ func TestCreateCheckpointInputValidate(t *testing.T) {
 		{"Description10001", func(in *belay.CreateCheckpointInput) { in.Description = rep(10001) }, "description"},
 		{"Name200", func(in *belay.CreateCheckpointInput) { in.Name = rep(200) }, ""},
 		{"Name201", func(in *belay.CreateCheckpointInput) { in.Name = rep(201) }, "name"},
+		{"NameNewline", func(in *belay.CreateCheckpointInput) { in.Name = "a\nb" }, "name"},
+		{"NameTab", func(in *belay.CreateCheckpointInput) { in.Name = "a\tb" }, "name"},
+		{"NameUnicode", func(in *belay.CreateCheckpointInput) { in.Name = "déploiement ✓" }, ""},
 		{"Phase201", func(in *belay.CreateCheckpointInput) { in.Phase = rep(201) }, "phase"},
 		{"WorkspaceRef201", func(in *belay.CreateCheckpointInput) { in.WorkspaceRef = rep(201) }, "workspaceRef"},
 
@@ -467,6 +471,9 @@ func checkAccepted(t *testing.T, in *belay.CreateCheckpointInput) {
 	text("summary", in.Summary, 1, belay.MaxSummary)
 	text("description", in.Description, 0, belay.MaxDescription)
 	text("name", in.Name, 0, belay.MaxNameLen)
+	if strings.ContainsFunc(in.Name, unicode.IsControl) {
+		t.Fatalf("accepted a name with a control character: %q", in.Name)
+	}
 	text("phase", in.Phase, 0, belay.MaxNameLen)
 	text("workspaceRef", in.WorkspaceRef, 0, belay.MaxNameLen)
 	switch {

@@ -53,6 +53,14 @@ func (s *Service) ResolveCheckpoint(ctx context.Context, in belay.CheckpointRef)
 		return s.settle(ctx, cp)
 	}
 	if isIDPrefix(ref) {
+		// A name the session's checkpoint was given (one like "beef")
+		// comes first: it was chosen to be typed, and an id prefix can
+		// always be made longer.
+		if sess, err := s.refSession(ctx, c, in); err == nil {
+			if cp, err := s.named(ctx, c, sess, ref); cp != nil || err != nil {
+				return cp, err
+			}
+		}
 		ids, err := s.store.FindCheckpointIDs(ctx, strings.ToLower(ref), c.scope(), maxCandidates)
 		if err != nil {
 			return nil, err
@@ -68,13 +76,19 @@ func (s *Service) ResolveCheckpoint(ctx context.Context, in belay.CheckpointRef)
 	if err != nil {
 		return nil, err
 	}
-	list, _, _, err := s.store.ListCheckpoints(ctx, store.CheckpointQuery{Scope: c.scope(), SessionID: sess.ID, Name: ref, Desc: true, Limit: 1})
-	if err != nil {
-		return nil, err
-	}
-	if len(list) == 0 {
+	cp, err := s.named(ctx, c, sess, ref)
+	if cp == nil && err == nil {
 		return nil, belay.Errorf(belay.CodeCheckpointNotFound, "no checkpoint is numbered, named or has an id beginning %q in session %s", ref, sess.ID).
 			With("ref", ref).With("sessionId", sess.ID)
+	}
+	return cp, err
+}
+
+// named returns the newest checkpoint of sess named name, nil when none is.
+func (s *Service) named(ctx context.Context, c caller, sess *belay.Session, name string) (*belay.Checkpoint, error) {
+	list, _, _, err := s.store.ListCheckpoints(ctx, store.CheckpointQuery{Scope: c.scope(), SessionID: sess.ID, Name: name, Desc: true, Limit: 1})
+	if err != nil || len(list) == 0 {
+		return nil, err
 	}
 	return s.settle(ctx, list[0])
 }

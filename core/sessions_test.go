@@ -220,3 +220,25 @@ func TestCurrentSessionAfterASessionEnds(t *testing.T) {
 	mustCreate(t, svc, belay.CreateCheckpointInput{SessionID: older.ID, Summary: "step"})
 	current(older, "the older saved after the newer failed")
 }
+
+// TestANameWinsOverAnIDPrefix: a checkpoint named like an id prefix (its
+// ids' own first characters, say) is found by its name in its session; an
+// id prefix still finds checkpoints no name matches.
+func TestANameWinsOverAnIDPrefix(t *testing.T) {
+	svc := newService(t, nil)
+	project := t.TempDir()
+	first := mustCreate(t, svc, belay.CreateCheckpointInput{ProjectPath: project, Summary: "first"})
+	name := first.ID[:belay.MinIDPrefix]
+	named := mustCreate(t, svc, belay.CreateCheckpointInput{ProjectPath: project, Summary: "named", Name: name})
+	cp, err := svc.ResolveCheckpoint(localCtx, belay.CheckpointRef{ProjectPath: project, Ref: name})
+	if err != nil || cp.ID != named.ID {
+		t.Errorf("ResolveCheckpoint(%q) = %v, %v; want the checkpoint named so", name, cp, err)
+	}
+	// Outside the session, the same characters are an id prefix.
+	_, err = svc.ResolveCheckpoint(localCtx, belay.CheckpointRef{Ref: name})
+	testutil.WantCode(t, err, belay.CodeValidation, "ref")
+	prefix := shortestUnique(first.ID, first.ID, named.ID)
+	if cp, err := svc.ResolveCheckpoint(localCtx, belay.CheckpointRef{ProjectPath: project, Ref: prefix}); err != nil || cp.ID != first.ID {
+		t.Errorf("ResolveCheckpoint(%q) = %v, %v; want the checkpoint with that id", prefix, cp, err)
+	}
+}
