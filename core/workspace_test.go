@@ -36,7 +36,7 @@ func TestSnapshotCheckpointRecordsChangesSinceParentSnapshot(t *testing.T) {
 	}
 	testtree.Write(t, e.project, map[string]string{"a.txt": "a2", "c.txt": "c"})
 	wsRemove(t, e.project, "b.txt")
-	third := e.save(t, "third", func(in *belay.CreateCheckpointInput) { in.Name = "step\nwith newline" })
+	third := e.save(t, "third", func(in *belay.CreateCheckpointInput) { in.Summary = "third\nwith newline" })
 	got := *third.Files
 	want := belay.FileChanges{Created: []string{"c.txt"}, Modified: []string{"a.txt"}, Deleted: []string{"b.txt"}}
 	if !slices.Equal(got.Created, want.Created) || !slices.Equal(got.Modified, want.Modified) || !slices.Equal(got.Deleted, want.Deleted) {
@@ -65,7 +65,7 @@ func TestSnapshotCheckpointRecordsChangesSinceParentSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, line := range []string{
-		"checkpoint: step-3 - step with newline\n\n",
+		"checkpoint: step-3 - third with newline\n\n",
 		"Session: " + third.SessionID + "\n",
 		"Checkpoint: " + third.ID + "\n",
 		"Files changed:\n- a.txt\n- b.txt\n- c.txt\n",
