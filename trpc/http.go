@@ -233,24 +233,28 @@ func (h *Handler) untransform(calls []call, paths string) ([]call, *errorShape) 
 	return calls, nil
 }
 
-// identify authenticates the request: the Authorization header, else the
-// token in the connectionParams query parameter (httpSubscriptionLink).
+// identify authenticates the request (see bearer).
 func (h *Handler) identify(r *http.Request) (context.Context, error) {
-	token := ""
+	return h.authenticate(r.Context(), bearer(r))
+}
+
+// bearer is the request's token: the Authorization header's, else the one
+// in the connectionParams query parameter (httpSubscriptionLink).
+func bearer(r *http.Request) string {
 	if a := r.Header.Get("Authorization"); a != "" {
 		scheme, t, _ := strings.Cut(a, " ")
 		if strings.EqualFold(scheme, "Bearer") {
-			token = strings.TrimSpace(t)
+			return strings.TrimSpace(t)
 		}
-	} else if cp := r.URL.Query().Get("connectionParams"); cp != "" {
-		var params struct {
-			Token string `json:"token"`
-		}
-		if json.Unmarshal([]byte(cp), &params) == nil {
-			token = params.Token
-		}
+		return ""
 	}
-	return h.authenticate(r.Context(), token)
+	var params struct {
+		Token string `json:"token"`
+	}
+	if cp := r.URL.Query().Get("connectionParams"); cp != "" && json.Unmarshal([]byte(cp), &params) == nil {
+		return params.Token
+	}
+	return ""
 }
 
 func (h *Handler) authenticate(ctx context.Context, token string) (context.Context, error) {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -503,5 +504,35 @@ func TestWebSocketStopsBeforeAnIDIsReused(t *testing.T) {
 		case a != "stopped" || b != "started":
 			t.Fatalf("iteration %d: %s then %s", i, a, b)
 		}
+	}
+}
+
+// TestWebSocketChecksTheTokenForEveryCall: a token revoked while its
+// connection is open can make no more calls on it.
+func TestWebSocketChecksTheTokenForEveryCall(t *testing.T) {
+	e := newEnv(t)
+	var revoked atomic.Bool
+	auth := func(ctx context.Context, token string) (belay.Actor, error) {
+		if revoked.Load() {
+			return belay.Actor{}, belay.Errorf(belay.CodeUnauthenticated, "the token was revoked")
+		}
+		return anyToken(ctx, token)
+	}
+	srv := httptest.NewServer(trpc.New("/trpc/", trpc.Options{Service: e.svc, Authenticate: auth}))
+	t.Cleanup(srv.Close)
+	ws := dialWS(t, srv)
+	get := fmt.Sprintf(`{"id":%%d,"method":"query","params":{"path":"sessions.get","input":%q}}`, e.sid)
+	ws.write(fmt.Sprintf(get, 1))
+	if id, typ := ws.answer(); id != 1 || typ != "data" {
+		t.Fatalf("before the revocation: %d %s", id, typ)
+	}
+	revoked.Store(true)
+	ws.write(fmt.Sprintf(get, 2))
+	if id, code := ws.answer(); id != 2 || code != "UNAUTHORIZED" {
+		t.Errorf("after the revocation: %d %s, want UNAUTHORIZED", id, code)
+	}
+	ws.write(`{"id":3,"method":"subscription","params":{"path":"stream.events","input":{}}}`)
+	if id, code := ws.answer(); id != 3 || code != "UNAUTHORIZED" {
+		t.Errorf("a subscription after the revocation: %d %s, want UNAUTHORIZED", id, code)
 	}
 }

@@ -169,11 +169,12 @@ func (h *Handler) serveWS(w http.ResponseWriter, r *http.Request) {
 		}
 		_ = send(msg)
 	}
-	authed := ctx
-	var authErr error
+	// The token is checked again for every call, not only when the
+	// connection opens: a revoked token's connection can do no more.
+	token := ""
 	waitParams := r.URL.Query().Get("connectionParams") == "1"
 	if !waitParams {
-		authed, authErr = h.identify(r)
+		token = bearer(r)
 	}
 	subs := map[string]context.CancelFunc{}
 	var smu sync.Mutex
@@ -209,7 +210,7 @@ func (h *Handler) serveWS(w http.ResponseWriter, r *http.Request) {
 				respond(json.RawMessage("null"), "", nil, &e)
 				return
 			}
-			authed, authErr = h.authenticate(ctx, params.Token)
+			token = params.Token
 			continue
 		}
 		var msgs []wsMessage
@@ -247,6 +248,7 @@ func (h *Handler) serveWS(w http.ResponseWriter, r *http.Request) {
 				smu.Unlock()
 				continue
 			}
+			authed, authErr := h.authenticate(ctx, token)
 			if authErr != nil {
 				e := shape(h.opts.Logger, m.Params.Path, authErr)
 				respond(m.ID, m.JSONRPC, nil, &e)
