@@ -222,6 +222,13 @@ func checkApprovers(ctx context.Context, r store.Reader, approvers []string) err
 // mayUseWorkspace says whether the caller may snapshot, restore or diff the
 // workspace at root: admins anywhere, others only under the configured roots.
 func (s *Service) mayUseWorkspace(c caller, root string) error {
+	// A token limited to projects is checked by the directory the path
+	// names, symlinks resolved, as the workspace is opened: a link inside
+	// its project leads nowhere else.
+	if len(c.Projects) > 0 && !workspace.InsideRoots(root, c.Projects) {
+		return belay.Errorf(belay.CodeUnauthorized, "%s leads outside the projects this token is limited to", root).
+			With("projectPath", root)
+	}
 	if c.Admin || workspace.InsideRoots(root, s.roots) {
 		return nil
 	}

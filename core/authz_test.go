@@ -17,6 +17,7 @@ import (
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/core"
+	"github.com/belayhq/belay/internal/testtree"
 	"github.com/belayhq/belay/internal/testutil"
 	"github.com/belayhq/belay/store/sqlite"
 )
@@ -549,5 +550,41 @@ func TestAdminScopeOnlyForAdmins(t *testing.T) {
 	tk, err := svc.CreateToken(localCtx, belay.CreateTokenInput{User: "bob", Admin: true, Scopes: []belay.Scope{belay.ScopeAdmin}})
 	if err != nil || !tk.Admin {
 		t.Errorf("an admin token for a new admin: %+v, %v", tk, err)
+	}
+}
+
+// TestProjectLimitFollowsSymlinks: a token limited to one project cannot
+// snapshot, diff or roll back another through a symlink inside its own.
+func TestProjectLimitFollowsSymlinks(t *testing.T) {
+	e := newWSEnv(t)
+	testtree.Write(t, e.project, map[string]string{"secret.txt": "alice's\n"})
+	mine := e.save(t, "mine")
+	other := filepath.Join(filepath.Dir(e.project), "other")
+	if err := os.MkdirAll(other, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(other, "link")
+	if err := os.Symlink(e.project, link); err != nil {
+		t.Fatal(err)
+	}
+	limited := belay.WithActor(context.Background(), belay.Actor{UserID: "alice", Projects: []string{other}})
+	_, err := e.svc.CreateCheckpoint(limited, belay.CreateCheckpointInput{ProjectPath: link, Summary: "through the link", Snapshot: true})
+	testutil.WantCode(t, err, belay.CodeUnauthorized)
+	// The session's project is textually inside the limit; its files are not.
+	cp, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{ProjectPath: link, Summary: "by alice herself", Snapshot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.svc.RestoreCheckpoint(limited, belay.RestoreInput{CheckpointID: cp.ID})
+	testutil.WantCode(t, err, belay.CodeUnauthorized)
+	_, err = e.svc.DiffCheckpoint(limited, belay.DiffInput{CheckpointID: cp.ID, To: "current"})
+	testutil.WantCode(t, err, belay.CodeUnauthorized)
+	// Within its project the token works, a state-only save included.
+	ownLimit := belay.WithActor(context.Background(), belay.Actor{UserID: "alice", Projects: []string{e.project}})
+	if _, err := e.svc.DiffCheckpoint(ownLimit, belay.DiffInput{CheckpointID: mine.ID, To: "current"}); err != nil {
+		t.Errorf("diff within the token's project: %v", err)
+	}
+	if _, err := e.svc.CreateCheckpoint(limited, belay.CreateCheckpointInput{ProjectPath: other, Summary: "state only"}); err != nil {
+		t.Errorf("a save in the token's project: %v", err)
 	}
 }
