@@ -114,12 +114,13 @@ func (s *Service) newCheckpoint(ctx context.Context, c caller, in *belay.CreateC
 		}
 	}
 	now := s.clock.Now()
-	// Saves are limited per project (per session when only a session is named).
+	// Saves are limited per user and project (session when only a session
+	// is named): one user's saves, even refused ones, cost another nothing.
 	limitKey := in.ProjectPath
 	if limitKey == "" {
 		limitKey = "session " + in.SessionID
 	}
-	if err := s.saves.allow(limitKey, now); err != nil {
+	if err := s.saves.allow(c.UserID, limitKey, now); err != nil {
 		return nil, err
 	}
 	if in.ExpiresAt != nil && !in.ExpiresAt.After(now) {

@@ -35,20 +35,22 @@ func newSaveLimiter(perMinute int) *saveLimiter {
 	return &saveLimiter{perMinute: perMinute, buckets: map[string]*bucket{}}
 }
 
-// allow takes one save of project from its bucket, or says RATE_LIMITED with
-// the seconds to wait in details.retryAfter.
-func (l *saveLimiter) allow(project string, now time.Time) error {
+// allow takes one save of user's to project (or "session <id>") from its
+// bucket, or says RATE_LIMITED with the seconds to wait in
+// details.retryAfter.
+func (l *saveLimiter) allow(user, project string, now time.Time) error {
 	if l == nil {
 		return nil
 	}
+	key := user + "\x00" + project
 	l.mu.Lock()
-	b, ok := l.buckets[project]
+	b, ok := l.buckets[key]
 	if !ok {
 		if len(l.buckets) >= maxLimiters {
 			l.evict()
 		}
 		b = &bucket{lim: rate.NewLimiter(rate.Limit(float64(l.perMinute)/60), 2*l.perMinute)}
-		l.buckets[project] = b
+		l.buckets[key] = b
 	}
 	b.used = now
 	r := b.lim.ReserveN(now, 1)

@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 	"time"
@@ -48,4 +49,22 @@ func TestSaveRateLimitPerProject(t *testing.T) {
 		t.Errorf("after the wait: %v", err)
 	}
 	testutil.WantCode(t, save(a), belay.CodeRateLimited)
+
+	// Each user has buckets of their own: another's saves, even refused
+	// ones to a session it may not write to, cost this one nothing.
+	bob := belay.WithActor(context.Background(), belay.Actor{UserID: "bob"})
+	if _, err := svc.CreateCheckpoint(bob, belay.CreateCheckpointInput{ProjectPath: a, Summary: "bob's"}); err != nil {
+		t.Errorf("another user's save to the project: %v", err)
+	}
+	sess := list.Items[0].SessionID
+	for range 25 {
+		_, err := svc.CreateCheckpoint(bob, belay.CreateCheckpointInput{SessionID: sess, Summary: "spam"})
+		if err == nil {
+			t.Fatal("bob saved into a session of another user")
+		}
+	}
+	clock.Advance(6 * time.Second)
+	if _, err := svc.CreateCheckpoint(localCtx, belay.CreateCheckpointInput{SessionID: sess, Summary: "legit"}); err != nil {
+		t.Errorf("the owner's save after another user's refused ones: %v", err)
+	}
 }
