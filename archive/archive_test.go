@@ -229,7 +229,7 @@ func TestReadRefusesMalformedArchives(t *testing.T) {
 		{"unknown field", edit("manifest.json", func(s string) string { return strings.Replace(s, "{", `{"extra": 1,`, 1) }), belay.CodeValidation, "unknown field"},
 		{"two documents", edit("rollback-history.json", func(s string) string { return s + "[]" }), belay.CodeValidation, "more than one JSON document"},
 		{"trailing garbage", edit("manifest.json", func(s string) string { return s + "}" }), belay.CodeValidation, "more than one JSON document"},
-		{"other format", edit("manifest.json", func(s string) string { return strings.Replace(s, `"version": 1`, `"version": 2`, 1) }), belay.CodeValidation, "version 2"},
+		{"other format", edit("manifest.json", func(s string) string { return strings.Replace(s, `"version":1`, `"version":2`, 1) }), belay.CodeValidation, "version 2"},
 		{"no manifest", drop("manifest.json"), belay.CodeValidation, "no manifest.json"},
 		{"no rollbacks", drop("rollback-history.json"), belay.CodeValidation, "no rollback-history.json"},
 		{"missing checkpoint", drop("cp-02-step-2.json"), belay.CodeValidation, "missing"},
@@ -346,4 +346,24 @@ func TestReadReturnsTheBundleCallersError(t *testing.T) {
 		return fmt.Errorf("copy: %v", err)
 	}})
 	testutil.WantCode(t, err, belay.CodeTooLarge)
+}
+
+// TestDeepStatesStayTheirSize: the archive holds JSON as compact as it was
+// stored; indented, a state nested 5,000 deep took 25 MB and more, past
+// what an import reads back.
+func TestDeepStatesStayTheirSize(t *testing.T) {
+	c := contents(t)
+	deep := `{"a":` + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + `}`
+	c.Checkpoints[0].AgentState = json.RawMessage(deep)
+	c.Checkpoints[0].Checksum, _ = c.Checkpoints[0].ComputeChecksum()
+	data := write(t, c)
+	for _, e := range untar(t, data) {
+		if e.hdr.Name == "cp-01-step-1.json" && len(e.data) > len(deep)+4096 {
+			t.Errorf("%s holds %d bytes for a state of %d", e.hdr.Name, len(e.data), len(deep))
+		}
+	}
+	got, _, err := read(data, nil)
+	if err != nil || string(got.Checkpoints[0].AgentState) != deep {
+		t.Errorf("read back: %v", err)
+	}
 }

@@ -42,7 +42,9 @@ func Write(w io.Writer, c *Contents, bundle string) error {
 	gz := gzip.NewWriter(w)
 	tw := tar.NewWriter(gz)
 	add := func(name string, v any) error {
-		data, err := json.MarshalIndent(v, "", "  ")
+		// Compact: indenting would grow a deeply nested state with the
+		// square of its depth, past what an import reads back.
+		data, err := json.Marshal(v)
 		if err != nil {
 			return err
 		}
