@@ -212,7 +212,7 @@ func TestImportRejectsHostileArchives(t *testing.T) {
 		{"duplicate entry", with(add(reg("manifest.json"), "{}")), belay.CodeValidation},
 		{"oversize entry", huge(), belay.CodeTooLarge},
 		{"tampered checkpoint", with(edit("cp-01.json", func(b []byte) []byte {
-			return bytes.Replace(b, []byte(`"summary": "one"`), []byte(`"summary": "evil"`), 1)
+			return bytes.Replace(b, []byte(`"summary":"one"`), []byte(`"summary":"evil"`), 1)
 		})), belay.CodeCheckpointCorrupt},
 		{"smuggled ref", with(edit("workspace.bundle", func([]byte) []byte { return twoRefs })), belay.CodeValidation},
 		{"no bundle", with(func(es []tarEntry) []tarEntry { return es[:len(es)-1] }), belay.CodeValidation},
