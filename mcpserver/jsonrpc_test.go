@@ -149,6 +149,19 @@ func TestStdioAnswersMalformedLinesAndKeepsServing(t *testing.T) {
 	if r := exchange(`{"jsonrpc":"2.0","id":2,"method":"ping"}`); string(r.ID) != "2" || r.Error != nil {
 		t.Fatalf("ping: %+v", r)
 	}
+	// 2025-06-18 has no batches: the SDK would end the session on one; each
+	// request in it is answered with an error instead, and it goes on.
+	if _, err := io.WriteString(inW, `[{"jsonrpc":"2.0","id":3,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":"x","method":"ping"}]`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	var batch []testutil.RPCReply
+	if b := <-lines; json.Unmarshal(b, &batch) != nil || len(batch) != 2 || string(batch[0].ID) != "3" || string(batch[1].ID) != `"x"` ||
+		batch[0].Error == nil || batch[0].Error.Code != -32600 || !strings.Contains(batch[0].Error.Message, "batches") {
+		t.Fatalf("a batch under 2025-06-18: %s", b)
+	}
+	if r := exchange(`{"jsonrpc":"2.0","id":4,"method":"ping"}`); string(r.ID) != "4" || r.Error != nil {
+		t.Fatalf("ping after a batch: %+v", r)
+	}
 	inW.Close()
 	select {
 	case <-done:

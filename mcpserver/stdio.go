@@ -36,6 +36,29 @@ func Stdio(in io.ReadCloser, out io.WriteCloser) (io.ReadCloser, io.WriteCloser)
 	return &lineFilter{in: bufio.NewReader(in), closer: in, out: w, pending: p}, w
 }
 
+// noBatches is the first protocol version without JSON-RPC batches: the SDK
+// ends a stdio session that sends one once that version is negotiated.
+const noBatches = "2025-06-18"
+
+// refuseBatch answers a batch, msgs, under protocol version (see noBatches):
+// an error for each request in it, as a batch, or nothing when it holds
+// only notifications.
+func refuseBatch(msgs []jsonrpc.Message, version string) []byte {
+	var answers []*rpcError
+	for _, m := range msgs {
+		if req, ok := m.(*jsonrpc.Request); ok && req.ID.IsValid() {
+			id, _ := json.Marshal(req.ID.Raw()) // an int64 or a string
+			answers = append(answers, newRPCError(id, jsonrpc.CodeInvalidRequest,
+				fmt.Sprintf("Invalid Request: MCP %s (this session's version) and later take no JSON-RPC batches; send the messages one a line", version)))
+		}
+	}
+	if len(answers) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(answers) // strings and valid ids cannot fail
+	return append(b, '\n')
+}
+
 // lineFilter passes on the lines of in that are JSON-RPC messages and
 // answers the others.
 type lineFilter struct {
@@ -70,7 +93,16 @@ func (f *lineFilter) Read(p []byte) (int, error) {
 			continue
 		default:
 			var msgs []jsonrpc.Message
-			if msgs, answer = decodePayload(line); answer == nil {
+			msgs, answer = decodePayload(line)
+			if v := f.out.version(); answer == nil && line[0] == '[' && v >= noBatches {
+				if refusal := refuseBatch(msgs, v); refusal != nil {
+					if _, err := f.out.Write(refusal); err != nil {
+						return 0, fmt.Errorf("answer a batch: %w", err)
+					}
+				}
+				continue
+			}
+			if answer == nil {
 				f.pending.given(msgs)
 			}
 		}
@@ -113,11 +145,13 @@ func (f *lineFilter) Close() error {
 
 // syncWriter keeps the SDK's messages and the filter's answers whole on the
 // shared output: each writes one message a Write. It tells pending of the
-// replies it writes.
+// replies it writes, and notes the protocol version the server's answer to
+// initialize negotiated.
 type syncWriter struct {
-	mu      sync.Mutex
-	w       io.WriteCloser
-	pending *pending
+	mu         sync.Mutex
+	w          io.WriteCloser
+	pending    *pending
+	negotiated string
 }
 
 func (s *syncWriter) Write(p []byte) (int, error) {
@@ -129,7 +163,24 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 		return n, err
 	}
 	s.pending.answered(p)
+	if bytes.Contains(p, []byte(`"protocolVersion"`)) {
+		var reply struct {
+			Result struct {
+				ProtocolVersion string `json:"protocolVersion"`
+			} `json:"result"`
+		}
+		if json.Unmarshal(p, &reply) == nil && reply.Result.ProtocolVersion != "" {
+			s.negotiated = reply.Result.ProtocolVersion
+		}
+	}
 	return n, nil
+}
+
+// version is the protocol version negotiated so far, "" before initialize.
+func (s *syncWriter) version() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.negotiated
 }
 
 func (s *syncWriter) Close() error {
