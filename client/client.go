@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -100,8 +101,9 @@ func decodeError(resp *http.Response) error {
 
 // IsConnectionError reports whether err means the server could not be reached.
 func IsConnectionError(err error) bool {
-	var be *belay.Error
-	return err != nil && !errors.As(err, &be)
+	var ue *url.Error
+	var ne net.Error
+	return errors.As(err, &ue) || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // CreateSession starts a session on the server, owned by the token's user.

@@ -458,6 +458,10 @@ func TestConnectionErrors(t *testing.T) {
 	if errors.As(err, &be) {
 		t.Errorf("unreachable server gave a coded error %v", be)
 	}
+	// An error of this process, not of the way to the server, is none.
+	if client.IsConnectionError(fmt.Errorf("mcp: %w", errors.New("JSON-RPC batching is not supported"))) {
+		t.Error("a local error was taken for a connection error")
+	}
 }
 
 func TestNonJSONErrorIsInternal(t *testing.T) {
