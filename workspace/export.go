@@ -109,13 +109,24 @@ func (m *Manager) ExportBranch(ctx context.Context, root, branch string, commits
 		return fmt.Errorf("export %s: %w", s.root, err)
 	}
 	defer m.run(context.WithoutCancel(ctx), s, runOpts{}, "update-ref", "-d", exportRef)
+	// A branch there already moves only forward, to an export that holds it.
+	out, _, err = m.runCode(ctx, s, inUser, "rev-parse", "-q", "--verify", ref+"^{commit}")
+	if err != nil {
+		return fmt.Errorf("export %s: read branch %q: %w", s.root, branch, err)
+	}
+	if old := strings.TrimSpace(string(out)); old != "" {
+		if _, code, err := m.runCode(ctx, s, runOpts{okCodes: []int{1}}, "merge-base", "--is-ancestor", old, parent); err != nil || code != 0 {
+			return errorf(InvalidWorkspace, nil, "export %s: branch %q exists and has commits this export does not hold; choose another name, or delete the branch first", s.root, branch)
+		}
+	}
 	// Fetching (not pushing) runs no hooks of the user's repository, and
 	// without "+" git refuses to rewind a diverged branch; it also refuses a
-	// branch checked out in another worktree.
+	// branch checked out in another worktree. Its message names belay's
+	// data directory, which is not the caller's to see.
 	if _, err := m.run(ctx, s, runOpts{gitDir: user.gitDir},
 		"fetch", "-q", "--no-tags", "--no-prune", "--no-write-fetch-head", "--no-auto-gc", "--no-write-commit-graph",
 		"--no-recurse-submodules", "--", s.repo, exportRef+":"+ref); err != nil {
-		return errorf(InvalidWorkspace, err, "export %s: write branch %q", s.root, branch)
+		return errorf(InvalidWorkspace, nil, "export %s: git could not write branch %q (is it checked out in another worktree?)", s.root, branch)
 	}
 	return nil
 }
