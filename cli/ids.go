@@ -10,13 +10,20 @@ import (
 )
 
 // abbrev shortens ids as git does: each to its shortest prefix of at least
-// belay.MinIDPrefix characters that no other id it knows begins with. Every
+// shownPrefix characters that no other id it knows begins with. Every
 // command that takes an id takes such a prefix. Ids are time-ordered (UUID
 // v7), so a fixed width would show the same characters for everything made
-// in the same minute.
+// in the same millisecond.
 type abbrev struct {
 	sorted []string
 }
+
+// shownPrefix is the shortest id prefix a list shows: a UUID v7's
+// millisecond (12 hex digits and a dash). A shorter prefix unique among the
+// ids listed would match ids not listed, made in the same minute or hour,
+// and fail as ambiguous when typed; ids of different milliseconds differ
+// within it.
+const shownPrefix = 13
 
 // newAbbrev knows ids; empty ones are skipped.
 func newAbbrev(ids ...string) *abbrev {
@@ -43,7 +50,7 @@ func (a *abbrev) of(id string) string {
 	if id == "" {
 		return "-"
 	}
-	n := belay.MinIDPrefix
+	n := shownPrefix
 	i, _ := slices.BinarySearch(a.sorted, id)
 	for _, j := range []int{i - 1, i + 1} {
 		if j >= 0 && j < len(a.sorted) && a.sorted[j] != id {

@@ -11,10 +11,13 @@ import (
 	"github.com/belayhq/belay/cli"
 )
 
+// shownPrefix is the shortest prefix lists show: a UUID v7's millisecond.
+const shownPrefix = 13
+
 // uniquePrefix is how lists show id: its shortest prefix of at least
-// belay.MinIDPrefix characters that none of others begins with.
+// shownPrefix characters that none of others begins with.
 func uniquePrefix(id string, others ...string) string {
-	for n := belay.MinIDPrefix; n < len(id); n++ {
+	for n := shownPrefix; n < len(id); n++ {
 		unique := true
 		for _, o := range others {
 			if o != id && strings.HasPrefix(o, id[:n]) {
@@ -44,9 +47,11 @@ func column(table string, i int) []string {
 
 // TestListsShowUniqueIDPrefixes: checkpoints made in the same minute share
 // their first 8 characters; lists show each id as its shortest prefix
-// unique among those listed, and every command takes it back.
+// unique among those listed, at least its millisecond, and every command
+// takes it back, also when ids not listed were made in the same minute.
 func TestListsShowUniqueIDPrefixes(t *testing.T) {
 	h := newHarness(t)
+	h.ok(t, "", "save", "-m", "elsewhere", "--no-snapshot", "--project", t.TempDir())
 	for _, m := range []string{"one", "two", "three"} {
 		h.ok(t, "", "save", "-m", m, "--no-snapshot")
 	}
@@ -69,6 +74,9 @@ func TestListsShowUniqueIDPrefixes(t *testing.T) {
 		}
 		if got := okJSON[belay.Checkpoint](t, h, "show", shown[i]); got.ID != id {
 			t.Errorf("show %s = %s, want %s", shown[i], got.ID, id)
+		}
+		if got := okJSON[belay.Session](t, h, "session-info", sessions[i]); got.ID != list.Items[i].SessionID {
+			t.Errorf("session-info %s = %s, want %s", sessions[i], got.ID, list.Items[i].SessionID)
 		}
 	}
 

@@ -97,8 +97,8 @@ func TestSearchShowsUniqueIDs(t *testing.T) {
 			t.Errorf("id %q is shown twice or too short:\n%s", id, out)
 		}
 		seen[id] = true
-		if len(session) != belay.MinIDPrefix {
-			t.Errorf("the only session is shown as %q, want %d characters", session, belay.MinIDPrefix)
+		if len(session) != shownPrefix {
+			t.Errorf("the only session is shown as %q, want %d characters", session, shownPrefix)
 		}
 		cp := okJSON[belay.Checkpoint](t, h, "show", id)
 		if !strings.HasPrefix(cp.ID, id) || !strings.Contains(line, cp.Summary) {
