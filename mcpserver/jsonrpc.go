@@ -67,6 +67,9 @@ func decodePayload(data []byte) ([]jsonrpc.Message, *rpcError) {
 		if err != nil {
 			return nil, newRPCError(requestID(data), jsonrpc.CodeInvalidRequest, "Invalid Request: "+err.Error())
 		}
+		if nullID(data) {
+			return nil, newRPCError(nil, jsonrpc.CodeInvalidRequest, "Invalid Request: an id must be a string or a number, not null")
+		}
 		return []jsonrpc.Message{m}, nil
 	case '[':
 		var batch []json.RawMessage
@@ -84,6 +87,17 @@ func decodePayload(data []byte) ([]jsonrpc.Message, *rpcError) {
 		return msgs, nil
 	}
 	return nil, newRPCError(nil, jsonrpc.CodeInvalidRequest, "Invalid Request: a message must be a JSON object")
+}
+
+// nullID reports whether the message data has an id, and it is null: the
+// SDK takes it for a notification's missing id, and answers in plain text.
+func nullID(data []byte) bool {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(data, &fields) != nil {
+		return false
+	}
+	id, ok := fields["id"]
+	return ok && string(bytes.TrimSpace(id)) == "null"
 }
 
 // requestID is the id of an invalid request, when it is a string or a number

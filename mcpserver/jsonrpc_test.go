@@ -62,6 +62,7 @@ func TestHTTPAnswersMalformedBodiesWithJSONRPCErrors(t *testing.T) {
 		{`{"jsonrpc":"1.0","id":3,"method":"ping"}`, -32600, "3"},
 		{`{"jsonrpc":"2.0","id":"x","method":5}`, -32600, `"x"`},
 		{`{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}`, -32600, "null"},
+		{`{"jsonrpc":"2.0","id":null,"method":"ping"}`, -32600, "null"},
 	} {
 		res, b := post("application/json", tc.body)
 		var r testutil.RPCReply
