@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -587,4 +588,71 @@ func TestProjectLimitFollowsSymlinks(t *testing.T) {
 	if _, err := e.svc.CreateCheckpoint(limited, belay.CreateCheckpointInput{ProjectPath: other, Summary: "state only"}); err != nil {
 		t.Errorf("a save in the token's project: %v", err)
 	}
+}
+
+// TestApproversAreToldOfTheirRequests: an approver who may not read the
+// session receives its request's HITL events, live and from the log, when
+// its token may decide; nothing else of the session, and nothing without
+// the decide scope.
+func TestApproversAreToldOfTheirRequests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db, err := sqlite.Open(localCtx, filepath.Join(t.TempDir(), "belay.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		defer time.Sleep(time.Second)
+		svc := core.New(core.Options{Store: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		for _, user := range []string{"carol", "dave"} {
+			if _, err := createToken(localCtx, svc, user, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		carol, dave := hitlAs("carol"), hitlAs("dave")
+		carolReads := belay.WithActor(context.Background(), belay.Actor{UserID: "carol", Scopes: []belay.Scope{belay.ScopeRead}})
+		follow := func(ctx context.Context, after int64) func() []string {
+			ctx, cancel := context.WithCancel(ctx)
+			var got []string
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				_ = svc.Follow(ctx, belay.EventFilter{After: after}, 0, func(_ int64, batch []belay.Event) error {
+					for _, e := range batch {
+						got = append(got, e.Type)
+					}
+					return nil
+				})
+			}()
+			synctest.Wait()
+			return func() []string {
+				synctest.Wait()
+				cancel()
+				<-done
+				return got
+			}
+		}
+		stopCarol, stopReads, stopDave := follow(carol, belay.FromNow), follow(carolReads, belay.FromNow), follow(dave, belay.FromNow)
+		cp, err := svc.CreateCheckpoint(hitlAs("alice"), belay.CreateCheckpointInput{ProjectPath: "/w/p", Summary: "deploy",
+			HITL: &belay.HITLInput{Required: true, Title: "Deploy?", Approvers: []string{"carol"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if _, err := svc.Decide(carol, belay.DecideInput{CheckpointID: cp.ID, SelectedOption: "approve"}); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{belay.EventHITLRequired, belay.EventHITLDecided}
+		if got := stopCarol(); !slices.Equal(got, want) {
+			t.Errorf("the approver received %v live, want %v", got, want)
+		}
+		if got := stopReads(); len(got) != 0 {
+			t.Errorf("the approver's read-only token received %v", got)
+		}
+		if got := stopDave(); len(got) != 0 {
+			t.Errorf("a stranger received %v", got)
+		}
+		if got := follow(carol, 0)(); !slices.Equal(got, want) {
+			t.Errorf("the approver read %v from the log, want %v", got, want)
+		}
+	})
 }

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -60,11 +61,24 @@ type subscriber struct {
 }
 
 // matches applies the subscriber's filter and scope: acl describes the
-// event's session (nil for no session, or one never seen).
-func (sub *subscriber) matches(e *belay.Event, acl *sessionACL) bool {
+// event's session (nil for no session, or one never seen), approvers are
+// those its data names (see store.EventQuery.Approvals).
+func (sub *subscriber) matches(e *belay.Event, acl *sessionACL, approvers []string) bool {
 	return (sub.q.SessionID == "" || sub.q.SessionID == e.SessionID) &&
 		(len(sub.q.Types) == 0 || slices.Contains(sub.q.Types, e.Type)) &&
-		acl.readable(sub.q.Scope)
+		(acl.readable(sub.q.Scope) || sub.q.Approvals && acl.approvable(sub.q.Scope, approvers))
+}
+
+// eventApprovers are the approvers a HITL event's data names.
+func eventApprovers(e *belay.Event) []string {
+	if !slices.Contains(store.HITLEventTypes, e.Type) {
+		return nil
+	}
+	var d struct {
+		Approvers []string `json:"approvers"`
+	}
+	_ = json.Unmarshal(e.Data, &d) // an event without approvers names none
+	return d.Approvers
 }
 
 // sessionACL is who may read a session's events: what the store's scope
@@ -85,6 +99,13 @@ func (a *sessionACL) readable(sc store.Scope) bool {
 		return false
 	}
 	return sc.All || a.owner == sc.User || slices.Contains(a.users, sc.User)
+}
+
+// approvable says whether an event of the session, naming approvers, is
+// told to sc's user as one of them, within sc's projects.
+func (a *sessionACL) approvable(sc store.Scope, approvers []string) bool {
+	return a != nil && slices.Contains(approvers, sc.User) &&
+		(len(sc.Projects) == 0 || (belay.Actor{Projects: sc.Projects}).InProjects(a.project))
 }
 
 // acl returns the access list of an event's session, read once and kept
@@ -189,8 +210,9 @@ func (h *eventHub) tail(tailed chan struct{}) {
 			h.svc.log.Error("event tailer", "error", err)
 		}
 		acls := make([]*sessionACL, len(evs))
+		approvers := make([][]string, len(evs))
 		for i := range evs {
-			acls[i] = h.acl(ctx, &evs[i])
+			acls[i], approvers[i] = h.acl(ctx, &evs[i]), eventApprovers(&evs[i])
 		}
 		h.mu.Lock()
 		if ctx.Err() != nil {
@@ -208,7 +230,7 @@ func (h *eventHub) tail(tailed chan struct{}) {
 		for i := range evs {
 			e := &evs[i]
 			for sub := range h.subs {
-				if !sub.matches(e, acls[i]) {
+				if !sub.matches(e, acls[i], approvers[i]) {
 					continue
 				}
 				select {
@@ -268,7 +290,7 @@ func (s *Service) Follow(ctx context.Context, f belay.EventFilter, heartbeat tim
 	case f.After > last:
 		return belay.Invalid("after", "event %d does not exist: the newest is %d", f.After, last).With("newest", last)
 	}
-	q := store.EventQuery{Scope: c.scope(), SessionID: f.SessionID, Types: f.Types, After: f.After, Limit: MaxEventPage}
+	q := store.EventQuery{Scope: c.scope(), Approvals: c.Has(belay.ScopeDecide), SessionID: f.SessionID, Types: f.Types, After: f.After, Limit: MaxEventPage}
 	emit = s.whileValid(ctx, c, emit)
 	if err := emit(q.After, nil); err != nil {
 		return err

@@ -43,10 +43,20 @@ func buildHITL(in *belay.HITLInput, cp *belay.Checkpoint, now time.Time) *belay.
 }
 
 func hitlEventData(cp *belay.Checkpoint) map[string]any {
-	d := map[string]any{"checkpointId": cp.ID, "title": cp.HITL.Title, "message": cp.HITL.Message, "options": cp.HITL.Options}
+	d := withApprovers(cp, map[string]any{"checkpointId": cp.ID, "title": cp.HITL.Title, "message": cp.HITL.Message, "options": cp.HITL.Options})
 	if cp.HITL.Timeout != nil {
 		d["expiresAt"] = cp.HITL.Timeout.ExpiresAt
 		d["defaultAction"] = cp.HITL.Timeout.DefaultAction
+	}
+	return d
+}
+
+// withApprovers adds the request's approvers to the data of one of its
+// events: they are told of it (store.EventQuery.Approvals) though they may
+// not read the session.
+func withApprovers(cp *belay.Checkpoint, d map[string]any) map[string]any {
+	if len(cp.HITL.Approvers) > 0 {
+		d["approvers"] = cp.HITL.Approvers
 	}
 	return d
 }
@@ -268,8 +278,8 @@ func (s *Service) recordDecision(ctx context.Context, tx store.Tx, sess *belay.S
 			belay.Errorf(belay.CodeHITLAlreadyDecided, "checkpoint %s was already decided", cp.ID).With("checkpointId", cp.ID))
 	}
 	cp.Decision, cp.UpdatedAt = d, d.DecidedAt
-	if err := s.appendEvent(ctx, tx, belay.EventHITLDecided, sess.ID, cp.ID, map[string]any{
-		"decision": d, "title": cp.HITL.Title}); err != nil {
+	if err := s.appendEvent(ctx, tx, belay.EventHITLDecided, sess.ID, cp.ID, withApprovers(cp, map[string]any{
+		"decision": d, "title": cp.HITL.Title})); err != nil {
 		return err
 	}
 	to, err := s.statusAfter(ctx, tx, sess, cp, d.Action)
@@ -340,8 +350,8 @@ func (s *Service) applyTimeout(ctx context.Context, tx store.Tx, cp *belay.Check
 		return err
 	}
 	t := cp.HITL.Timeout
-	if err := s.appendEvent(ctx, tx, belay.EventHITLTimedOut, sess.ID, cp.ID, map[string]any{
-		"defaultAction": t.DefaultAction, "expiresAt": t.ExpiresAt}); err != nil {
+	if err := s.appendEvent(ctx, tx, belay.EventHITLTimedOut, sess.ID, cp.ID, withApprovers(cp, map[string]any{
+		"defaultAction": t.DefaultAction, "expiresAt": t.ExpiresAt})); err != nil {
 		return err
 	}
 	now := s.clock.Now()

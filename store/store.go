@@ -430,12 +430,21 @@ type PendingQuery struct {
 
 // EventQuery filters the event log.
 type EventQuery struct {
-	Scope     Scope
+	Scope Scope
+	// Approvals adds to Scope's sessions the HITL events (HITLEventTypes)
+	// whose data names Scope.User among the request's approvers, within
+	// Scope.Projects: what an approver who may not read the session is
+	// told of the requests it may decide.
+	Approvals bool
 	After     int64
 	SessionID string
 	Types     []string
 	Limit     int
 }
+
+// HITLEventTypes are the events of a HITL request, whose data names its
+// approvers (as "approvers", when it has any).
+var HITLEventTypes = []string{belay.EventHITLRequired, belay.EventHITLDecided, belay.EventHITLTimedOut}
 
 // DeliveryQuery filters the webhook delivery log, newest first.
 type DeliveryQuery struct {

@@ -17,7 +17,11 @@ func (r reader) ListEvents(ctx context.Context, q store.EventQuery) ([]belay.Eve
 	where, args := []string{"seq > ?"}, []any{q.After}
 	if !q.Scope.All || len(q.Scope.Projects) > 0 {
 		// Events of no session are belay's own (webhooks, tokens): for All only.
-		cond, a := scopeFilter(q.Scope, "session_id", "(SELECT project_path FROM sessions WHERE id = events.session_id)", "")
+		approvers := ""
+		if q.Approvals {
+			approvers = "CASE WHEN events.type IN ('" + strings.Join(store.HITLEventTypes, "','") + "') THEN events.data END"
+		}
+		cond, a := scopeFilter(q.Scope, "session_id", "(SELECT project_path FROM sessions WHERE id = events.session_id)", approvers)
 		where, args = append(where, cond), append(args, a...)
 	}
 	if q.SessionID != "" {

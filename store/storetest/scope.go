@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"encoding/json"
 	"slices"
 	"testing"
 	"time"
@@ -401,6 +402,49 @@ func testScopeApprovers(t *testing.T, st store.Store) {
 	}
 	if items, total, _, err := st.ListSessions(t.Context(), store.SessionQuery{Scope: frank, Limit: 10}); err != nil || len(items) != 0 || total != 0 {
 		t.Errorf("ListSessions of an approver = %d items, total %d, %v; want none", len(items), total, err)
+	}
+
+	// With Approvals, the events of a request naming the user among its
+	// approvers: its HITL events only, within the scope's projects.
+	approvers := func(names ...string) json.RawMessage {
+		b, _ := json.Marshal(map[string]any{"approvers": names, "title": "t"})
+		return b
+	}
+	events := []*belay.Event{
+		{Type: belay.EventHITLRequired, SessionID: sa.ID, CheckpointID: a2.ID, Data: approvers("frank"), CreatedAt: at(10)},
+		{Type: belay.EventCheckpointCreated, SessionID: sa.ID, CheckpointID: a2.ID, Data: approvers("frank"), CreatedAt: at(11)},
+		{Type: belay.EventHITLRequired, SessionID: sc.ID, CheckpointID: c3.ID, Data: approvers("frank", "gina"), CreatedAt: at(12)},
+		{Type: belay.EventHITLDecided, SessionID: sa.ID, CheckpointID: decided.ID, Data: approvers("frank"), CreatedAt: at(13)},
+		{Type: belay.EventHITLTimedOut, SessionID: sh.ID, CheckpointID: h6.ID, Data: approvers("frankie"), CreatedAt: at(14)},
+		{Type: belay.EventHITLRequired, SessionID: sa.ID, CheckpointID: a1.ID, CreatedAt: at(15)},
+	}
+	first := lastSeq(t, st)
+	appendEvents(t, st, events...)
+	seq := func(i ...int) []int64 {
+		var out []int64
+		for _, n := range i {
+			out = append(out, first+int64(n)+1)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		q    store.EventQuery
+		want []int64
+	}{
+		{"WithoutApprovals", store.EventQuery{Scope: frank}, nil},
+		{"Approver", store.EventQuery{Scope: frank, Approvals: true}, seq(0, 2, 3)},
+		{"ApproverIsExact", store.EventQuery{Scope: store.Scope{User: "frankie"}, Approvals: true}, seq(4)},
+		{"ApproverInProjects", store.EventQuery{Scope: store.Scope{User: "frank", Projects: []string{"/p/c"}}, Approvals: true}, seq(2)},
+		{"ApproverAndGrantee", store.EventQuery{Scope: store.Scope{User: "bob"}, Approvals: true}, seq(2)},
+		{"Type", store.EventQuery{Scope: frank, Approvals: true, Types: []string{belay.EventHITLDecided}}, seq(3)},
+		{"Session", store.EventQuery{Scope: frank, Approvals: true, SessionID: sc.ID}, seq(2)},
+	} {
+		t.Run("Events"+tc.name, func(t *testing.T) {
+			q := tc.q
+			q.After, q.Limit = first, 100
+			wantEqual(t, "events", tc.want, seqs(listEvents(t, st, q)))
+		})
 	}
 }
 
