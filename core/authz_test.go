@@ -301,25 +301,35 @@ func authzState(t *testing.T, svc *core.Service, sessionID string) string {
 	return string(b)
 }
 
+// bubbleService is a service over a fresh SQLite file for a synctest
+// bubble, with a token (so a user) for each of users. Its streams end before
+// the bubble does; so does its tailer, idle a while.
+func bubbleService(t *testing.T, users ...string) *core.Service {
+	t.Helper()
+	db, err := sqlite.Open(localCtx, filepath.Join(t.TempDir(), "belay.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		time.Sleep(time.Second)
+		db.Close()
+	})
+	svc := core.New(core.Options{Store: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	for _, user := range users {
+		if _, err := createToken(localCtx, svc, user, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return svc
+}
+
 // TestLiveStreamSeesGrantsMadeWhileIdle: the event tailer keeps who may read
 // each session; a grant or a revocation made while no stream was open (the
 // tailer asleep) still decides, as soon as streams open again, who receives
 // the session's events.
 func TestLiveStreamSeesGrantsMadeWhileIdle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		db, err := sqlite.Open(localCtx, filepath.Join(t.TempDir(), "belay.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		// Streams end before the bubble does; so does the tailer, idle a while.
-		defer time.Sleep(time.Second)
-		svc := core.New(core.Options{Store: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		for _, user := range []string{"bob", "carol"} {
-			if _, err := createToken(localCtx, svc, user, false); err != nil {
-				t.Fatal(err)
-			}
-		}
+		svc := bubbleService(t, "bob", "carol")
 		alice, bob, carol := hitlAs("alice"), hitlAs("bob"), hitlAs("carol")
 		sess, err := svc.CreateSession(alice, belay.CreateSessionInput{Title: "shared"})
 		if err != nil {
@@ -596,18 +606,7 @@ func TestProjectLimitFollowsSymlinks(t *testing.T) {
 // the decide scope.
 func TestApproversAreToldOfTheirRequests(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		db, err := sqlite.Open(localCtx, filepath.Join(t.TempDir(), "belay.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		defer time.Sleep(time.Second)
-		svc := core.New(core.Options{Store: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		for _, user := range []string{"carol", "dave"} {
-			if _, err := createToken(localCtx, svc, user, false); err != nil {
-				t.Fatal(err)
-			}
-		}
+		svc := bubbleService(t, "carol", "dave")
 		carol, dave := hitlAs("carol"), hitlAs("dave")
 		carolReads := belay.WithActor(context.Background(), belay.Actor{UserID: "carol", Scopes: []belay.Scope{belay.ScopeRead}})
 		follow := func(ctx context.Context, after int64) func() []string {
