@@ -170,7 +170,15 @@ func TestSaveListGetDiffRollback(t *testing.T) {
 	if got := ok(t, cs, "checkpoint_get", map[string]any{"id": id}); got["summary"] != "first version" {
 		t.Errorf("get = %v", got)
 	}
-	diff := ok(t, cs, "checkpoint_diff", map[string]any{"id": id})
+	// A unique prefix will do, as in the CLI; a shared one is ambiguous.
+	second := page["checkpoints"].([]any)[0].(map[string]any)["id"].(string)
+	if got := ok(t, cs, "checkpoint_get", map[string]any{"id": strings.ToUpper(id[:18])}); got["id"] != id {
+		t.Errorf("get by a prefix = %v", got)
+	}
+	if _, be := call(t, cs, "checkpoint_get", map[string]any{"id": id[:4]}); id[:4] == second[:4] && (be == nil || be.Code != belay.CodeValidation || be.Details["field"] != "id") {
+		t.Errorf("get by an ambiguous prefix: %+v", be)
+	}
+	diff := ok(t, cs, "checkpoint_diff", map[string]any{"id": id[:18]})
 	if !strings.Contains(diff["patch"].(string), "+// broken") {
 		t.Errorf("diff = %v", diff)
 	}
@@ -211,7 +219,8 @@ func TestSeedErrors(t *testing.T) {
 		{"top_k over 100", "checkpoint_search", map[string]any{"query": "q", "top_k": 101}, belay.CodeValidation, "top_k"},
 		{"relative project_path in search", "checkpoint_search", map[string]any{"query": "q", "project_path": "rel"}, belay.CodeValidation, "project_path"},
 		{"limit not an integer", "checkpoint_list", map[string]any{"limit": 1e30}, belay.CodeValidation, "limit"},
-		{"bad rollback id", "checkpoint_rollback", map[string]any{"id": "0000"}, belay.CodeValidation, "id"},
+		{"bad rollback id", "checkpoint_rollback", map[string]any{"id": "zz"}, belay.CodeValidation, "id"},
+		{"unknown id prefix", "checkpoint_rollback", map[string]any{"id": "0000"}, belay.CodeNotFound, ""},
 		{"bad option action", "ask_human", map[string]any{"project_path": e.project, "question": "q",
 			"options": []map[string]any{{"id": "a", "label": "A", "action": "bogus"}}}, belay.CodeValidation, "options[0].action"},
 		{"default not an option", "ask_human", map[string]any{"project_path": e.project, "question": "q", "default": "maybe",
@@ -219,6 +228,8 @@ func TestSeedErrors(t *testing.T) {
 		{"default not approve or reject", "ask_human", map[string]any{"project_path": e.project, "question": "q", "default": "later"}, belay.CodeValidation, "default"},
 		{"timeout with no reject to take", "ask_human", map[string]any{"project_path": e.project, "question": "q", "timeout_seconds": 60,
 			"options": []map[string]any{{"id": "a", "label": "A", "action": "approve"}}}, belay.CodeValidation, "default"},
+		{"timeout taking a modify", "ask_human", map[string]any{"project_path": e.project, "question": "q", "timeout_seconds": 60, "default": "m",
+			"options": []map[string]any{{"id": "m", "label": "M", "action": "modify"}}}, belay.CodeValidation, "default"},
 		{"timeout too short", "ask_human", map[string]any{"project_path": e.project, "question": "q", "timeout_seconds": 5}, belay.CodeValidation, "timeout_seconds"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -100,7 +101,7 @@ type ListOutput struct {
 
 // IDInput names one checkpoint.
 type IDInput struct {
-	ID string `json:"id" jsonschema:"the checkpoint's id"`
+	ID string `json:"id" jsonschema:"the checkpoint's id, or a unique prefix of it"`
 }
 
 // DiffInput is checkpoint_diff's input.
@@ -163,7 +164,7 @@ type AskInput struct {
 	Question    string      `json:"question" jsonschema:"the decision, as a question (1-200 characters)"`
 	Details     string      `json:"details,omitempty" jsonschema:"what the person needs to know to decide"`
 	Options     []AskOption `json:"options,omitempty" jsonschema:"the answers (default approve / reject)"`
-	Default     string      `json:"default,omitempty" jsonschema:"the option id taken when nobody answers in time"`
+	Default     string      `json:"default,omitempty" jsonschema:"the option taken when nobody answers in time: an option's id (approve or reject without options); without it the timeout rejects"`
 	TimeoutSec  int         `json:"timeout_seconds,omitempty" jsonschema:"after this long the default is taken (60-86400)"`
 	WaitSec     int         `json:"wait_seconds,omitempty" jsonschema:"how long to wait here for the answer (default 20)"`
 }
@@ -289,7 +290,37 @@ func (s *server) list(ctx context.Context, in *ListInput) (*ListOutput, error) {
 	return out, nil
 }
 
+// checkpointIDs turns each of refs, a checkpoint's id or a unique prefix of
+// one (at least belay.MinIDPrefix hex digits, as the CLI takes), into the
+// id, in place; other values are left for the service to refuse. An
+// ambiguous or unknown prefix is refused naming field.
+func (s *server) checkpointIDs(ctx context.Context, field string, refs ...*string) error {
+	for _, ref := range refs {
+		if len(*ref) < belay.MinIDPrefix || belay.IsUUID(*ref) || strings.Trim(strings.ToLower(*ref), "0123456789abcdef-") != "" {
+			continue
+		}
+		cp, err := s.svc.ResolveCheckpoint(ctx, belay.CheckpointRef{Ref: *ref})
+		var be *belay.Error
+		switch {
+		case err == nil:
+			*ref = cp.ID
+		case errors.As(err, &be) && be.Details["candidates"] != nil:
+			return be.With("field", field) // ambiguous
+		case errors.As(err, &be) && be.Code != belay.CodeInternal && be.Code != belay.CodeStorageUnavailable:
+			// No id begins so; without a session the service reads the
+			// prefix as a number or a name too, which MCP takes nowhere.
+			return snakeField(belay.Errorf(belay.CodeCheckpointNotFound, "no checkpoint you may read has an id beginning %q", *ref).With("id", *ref))
+		default:
+			return err
+		}
+	}
+	return nil
+}
+
 func (s *server) get(ctx context.Context, in *IDInput) (*Checkpoint, error) {
+	if err := s.checkpointIDs(ctx, "id", &in.ID); err != nil {
+		return nil, err
+	}
 	cp, err := s.svc.GetCheckpoint(ctx, in.ID)
 	if err != nil {
 		return nil, snakeField(err)
@@ -299,6 +330,12 @@ func (s *server) get(ctx context.Context, in *IDInput) (*Checkpoint, error) {
 }
 
 func (s *server) diff(ctx context.Context, in *DiffInput) (*DiffOutput, error) {
+	if err := s.checkpointIDs(ctx, "id", &in.ID); err != nil {
+		return nil, err
+	}
+	if err := s.checkpointIDs(ctx, "to", &in.To); err != nil {
+		return nil, err
+	}
 	d, err := s.svc.DiffCheckpoint(ctx, belay.DiffInput{CheckpointID: in.ID, To: in.To})
 	if err != nil {
 		return nil, snakeField(err)
@@ -307,6 +344,9 @@ func (s *server) diff(ctx context.Context, in *DiffInput) (*DiffOutput, error) {
 }
 
 func (s *server) rollback(ctx context.Context, in *RollbackInput) (*RollbackOutput, error) {
+	if err := s.checkpointIDs(ctx, "id", &in.ID); err != nil {
+		return nil, err
+	}
 	res, err := s.svc.RestoreCheckpoint(ctx, belay.RestoreInput{CheckpointID: in.ID, Reason: in.Reason, DryRun: in.DryRun})
 	if err != nil {
 		return nil, snakeField(err)
@@ -360,6 +400,10 @@ func (s *server) ask(ctx context.Context, in *AskInput) (*Answer, error) {
 		return nil, belay.Invalid("default", "without options the answers are approve and reject, so default must be one of them, got %q", belay.Clip(in.Default, 50))
 	}
 	if in.TimeoutSec > 0 {
+		rejects := func(o AskOption) bool { return o.Action == string(belay.ActionReject) }
+		if def == "" && len(in.Options) > 0 && !slices.ContainsFunc(in.Options, rejects) {
+			return nil, belay.Invalid("default", "timeout_seconds needs default here: without one the timeout rejects, and none of the options rejects")
+		}
 		if def == "" {
 			def = belay.ActionReject
 		}
@@ -374,6 +418,9 @@ func (s *server) ask(ctx context.Context, in *AskInput) (*Answer, error) {
 }
 
 func (s *server) wait(ctx context.Context, in *WaitInput) (*Answer, error) {
+	if err := s.checkpointIDs(ctx, "id", &in.ID); err != nil {
+		return nil, err
+	}
 	return s.answer(ctx, in.ID, in.WaitSec)
 }
 
