@@ -57,7 +57,7 @@ func (s *Service) CollectGarbage(ctx context.Context, in belay.GCInput) (*belay.
 				return !roots[sh.Root], err
 			})
 		} else {
-			rec, err = ws.Collect(ctx, sh.ID, in.DryRun, s.unneededRefs(ctx, deleted, &w))
+			rec, err = ws.Collect(ctx, sh.ID, in.DryRun, s.unneededRefs(ctx, sh.Root, deleted, &w))
 		}
 		switch {
 		case errors.Is(err, workspace.ErrInUse):
@@ -94,49 +94,85 @@ func (s *Service) deletedSessions(ctx context.Context) (map[string]bool, error) 
 	}
 }
 
-// unneededRefs returns what Collect asks, under the workspace lock, of a
-// shadow repository's refs: those no checkpoint needs. They are the refs of
-// deleted sessions, and those of a session here whose seq names no checkpoint
-// with a snapshot (deleted since, or a save that failed after its snapshot).
-// It counts them in w. A session this database never had keeps its refs:
-// another database may share the data directory.
-func (s *Service) unneededRefs(ctx context.Context, deleted map[string]bool, w *belay.GCWorkspace) func(map[string]string) ([]string, error) {
+// unneededRefs returns what Collect asks, under the workspace lock, of the
+// shadow repository of root's refs: those no checkpoint needs. They are the
+// refs of deleted sessions, and those of a session here that hold no
+// checkpoint's snapshot: one above the session's last seq (a save that
+// failed after its snapshot), one whose seq another checkpoint without a
+// snapshot holds (a save that lost a race), and one of a checkpoint the event
+// log says was deleted. A ref whose checkpoint is missing without a deletion
+// stays: validate --repair rebuilds the checkpoint from it. It counts them in
+// w. A session this database never had keeps its refs: another database may
+// share the data directory.
+func (s *Service) unneededRefs(ctx context.Context, root string, deleted map[string]bool, w *belay.GCWorkspace) func(map[string]string) ([]string, error) {
 	return func(refs map[string]string) ([]string, error) {
 		var drop []string
-		sessions := map[string]bool{} // id -> here
-		for ref := range refs {
+		sessions := map[string]*belay.Session{} // nil: not here
+		gone := map[string]map[string]bool{}   // a session's deleted checkpoints
+		for ref, commit := range refs {
 			id, seq, ok := snapshotRefOf(ref)
 			if !ok {
 				continue
 			}
-			here, seen := sessions[id]
+			sess, seen := sessions[id]
 			if !seen {
-				_, err := s.store.GetSession(ctx, id)
+				var err error
+				sess, err = s.store.GetSession(ctx, id)
 				if err != nil && !belay.IsCode(err, belay.CodeSessionNotFound) {
 					return nil, err
 				}
-				here, sessions[id] = err == nil, err == nil
-				if !here && deleted[id] {
+				sessions[id] = sess
+				if sess == nil && deleted[id] {
 					w.DeletedSessions++
 				}
 			}
-			switch {
-			case !here && deleted[id]:
-				drop = append(drop, ref)
-			case here:
-				cp, err := s.store.GetCheckpointBySeq(ctx, id, seq)
-				if corrupted(err) != nil {
-					continue // validation reports it; its snapshot may tell what it was
-				}
-				if err != nil && !belay.IsCode(err, belay.CodeCheckpointNotFound) {
-					return nil, err
-				}
-				if err != nil || cp.WorkspaceRef == "" {
+			if sess == nil {
+				if deleted[id] {
 					drop = append(drop, ref)
-					w.DeletedCheckpoints++
 				}
+				continue
+			}
+			unneeded, err := s.refUnneeded(ctx, root, sess, seq, commit, gone)
+			if err != nil {
+				return nil, err
+			}
+			if unneeded {
+				drop = append(drop, ref)
+				w.DeletedCheckpoints++
 			}
 		}
 		return drop, nil
 	}
+}
+
+// refUnneeded says whether the snapshot ref of sess's seq, at commit, holds
+// no checkpoint's snapshot (see unneededRefs). gone caches each session's
+// deleted checkpoints.
+func (s *Service) refUnneeded(ctx context.Context, root string, sess *belay.Session, seq int64, commit string, gone map[string]map[string]bool) (bool, error) {
+	if seq > sess.LastSeq {
+		return true, nil
+	}
+	cp, err := s.store.GetCheckpointBySeq(ctx, sess.ID, seq)
+	switch {
+	case err == nil:
+		return cp.WorkspaceRef == "", nil
+	case corrupted(err) != nil:
+		return false, nil // validation reports it; its snapshot may tell what it was
+	case !belay.IsCode(err, belay.CodeCheckpointNotFound):
+		return false, err
+	}
+	msg, err := s.ws.CommitMessage(ctx, root, commit)
+	if err != nil {
+		return false, nil // unreadable: validation reports it
+	}
+	rec, err := parseRecord(msg)
+	if err != nil {
+		return false, nil
+	}
+	if gone[sess.ID] == nil {
+		if gone[sess.ID], err = s.deletedCheckpoints(ctx, sess.ID); err != nil {
+			return false, err
+		}
+	}
+	return gone[sess.ID][rec.Checkpoint.ID], nil
 }

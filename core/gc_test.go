@@ -198,3 +198,36 @@ func TestCollectGarbageFreesDeletedCheckpoints(t *testing.T) {
 		t.Errorf("gc again = %+v, %v", again, err)
 	}
 }
+
+// TestRepairAfterGCTookTheParentSnapshot: a lost checkpoint is rebuilt from
+// its snapshot even once gc has dropped the snapshot of its parent, a
+// checkpoint deleted since; what changed since that parent is then unknown.
+func TestRepairAfterGCTookTheParentSnapshot(t *testing.T) {
+	e := newWSEnv(t)
+	testtree.Write(t, e.project, map[string]string{"a.txt": "1"})
+	e.save(t, "one")
+	testtree.Write(t, e.project, map[string]string{"a.txt": "2"})
+	parent := e.save(t, "two")
+	testtree.Write(t, e.project, map[string]string{"b.txt": "3"})
+	lost := e.save(t, "three")
+	if err := e.svc.DeleteCheckpoint(alice, parent.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.db.Update(localCtx, func(tx store.Tx) error { return tx.DeleteCheckpoint(localCtx, lost.ID) }); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := e.svc.CollectGarbage(admin, belay.GCInput{}); err != nil || rep.Workspaces[0].DeletedCheckpoints != 1 {
+		t.Fatalf("gc = %+v, %v", rep, err)
+	}
+	if ok, _ := e.ws.HasCommit(localCtx, e.project, parent.WorkspaceRef); ok {
+		t.Fatal("gc kept the deleted parent's snapshot")
+	}
+	rep, err := e.svc.Validate(alice, belay.ValidateInput{SessionID: lost.SessionID, Repair: true})
+	if err != nil || !rep.OK || len(rep.Problems) != 1 || !rep.Problems[0].Repaired {
+		t.Fatalf("repair = %+v, %v", rep, err)
+	}
+	got, err := e.svc.GetCheckpoint(alice, lost.ID)
+	if err != nil || got.Summary != "three" || got.WorkspaceRef != lost.WorkspaceRef || got.Files == nil {
+		t.Errorf("#3 rebuilt = %+v, %v", got, err)
+	}
+}

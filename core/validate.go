@@ -485,7 +485,17 @@ func (s *Service) rebuild(ctx context.Context, sess *belay.Session, root, commit
 		return nil, belay.Errorf(belay.CodeCheckpointCorrupt, "the snapshot at #%d belongs to checkpoint %s, not %s", seq, cp.ID, existing.ID)
 	}
 	cp.WorkspaceRef = commit
-	if rec.ParentCommit == "" {
+	// The parent's snapshot went when its checkpoint was deleted and gc ran
+	// (snapshot commits are roots): the changes since it are not known.
+	parentGone := false
+	if rec.ParentCommit != "" {
+		ok, err := s.ws.HasCommit(ctx, root, rec.ParentCommit)
+		if err != nil {
+			return nil, workspaceError(err)
+		}
+		parentGone = !ok
+	}
+	if rec.ParentCommit == "" || parentGone {
 		if cp.Files == nil {
 			cp.Files = &belay.FileChanges{Created: []string{}, Modified: []string{}, Deleted: []string{}}
 		}

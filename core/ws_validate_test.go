@@ -58,6 +58,11 @@ func TestValidateFindsAndRepairsCheckpointsFromGit(t *testing.T) {
 		cp.Checksum, _ = cp.ComputeChecksum()
 	})
 
+	// gc drops the snapshot of the checkpoint deleted on purpose, not #3's:
+	// its row is gone without a deletion, and repair rebuilds it from it.
+	if gc, err := e.svc.CollectGarbage(admin, belay.GCInput{}); err != nil || len(gc.Workspaces) != 1 || gc.Workspaces[0].DeletedCheckpoints != 1 {
+		t.Fatalf("gc = %+v, %v", gc, err)
+	}
 	rep, err := e.svc.Validate(alice, belay.ValidateInput{SessionID: one.SessionID})
 	if err != nil {
 		t.Fatal(err)
