@@ -108,7 +108,7 @@ func (s *Service) unneededRefs(ctx context.Context, root string, deleted map[str
 	return func(refs map[string]string) ([]string, error) {
 		var drop []string
 		sessions := map[string]*belay.Session{} // nil: not here
-		gone := map[string]map[string]bool{}   // a session's deleted checkpoints
+		gone := map[string]map[string]bool{}    // a session's deleted checkpoints
 		for ref, commit := range refs {
 			id, seq, ok := snapshotRefOf(ref)
 			if !ok {
