@@ -196,6 +196,9 @@ lists every project.
 			if err := countFlag("limit", in.Limit, belay.MaxListLimit); err != nil {
 				return err
 			}
+			if tree && all {
+				return usagef("--tree draws one session's timeline and does not combine with --all")
+			}
 			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err
@@ -230,9 +233,6 @@ lists every project.
 				}
 			}
 			if tree {
-				if all {
-					return usagef("--tree draws one session's timeline and does not combine with --all")
-				}
 				if in.SessionID == "" {
 					return usagef("--tree draws one session: pass --session ID, or run it in a project with a session")
 				}
@@ -275,6 +275,18 @@ lists every project.
 // to another session of the project: when a session ends the next one
 // restarts the numbers, and the earlier checkpoints leave the list.
 func (a *app) printEarlierSession(ctx context.Context, svc belay.Service, active *belay.Session) error {
+	// Listing an ended session, with another open: new saves go there.
+	if !active.Status.Open() {
+		open, err := svc.ActiveSession(ctx, active.ProjectPath)
+		if err == nil {
+			fmt.Fprintf(a.env.Stdout, "This is session %s (%s). New checkpoints go to session %s (%s, %s): belay checkpoints --session %s\n",
+				active.ID, active.Status, open.ID, open.Status, plural(open.CheckpointCount, "checkpoint"), open.ID)
+			return nil
+		}
+		if !belay.IsCode(err, belay.CodeSessionNotFound) {
+			return err
+		}
+	}
 	list, err := svc.ListSessions(ctx, belay.ListSessionsInput{ProjectPath: active.ProjectPath, Limit: 2})
 	if err != nil {
 		return err

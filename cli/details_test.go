@@ -200,3 +200,27 @@ func TestListAfterEverySessionEnded(t *testing.T) {
 		t.Errorf("checkpoints --tree --all: exit %d, %s", r.code, r.stderr)
 	}
 }
+
+// TestListOfAFailedSessionSaysWhereSavesGo: after the newer session failed
+// on a rejection, its checkpoints are listed (the numbers mean them), and
+// the list says that new checkpoints go to the older session still open.
+func TestListOfAFailedSessionSaysWhereSavesGo(t *testing.T) {
+	h := newHarness(t)
+	h.ok(t, "", "save", "-m", "older", "--no-snapshot")
+	older := okJSON[belay.Session](t, h, "session-info")
+	h.ok(t, "", "session", "new")
+	h.ok(t, "", "save", "-m", "newer", "--no-snapshot")
+	h.ok(t, "", "session", "fail", "--reason", "rejected")
+	out := h.ok(t, "", "checkpoints")
+	if !strings.Contains(out, "newer") || strings.Contains(out, "older") ||
+		!strings.Contains(out, "New checkpoints go to session "+older.ID+" (running, 1 checkpoint)") {
+		t.Errorf("checkpoints printed:\n%s", out)
+	}
+	saved := okJSON[belay.Checkpoint](t, h, "save", "-m", "next", "--no-snapshot")
+	if saved.SessionID != older.ID {
+		t.Errorf("the next save went to %s, want %s", saved.SessionID, older.ID)
+	}
+	if cp := okJSON[belay.Checkpoint](t, h, "show", "2"); cp.Summary != "next" {
+		t.Errorf("show 2 after that save = %q, want the open session's", cp.Summary)
+	}
+}

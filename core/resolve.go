@@ -196,10 +196,10 @@ func (s *Service) refSession(ctx context.Context, c caller, in belay.CheckpointR
 
 // CurrentSession returns the project's current session among those the
 // caller may read: its newest open session, unless a session made after that
-// one ended since the open one last moved (then that ended session, so
-// "checkpoint 3" after a rejection failed the session still means its
-// checkpoint, not one of an older session left open); with none open, its
-// newest session.
+// one completed or failed since the open one last moved (then that ended
+// session, so "checkpoint 3" after a rejection failed the session still means
+// its checkpoint, not one of an older session left open; an abandoned one is
+// closed for good); with none open, its newest session.
 func (s *Service) CurrentSession(ctx context.Context, projectPath string) (*belay.Session, error) {
 	c, err := authorize(ctx, belay.ScopeRead)
 	if err != nil {
@@ -224,7 +224,7 @@ func (s *Service) currentSession(ctx context.Context, c caller, projectPath stri
 	switch {
 	case len(list) == 0:
 		return nil, belay.Errorf(belay.CodeSessionNotFound, "no session in %s", projectPath).With("projectPath", projectPath)
-	case open != nil && (list[0].Status.Open() || !list[0].UpdatedAt.After(open.UpdatedAt)):
+	case open != nil && (list[0].Status.Open() || list[0].Status == belay.SessionAbandoned || !list[0].UpdatedAt.After(open.UpdatedAt)):
 		return open, nil
 	}
 	return list[0], nil

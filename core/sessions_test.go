@@ -219,6 +219,18 @@ func TestCurrentSessionAfterASessionEnds(t *testing.T) {
 	current(newer, "the newer failed")
 	mustCreate(t, svc, belay.CreateCheckpointInput{SessionID: older.ID, Summary: "step"})
 	current(older, "the older saved after the newer failed")
+
+	// An abandoned session is closed for good: it never becomes current
+	// over an open one.
+	newest, err := svc.CreateSession(localCtx, belay.CreateSessionInput{ProjectPath: project})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, svc, belay.CreateCheckpointInput{SessionID: newest.ID, Summary: "step"})
+	if _, err := svc.EndSession(localCtx, belay.EndSessionInput{SessionID: newest.ID, Status: belay.SessionAbandoned}); err != nil {
+		t.Fatal(err)
+	}
+	current(older, "the newest abandoned")
 }
 
 // TestANameWinsOverAnIDPrefix: a checkpoint named like an id prefix (its
