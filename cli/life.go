@@ -234,23 +234,25 @@ func (a *app) run(ctx context.Context, svc belay.Service, sessionID string, rest
 // refused: it lapses within its lease, and nothing else can renew it.
 func (a *app) takeOver(ctx context.Context, svc belay.Service, in belay.ResumeInput) (*belay.ResumeResult, error) {
 	gone := ""
+	var until time.Time
 	for {
 		res, err := svc.ResumeSession(ctx, in)
 		if !belay.IsCode(err, belay.CodeLeaseLost) {
 			return res, err
 		}
 		sess, gerr := svc.GetSession(ctx, in.SessionID)
-		if gerr != nil || sess.Holder == "" || gone != "" && sess.Holder != gone || processAlive(sess.Holder) {
+		switch {
+		case gerr != nil || sess.Holder == "" || sess.LeaseExpiresAt == nil || processAlive(sess.Holder):
+			return nil, err
+		case gone != "" && (sess.Holder != gone || sess.LeaseExpiresAt.After(until)):
+			// Another holder, or the lease renewed: a process with this
+			// machine's name elsewhere holds it, alive after all.
 			return nil, err
 		}
 		if gone == "" {
-			gone = sess.Holder
-			until := "soon"
-			if sess.LeaseExpiresAt != nil {
-				until = "by " + sess.LeaseExpiresAt.Local().Format(time.TimeOnly)
-			}
-			fmt.Fprintf(a.env.Stderr, "belay: session %s is held by %s, which is no longer running; waiting for its lease to lapse (%s)\n",
-				sess.ID, gone, until)
+			gone, until = sess.Holder, *sess.LeaseExpiresAt
+			fmt.Fprintf(a.env.Stderr, "belay: session %s is held by %s, which is no longer running; waiting for its lease to lapse (by %s)\n",
+				sess.ID, gone, until.Local().Format(time.TimeOnly))
 		}
 		select {
 		case <-ctx.Done():

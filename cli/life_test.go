@@ -199,9 +199,8 @@ func TestRunOfACommandThatCannotStart(t *testing.T) {
 func TestRunTakesOverFromAHolderThatIsGone(t *testing.T) {
 	h := newHarness(t)
 	host, _ := os.Hostname()
-	held := func(pid int) belay.Session {
+	hold := func(id string, pid int) {
 		t.Helper()
-		sess := okJSON[belay.Session](t, h, "session", "new")
 		db, err := sqlite.Open(t.Context(), filepath.Join(h.env["BELAY_DATA_DIR"], "belay.db"))
 		if err != nil {
 			t.Fatal(err)
@@ -209,9 +208,14 @@ func TestRunTakesOverFromAHolderThatIsGone(t *testing.T) {
 		defer db.Close()
 		svc := core.New(core.Options{Store: db})
 		if _, err := svc.Heartbeat(belay.WithActor(t.Context(), belay.Actor{UserID: "local", Admin: true}),
-			belay.LeaseInput{SessionID: sess.ID, Holder: fmt.Sprintf("%s:%d", host, pid), Lease: 2 * time.Second}); err != nil {
+			belay.LeaseInput{SessionID: id, Holder: fmt.Sprintf("%s:%d", host, pid), Lease: 2 * time.Second}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	held := func(pid int) belay.Session {
+		t.Helper()
+		sess := okJSON[belay.Session](t, h, "session", "new")
+		hold(sess.ID, pid)
 		return sess
 	}
 
@@ -239,5 +243,21 @@ func TestRunTakesOverFromAHolderThatIsGone(t *testing.T) {
 	}
 	if r := h.run(t, "", "resume", sess.ID[:18]); r.code != cli.ExitError || !strings.Contains(r.stderr, "has ended (completed)") {
 		t.Errorf("resume of an ended session by a prefix: exit %d, %s", r.code, r.stderr)
+	}
+
+	// A lease renewed meanwhile is a live holder after all (this machine's
+	// name on another): the wait ends, LEASE_LOST.
+	sess = held(gone.Process.Pid)
+	done := make(chan result, 1)
+	go func() { done <- h.run(t, "", "run", "--session", sess.ID, "--", "true") }()
+	time.Sleep(500 * time.Millisecond)
+	hold(sess.ID, gone.Process.Pid)
+	select {
+	case r := <-done:
+		if r.code != cli.ExitError || !strings.Contains(r.stderr, "LEASE_LOST") {
+			t.Errorf("run while the lease was renewed: exit %d, %s", r.code, r.stderr)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("run went on waiting for a lease that was renewed")
 	}
 }
