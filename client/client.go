@@ -101,6 +101,9 @@ func decodeError(resp *http.Response) error {
 
 // IsConnectionError reports whether err means the server could not be reached.
 func IsConnectionError(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false // the caller gave up; the server may be fine
+	}
 	var ue *url.Error
 	var ne net.Error
 	return errors.As(err, &ue) || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF)

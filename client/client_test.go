@@ -462,6 +462,11 @@ func TestConnectionErrors(t *testing.T) {
 	if client.IsConnectionError(fmt.Errorf("mcp: %w", errors.New("JSON-RPC batching is not supported"))) {
 		t.Error("a local error was taken for a connection error")
 	}
+	ctx, cancel := context.WithCancel(anonCtx)
+	cancel()
+	if _, err := c.GetSession(ctx, "01890000-0000-7000-8000-00000000abcd"); err == nil || client.IsConnectionError(err) {
+		t.Errorf("a cancelled call: %v, taken for a connection error", err)
+	}
 }
 
 func TestNonJSONErrorIsInternal(t *testing.T) {
