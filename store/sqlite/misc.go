@@ -19,7 +19,9 @@ func (r reader) ListEvents(ctx context.Context, q store.EventQuery) ([]belay.Eve
 		// Events of no session are belay's own (webhooks, tokens): for All only.
 		approvers := ""
 		if q.Approvals {
-			approvers = "CASE WHEN events.type IN ('" + strings.Join(store.HITLEventTypes, "','") + "') THEN events.data END"
+			// Of a session that still exists, as the live feed tells them.
+			approvers = "CASE WHEN events.type IN ('" + strings.Join(store.HITLEventTypes, "','") +
+				"') AND EXISTS (SELECT 1 FROM sessions WHERE id = events.session_id) THEN events.data END"
 		}
 		cond, a := scopeFilter(q.Scope, "session_id", "(SELECT project_path FROM sessions WHERE id = events.session_id)", approvers)
 		where, args = append(where, cond), append(args, a...)

@@ -417,6 +417,7 @@ func testScopeApprovers(t *testing.T, st store.Store) {
 		{Type: belay.EventHITLDecided, SessionID: sa.ID, CheckpointID: decided.ID, Data: approvers("frank"), CreatedAt: at(13)},
 		{Type: belay.EventHITLTimedOut, SessionID: sh.ID, CheckpointID: h6.ID, Data: approvers("frankie"), CreatedAt: at(14)},
 		{Type: belay.EventHITLRequired, SessionID: sa.ID, CheckpointID: a1.ID, CreatedAt: at(15)},
+		{Type: belay.EventHITLRequired, SessionID: newID(), CheckpointID: newID(), Data: approvers("frank"), CreatedAt: at(16)}, // its session is gone
 	}
 	first := lastSeq(t, st)
 	appendEvents(t, st, events...)
