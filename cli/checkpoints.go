@@ -582,7 +582,12 @@ func (a *app) deleteCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "delete N|ID",
 		Short: "Delete a checkpoint",
-		Args:  args(cobra.ExactArgs(1)),
+		Long: `Delete checkpoint N of the current session (or --session), or a checkpoint
+by id or a unique prefix of it. Only the session's owner or an admin may;
+deleting a request that still waits for a decision also takes the right to
+decide it, as it clears the gate. Its snapshot stays until 'belay gc' gives
+its space back.`,
+		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			ctx, svc, cp, err := a.openCheckpoint(cmd, argv, 0, sessionID)
 			if err != nil {
