@@ -115,7 +115,11 @@ func (m *Manager) ExportBranch(ctx context.Context, root, branch string, commits
 		return fmt.Errorf("export %s: read branch %q: %w", s.root, branch, err)
 	}
 	if old := strings.TrimSpace(string(out)); old != "" {
-		if _, code, err := m.runCode(ctx, s, runOpts{okCodes: []int{1}}, "merge-base", "--is-ancestor", old, parent); err != nil || code != 0 {
+		_, code, err := m.runCode(ctx, s, runOpts{okCodes: []int{1}}, "merge-base", "--is-ancestor", old, parent)
+		if err != nil {
+			return fmt.Errorf("export %s: compare with branch %q: %w", s.root, branch, err)
+		}
+		if code != 0 {
 			return errorf(InvalidWorkspace, nil, "export %s: branch %q exists and has commits this export does not hold; choose another name, or delete the branch first", s.root, branch)
 		}
 	}
