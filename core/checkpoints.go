@@ -454,7 +454,9 @@ func (s *Service) DeleteCheckpoint(ctx context.Context, id string) error {
 		if cp.Pending() && !c.Admin {
 			if err := mayDecide(c, rt, cp); err != nil {
 				var be *belay.Error
-				errors.As(err, &be)
+				if !errors.As(err, &be) {
+					return err
+				}
 				return belay.Errorf(belay.CodeUnauthorized, "checkpoint #%d waits for a decision, which deleting it would clear: %s", cp.Seq, be.Message).
 					With("checkpointId", cp.ID)
 			}
