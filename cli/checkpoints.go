@@ -286,6 +286,7 @@ func (a *app) printEarlierSession(ctx context.Context, svc belay.Service, active
 		if !belay.IsCode(err, belay.CodeSessionNotFound) {
 			return err
 		}
+		fmt.Fprintf(a.env.Stdout, "Session %s has ended (%s): the next save here starts a new session.\n", active.ID, active.Status)
 	}
 	list, err := svc.ListSessions(ctx, belay.ListSessionsInput{ProjectPath: active.ProjectPath, Limit: 2})
 	if err != nil {

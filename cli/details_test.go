@@ -190,7 +190,8 @@ func TestListAfterEverySessionEnded(t *testing.T) {
 	if len(list.Items) != 1 || list.Items[0].SessionID != last.ID || list.Items[0].Summary != "three" {
 		t.Errorf("checkpoints = %+v; want the failed session's one", list.Items)
 	}
-	if out := h.ok(t, "", "checkpoints"); !strings.Contains(out, "Also in this project: session "+first.ID) {
+	if out := h.ok(t, "", "checkpoints"); !strings.Contains(out, "Also in this project: session "+first.ID) ||
+		!strings.Contains(out, "Session "+last.ID+" has ended (failed): the next save here starts a new session.") {
 		t.Errorf("checkpoints printed:\n%s", out)
 	}
 	if cp := okJSON[belay.Checkpoint](t, h, "show", "1"); cp.Summary != "three" {
@@ -222,5 +223,20 @@ func TestListOfAFailedSessionSaysWhereSavesGo(t *testing.T) {
 	}
 	if cp := okJSON[belay.Checkpoint](t, h, "show", "2"); cp.Summary != "next" {
 		t.Errorf("show 2 after that save = %q, want the open session's", cp.Summary)
+	}
+}
+
+// TestEndingWithoutAnIDEndsTheOpenSession: with the newest session ended
+// and an older one open, `belay session complete` ends the open one, where
+// saves go, not the current one it would refuse.
+func TestEndingWithoutAnIDEndsTheOpenSession(t *testing.T) {
+	h := newHarness(t)
+	h.ok(t, "", "save", "-m", "older", "--no-snapshot")
+	older := okJSON[belay.Session](t, h, "session-info")
+	h.ok(t, "", "session", "new")
+	h.ok(t, "", "save", "-m", "newer", "--no-snapshot")
+	h.ok(t, "", "session", "complete")
+	if got := okJSON[belay.Session](t, h, "session", "complete"); got.ID != older.ID || got.Status != belay.SessionCompleted {
+		t.Errorf("session complete = %s %s, want %s completed", got.ID, got.Status, older.ID)
 	}
 }

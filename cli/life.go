@@ -18,10 +18,20 @@ import (
 )
 
 // sessionRef picks the session a command works on: --session, else
-// $BELAY_SESSION (set by `belay run`), else the working directory's current one.
+// $BELAY_SESSION (set by `belay run`), else the working directory's open
+// session, the one saves go to, else its current one.
 func (a *app) sessionRef(ctx context.Context, svc belay.Service, flag string) (*belay.Session, error) {
 	if flag == "" {
 		flag = a.env.Getenv("BELAY_SESSION")
+	}
+	if flag == "" {
+		root, err := a.project(ctx, svc)
+		if err != nil {
+			return nil, err
+		}
+		if sess, err := svc.ActiveSession(ctx, root); !belay.IsCode(err, belay.CodeSessionNotFound) {
+			return sess, err
+		}
 	}
 	return a.namedSession(ctx, svc, flag, "pass --session ID")
 }

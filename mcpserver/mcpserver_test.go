@@ -274,6 +274,12 @@ func TestAskHumanWaitsForTheDecision(t *testing.T) {
 	if _, be := call(t, cs, "ask_human", map[string]any{"project_path": e.project, "question": ""}); be == nil || be.Details["field"] != "question" {
 		t.Errorf("empty question: %+v", be)
 	}
+	// A timeout may pause instead, whatever the options.
+	paused := ok(t, cs, "ask_human", map[string]any{"project_path": e.project, "question": "Refactor?", "default": "pause", "timeout_seconds": 60,
+		"options": []map[string]any{{"id": "a", "label": "A", "action": "modify"}}, "wait_seconds": 1})
+	if cp, err := e.svc.GetCheckpoint(admin, paused["id"].(string)); err != nil || cp.HITL.Timeout == nil || cp.HITL.Timeout.DefaultAction != belay.ActionPause {
+		t.Errorf("ask with default pause: %+v, %v", cp, err)
+	}
 }
 
 // TestHTTPNeedsATokenAndActsAsItsUser: /mcp on the API server, behind its

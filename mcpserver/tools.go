@@ -164,7 +164,7 @@ type AskInput struct {
 	Question    string      `json:"question" jsonschema:"the decision, as a question (1-200 characters)"`
 	Details     string      `json:"details,omitempty" jsonschema:"what the person needs to know to decide"`
 	Options     []AskOption `json:"options,omitempty" jsonschema:"the answers (default approve / reject)"`
-	Default     string      `json:"default,omitempty" jsonschema:"the option taken when nobody answers in time: an option's id (approve or reject without options); without it the timeout rejects"`
+	Default     string      `json:"default,omitempty" jsonschema:"the option taken when nobody answers in time: an option's id whose action is approve or reject (approve or reject without options), or pause to leave the question open; without it the timeout rejects"`
 	TimeoutSec  int         `json:"timeout_seconds,omitempty" jsonschema:"after this long the default is taken (60-86400)"`
 	WaitSec     int         `json:"wait_seconds,omitempty" jsonschema:"how long to wait here for the answer (default 20)"`
 }
@@ -392,6 +392,8 @@ func (s *server) ask(ctx context.Context, in *AskInput) (*Answer, error) {
 	case in.Default == "":
 	case i >= 0:
 		def = belay.Action(in.Options[i].Action)
+	case in.Default == string(belay.ActionPause):
+		def = belay.ActionPause // the timeout leaves the question open, the session paused
 	case len(in.Options) > 0:
 		return nil, belay.Invalid("default", "default %q is none of the options' ids", belay.Clip(in.Default, 50))
 	case in.Default == string(belay.ActionApprove) || in.Default == string(belay.ActionReject):
@@ -402,7 +404,7 @@ func (s *server) ask(ctx context.Context, in *AskInput) (*Answer, error) {
 	if in.TimeoutSec > 0 {
 		rejects := func(o AskOption) bool { return o.Action == string(belay.ActionReject) }
 		if def == "" && len(in.Options) > 0 && !slices.ContainsFunc(in.Options, rejects) {
-			return nil, belay.Invalid("default", "timeout_seconds needs default here: without one the timeout rejects, and none of the options rejects")
+			return nil, belay.Invalid("default", "timeout_seconds needs default here: without one the timeout rejects, and none of the options rejects; name an option that approves or rejects, or pause")
 		}
 		if def == "" {
 			def = belay.ActionReject
