@@ -96,3 +96,21 @@ func TestDuAndGCShowAndRemoveOrphans(t *testing.T) {
 		t.Errorf("gc touched the project: %v", err)
 	}
 }
+
+// TestGCOfAMovedProjectFails: a workspace gc cannot clean (its project
+// moved away) is said, left out of the count, and fails the command.
+func TestGCOfAMovedProjectFails(t *testing.T) {
+	base := t.TempDir()
+	project := filepath.Join(base, "p")
+	testtree.Write(t, project, map[string]string{"a.txt": "a"})
+	c := newWSCLI(t, project)
+	c.ok(t, "save", "-m", "one")
+	if err := os.Rename(project, filepath.Join(base, "moved")); err != nil {
+		t.Fatal(err)
+	}
+	c.project = base
+	code, out, errOut := c.run("gc")
+	if code != cli.ExitError || !strings.Contains(out, project+": ") || !strings.Contains(out, "Freed 0 B in 0 workspaces.") {
+		t.Errorf("gc of a moved project: exit %d\n%s%s", code, out, errOut)
+	}
+}

@@ -686,9 +686,18 @@ the space it would free is an estimate.`,
 				return err
 			}
 			if a.json {
-				return a.printJSON(rep)
+				if err := a.printJSON(rep); err != nil {
+					return err
+				}
+			} else {
+				a.printGC(rep)
 			}
-			a.printGC(rep)
+			// A workspace gc could not clean is a failure, said above.
+			for _, g := range rep.Workspaces {
+				if g.Error != "" {
+					return exitCode(ExitError)
+				}
+			}
 			return nil
 		},
 	}
@@ -738,7 +747,13 @@ func (a *app) printGC(rep *belay.GCReport) {
 		fmt.Fprintf(w, "Would free about %s (dry run: nothing changed).\n", humanBytes(rep.FreedBytes))
 		return
 	}
-	fmt.Fprintf(w, "Freed %s in %d workspaces.\n", humanBytes(rep.FreedBytes), len(rep.Workspaces))
+	cleaned := 0
+	for _, g := range rep.Workspaces {
+		if g.Error == "" {
+			cleaned++
+		}
+	}
+	fmt.Fprintf(w, "Freed %s in %s.\n", humanBytes(rep.FreedBytes), plural(cleaned, "workspace"))
 }
 
 func humanBytes(n int64) string {
