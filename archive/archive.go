@@ -61,7 +61,12 @@ type Contents struct {
 	// Checkpoints are the session's checkpoints in seq order.
 	Checkpoints []*belay.Checkpoint
 	// Rollbacks are the session's rollbacks, oldest first.
-	Rollbacks  []*belay.Rollback
+	Rollbacks []*belay.Rollback
+	// Deleted are the checkpoint ids the session's head, the checkpoints'
+	// parents and the rollbacks name that the archive lacks: checkpoints
+	// deleted before the export, as the session's own database holds them.
+	// An importer makes sure none names a checkpoint it has.
+	Deleted    []string
 	ExportedAt time.Time
 }
 

@@ -238,9 +238,9 @@ func TestReadRefusesMalformedArchives(t *testing.T) {
 		{"session state not UTF-8", edit("manifest.json", func(s string) string {
 			return strings.Replace(s, `"title":`, `"state": {"k": "`+"\xff"+`"}, "title":`, 1)
 		}), belay.CodeValidation, "session state"},
-		{"rollback to elsewhere", edit("rollback-history.json", func(s string) string {
-			return strings.Replace(s, "01900000-0000-7000-8000-000000000101", "01900000-0000-7000-8000-000000000999", 1)
-		}), belay.CodeValidation, "lacks"},
+		{"rollback to no id", edit("rollback-history.json", func(s string) string {
+			return strings.Replace(s, "01900000-0000-7000-8000-000000000101", "../etc", 1)
+		}), belay.CodeValidation, "no id"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -268,6 +268,26 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
 	return n, err
+}
+
+// TestReadNamesWhatWasDeleted: a rollback or a parent naming a checkpoint
+// deleted before the export is read, the id listed in Deleted for the
+// importer to check.
+func TestReadNamesWhatWasDeleted(t *testing.T) {
+	const gone = "01900000-0000-7000-8000-000000000999"
+	entries := untar(t, write(t, contents(t)))
+	for i, e := range entries {
+		if e.hdr.Name == "rollback-history.json" {
+			entries[i].data = []byte(strings.Replace(string(e.data), "01900000-0000-7000-8000-000000000101", gone, 1))
+		}
+	}
+	got, _, err := read(retar(t, entries), nil)
+	if err != nil || !slices.Equal(got.Deleted, []string{gone}) {
+		t.Fatalf("read = %v, %v; want %s deleted", got, err, gone)
+	}
+	if got, _, err := read(write(t, contents(t)), nil); err != nil || len(got.Deleted) != 0 {
+		t.Errorf("a whole session's archive: deleted %v, %v", got.Deleted, err)
+	}
 }
 
 func TestReadStopsAtItsLimits(t *testing.T) {

@@ -3,6 +3,7 @@ package archive
 import (
 	"encoding/hex"
 	"errors"
+	"maps"
 	"path/filepath"
 	"slices"
 
@@ -57,17 +58,25 @@ func (rd *reader) check() (*Contents, error) {
 			return nil, Invalid("%s is not listed in the manifest", name)
 		}
 	}
-	for _, cp := range c.Checkpoints {
-		if cp.ParentID != "" && byID[cp.ParentID] == nil {
-			return nil, Invalid("checkpoint #%d descends from a checkpoint the archive lacks", cp.Seq)
+	deleted := map[string]bool{}
+	lacks := func(id string) {
+		if id != "" && byID[id] == nil {
+			deleted[id] = true
 		}
 	}
-	if sess.HeadCheckpointID != "" && byID[sess.HeadCheckpointID] == nil {
-		return nil, Invalid("the session's head is not in the archive")
+	lacks(sess.HeadCheckpointID)
+	for _, cp := range c.Checkpoints {
+		lacks(cp.ParentID)
 	}
-	if err := rd.checkRollbacks(byID); err != nil {
+	if err := rd.checkRollbacks(lacks); err != nil {
 		return nil, err
 	}
+	for id := range deleted {
+		if !belay.IsUUID(id) {
+			return nil, Invalid("the archive names a checkpoint %q that is no id", belay.Clip(id, 80))
+		}
+	}
+	c.Deleted = slices.Sorted(maps.Keys(deleted))
 	c.Rollbacks = rd.rollbacks
 	snapshots := slices.ContainsFunc(c.Checkpoints, func(cp *belay.Checkpoint) bool { return cp.WorkspaceRef != "" })
 	if snapshots != rd.bundle || (m.Bundle == BundleFile) != rd.bundle || m.Bundle != "" && m.Bundle != BundleFile {
@@ -76,7 +85,9 @@ func (rd *reader) check() (*Contents, error) {
 	return c, nil
 }
 
-func (rd *reader) checkRollbacks(byID map[string]*belay.Checkpoint) error {
+// checkRollbacks checks the rollback history, telling lacks the checkpoints
+// each rollback names.
+func (rd *reader) checkRollbacks(lacks func(id string)) error {
 	if rd.rollbacks == nil {
 		return Invalid("no %s", RollbacksFile)
 	}
@@ -86,11 +97,13 @@ func (rd *reader) checkRollbacks(byID map[string]*belay.Checkpoint) error {
 		switch {
 		case rb == nil || !belay.IsUUID(rb.ID) || seen[rb.ID] || rb.SessionID != rd.manifest.SessionID:
 			return Invalid("%s holds an invalid rollback", RollbacksFile)
-		case byID[rb.TargetID] == nil || rb.FromCheckpointID != "" && byID[rb.FromCheckpointID] == nil:
-			return Invalid("rollback %s names a checkpoint the archive lacks", rb.ID)
+		case rb.TargetID == "":
+			return Invalid("rollback %s names no checkpoint", rb.ID)
 		case len(rb.Reason) > belay.MaxReason*4 || len(rb.UserID) > belay.MaxNameLen*4 || len(rb.RestoredFiles) > MaxEntries:
 			return Invalid("rollback %s is too large", rb.ID)
 		}
+		lacks(rb.TargetID)
+		lacks(rb.FromCheckpointID)
 		seen[rb.ID] = true
 		ids = append(ids, rb.ID)
 	}

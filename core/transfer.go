@@ -226,6 +226,16 @@ func (s *Service) ImportSession(ctx context.Context, in belay.ImportInput, r io.
 			return nil, err
 		}
 	}
+	// Checkpoints deleted before the export stay named, as they were in
+	// the session's own database; none may be a checkpoint here.
+	for _, id := range arc.Deleted {
+		switch _, err := s.store.GetCheckpoint(ctx, id); {
+		case err == nil || corrupted(err) != nil:
+			return nil, belay.Invalid("archive", "the archive names checkpoint %s, which is not in it but is another session's here", id).With("checkpointId", id)
+		case !belay.IsCode(err, belay.CodeCheckpointNotFound):
+			return nil, err
+		}
+	}
 	res := &belay.ImportResult{Session: sess, Checkpoints: len(arc.Checkpoints), Rollbacks: len(arc.Rollbacks)}
 	// The workspace lock is held from the fetch of the snapshots until the
 	// session that refers to them is stored: a garbage collection in

@@ -147,6 +147,54 @@ func TestExportImportReproducesSessionElsewhere(t *testing.T) {
 	testutil.WantCode(t, err, belay.CodeUnauthorized)
 }
 
+// TestExportImportAfterADelete: a session whose checkpoint in the middle was
+// deleted exports and imports again, the next checkpoint naming its deleted
+// parent as at home; an archive naming a checkpoint the importer has in
+// another session is refused.
+func TestExportImportAfterADelete(t *testing.T) {
+	src := newWSEnv(t)
+	testtree.Write(t, src.project, map[string]string{"f": "1"})
+	src.save(t, "one")
+	testtree.Write(t, src.project, map[string]string{"f": "2"})
+	two := src.save(t, "two")
+	testtree.Write(t, src.project, map[string]string{"f": "3"})
+	three := src.save(t, "three")
+	if err := src.svc.DeleteCheckpoint(alice, two.ID); err != nil {
+		t.Fatal(err)
+	}
+	archive := src.export(t, three.SessionID)
+
+	dst := newWSEnv(t)
+	res, err := dst.svc.ImportSession(admin, belay.ImportInput{ProjectPath: dst.project}, bytes.NewReader(archive))
+	if err != nil || res.Checkpoints != 2 {
+		t.Fatalf("import after a delete = %+v, %v", res, err)
+	}
+	if _, err := dst.svc.RestoreCheckpoint(admin, belay.RestoreInput{CheckpointID: three.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if got := testtree.Read(t, dst.project)["f"]; got != "3" {
+		t.Errorf("f = %q after rolling back to the imported #3", got)
+	}
+
+	// The deleted parent's id, taken by a checkpoint of the importer's.
+	hostile := newWSEnv(t)
+	if err := hostile.db.Update(localCtx, func(tx store.Tx) error {
+		sess := &belay.Session{ID: two.SessionID[:len(two.SessionID)-4] + "beef", ProjectPath: hostile.project, Owner: "bob", Status: belay.SessionRunning,
+			CreatedAt: two.CreatedAt, UpdatedAt: two.CreatedAt, LastSeq: 1, CheckpointCount: 1}
+		if err := tx.InsertSession(localCtx, sess); err != nil {
+			return err
+		}
+		cp := &belay.Checkpoint{ID: two.ID, SessionID: sess.ID, Seq: 1, Summary: "bob's", Type: belay.TypeManual, Trigger: belay.TriggerUserRequest,
+			ProjectPath: hostile.project, CreatedBy: "bob", CreatedAt: two.CreatedAt, UpdatedAt: two.CreatedAt}
+		cp.Checksum, _ = cp.ComputeChecksum()
+		return tx.InsertCheckpoint(localCtx, cp)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = hostile.svc.ImportSession(admin, belay.ImportInput{ProjectPath: hostile.project}, bytes.NewReader(archive))
+	testutil.WantCode(t, err, belay.CodeValidation, "archive")
+}
+
 func TestImportRejectsHostileArchives(t *testing.T) {
 	src := newWSEnv(t)
 	testtree.Write(t, src.project, map[string]string{"a.txt": "a"})
