@@ -207,11 +207,7 @@ func TestListAfterEverySessionEnded(t *testing.T) {
 // the list says that new checkpoints go to the older session still open.
 func TestListOfAFailedSessionSaysWhereSavesGo(t *testing.T) {
 	h := newHarness(t)
-	h.ok(t, "", "save", "-m", "older", "--no-snapshot")
-	older := okJSON[belay.Session](t, h, "session-info")
-	h.ok(t, "", "session", "new")
-	h.ok(t, "", "save", "-m", "newer", "--no-snapshot")
-	h.ok(t, "", "session", "fail", "--reason", "rejected")
+	older := olderOpenNewerEnded(t, h, "fail", "--reason", "rejected")
 	out := h.ok(t, "", "checkpoints")
 	if !strings.Contains(out, "newer") || strings.Contains(out, "older") ||
 		!strings.Contains(out, "New checkpoints go to session "+older.ID+" (running, 1 checkpoint)") {
@@ -231,12 +227,20 @@ func TestListOfAFailedSessionSaysWhereSavesGo(t *testing.T) {
 // saves go, not the current one it would refuse.
 func TestEndingWithoutAnIDEndsTheOpenSession(t *testing.T) {
 	h := newHarness(t)
+	older := olderOpenNewerEnded(t, h, "complete")
+	if got := okJSON[belay.Session](t, h, "session", "complete"); got.ID != older.ID || got.Status != belay.SessionCompleted {
+		t.Errorf("session complete = %s %s, want %s completed", got.ID, got.Status, older.ID)
+	}
+}
+
+// olderOpenNewerEnded saves "older" in a session, then "newer" in a new one
+// it ends with `belay session END...`, and returns the older, still open.
+func olderOpenNewerEnded(t *testing.T, h *harness, end ...string) belay.Session {
+	t.Helper()
 	h.ok(t, "", "save", "-m", "older", "--no-snapshot")
 	older := okJSON[belay.Session](t, h, "session-info")
 	h.ok(t, "", "session", "new")
 	h.ok(t, "", "save", "-m", "newer", "--no-snapshot")
-	h.ok(t, "", "session", "complete")
-	if got := okJSON[belay.Session](t, h, "session", "complete"); got.ID != older.ID || got.Status != belay.SessionCompleted {
-		t.Errorf("session complete = %s %s, want %s completed", got.ID, got.Status, older.ID)
-	}
+	h.ok(t, "", append([]string{"session"}, end...)...)
+	return older
 }

@@ -204,15 +204,7 @@ func TestCollectGarbageFreesDeletedCheckpoints(t *testing.T) {
 // checkpoint deleted since; what changed since that parent is then unknown.
 func TestRepairAfterGCTookTheParentSnapshot(t *testing.T) {
 	e := newWSEnv(t)
-	testtree.Write(t, e.project, map[string]string{"a.txt": "1"})
-	e.save(t, "one")
-	testtree.Write(t, e.project, map[string]string{"a.txt": "2"})
-	parent := e.save(t, "two")
-	testtree.Write(t, e.project, map[string]string{"b.txt": "3"})
-	lost := e.save(t, "three")
-	if err := e.svc.DeleteCheckpoint(alice, parent.ID); err != nil {
-		t.Fatal(err)
-	}
+	parent, lost := e.chainWithoutItsMiddle(t)
 	if err := e.db.Update(localCtx, func(tx store.Tx) error { return tx.DeleteCheckpoint(localCtx, lost.ID) }); err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +219,22 @@ func TestRepairAfterGCTookTheParentSnapshot(t *testing.T) {
 		t.Fatalf("repair = %+v, %v", rep, err)
 	}
 	got, err := e.svc.GetCheckpoint(alice, lost.ID)
-	if err != nil || got.Summary != "three" || got.WorkspaceRef != lost.WorkspaceRef || got.Files == nil {
+	if err != nil || got.Summary != "f = 3" || got.WorkspaceRef != lost.WorkspaceRef || got.Files == nil {
 		t.Errorf("#3 rebuilt = %+v, %v", got, err)
 	}
+}
+
+// chainWithoutItsMiddle saves three snapshots of file f ("1", "2", "3")
+// and deletes the middle one, which it returns with the last.
+func (e *wsEnv) chainWithoutItsMiddle(t *testing.T) (middle, last *belay.Checkpoint) {
+	t.Helper()
+	var cps []*belay.Checkpoint
+	for _, v := range []string{"1", "2", "3"} {
+		testtree.Write(t, e.project, map[string]string{"f": v})
+		cps = append(cps, e.save(t, "f = "+v))
+	}
+	if err := e.svc.DeleteCheckpoint(alice, cps[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	return cps[1], cps[2]
 }

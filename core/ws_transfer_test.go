@@ -153,15 +153,7 @@ func TestExportImportReproducesSessionElsewhere(t *testing.T) {
 // another session is refused.
 func TestExportImportAfterADelete(t *testing.T) {
 	src := newWSEnv(t)
-	testtree.Write(t, src.project, map[string]string{"f": "1"})
-	src.save(t, "one")
-	testtree.Write(t, src.project, map[string]string{"f": "2"})
-	two := src.save(t, "two")
-	testtree.Write(t, src.project, map[string]string{"f": "3"})
-	three := src.save(t, "three")
-	if err := src.svc.DeleteCheckpoint(alice, two.ID); err != nil {
-		t.Fatal(err)
-	}
+	two, three := src.chainWithoutItsMiddle(t)
 	archive := src.export(t, three.SessionID)
 
 	dst := newWSEnv(t)
