@@ -166,13 +166,13 @@ type AskInput struct {
 	Options     []AskOption `json:"options,omitempty" jsonschema:"the answers (default approve / reject)"`
 	Default     string      `json:"default,omitempty" jsonschema:"the option taken when nobody answers in time: an option's id whose action is approve or reject (approve or reject without options), or pause to leave the question open; without it the timeout rejects"`
 	TimeoutSec  int         `json:"timeout_seconds,omitempty" jsonschema:"after this long the default is taken (60-86400)"`
-	WaitSec     int         `json:"wait_seconds,omitempty" jsonschema:"how long to wait here for the answer (default 20)"`
+	WaitSec     *int        `json:"wait_seconds,omitempty" jsonschema:"how long to wait here for the answer (default 20; 0 returns at once)"`
 }
 
 // WaitInput is hitl_wait's input.
 type WaitInput struct {
 	ID      string `json:"id" jsonschema:"the question's checkpoint id, from ask_human"`
-	WaitSec int    `json:"wait_seconds,omitempty" jsonschema:"how long to wait (default 20)"`
+	WaitSec *int   `json:"wait_seconds,omitempty" jsonschema:"how long to wait (default 20; 0 returns at once)"`
 }
 
 // Answer is a person's decision, or that none came yet.
@@ -426,15 +426,15 @@ func (s *server) wait(ctx context.Context, in *WaitInput) (*Answer, error) {
 	return s.answer(ctx, in.ID, in.WaitSec)
 }
 
-// answer waits up to waitSec (bounded by the server's ask wait) for the
-// decision on id.
-func (s *server) answer(ctx context.Context, id string, waitSec int) (*Answer, error) {
-	if waitSec < 0 {
-		return nil, belay.Invalid("wait_seconds", "wait_seconds must not be negative")
-	}
+// answer waits up to waitSec (20 s when not given; bounded by the server's
+// ask wait) for the decision on id.
+func (s *server) answer(ctx context.Context, id string, waitSec *int) (*Answer, error) {
 	wait := 20 * time.Second
-	if waitSec > 0 {
-		wait = time.Duration(waitSec) * time.Second
+	if waitSec != nil {
+		if *waitSec < 0 {
+			return nil, belay.Invalid("wait_seconds", "wait_seconds must not be negative")
+		}
+		wait = time.Duration(*waitSec) * time.Second
 	}
 	res, err := s.svc.WaitDecision(ctx, id, min(wait, s.askWait))
 	if err != nil {
