@@ -50,16 +50,24 @@ func deployGraph(t *testing.T) *graph.Compiled[release] {
 	return c
 }
 
+// runToInterrupt runs c as the caller of as on a fresh project, which must
+// stop at an interrupt.
+func runToInterrupt(t *testing.T, as context.Context, c *graph.Compiled[release], svc belay.Service) *graph.Result[release] {
+	t.Helper()
+	res, err := c.Run(as, svc, graph.RunInput[release]{ProjectPath: t.TempDir()})
+	if err != nil || res.Status != graph.Interrupted {
+		t.Fatalf("Run = %+v, %v; want interrupted", res, err)
+	}
+	return res
+}
+
 // A resume value cannot overturn what a person decided: an agent that may
 // not decide is refused before anyone decides (UNAUTHORIZED) and after
 // (HITL_ALREADY_DECIDED), and the run goes on with the recorded decision.
 func TestResumeCannotOverturnADecision(t *testing.T) {
 	svc := newService(t)
 	c := deployGraph(t)
-	res, err := c.Run(agentCtx, svc, graph.RunInput[release]{ProjectPath: t.TempDir()})
-	if err != nil || res.Status != graph.Interrupted {
-		t.Fatalf("Run = %+v, %v; want interrupted at review", res, err)
-	}
+	res := runToInterrupt(t, agentCtx, c, svc)
 	approve := graph.Command{Resume: graph.Decision{Option: "approve"}}
 	if _, err := c.Resume(agentCtx, svc, res.RunID, approve); !belay.IsCode(err, belay.CodeUnauthorized) {
 		t.Fatalf("the agent's approval before any decision = %v, want UNAUTHORIZED", err)
@@ -149,10 +157,7 @@ func decideStep(name string) graph.Node[doc] {
 func TestForkedInterruptIsAnsweredAnewOnlyByADecider(t *testing.T) {
 	svc := newService(t)
 	c := deployGraph(t)
-	res, err := c.Run(agentCtx, svc, graph.RunInput[release]{ProjectPath: t.TempDir()})
-	if err != nil || res.Status != graph.Interrupted {
-		t.Fatalf("Run = %+v, %v; want interrupted at review", res, err)
-	}
+	res := runToInterrupt(t, agentCtx, c, svc)
 	ask := res.Interrupt.ID
 	if _, err := svc.Decide(ctx, belay.DecideInput{CheckpointID: ask, SelectedOption: "reject", Feedback: "NO"}); err != nil {
 		t.Fatalf("Decide: %v", err)
@@ -183,10 +188,7 @@ func TestForkedInterruptIsAnsweredAnewOnlyByADecider(t *testing.T) {
 func TestResumeWithANilDecision(t *testing.T) {
 	svc := newService(t)
 	c := deployGraph(t)
-	res, err := c.Run(ctx, svc, graph.RunInput[release]{ProjectPath: t.TempDir()})
-	if err != nil || res.Status != graph.Interrupted {
-		t.Fatalf("Run = %+v, %v; want interrupted at review", res, err)
-	}
+	res := runToInterrupt(t, ctx, c, svc)
 	if _, err := c.Resume(ctx, svc, res.RunID, graph.Command{Resume: (*graph.Decision)(nil)}); !belay.IsCode(err, belay.CodeValidation) {
 		t.Fatalf("Resume with a nil *Decision = %v, want VALIDATION_ERROR", err)
 	}
@@ -219,10 +221,7 @@ func TestRefusedResumeValueNeverReachesTheNode(t *testing.T) {
 	t.Run("open", func(t *testing.T) {
 		svc := newService(t)
 		approved = 0
-		res, err := c.Run(agentCtx, svc, graph.RunInput[release]{ProjectPath: t.TempDir()})
-		if err != nil || res.Status != graph.Interrupted {
-			t.Fatalf("Run = %+v, %v", res, err)
-		}
+		res := runToInterrupt(t, agentCtx, c, svc)
 		if _, err := c.Resume(agentCtx, svc, res.RunID, approve); !belay.IsCode(err, belay.CodeUnauthorized) || approved != 0 {
 			t.Fatalf("the agent's approval: %v, the node approved %d times; want UNAUTHORIZED before it ran", err, approved)
 		}
@@ -230,10 +229,7 @@ func TestRefusedResumeValueNeverReachesTheNode(t *testing.T) {
 	t.Run("forked", func(t *testing.T) {
 		svc := newService(t)
 		approved = 0
-		res, err := c.Run(agentCtx, svc, graph.RunInput[release]{ProjectPath: t.TempDir()})
-		if err != nil || res.Status != graph.Interrupted {
-			t.Fatalf("Run = %+v, %v", res, err)
-		}
+		res := runToInterrupt(t, agentCtx, c, svc)
 		if _, err := svc.Decide(ctx, belay.DecideInput{CheckpointID: res.Interrupt.ID, SelectedOption: "reject", Feedback: "NO"}); err != nil {
 			t.Fatal(err)
 		}
@@ -276,10 +272,7 @@ func TestDecisionDuringAResumedNodeWins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.Run(ctx, svc, graph.RunInput[release]{ProjectPath: t.TempDir()})
-	if err != nil || res.Status != graph.Interrupted {
-		t.Fatalf("Run = %+v, %v", res, err)
-	}
+	res := runToInterrupt(t, ctx, c, svc)
 	interruptID = res.Interrupt.ID
 	out, err := c.Resume(ctx, svc, res.RunID, graph.Command{Resume: graph.Decision{Option: "approve"}})
 	if !belay.IsCode(err, belay.CodeHITLAlreadyDecided) {
@@ -339,11 +332,8 @@ func TestSkippingAnOpenRequestTakesTheRightToDecide(t *testing.T) {
 			svc := newService(t)
 			w := &writes{Service: svc, n: map[string]int{}}
 			c, deployed := shipGraph(t)
-			res, err := c.Run(agentCtx, svc, graph.RunInput[release]{ProjectPath: t.TempDir()})
-			if err != nil || res.Status != graph.Interrupted {
-				t.Fatalf("Run = %+v, %v; want interrupted at review", res, err)
-			}
-			err = tc.past(agentCtx, c, w, res.RunID)
+			res := runToInterrupt(t, agentCtx, c, svc)
+			err := tc.past(agentCtx, c, w, res.RunID)
 			var be *belay.Error
 			if !errors.As(err, &be) || be.Code != belay.CodeUnauthorized || be.Details["checkpointId"] != res.Interrupt.ID {
 				t.Fatalf("the agent's skip = %v, want UNAUTHORIZED naming %s", err, res.Interrupt.ID)
@@ -373,10 +363,7 @@ func TestSkippingADecidedRequestKeepsItsDecision(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			svc := newService(t)
 			c, _ := shipGraph(t)
-			res, err := c.Run(agentCtx, svc, graph.RunInput[release]{ProjectPath: t.TempDir()})
-			if err != nil || res.Status != graph.Interrupted {
-				t.Fatalf("Run = %+v, %v; want interrupted at review", res, err)
-			}
+			res := runToInterrupt(t, agentCtx, c, svc)
 			if _, err := svc.Decide(ctx, belay.DecideInput{CheckpointID: res.Interrupt.ID, SelectedOption: "approve", Feedback: "ship it"}); err != nil {
 				t.Fatalf("Decide: %v", err)
 			}
