@@ -63,6 +63,20 @@ const (
 
 func runes(s string) int { return utf8.RuneCountInString(s) }
 
+// IsIDPrefix reports whether ref could begin an id: at least MinIDPrefix
+// and at most 36 hex digits and dashes, in either case.
+func IsIDPrefix(ref string) bool {
+	if len(ref) < MinIDPrefix || len(ref) > 36 {
+		return false
+	}
+	for _, r := range strings.ToLower(ref) {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 // IsUUID reports whether s is a UUID in its canonical 36-character text form.
 func IsUUID(s string) bool {
 	if len(s) != 36 {

@@ -52,7 +52,7 @@ func (s *Service) ResolveCheckpoint(ctx context.Context, in belay.CheckpointRef)
 		}
 		return s.settle(ctx, cp)
 	}
-	if isIDPrefix(ref) {
+	if belay.IsIDPrefix(ref) {
 		// A name the session's checkpoint was given (one like "beef")
 		// comes first: it was chosen to be typed, and an id prefix can
 		// always be made longer.
@@ -140,7 +140,7 @@ func (s *Service) ResolveSession(ctx context.Context, ref string) (*belay.Sessio
 	case len(ref) < belay.MinIDPrefix:
 		return nil, belay.Invalid("ref", "name a session by its id or a unique prefix of it (at least %d characters), got %q",
 			belay.MinIDPrefix, belay.Clip(ref, 50))
-	case !isIDPrefix(ref):
+	case !belay.IsIDPrefix(ref):
 		return nil, belay.Invalid("ref", "%q is no session id or prefix of one: those are hex digits and dashes", belay.Clip(ref, 50))
 	}
 	// Sessions are few next to checkpoints: a scan of those the caller may
@@ -167,19 +167,6 @@ func (s *Service) ResolveSession(ctx context.Context, ref string) (*belay.Sessio
 	}
 	slices.Sort(ids)
 	return nil, ambiguous(ref, ids)
-}
-
-// isIDPrefix reports whether ref could begin a checkpoint id.
-func isIDPrefix(ref string) bool {
-	if len(ref) < belay.MinIDPrefix || len(ref) > 36 {
-		return false
-	}
-	for _, r := range strings.ToLower(ref) {
-		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f' || r == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // refSession is the session a checkpoint number or name refers to.

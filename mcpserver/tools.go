@@ -296,7 +296,7 @@ func (s *server) list(ctx context.Context, in *ListInput) (*ListOutput, error) {
 // ambiguous or unknown prefix is refused naming field.
 func (s *server) checkpointIDs(ctx context.Context, field string, refs ...*string) error {
 	for _, ref := range refs {
-		if len(*ref) < belay.MinIDPrefix || belay.IsUUID(*ref) || strings.Trim(strings.ToLower(*ref), "0123456789abcdef-") != "" {
+		if !belay.IsIDPrefix(*ref) || belay.IsUUID(*ref) {
 			continue
 		}
 		cp, err := s.svc.ResolveCheckpoint(ctx, belay.CheckpointRef{Ref: *ref})
