@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/store"
@@ -319,8 +317,8 @@ func (s *Service) missingRows(ctx context.Context, sess *belay.Session, root str
 	bySeq map[int64]*belay.Checkpoint, byID map[string]bool) ([]found, error) {
 	var candidates []int64
 	for ref := range refs {
-		seq, err := strconv.ParseInt(strings.TrimPrefix(ref, sessionRefs(sess.ID)), 10, 64)
-		if err == nil && seq >= 1 && seq <= sess.LastSeq && bySeq[seq] == nil {
+		id, seq, ok := snapshotRefOf(ref)
+		if ok && id == sess.ID && seq <= sess.LastSeq && bySeq[seq] == nil {
 			candidates = append(candidates, seq)
 		}
 	}
