@@ -129,10 +129,8 @@ type place struct{ project, session string }
 func (a *app) here(ctx context.Context, svc belay.Service) place {
 	var p place
 	p.project, _ = a.project(ctx, svc)
-	if p.project != "" {
-		if sess, err := svc.CurrentSession(ctx, p.project); err == nil {
-			p.session = sess.ID
-		}
+	if sess, err := a.activeSession(ctx, svc); err == nil {
+		p.session = sess.ID
 	}
 	return p
 }
