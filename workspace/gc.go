@@ -222,14 +222,14 @@ func unfinishedRestore(s *shadow) bool {
 // reclaim is Collect with the lock held, after deleting the refs drop (in a
 // dry run, counting without them).
 func (m *Manager) reclaim(ctx context.Context, s *shadow, dryRun bool, drop []string) (*Reclaimed, error) {
+	before, err := dirBytes(ctx, s.dir)
+	if err != nil {
+		return nil, err
+	}
 	if !dryRun {
 		if err := m.deleteRefs(ctx, s, drop); err != nil {
 			return nil, err
 		}
-	}
-	before, err := dirBytes(ctx, s.dir)
-	if err != nil {
-		return nil, err
 	}
 	rec := &Reclaimed{Before: before, After: before}
 	if _, err := os.Stat(filepath.Join(s.dir, "meta.json")); err != nil {

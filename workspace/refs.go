@@ -163,7 +163,7 @@ func (m *Manager) DeleteRefs(ctx context.Context, root, prefix string) (*Reclaim
 	if err != nil {
 		return nil, err
 	}
-	return m.deleteAndReclaim(ctx, s, slices.Collect(maps.Keys(refs)))
+	return m.reclaim(ctx, s, false, slices.Collect(maps.Keys(refs)))
 }
 
 // DeleteRefList deletes exactly the given refs (missing ones are fine) and
@@ -186,7 +186,7 @@ func (m *Manager) DeleteRefList(ctx context.Context, root string, refs []string)
 	if err := m.clearRefLocks(ctx, s); err != nil {
 		return nil, err
 	}
-	return m.deleteAndReclaim(ctx, s, refs)
+	return m.reclaim(ctx, s, false, refs)
 }
 
 // clearRefLocks repairs the repository's setup and removes the lock files of
@@ -206,21 +206,6 @@ func (m *Manager) clearRefLocks(ctx context.Context, s *shadow) error {
 		}
 	}
 	return nil
-}
-
-// deleteAndReclaim deletes refs and reclaims what only they used; the
-// caller holds the lock.
-func (m *Manager) deleteAndReclaim(ctx context.Context, s *shadow, refs []string) (*Reclaimed, error) {
-	before, err := dirBytes(ctx, s.dir)
-	if err != nil {
-		return nil, err
-	}
-	rec, err := m.reclaim(ctx, s, false, refs)
-	if err != nil {
-		return nil, err
-	}
-	rec.Before = before
-	return rec, nil
 }
 
 // deleteRefs deletes refs (missing ones are fine) in one transaction; the
