@@ -77,15 +77,22 @@ func (s *Service) CollectGarbage(ctx context.Context, in belay.GCInput) (*belay.
 
 // deletedSessions returns the ids of every deleted session, from the event log.
 func (s *Service) deletedSessions(ctx context.Context) (map[string]bool, error) {
+	q := store.EventQuery{Scope: store.Everything, Types: []string{belay.EventSessionDeleted}}
+	return s.loggedIDs(ctx, q, func(e *belay.Event) string { return e.SessionID })
+}
+
+// loggedIDs returns the id each event q matches names (as id picks it),
+// reading the whole event log page by page.
+func (s *Service) loggedIDs(ctx context.Context, q store.EventQuery, id func(*belay.Event) string) (map[string]bool, error) {
 	out := map[string]bool{}
-	q := store.EventQuery{Scope: store.Everything, Types: []string{belay.EventSessionDeleted}, Limit: MaxEventPage}
+	q.Limit = MaxEventPage
 	for {
 		evs, err := s.store.ListEvents(ctx, q)
 		if err != nil {
 			return nil, err
 		}
-		for _, e := range evs {
-			out[e.SessionID] = true
+		for i := range evs {
+			out[id(&evs[i])] = true
 		}
 		if len(evs) < q.Limit {
 			return out, nil

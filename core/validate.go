@@ -356,21 +356,8 @@ func (s *Service) missingRows(ctx context.Context, sess *belay.Session, root str
 // deletedCheckpoints returns the ids of a session's deleted checkpoints,
 // from the event log.
 func (s *Service) deletedCheckpoints(ctx context.Context, sessionID string) (map[string]bool, error) {
-	out := map[string]bool{}
-	q := store.EventQuery{Scope: store.Everything, SessionID: sessionID, Types: []string{belay.EventCheckpointDeleted}, Limit: MaxEventPage}
-	for {
-		evs, err := s.store.ListEvents(ctx, q)
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range evs {
-			out[e.CheckpointID] = true
-		}
-		if len(evs) < q.Limit {
-			return out, nil
-		}
-		q.After = evs[len(evs)-1].Seq
-	}
+	q := store.EventQuery{Scope: store.Everything, SessionID: sessionID, Types: []string{belay.EventCheckpointDeleted}}
+	return s.loggedIDs(ctx, q, func(e *belay.Event) string { return e.CheckpointID })
 }
 
 func lastValidBefore(valid map[int64]bool, seq int64) int64 {
