@@ -227,6 +227,15 @@ func (w *accessWorld) touch(t *testing.T, sc accessScene) {
 	}
 }
 
+// ask adds a request naming the approver to the scene's session.
+func (w *accessWorld) ask(t *testing.T, sc accessScene) {
+	t.Helper()
+	if _, err := w.svc.CreateCheckpoint(w.as("owner"), belay.CreateCheckpointInput{SessionID: sc.session, Summary: "and now?",
+		HITL: &belay.HITLInput{Required: true, Approvers: []string{"approver"}}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // accessOutcome is what one cell saw: the HTTP status (or the status of the
 // error's code) and, for lists, how many of the scene's things it counted.
 type accessOutcome struct {
@@ -474,13 +483,13 @@ var accessActions = []accessAction{
 	},
 	{
 		name: "events via SSE", route: "GET /v1/events?session={id}",
-		want:   "200 200 200 200 200 404 404 200 404 401",
+		want:   "200 200 200 200 200 200 404 200 404 401",
 		raw:    streamCell(sseStream),
 		client: streamCell(clientStream),
 	},
 	{
 		name: "events via WebSocket", route: "GET /v1/ws?session={id}",
-		want: "101 101 101 101 101 404 404 101 404 401",
+		want: "101 101 101 101 101 101 404 101 404 401",
 		raw:  streamCell(wsStream),
 	},
 	{
@@ -790,6 +799,19 @@ func streamCell(open accessStream) accessCell {
 		}
 		defer stop()
 		w.touch(t, sc)
+		if accessRoles[r].user == "approver" {
+			// It is told of its requests in the session, of nothing else there.
+			w.ask(t, sc)
+			if !watch(events, func(e belay.Event) bool {
+				if e.Type != belay.EventHITLRequired {
+					t.Errorf("the approver's stream delivered %s", e.Type)
+				}
+				return e.SessionID == sc.session && e.Type == belay.EventHITLRequired
+			}) {
+				t.Errorf("the stream ended without the approver's request")
+			}
+			return accessOutcome{status: status}
+		}
 		if !watch(events, func(e belay.Event) bool { return e.SessionID == sc.session && e.Type == belay.EventCheckpointCreated }) {
 			t.Errorf("the stream ended without the session's event")
 		}

@@ -655,3 +655,41 @@ func TestApproversAreToldOfTheirRequests(t *testing.T) {
 		}
 	})
 }
+
+// An approver who may not read the session follows it by its id too, and is
+// told only of its requests; anyone else is told the session is not found.
+func TestApproversFollowTheSessionOfTheirRequests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		svc := bubbleService(t, "carol", "dave")
+		cp, err := svc.CreateCheckpoint(hitlAs("alice"), belay.CreateCheckpointInput{ProjectPath: "/w/p", Summary: "deploy",
+			HITL: &belay.HITLInput{Required: true, Title: "Deploy?", Approvers: []string{"carol"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		carolReads := belay.WithActor(context.Background(), belay.Actor{UserID: "carol", Scopes: []belay.Scope{belay.ScopeRead}})
+		follow := func(ctx context.Context) ([]string, error) {
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			var got []string
+			err := svc.Follow(ctx, belay.EventFilter{SessionID: cp.SessionID}, 0, func(_ int64, batch []belay.Event) error {
+				for _, e := range batch {
+					got = append(got, e.Type)
+				}
+				if len(got) > 0 {
+					cancel()
+				}
+				return nil
+			})
+			return got, err
+		}
+		got, err := follow(hitlAs("carol"))
+		if err != nil || !slices.Equal(got, []string{belay.EventHITLRequired}) {
+			t.Errorf("the approver followed the session: %v, %v; want its request", got, err)
+		}
+		for name, ctx := range map[string]context.Context{"a stranger": hitlAs("dave"), "the approver's read-only token": carolReads} {
+			if got, err := follow(ctx); !belay.IsCode(err, belay.CodeSessionNotFound) {
+				t.Errorf("%s followed the session: %v, %v; want SESSION_NOT_FOUND", name, got, err)
+			}
+		}
+	})
+}

@@ -274,7 +274,7 @@ func (s *Service) Follow(ctx context.Context, f belay.EventFilter, heartbeat tim
 		if err := belay.ValidateID("session", f.SessionID); err != nil {
 			return err
 		}
-		if _, _, err := readSession(ctx, s.store, c, f.SessionID); err != nil {
+		if err := s.mayFollow(ctx, c, f.SessionID); err != nil {
 			return err
 		}
 	}
@@ -311,6 +311,24 @@ func (s *Service) Follow(ctx context.Context, f belay.EventFilter, heartbeat tim
 			return err
 		}
 	}
+}
+
+// mayFollow says whether the caller may follow the events of session id:
+// one who may read it, or an approver of a request in it, whose token may
+// decide (it is told of those requests only, see store.EventQuery.Approvals).
+func (s *Service) mayFollow(ctx context.Context, c caller, id string) error {
+	_, _, err := readSession(ctx, s.store, c, id)
+	if !belay.IsCode(err, belay.CodeSessionNotFound) || !c.Has(belay.ScopeDecide) {
+		return err
+	}
+	told, err2 := s.store.ListEvents(ctx, store.EventQuery{Scope: c.scope(), Approvals: true, SessionID: id, Types: store.HITLEventTypes, Limit: 1})
+	if err2 != nil {
+		return err2
+	}
+	if len(told) == 0 {
+		return err
+	}
+	return nil
 }
 
 // whileValid wraps a stream's emit so that the stream ends, UNAUTHENTICATED,
