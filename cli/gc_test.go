@@ -1,6 +1,9 @@
 package cli_test
 
 import (
+	"encoding/json"
+	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -97,20 +100,43 @@ func TestDuAndGCShowAndRemoveOrphans(t *testing.T) {
 	}
 }
 
-// TestGCOfAMovedProjectFails: a workspace gc cannot clean (its project
-// moved away) is said, left out of the count, and fails the command.
-func TestGCOfAMovedProjectFails(t *testing.T) {
+// TestGCOfAMovedProjectCleansItsSnapshots: gc gives back the space of a
+// deleted checkpoint's snapshot in the shadow repository of a project whose
+// directory moved away, and keeps the snapshots its checkpoints need, so a
+// rollback works once the project is back.
+func TestGCOfAMovedProjectCleansItsSnapshots(t *testing.T) {
 	base := t.TempDir()
 	project := filepath.Join(base, "p")
 	testtree.Write(t, project, map[string]string{"a.txt": "a"})
 	c := newWSCLI(t, project)
 	c.ok(t, "save", "-m", "one")
-	if err := os.Rename(project, filepath.Join(base, "moved")); err != nil {
+	noise := make([]byte, 256<<10)
+	rand.NewChaCha8([32]byte{1}).Read(noise)
+	testtree.Write(t, project, map[string]string{"big.bin": string(noise)})
+	c.ok(t, "save", "-m", "big")
+	if err := os.Remove(filepath.Join(project, "big.bin")); err != nil {
+		t.Fatal(err)
+	}
+	c.ok(t, "save", "-m", "three")
+	c.ok(t, "delete", "2")
+	moved := filepath.Join(base, "moved")
+	if err := os.Rename(project, moved); err != nil {
 		t.Fatal(err)
 	}
 	c.project = base
-	code, out, errOut := c.run("gc")
-	if code != cli.ExitError || !strings.Contains(out, project+": ") || !strings.Contains(out, "Freed 0 B in 0 workspaces.") {
-		t.Errorf("gc of a moved project: exit %d\n%s%s", code, out, errOut)
+	var rep belay.GCReport
+	if err := json.Unmarshal([]byte(c.ok(t, "gc", "--json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Workspaces) != 1 || rep.Workspaces[0].Error != "" || rep.FreedBytes < 200<<10 {
+		t.Fatalf("gc of a moved project = %+v", rep)
+	}
+	if err := os.Rename(moved, project); err != nil {
+		t.Fatal(err)
+	}
+	c.project = project
+	c.ok(t, "rollback", "1")
+	if got := testtree.Read(t, project); !maps.Equal(got, map[string]string{"a.txt": "a"}) {
+		t.Errorf("after the rollback the project holds %v", got)
 	}
 }

@@ -57,7 +57,7 @@ func (s *Service) CollectGarbage(ctx context.Context, in belay.GCInput) (*belay.
 				return !roots[sh.Root], err
 			})
 		} else {
-			rec, err = ws.Collect(ctx, sh.ID, in.DryRun, s.unneededRefs(ctx, sh.Root, deleted, &w))
+			rec, err = ws.Collect(ctx, sh.ID, in.DryRun, s.unneededRefs(ctx, deleted, &w))
 		}
 		switch {
 		case errors.Is(err, workspace.ErrInUse):
@@ -102,7 +102,7 @@ func (s *Service) loggedIDs(ctx context.Context, q store.EventQuery, id func(*be
 }
 
 // unneededRefs returns what Collect asks, under the workspace lock, of the
-// shadow repository of root's refs: those no checkpoint needs. They are the
+// shadow repository of a workspace's refs: those no checkpoint needs. They are the
 // refs of deleted sessions, and those of a session here that hold no
 // checkpoint's snapshot: one above the session's last seq (a save that
 // failed after its snapshot), one whose seq another checkpoint without a
@@ -111,8 +111,8 @@ func (s *Service) loggedIDs(ctx context.Context, q store.EventQuery, id func(*be
 // stays: validate --repair rebuilds the checkpoint from it. It counts them in
 // w. A session this database never had keeps its refs: another database may
 // share the data directory.
-func (s *Service) unneededRefs(ctx context.Context, root string, deleted map[string]bool, w *belay.GCWorkspace) func(map[string]string) ([]string, error) {
-	return func(refs map[string]string) ([]string, error) {
+func (s *Service) unneededRefs(ctx context.Context, deleted map[string]bool, w *belay.GCWorkspace) func(map[string]string, func(string) (string, error)) ([]string, error) {
+	return func(refs map[string]string, message func(string) (string, error)) ([]string, error) {
 		var drop []string
 		sessions := map[string]*belay.Session{} // nil: not here
 		gone := map[string]map[string]bool{}    // a session's deleted checkpoints
@@ -139,7 +139,7 @@ func (s *Service) unneededRefs(ctx context.Context, root string, deleted map[str
 				}
 				continue
 			}
-			unneeded, err := s.refUnneeded(ctx, root, sess, seq, commit, gone)
+			unneeded, err := s.refUnneeded(ctx, message, sess, seq, commit, gone)
 			if err != nil {
 				return nil, err
 			}
@@ -153,9 +153,9 @@ func (s *Service) unneededRefs(ctx context.Context, root string, deleted map[str
 }
 
 // refUnneeded says whether the snapshot ref of sess's seq, at commit, holds
-// no checkpoint's snapshot (see unneededRefs). gone caches each session's
-// deleted checkpoints.
-func (s *Service) refUnneeded(ctx context.Context, root string, sess *belay.Session, seq int64, commit string, gone map[string]map[string]bool) (bool, error) {
+// no checkpoint's snapshot (see unneededRefs); message reads a commit's
+// message. gone caches each session's deleted checkpoints.
+func (s *Service) refUnneeded(ctx context.Context, message func(string) (string, error), sess *belay.Session, seq int64, commit string, gone map[string]map[string]bool) (bool, error) {
 	if seq > sess.LastSeq {
 		return true, nil
 	}
@@ -168,7 +168,7 @@ func (s *Service) refUnneeded(ctx context.Context, root string, sess *belay.Sess
 	case !belay.IsCode(err, belay.CodeCheckpointNotFound):
 		return false, err
 	}
-	msg, err := s.ws.CommitMessage(ctx, root, commit)
+	msg, err := message(commit)
 	if err != nil {
 		return false, nil // unreadable: validation reports it
 	}

@@ -89,10 +89,13 @@ func (m *Manager) Canonical(root string) string {
 // objects borrowed from the user's repository are copied in so the borrowing
 // ends. A directory without snapshots is removed. drop, when not nil, is
 // asked with the workspace lock held (so no snapshot of the workspace starts
-// meanwhile) which of the repository's refs (name to commit) to delete first.
+// meanwhile) which of the repository's refs (name to commit) to delete first;
+// message reads a commit's message there (see CommitMessage), also when the
+// workspace itself is gone.
 // With dryRun nothing changes and After is an estimate (without the refs drop
 // names). It takes the workspace lock.
-func (m *Manager) Collect(ctx context.Context, id string, dryRun bool, drop func(refs map[string]string) ([]string, error)) (*Reclaimed, error) {
+func (m *Manager) Collect(ctx context.Context, id string, dryRun bool,
+	drop func(refs map[string]string, message func(commit string) (string, error)) ([]string, error)) (*Reclaimed, error) {
 	s, err := m.shadowByID(id)
 	if err != nil {
 		return nil, err
@@ -111,7 +114,8 @@ func (m *Manager) Collect(ctx context.Context, id string, dryRun bool, drop func
 		if err != nil {
 			return nil, err
 		}
-		if dropped, err = drop(refs); err != nil {
+		message := func(commit string) (string, error) { return m.commitMessage(ctx, s, commit) }
+		if dropped, err = drop(refs, message); err != nil {
 			return nil, err
 		}
 		if len(dropped) > 0 && !dryRun {

@@ -89,6 +89,11 @@ func (m *Manager) CommitMessage(ctx context.Context, root, commit string) (strin
 	if err != nil {
 		return "", err
 	}
+	return m.commitMessage(ctx, s, commit)
+}
+
+// commitMessage is CommitMessage in the shadow repository of s.
+func (m *Manager) commitMessage(ctx context.Context, s *shadow, commit string) (string, error) {
 	id, err := m.resolveCommit(ctx, s, commit)
 	if err != nil {
 		return "", err
