@@ -89,8 +89,11 @@ type ResumeResult struct {
 	State json.RawMessage `json:"state,omitempty"`
 	// NextTask is the plan's running or next pending task.
 	NextTask *Task `json:"nextTask,omitempty"`
-	// Pending are the session's open HITL requests.
-	Pending []*Checkpoint `json:"pending"`
+	// Pending are the session's open HITL requests, oldest first; with
+	// MorePending there are more than one answer holds (list them with
+	// PendingHITL).
+	Pending     []*Checkpoint `json:"pending"`
+	MorePending bool          `json:"morePending,omitempty"`
 }
 
 // CleanupInput selects ended sessions to delete: ended before OlderThan

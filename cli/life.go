@@ -125,6 +125,9 @@ func (a *app) printResume(res *belay.ResumeResult) {
 	for _, p := range res.Pending {
 		fmt.Fprintf(w, "  Waiting for a decision: #%d %s (belay decide %s)\n", p.Seq, p.HITL.Title, p.ID)
 	}
+	if res.MorePending {
+		fmt.Fprintf(w, "  More wait for a decision: belay pending --session %s\n", res.Session.ID)
+	}
 }
 
 func (a *app) runCommand() *cobra.Command {

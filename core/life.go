@@ -296,11 +296,11 @@ func (s *Service) ResumeSession(ctx context.Context, in belay.ResumeInput) (*bel
 	if sess.Plan != nil {
 		res.NextTask = nextTask(sess.Plan)
 	}
-	pending, _, err := s.store.PendingHITL(ctx, store.PendingQuery{Scope: store.Everything, SessionID: sess.ID, Limit: maxPending, MaxBytes: store.PageBytes})
+	pending, more, err := s.store.PendingHITL(ctx, store.PendingQuery{Scope: store.Everything, SessionID: sess.ID, Limit: maxPending, MaxBytes: store.PageBytes})
 	if err != nil {
 		return nil, err
 	}
-	res.Pending = append(res.Pending, pending...)
+	res.Pending, res.MorePending = append(res.Pending, pending...), more
 	return res, nil
 }
 

@@ -206,3 +206,27 @@ func TestReleaseWhileAwaitingInputKeepsTheSessionWaiting(t *testing.T) {
 		t.Fatalf("an hour later the session is %s, want awaiting_input", got.Status)
 	}
 }
+
+// TestResumeSaysMoreRequestsWait: a resume lists the open requests one
+// answer holds and says when more wait.
+func TestResumeSaysMoreRequestsWait(t *testing.T) {
+	svc := newService(t, testclock.New(start, 0))
+	first := mustCreate(t, svc, belay.CreateCheckpointInput{ProjectPath: t.TempDir(), Summary: "work"})
+	ask := func() {
+		t.Helper()
+		mustCreate(t, svc, belay.CreateCheckpointInput{SessionID: first.SessionID, Summary: "ask",
+			HITL: &belay.HITLInput{Required: true, Title: "go on?"}})
+	}
+	ask()
+	res, err := svc.ResumeSession(localCtx, belay.ResumeInput{SessionID: first.SessionID, Holder: "h"})
+	if err != nil || len(res.Pending) != 1 || res.MorePending {
+		t.Fatalf("resume with one request = %d pending, more %v, %v", len(res.Pending), res.MorePending, err)
+	}
+	for range 500 {
+		ask()
+	}
+	res, err = svc.ResumeSession(localCtx, belay.ResumeInput{SessionID: first.SessionID, Holder: "h"})
+	if err != nil || len(res.Pending) == 0 || len(res.Pending) > 500 || !res.MorePending {
+		t.Fatalf("resume with 501 requests = %d pending, more %v, %v", len(res.Pending), res.MorePending, err)
+	}
+}

@@ -149,6 +149,8 @@ type ResumeOutput struct {
 	State     json.RawMessage `json:"state,omitempty"`
 	NextTask  string          `json:"next_task,omitempty"`
 	Pending   []Checkpoint    `json:"pending"`
+	// MorePending: more requests wait than pending holds.
+	MorePending bool `json:"more_pending,omitempty" jsonschema:"more requests wait for a decision than pending lists"`
 }
 
 // AskOption is one answer a person may give.
@@ -374,6 +376,7 @@ func (s *server) resume(ctx context.Context, in *ResumeInput) (*ResumeOutput, er
 	for _, p := range res.Pending {
 		out.Pending = append(out.Pending, toCheckpoint(p))
 	}
+	out.MorePending = res.MorePending
 	return out, nil
 }
 
