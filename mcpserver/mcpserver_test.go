@@ -240,7 +240,8 @@ func TestSeedErrors(t *testing.T) {
 			if tc.code == belay.CodeValidation && be.Details["error"] == nil {
 				t.Errorf("details.error missing: %+v", be)
 			}
-			if strings.Contains(be.Message, "hitl.") || strings.Contains(be.Message, "must be a number") {
+			if strings.Contains(be.Message, "hitl.") || strings.Contains(be.Message, "must be a number") ||
+				strings.Contains(be.Message, "projectPath") || strings.Contains(be.Message, "topK") {
 				t.Errorf("the message names belay's field, not the argument: %q", be.Message)
 			}
 			if tc.code == belay.CodeNotFound && be.Details["id"] == nil {

@@ -471,8 +471,7 @@ func snakeField(err error) error {
 	}
 	for _, r := range toolFields {
 		if rest, ok := strings.CutPrefix(f, r.belay); ok && (rest == "" || rest[0] == '[' || rest[0] == '.') {
-			be.Message = strings.Replace(be.Message, f, r.tool+rest, 1)
-			return be.With("field", r.tool+rest)
+			return renameField(be, f, r.tool+rest)
 		}
 	}
 	var b []byte
@@ -485,5 +484,15 @@ func snakeField(err error) error {
 		}
 		b = append(b, byte(r))
 	}
-	return be.With("field", string(b))
+	return renameField(be, f, string(b))
+}
+
+// renameField names the field to, not from, in be: its details and the
+// first mention in its message (and in the message its details repeat).
+func renameField(be *belay.Error, from, to string) *belay.Error {
+	if msg, ok := be.Details["error"].(string); ok && msg == be.Message {
+		be = be.With("error", strings.Replace(msg, from, to, 1))
+	}
+	be.Message = strings.Replace(be.Message, from, to, 1)
+	return be.With("field", to)
 }
