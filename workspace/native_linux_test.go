@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -275,6 +276,49 @@ func TestNativeLargeChangeStoredLoose(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(s.repo, "objects", id[:2], id[2:])); err != nil {
 		t.Errorf("the large file is not a loose object: %v", err)
+	}
+	if out := shadowGit(t, m, root, "fsck", "--strict", "--no-dangling"); strings.TrimSpace(out) != "" {
+		t.Errorf("git fsck: %s", out)
+	}
+}
+
+// TestNativeManyLooseObjectsStayWithinTheOpenFileLimit: a snapshot writing
+// thousands of loose objects holds a bounded number of files open, so it
+// succeeds under a low open-file limit.
+func TestNativeManyLooseObjectsStayWithinTheOpenFileLimit(t *testing.T) {
+	m := newManager(t)
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{"a.txt": "a\n"})
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	files := map[string]string{}
+	for i := range maxPackedObjects + 1000 {
+		files[fmt.Sprintf("d%d/f%d.txt", i%50, i)] = fmt.Sprintf("file %d\n", i)
+	}
+	writeFiles(t, root, files)
+	open, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var was syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &was); err != nil {
+		t.Fatal(err)
+	}
+	low := was
+	low.Cur = uint64(len(open) + 2*maxOpenObjects)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &was); err != nil {
+			t.Error(err)
+		}
+	})
+	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &was); err != nil {
+		t.Fatal(err)
+	}
+	if want := gitTree(t, m, root); s2.Tree != want {
+		t.Errorf("tree %s, git records %s", s2.Tree, want)
 	}
 	if out := shadowGit(t, m, root, "fsck", "--strict", "--no-dangling"); strings.TrimSpace(out) != "" {
 		t.Errorf("git fsck: %s", out)

@@ -52,6 +52,10 @@ const (
 	maxPackedObjects = 4096
 )
 
+// maxOpenObjects bounds the loose objects a snapshot holds open, waiting
+// for their write-out.
+const maxOpenObjects = 256
+
 // newObjectWriter returns a writer for about files new files of bytes in
 // all (besides trees).
 func newObjectWriter(repo string, files int, bytes int64) *objectWriter {
@@ -129,7 +133,27 @@ func (w *objectWriter) store(kind string, body []byte) ([20]byte, error) {
 	if err != nil {
 		return id, fmt.Errorf("write object %s: %w", name, err)
 	}
-	return id, w.add(tmp, final, buf.Bytes(), 0o444)
+	if err := w.add(tmp, final, buf.Bytes(), 0o444); err != nil {
+		return id, err
+	}
+	return id, w.settle()
+}
+
+// settle renames the loose objects waiting into place once maxOpenObjects
+// of them are open, so a snapshot holds few files open however many it
+// writes. A loose object may take its name at any time: nothing refers to it
+// until the snapshot's commit has a ref. Only loose objects are pending
+// before finish.
+func (w *objectWriter) settle() error {
+	w.mu.Lock()
+	if len(w.pending) < maxOpenObjects {
+		w.mu.Unlock()
+		return nil
+	}
+	batch := w.pending
+	w.pending = nil
+	w.mu.Unlock()
+	return place(batch)
 }
 
 // writePack writes the pack and its index (version 2) and queues them
@@ -247,6 +271,12 @@ func (w *objectWriter) finish() error {
 	}
 	pending := w.pending
 	w.pending = nil
+	return place(pending)
+}
+
+// place waits for the write-out of each pending file and renames it into
+// place, in order; after a failure it removes the rest.
+func place(pending []pendingFile) error {
 	var err error
 	for i, p := range pending {
 		if err == nil && p.wait {
