@@ -189,13 +189,16 @@ type SessionService interface {
 	CreateSession(ctx context.Context, in CreateSessionInput) (*Session, error)
 	// GetSession returns a session the caller may read.
 	GetSession(ctx context.Context, id string) (*Session, error)
-	// ActiveSession returns the newest open session of a project path that the
-	// caller may read.
+	// ActiveSession returns the newest open session of a project path among
+	// the caller's own and admins' that it may read: the one its saves by
+	// project path go to. A session of another user who is not an admin, even
+	// one the caller may write, is never a project's active or current
+	// session for it.
 	ActiveSession(ctx context.Context, projectPath string) (*Session, error)
-	// CurrentSession returns the project's current session: its newest open
-	// session, unless a session made after it ended since that one last
-	// moved (then the ended one), else its newest: the session "checkpoint 3"
-	// of that project means.
+	// CurrentSession returns the project's current session among those
+	// ActiveSession looks at: its newest open session, unless a session made after it
+	// ended since that one last moved (then the ended one), else its newest:
+	// the session "checkpoint 3" of that project means.
 	CurrentSession(ctx context.Context, projectPath string) (*Session, error)
 	// ResolveSession finds the session a person names: its id or a unique
 	// prefix of it (at least MinIDPrefix characters), among the sessions the

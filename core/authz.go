@@ -65,6 +65,17 @@ func (c caller) scope() store.Scope {
 	return store.Scope{All: c.Admin, User: c.UserID, Projects: c.Projects}
 }
 
+// own is the scope of the sessions a project path stands for when no
+// session is named: of those the caller may read, its own and those of admins
+// (see store.Scope.OwnOrAdmin). A session of another user who is not an admin,
+// even one the caller may write, never receives its saves by project path:
+// one could start a session in someone else's project to read what they save.
+func (c caller) own() store.Scope {
+	sc := c.scope()
+	sc.OwnOrAdmin = true
+	return sc
+}
+
 // rights is what a caller may do in one session.
 type rights struct {
 	read, write, decide, own bool

@@ -18,6 +18,7 @@ import (
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/core"
+	"github.com/belayhq/belay/internal/testclock"
 	"github.com/belayhq/belay/internal/testtree"
 	"github.com/belayhq/belay/internal/testutil"
 	"github.com/belayhq/belay/store/sqlite"
@@ -692,4 +693,44 @@ func TestApproversFollowTheSessionOfTheirRequests(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSavesByPathNeverGoToAnotherUsersSession: a save naming only its
+// project never continues the session of another user who is not an admin,
+// even one the caller may write (as an admin, or a grantee) begun first in
+// the project: that user would read what the caller saves. The project's
+// active and current sessions are the caller's own then.
+func TestSavesByPathNeverGoToAnotherUsersSession(t *testing.T) {
+	svc := newService(t, testclock.New(start, 0))
+	for _, user := range []string{"bob", "alice"} {
+		if _, err := createToken(localCtx, svc, user, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	project := t.TempDir()
+	bobs := mustCreateAs(t, svc, hitlAs("bob"), project, "bob first")
+	if _, err := svc.GrantSession(hitlAs("bob"), belay.GrantInput{SessionID: bobs.SessionID, User: "alice", Role: belay.RoleWrite}); err != nil {
+		t.Fatal(err)
+	}
+	for _, who := range []struct {
+		name string
+		ctx  context.Context
+	}{{"an admin", localCtx}, {"a grantee", hitlAs("alice")}} {
+		cp := mustCreateAs(t, svc, who.ctx, project, "mine")
+		if cp.SessionID == bobs.SessionID {
+			t.Errorf("%s's save by path went to bob's session", who.name)
+		}
+		for name, find := range map[string]func(context.Context, string) (*belay.Session, error){
+			"active": svc.ActiveSession, "current": svc.CurrentSession} {
+			if sess, err := find(who.ctx, project); err != nil || sess.ID != cp.SessionID {
+				t.Errorf("%s's %s session = %+v, %v; want its own %s", who.name, name, sess, err, cp.SessionID)
+			}
+		}
+	}
+	if sess, err := svc.CurrentSession(hitlAs("bob"), project); err != nil || sess.ID != bobs.SessionID {
+		t.Errorf("bob's current session = %+v, %v", sess, err)
+	}
+	if bob, err := svc.GetSession(hitlAs("bob"), bobs.SessionID); err != nil || bob.CheckpointCount != 1 {
+		t.Errorf("bob's session = %+v, %v; want its one checkpoint", bob, err)
+	}
 }

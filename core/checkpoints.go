@@ -251,7 +251,7 @@ func (s *Service) sessionFor(ctx context.Context, tx store.Tx, c caller, session
 	if err := c.mayCreateIn(projectPath); err != nil {
 		return nil, nil, err
 	}
-	prev, _, _, err := tx.ListSessions(ctx, store.SessionQuery{Scope: c.scope(), ProjectPath: projectPath, Limit: 1})
+	prev, _, _, err := tx.ListSessions(ctx, store.SessionQuery{Scope: c.own(), ProjectPath: projectPath, Limit: 1})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -263,9 +263,9 @@ func (s *Service) sessionFor(ctx context.Context, tx store.Tx, c caller, session
 }
 
 // activeWritable returns the newest open session of projectPath that the
-// caller may write to; one it may only read is not its to continue.
+// caller may continue (see caller.own) and write to.
 func (s *Service) activeWritable(ctx context.Context, r store.Reader, c caller, projectPath string) (*belay.Session, error) {
-	sess, err := r.ActiveSession(ctx, projectPath, c.scope())
+	sess, err := r.ActiveSession(ctx, projectPath, c.own())
 	if err != nil {
 		return nil, err
 	}

@@ -304,8 +304,9 @@ func (s *Service) ResumeSession(ctx context.Context, in belay.ResumeInput) (*bel
 	return res, nil
 }
 
-// latestInterrupted is the newest interrupted session of projectPath that the
-// caller may write to.
+// latestInterrupted is the newest interrupted session of projectPath that
+// the caller may continue (see caller.own); resuming it takes the right to
+// write to it.
 func (s *Service) latestInterrupted(ctx context.Context, c caller, projectPath string) (string, error) {
 	if projectPath == "" {
 		return "", belay.Invalid("sessionId", "name the session to resume, or the project whose latest interrupted session to resume")
@@ -313,7 +314,7 @@ func (s *Service) latestInterrupted(ctx context.Context, c caller, projectPath s
 	if _, err := s.sweepLeases(ctx); err != nil {
 		return "", err
 	}
-	list, _, _, err := s.store.ListSessions(ctx, store.SessionQuery{Scope: c.scope(), ProjectPath: cleanPath(projectPath),
+	list, _, _, err := s.store.ListSessions(ctx, store.SessionQuery{Scope: c.own(), ProjectPath: cleanPath(projectPath),
 		Status: belay.SessionInterrupted, Limit: 1})
 	if err != nil {
 		return "", err

@@ -182,7 +182,7 @@ func (s *Service) refSession(ctx context.Context, c caller, in belay.CheckpointR
 }
 
 // CurrentSession returns the project's current session among those the
-// caller may read: its newest open session, unless a session made after that
+// caller may continue (see caller.own): its newest open session, unless a session made after that
 // one completed or failed since the open one last moved (then that ended
 // session, so "checkpoint 3" after a rejection failed the session still means
 // its checkpoint, not one of an older session left open; an abandoned one is
@@ -200,11 +200,11 @@ func (s *Service) currentSession(ctx context.Context, c caller, projectPath stri
 		return nil, err
 	}
 	projectPath = filepath.Clean(projectPath)
-	open, err := s.store.ActiveSession(ctx, projectPath, c.scope())
+	open, err := s.store.ActiveSession(ctx, projectPath, c.own())
 	if err != nil && !belay.IsCode(err, belay.CodeSessionNotFound) {
 		return nil, err
 	}
-	list, _, _, err := s.store.ListSessions(ctx, store.SessionQuery{Scope: c.scope(), ProjectPath: projectPath, Limit: 1})
+	list, _, _, err := s.store.ListSessions(ctx, store.SessionQuery{Scope: c.own(), ProjectPath: projectPath, Limit: 1})
 	if err != nil {
 		return nil, err
 	}

@@ -137,8 +137,9 @@ func (s *Service) UpdateSession(ctx context.Context, id string, in belay.UpdateS
 	return sess, nil
 }
 
-// ActiveSession returns the newest open session of a project path among those
-// the caller may read.
+// ActiveSession returns the newest open session of a project path among
+// those the caller may continue (see caller.own): the one its saves by project
+// path go to.
 func (s *Service) ActiveSession(ctx context.Context, projectPath string) (*belay.Session, error) {
 	c, err := authorize(ctx, belay.ScopeRead)
 	if err != nil {
@@ -147,7 +148,7 @@ func (s *Service) ActiveSession(ctx context.Context, projectPath string) (*belay
 	if err := belay.ValidateProjectPath("projectPath", projectPath); err != nil {
 		return nil, err
 	}
-	return s.store.ActiveSession(ctx, filepath.Clean(projectPath), c.scope())
+	return s.store.ActiveSession(ctx, filepath.Clean(projectPath), c.own())
 }
 
 // cleanPath normalises a project path so "/a/b/" and "/a/b" name one project.

@@ -349,11 +349,16 @@ type SessionKey struct {
 // else the sessions User owns or holds a grant in, and (with Projects) only
 // those whose project path is one of Projects or below one. Records of those
 // sessions (checkpoints, events) follow their session; events that belong to
-// no session are only for All.
+// no session are only for All. OwnOrAdmin keeps, of the rest, only the
+// sessions User owns and those whose owner is no user without admin rights
+// (an admin, the CLI's local user): those a save naming only its project may
+// continue. A session of another user who is not an admin never receives the
+// caller's saves that way: its owner would read them.
 type Scope struct {
-	All      bool
-	User     string
-	Projects []string
+	All        bool
+	User       string
+	Projects   []string
+	OwnOrAdmin bool
 }
 
 // Everything is the scope of belay's own background work and of admins.

@@ -22,6 +22,10 @@ func scopeFilter(scope store.Scope, idCol, projectCol, approvers string) (string
 	}
 	var conds []string
 	var args []any
+	if scope.OwnOrAdmin {
+		conds = append(conds, idCol+" IN (SELECT id FROM sessions WHERE owner = ? OR owner NOT IN (SELECT name FROM users WHERE admin = 0))")
+		args = append(args, scope.User)
+	}
 	if !scope.All {
 		member := idCol + " IN (SELECT id FROM sessions WHERE owner = ?) OR " +
 			idCol + " IN (SELECT session_id FROM session_grants WHERE user_name = ?)"

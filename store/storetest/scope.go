@@ -18,7 +18,69 @@ func testScope(t *testing.T, o opener) {
 		{"Approvers", testScopeApprovers},
 		{"FindCheckpointIDs", testFindCheckpointIDs},
 		{"Grants", testGrants},
+		{"OwnOrAdmin", testScopeOwnOrAdmin},
 	})
+}
+
+// testScopeOwnOrAdmin: of a project's sessions, OwnOrAdmin keeps the user's
+// own and those of admins, of owners who are not users and of no owner,
+// within what the rest of the scope reads; never another non-admin's, even
+// granted.
+func testScopeOwnOrAdmin(t *testing.T, st store.Store) {
+	ctx := t.Context()
+	mustUpdate(t, st, func(tx store.Tx) error {
+		for _, u := range []*belay.User{{Name: "amy", Admin: true, CreatedAt: at(0)}, {Name: "nat", CreatedAt: at(0)}, {Name: "ned", CreatedAt: at(0)}} {
+			if err := tx.PutUser(ctx, u); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	ids := map[string]string{}
+	for i, owner := range []string{"amy", "nat", "ned", "local", ""} {
+		s := newSession("/p", at(10*(i+1)))
+		s.Owner = owner
+		ids[owner] = mustInsertSession(t, st, s).ID
+	}
+	mustUpdate(t, st, func(tx store.Tx) error {
+		for _, owner := range []string{"amy", "ned"} {
+			if err := tx.PutGrant(ctx, &belay.Grant{SessionID: ids[owner], User: "nat", Role: belay.RoleWrite, GrantedBy: owner, CreatedAt: at(100)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for _, tc := range []struct {
+		name   string
+		scope  store.Scope
+		owners []string // newest first
+	}{
+		{"NonAdmin", store.Scope{User: "nat", OwnOrAdmin: true}, []string{"nat", "amy"}},
+		{"NonAdminWithoutGrants", store.Scope{User: "ned", OwnOrAdmin: true}, []string{"ned"}},
+		{"Admin", store.Scope{All: true, User: "amy", OwnOrAdmin: true}, []string{"", "local", "amy"}},
+		{"LocalUser", store.Scope{All: true, User: "local", OwnOrAdmin: true}, []string{"", "local", "amy"}},
+		{"InProjects", store.Scope{All: true, User: "amy", OwnOrAdmin: true, Projects: []string{"/q"}}, nil},
+		{"Zero", store.Scope{OwnOrAdmin: true}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := []string{}
+			for _, owner := range tc.owners {
+				want = append(want, ids[owner])
+			}
+			got, _, _, err := st.ListSessions(ctx, store.SessionQuery{Scope: tc.scope, ProjectPath: "/p", Limit: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantEqual(t, "sessions", want, sessionIDs(got))
+			active, err := st.ActiveSession(ctx, "/p", tc.scope)
+			switch {
+			case len(want) == 0 && !belay.IsCode(err, belay.CodeSessionNotFound):
+				t.Errorf("active session = %v, %v; want none", active, err)
+			case len(want) > 0 && (err != nil || active.ID != want[0]):
+				t.Errorf("active session = %v, %v; want %s", active, err, want[0])
+			}
+		})
+	}
 }
 
 // scopeSessions are the sessions of the scope fixture, in creation order:
