@@ -140,16 +140,26 @@ func Open(ctx context.Context, url string) (*DB, error) {
 	}
 	d := &DB{db: db, url: url, listeners: map[chan struct{}]struct{}{}}
 	d.reader = reader{q: rebinder{db}}
-	if err := d.migrate(ctx); err != nil {
+	// A statement timeout set for belay's queries would cancel a migration
+	// of a large table: migrations run without one.
+	mcfg := cfg.Copy()
+	mcfg.RuntimeParams["statement_timeout"] = "0"
+	mdb := stdlib.OpenDB(*mcfg)
+	mdb.SetMaxOpenConns(2)
+	err = migrate(ctx, mdb)
+	if cerr := mdb.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		db.Close()
 		return nil, err
 	}
 	return d, nil
 }
 
-// migrate applies the embedded migrations under an advisory lock.
-func (d *DB) migrate(ctx context.Context) error {
-	conn, err := d.db.Conn(ctx)
+// migrate applies the embedded migrations to db under an advisory lock.
+func migrate(ctx context.Context, db *sql.DB) error {
+	conn, err := db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("postgres: migrate: %w", err)
 	}
@@ -163,7 +173,7 @@ func (d *DB) migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := goose.NewProvider(goose.DialectPostgres, d.db, sub)
+	p, err := goose.NewProvider(goose.DialectPostgres, db, sub)
 	if err != nil {
 		return fmt.Errorf("postgres: migrations: %w", err)
 	}
@@ -178,7 +188,7 @@ func (d *DB) migrate(ctx context.Context) error {
 	if _, err := p.Up(ctx); err != nil {
 		return fmt.Errorf("postgres: migrate: %w", err)
 	}
-	return buildSearchDocs(ctx, d.db)
+	return buildSearchDocs(ctx, db)
 }
 
 // Close closes the connections and stops listening.

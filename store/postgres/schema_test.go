@@ -44,6 +44,21 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	}
 }
 
+// A statement timeout shorter than the migrations take holds for belay's
+// queries, not for the migrations.
+func TestMigrationsOutlastTheStatementTimeout(t *testing.T) {
+	u := testutil.PostgresSchema(t)
+	db, err := postgres.Open(t.Context(), u+"&statement_timeout=1ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var setting string
+	if err := db.QueryRow(t.Context(), "SHOW statement_timeout").Scan(&setting); err != nil || setting != "1ms" {
+		t.Errorf("statement_timeout = %q, %v; want 1ms", setting, err)
+	}
+}
+
 // The URL sets the pool's size and the server's statement timeout.
 func TestOpenPoolAndStatementTimeout(t *testing.T) {
 	u := testutil.PostgresSchema(t)
