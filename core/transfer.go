@@ -65,6 +65,12 @@ func (s *Service) ExportSession(ctx context.Context, sessionID string, w io.Writ
 	defer os.RemoveAll(tmp)
 	var bundle string
 	if len(refs) > 0 {
+		// The snapshots are the workspace's files: who may not diff them
+		// there may not carry them away either.
+		if err := s.mayUseWorkspace(c, sess.ProjectPath); err != nil {
+			return err
+		}
+		ctx = s.confined(ctx, c)
 		belay.ReportProgress(ctx, belay.Progress{Phase: "bundling snapshots"})
 		bundle = filepath.Join(tmp, archive.BundleFile)
 		if err := s.bundleSession(ctx, sess, cps, refs, bundle); err != nil {

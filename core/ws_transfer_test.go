@@ -451,3 +451,25 @@ func TestGarbageCollectionDuringImportKeepsItsSnapshots(t *testing.T) {
 		t.Errorf("rolling back to the imported checkpoint: %v", err)
 	}
 }
+
+// TestExportOutsideTheRootsIsForAdmins: the snapshots of a session whose
+// workspace is outside the server's workspace roots (say, since the roots
+// changed) are files a user who is not an admin may not read there: exporting
+// it is refused to its owner, as a diff is, and allowed to an admin.
+func TestExportOutsideTheRootsIsForAdmins(t *testing.T) {
+	e := newWSEnv(t)
+	testtree.Write(t, e.project, map[string]string{"secret.txt": "s\n"})
+	cp := e.save(t, "one")
+	moved := core.New(core.Options{Store: e.db, Workspaces: e.ws, WorkspaceRoots: []string{t.TempDir()},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	_, err := moved.DiffCheckpoint(alice, belay.DiffInput{CheckpointID: cp.ID})
+	testutil.WantCode(t, err, belay.CodeUnauthorized)
+	err = moved.ExportSession(alice, cp.SessionID, io.Discard)
+	testutil.WantCode(t, err, belay.CodeUnauthorized)
+	if err := moved.ExportSession(wsAs("root", true), cp.SessionID, io.Discard); err != nil {
+		t.Errorf("an admin's export: %v", err)
+	}
+	if err := e.svc.ExportSession(alice, cp.SessionID, io.Discard); err != nil {
+		t.Errorf("the owner's export within the roots: %v", err)
+	}
+}
