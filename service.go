@@ -677,6 +677,9 @@ const (
 	ProblemChecksum = "checksum"
 	// ProblemMissingCommit: a checkpoint's snapshot commit is gone or incomplete.
 	ProblemMissingCommit = "missing_commit"
+	// ProblemMissingRef: a checkpoint's snapshot commit is there but its ref
+	// is gone, so gc would delete it; a repair makes the ref again.
+	ProblemMissingRef = "missing_ref"
 	// ProblemMissingRow: a snapshot commit has no checkpoint although it was
 	// never deleted.
 	ProblemMissingRow = "missing_row"

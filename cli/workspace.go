@@ -384,6 +384,8 @@ func (a *app) printValidation(rep *belay.ValidationReport) {
 			continue
 		case p.Kind == belay.ProblemWorkspace:
 			fmt.Fprintf(w, "\n⚠️  WORKSPACE DAMAGED: %s%s\n", p.ProjectPath, where)
+		case p.Kind == belay.ProblemMissingRef:
+			fmt.Fprintf(w, "\n⚠️  SNAPSHOT REF LOST: cp-%02d%s\n", p.Seq, where)
 		default:
 			fmt.Fprintf(w, "\n⚠️  CHECKPOINT CORRUPTED: cp-%02d%s\n", p.Seq, where)
 		}

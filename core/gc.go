@@ -47,17 +47,17 @@ func (s *Service) CollectGarbage(ctx context.Context, in belay.GCInput) (*belay.
 		return nil, err
 	}
 	for _, sh := range shadows {
-		w := belay.GCWorkspace{ProjectPath: sh.Root, BytesBefore: sh.Bytes, Orphaned: sh.Root == "" || !used[sh.Root]}
+		w := belay.GCWorkspace{ProjectPath: sh.Root, BytesBefore: sh.Bytes, Orphaned: sh.Root == "" || len(used[sh.Root]) == 0}
 		var rec *workspace.Reclaimed
 		if w.Orphaned {
 			// Checked again under the workspace lock: a save that starts a
 			// session there meanwhile keeps its snapshots.
 			rec, err = ws.RemoveShadow(ctx, sh.ID, in.DryRun, func() (bool, error) {
 				roots, err := s.workspaceRoots(ctx)
-				return !roots[sh.Root], err
+				return len(roots[sh.Root]) == 0, err
 			})
 		} else {
-			rec, err = ws.Collect(ctx, sh.ID, in.DryRun, s.unneededRefs(ctx, deleted, &w))
+			rec, err = ws.Collect(ctx, sh.ID, in.DryRun, s.refPlan(ctx, deleted, used[sh.Root], &w))
 		}
 		switch {
 		case errors.Is(err, workspace.ErrInUse):
@@ -101,9 +101,11 @@ func (s *Service) loggedIDs(ctx context.Context, q store.EventQuery, id func(*be
 	}
 }
 
-// unneededRefs returns what Collect asks, under the workspace lock, of the
-// shadow repository of a workspace's refs: those no checkpoint needs. They are the
-// refs of deleted sessions, and those of a session here that hold no
+// refPlan returns what Collect asks, under the workspace lock, of the shadow
+// repository of a workspace whose sessions are ids: the refs no checkpoint
+// needs, and the refs to make again, those of checkpoints whose snapshot
+// commit is there without its ref (a ref file lost), so that the snapshot
+// stays. The refs no checkpoint needs are the refs of deleted sessions, and those of a session here that hold no
 // checkpoint's snapshot: one above the session's last seq (a save that
 // failed after its snapshot), one whose seq another checkpoint without a
 // snapshot holds (a save that lost a race), and one of a checkpoint the event
@@ -111,8 +113,18 @@ func (s *Service) loggedIDs(ctx context.Context, q store.EventQuery, id func(*be
 // stays: validate --repair rebuilds the checkpoint from it. It counts them in
 // w. A session this database never had keeps its refs: another database may
 // share the data directory.
-func (s *Service) unneededRefs(ctx context.Context, deleted map[string]bool, w *belay.GCWorkspace) func(map[string]string, func(string) (string, error)) ([]string, error) {
-	return func(refs map[string]string, message func(string) (string, error)) ([]string, error) {
+func (s *Service) refPlan(ctx context.Context, deleted map[string]bool, ids []string, w *belay.GCWorkspace) func(map[string]string, func(string) (string, error)) ([]string, map[string]string, error) {
+	return func(refs map[string]string, message func(string) (string, error)) ([]string, map[string]string, error) {
+		known, err := knownSnapshots(ctx, s.store, ids)
+		if err != nil {
+			return nil, nil, err
+		}
+		restore := map[string]string{}
+		for ref, commit := range known {
+			if refs[ref] == "" {
+				restore[ref] = commit
+			}
+		}
 		var drop []string
 		sessions := map[string]*belay.Session{} // nil: not here
 		gone := map[string]map[string]bool{}    // a session's deleted checkpoints
@@ -126,7 +138,7 @@ func (s *Service) unneededRefs(ctx context.Context, deleted map[string]bool, w *
 				var err error
 				sess, err = s.store.GetSession(ctx, id)
 				if err != nil && !belay.IsCode(err, belay.CodeSessionNotFound) {
-					return nil, err
+					return nil, nil, err
 				}
 				sessions[id] = sess
 				if sess == nil && deleted[id] {
@@ -141,19 +153,19 @@ func (s *Service) unneededRefs(ctx context.Context, deleted map[string]bool, w *
 			}
 			unneeded, err := s.refUnneeded(ctx, message, sess, seq, commit, gone)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if unneeded {
 				drop = append(drop, ref)
 				w.DeletedCheckpoints++
 			}
 		}
-		return drop, nil
+		return drop, restore, nil
 	}
 }
 
 // refUnneeded says whether the snapshot ref of sess's seq, at commit, holds
-// no checkpoint's snapshot (see unneededRefs); message reads a commit's
+// no checkpoint's snapshot (see refPlan); message reads a commit's
 // message. gone caches each session's deleted checkpoints.
 func (s *Service) refUnneeded(ctx context.Context, message func(string) (string, error), sess *belay.Session, seq int64, commit string, gone map[string]map[string]bool) (bool, error) {
 	if seq > sess.LastSeq {

@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -237,4 +238,53 @@ func (e *wsEnv) chainWithoutItsMiddle(t *testing.T) (middle, last *belay.Checkpo
 		t.Fatal(err)
 	}
 	return cps[1], cps[2]
+}
+
+// TestLostRefIsFoundRepairedAndKeptByGC: a snapshot whose ref is gone while
+// its checkpoint row and its commit are there is reported by validate and
+// its ref made again by a repair; gc, which keeps what refs reach, makes it
+// again too instead of deleting the snapshot.
+func TestLostRefIsFoundRepairedAndKeptByGC(t *testing.T) {
+	e := newWSEnv(t)
+	testtree.Write(t, e.project, map[string]string{"a.txt": "1\n"})
+	e.save(t, "one")
+	testtree.Write(t, e.project, map[string]string{"a.txt": "2\n"})
+	two := e.save(t, "two")
+	ref := fmt.Sprintf("refs/belay/%s/%d", two.SessionID, two.Seq)
+	repos, err := filepath.Glob(filepath.Join(e.data, "workspaces", "*", "repo.git"))
+	if err != nil || len(repos) != 1 {
+		t.Fatalf("shadow repositories %v, %v", repos, err)
+	}
+	loseRef := func() {
+		t.Helper()
+		testtree.Git(t, e.project, "--git-dir="+repos[0], "update-ref", "-d", ref)
+	}
+	hasRef := func() bool {
+		refs, err := e.ws.Refs(localCtx, e.project, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return refs[ref] == two.WorkspaceRef
+	}
+
+	loseRef()
+	rep, err := e.svc.Validate(alice, belay.ValidateInput{SessionID: two.SessionID})
+	if err != nil || rep.OK || len(rep.Problems) != 1 || rep.Problems[0].Kind != belay.ProblemMissingRef || rep.Problems[0].Seq != 2 {
+		t.Fatalf("validate = %+v, %v", rep, err)
+	}
+	if _, err := e.svc.CollectGarbage(admin, belay.GCInput{}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := e.ws.HasCommit(localCtx, e.project, two.WorkspaceRef); !ok || err != nil || !hasRef() {
+		t.Fatalf("after gc the snapshot of #2 is there: %v, %v; its ref: %v", ok, err, hasRef())
+	}
+
+	loseRef()
+	rep, err = e.svc.Validate(alice, belay.ValidateInput{SessionID: two.SessionID, Repair: true})
+	if err != nil || !rep.OK || len(rep.Problems) != 1 || !rep.Problems[0].Repaired || !hasRef() {
+		t.Fatalf("repair = %+v, %v; ref there: %v", rep, err, hasRef())
+	}
+	if rep, err := e.svc.Validate(alice, belay.ValidateInput{SessionID: two.SessionID}); err != nil || !rep.OK || len(rep.Problems) != 0 {
+		t.Errorf("validate after the repair = %+v, %v", rep, err)
+	}
 }

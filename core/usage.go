@@ -103,7 +103,7 @@ func (s *Service) shadowUsage(ctx context.Context, c caller, rep *belay.DiskUsag
 		return err
 	}
 	for _, sh := range shadows {
-		if seen[sh.Root] || (sh.Root != "" && used[sh.Root]) {
+		if seen[sh.Root] || (sh.Root != "" && len(used[sh.Root]) > 0) {
 			continue
 		}
 		rep.Workspaces = append(rep.Workspaces, belay.WorkspaceUsage{ProjectPath: sh.Root, Bytes: sh.Bytes, Orphaned: true})
@@ -112,12 +112,14 @@ func (s *Service) shadowUsage(ctx context.Context, c caller, rep *belay.DiskUsag
 	return nil
 }
 
-// workspaceRoots returns the canonical roots of every session's workspace.
-func (s *Service) workspaceRoots(ctx context.Context) (map[string]bool, error) {
-	roots := map[string]bool{}
+// workspaceRoots returns the canonical roots of every session's workspace,
+// each with the ids of its sessions.
+func (s *Service) workspaceRoots(ctx context.Context) (map[string][]string, error) {
+	roots := map[string][]string{}
 	err := forEachSession(ctx, s.store, store.Everything, func(sess *belay.Session) error {
 		if sess.ProjectPath != "" {
-			roots[s.ws.Canonical(sess.ProjectPath)] = true
+			root := s.ws.Canonical(sess.ProjectPath)
+			roots[root] = append(roots[root], sess.ID)
 		}
 		return nil
 	})

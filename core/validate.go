@@ -118,7 +118,11 @@ func (s *Service) validateWorkspace(ctx context.Context, c caller, root string, 
 			after, err = s.ws.Check(ctx, root)
 			return err
 		}
-		known, err := knownSnapshots(ctx, s.store, sessions)
+		ids := make([]string, len(sessions))
+		for i, sess := range sessions {
+			ids[i] = sess.ID
+		}
+		known, err := knownSnapshots(ctx, s.store, ids)
 		if err != nil {
 			return err
 		}
@@ -166,19 +170,19 @@ func (s *Service) validateWorkspace(ctx context.Context, c caller, root string, 
 	return out, nil
 }
 
-// knownSnapshots maps the snapshot refs of sessions to the commits their
-// checkpoint rows name, for rebuilding lost refs. Rows that fail their
+// knownSnapshots maps the snapshot refs of the sessions ids to the commits
+// their checkpoint rows name, for rebuilding lost refs. Rows that fail their
 // checksum are left out.
-func knownSnapshots(ctx context.Context, r store.Reader, sessions []*belay.Session) (map[string]string, error) {
+func knownSnapshots(ctx context.Context, r store.Reader, ids []string) (map[string]string, error) {
 	known := map[string]string{}
-	for _, sess := range sessions {
-		cps, err := sessionCheckpoints(ctx, r, sess.ID)
+	for _, id := range ids {
+		cps, err := sessionCheckpoints(ctx, r, id)
 		if err != nil {
 			return nil, err
 		}
 		for _, cp := range cps {
 			if cp.WorkspaceRef != "" && cp.VerifyChecksum() == nil {
-				known[checkpointRef(sess.ID, cp.Seq)] = cp.WorkspaceRef
+				known[checkpointRef(id, cp.Seq)] = cp.WorkspaceRef
 			}
 		}
 	}
@@ -244,7 +248,7 @@ func (s *Service) validateSession(ctx context.Context, sess *belay.Session, repa
 			}
 		}
 	}
-	var problems []found
+	var problems, refLost []found
 	valid := map[int64]bool{}
 	bySeq := map[int64]*belay.Checkpoint{}
 	byID := map[string]bool{}
@@ -276,6 +280,11 @@ func (s *Service) validateSession(ctx context.Context, sess *belay.Session, repa
 				problems = append(problems, f)
 				continue
 			}
+			if refs[checkpointRef(sess.ID, cp.Seq)] == "" {
+				p.Kind = belay.ProblemMissingRef
+				p.Message = fmt.Sprintf("the ref of checkpoint #%d's snapshot is gone, though its commit %.12s is there: a repair, or gc, makes the ref again", cp.Seq, cp.WorkspaceRef)
+				refLost = append(refLost, found{problem: p, existing: cp, commit: cp.WorkspaceRef})
+			}
 		}
 		valid[cp.Seq] = true
 	}
@@ -293,8 +302,38 @@ func (s *Service) validateSession(ctx context.Context, sess *belay.Session, repa
 			return err
 		}
 	}
-	for _, f := range problems {
+	if err := s.restoreRefs(ctx, root, refLost, repair); err != nil {
+		return err
+	}
+	for _, f := range append(problems, refLost...) {
 		rep.Problems = append(rep.Problems, f.problem)
+	}
+	return nil
+}
+
+// restoreRefs offers a repair for checkpoints whose snapshot ref is lost
+// and, with repair, makes their refs again.
+func (s *Service) restoreRefs(ctx context.Context, root string, lost []found, repair bool) error {
+	want := map[string]string{}
+	for i := range lost {
+		p := &lost[i].problem
+		p.Recovery = []belay.RecoveryOption{{Action: belay.RecoverRepair, SessionID: p.SessionID,
+			Description: fmt.Sprintf("make the ref of checkpoint #%d's snapshot again", p.Seq)}}
+		want[checkpointRef(p.SessionID, p.Seq)] = lost[i].commit
+	}
+	if !repair || len(want) == 0 {
+		return nil
+	}
+	made, err := s.ws.RestoreRefs(ctx, root, want)
+	if err != nil {
+		return workspaceError(err)
+	}
+	for i := range lost {
+		p := &lost[i].problem
+		if slices.Contains(made, checkpointRef(p.SessionID, p.Seq)) {
+			p.Repaired, p.Recovery = true, nil
+			p.Message += "; its ref was made again"
+		}
 	}
 	return nil
 }

@@ -87,15 +87,17 @@ func (m *Manager) Canonical(root string) string {
 // Collect reclaims the space of the shadow directory id that no snapshot
 // needs: the objects of deleted snapshots, of failed saves and of diffs, and
 // objects borrowed from the user's repository are copied in so the borrowing
-// ends. A directory without snapshots is removed. drop, when not nil, is
+// ends. A directory without snapshots is removed. plan, when not nil, is
 // asked with the workspace lock held (so no snapshot of the workspace starts
-// meanwhile) which of the repository's refs (name to commit) to delete first;
-// message reads a commit's message there (see CommitMessage), also when the
-// workspace itself is gone.
+// meanwhile), given the repository's refs (name to commit), which of them to
+// delete first and which missing snapshot refs to make again (see
+// RestoreRefs), so that the commits they name are kept; message reads a
+// commit's message there (see CommitMessage), also when the workspace itself
+// is gone.
 // With dryRun nothing changes and After is an estimate (without the refs drop
 // names). It takes the workspace lock.
 func (m *Manager) Collect(ctx context.Context, id string, dryRun bool,
-	drop func(refs map[string]string, message func(commit string) (string, error)) ([]string, error)) (*Reclaimed, error) {
+	plan func(refs map[string]string, message func(commit string) (string, error)) (drop []string, restore map[string]string, err error)) (*Reclaimed, error) {
 	s, err := m.shadowByID(id)
 	if err != nil {
 		return nil, err
@@ -109,17 +111,21 @@ func (m *Manager) Collect(ctx context.Context, id string, dryRun bool,
 	}
 	defer unlock()
 	var dropped []string
-	if drop != nil {
+	if plan != nil {
 		refs, err := m.refs(ctx, s, "refs/")
 		if err != nil {
 			return nil, err
 		}
 		message := func(commit string) (string, error) { return m.commitMessage(ctx, s, commit) }
-		if dropped, err = drop(refs, message); err != nil {
+		var restore map[string]string
+		if dropped, restore, err = plan(refs, message); err != nil {
 			return nil, err
 		}
-		if len(dropped) > 0 && !dryRun {
+		if (len(dropped) > 0 || len(restore) > 0) && !dryRun {
 			if err := m.clearRefLocks(ctx, s); err != nil {
+				return nil, err
+			}
+			if _, err := m.restoreRefs(ctx, s, refs, restore); err != nil {
 				return nil, err
 			}
 		}

@@ -194,6 +194,44 @@ func (m *Manager) DeleteRefList(ctx context.Context, root string, refs []string)
 	return m.reclaim(ctx, s, false, refs)
 }
 
+// RestoreRefs makes each snapshot ref of refs (ref → commit) that the
+// shadow repository lacks point at its commit, when the repository has that
+// commit, and returns the refs it made; existing refs stay as they are. The
+// workspace itself may be gone. It takes the workspace lock.
+func (m *Manager) RestoreRefs(ctx context.Context, root string, refs map[string]string) ([]string, error) {
+	s, err := m.locate(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := m.lock(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	have, err := m.refs(ctx, s, "refs/")
+	if err != nil {
+		return nil, err
+	}
+	return m.restoreRefs(ctx, s, have, refs)
+}
+
+// restoreRefs is RestoreRefs for the refs the repository has; the caller
+// holds the lock.
+func (m *Manager) restoreRefs(ctx context.Context, s *shadow, have, refs map[string]string) ([]string, error) {
+	var made []string
+	for _, ref := range slices.Sorted(maps.Keys(refs)) {
+		commit := refs[ref]
+		if !snapshotRef(ref) || have[ref] != "" || !isObjectID(commit) || !m.isCommit(ctx, s, commit) {
+			continue
+		}
+		if err := m.updateRef(ctx, s, ref, commit); err != nil {
+			return made, fmt.Errorf("restore ref %s: %w", ref, err)
+		}
+		made = append(made, ref)
+	}
+	return made, nil
+}
+
 // clearRefLocks repairs the repository's setup and removes the lock files of
 // refs: under the workspace lock every one is stale, left by a git a crash
 // killed. The caller holds the lock.
