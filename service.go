@@ -356,7 +356,9 @@ type SessionList struct {
 	TotalCount int64      `json:"totalCount"`
 }
 
-// HITLInput asks for a human decision on a new checkpoint.
+// HITLInput asks for a human decision on a new checkpoint. Without Options it
+// offers approve and reject, the default reject when the timeout rejects,
+// else approve.
 type HITLInput struct {
 	Required           bool            `json:"required"`
 	Title              string          `json:"title,omitempty"`

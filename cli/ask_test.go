@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +63,23 @@ func TestAsk(t *testing.T) {
 		if r.code != tc.code || !strings.Contains(r.stderr.String(), tc.stderr) {
 			t.Errorf("belay %s: exit %d, stderr %q; want %d and %q", strings.Join(tc.args, " "), r.code, r.stderr, tc.code, tc.stderr)
 		}
+	}
+}
+
+// TestAskDefaultWithoutOptions: with no --option, --default marks the
+// offered option with the default's action, not approve.
+func TestAskDefaultWithoutOptions(t *testing.T) {
+	c := newHITLCLI(t)
+	var cp belay.Checkpoint
+	if err := json.Unmarshal([]byte(c.ok(t, nil, "ask", "Deploy?", "--timeout", "1m", "--default", "reject", "--no-snapshot", "--json")), &cp); err != nil {
+		t.Fatal(err)
+	}
+	want := []belay.HITLOption{{ID: "approve", Label: "Approve", Action: belay.ActionApprove}, {ID: "reject", Label: "Reject", Action: belay.ActionReject, IsDefault: true}}
+	if !slices.Equal(cp.HITL.Options, want) {
+		t.Errorf("options = %+v, want %+v", cp.HITL.Options, want)
+	}
+	if out := c.ok(t, nil, "show", "1"); !strings.Contains(out, "approve  Approve (approve)\n") || !strings.Contains(out, "reject   Reject (reject, default)\n") {
+		t.Errorf("show:\n%s", out)
 	}
 }
 

@@ -14,10 +14,14 @@ import (
 // SystemUser is the decider of automatic (timeout) decisions.
 const SystemUser = "system"
 
-// defaultOptions are offered when a HITL request names none.
-var defaultOptions = []belay.HITLOption{
-	{ID: "approve", Label: "Approve", Action: belay.ActionApprove, IsDefault: true},
-	{ID: "reject", Label: "Reject", Action: belay.ActionReject},
+// defaultOptions are offered when a HITL request names none: approve and
+// reject, the default the one a timeout decides (approve unless it rejects).
+func defaultOptions(t *belay.TimeoutInput) []belay.HITLOption {
+	rejects := t != nil && t.DefaultAction == belay.ActionReject
+	return []belay.HITLOption{
+		{ID: "approve", Label: "Approve", Action: belay.ActionApprove, IsDefault: !rejects},
+		{ID: "reject", Label: "Reject", Action: belay.ActionReject, IsDefault: rejects},
+	}
 }
 
 // buildHITL turns a validated request into the stored HITL configuration.
@@ -30,7 +34,7 @@ func buildHITL(in *belay.HITLInput, cp *belay.Checkpoint, now time.Time) *belay.
 		h.Title = cp.Summary
 	}
 	if len(h.Options) == 0 {
-		h.Options = append([]belay.HITLOption(nil), defaultOptions...)
+		h.Options = defaultOptions(in.Timeout)
 	}
 	if h.OnReject == "" {
 		h.OnReject = belay.OnRejectFail
