@@ -378,7 +378,9 @@ type TimeoutInput struct {
 }
 
 // CreateCheckpointInput saves a checkpoint. Without SessionID the checkpoint
-// goes to the active session of ProjectPath, created on demand.
+// goes to the active session of ProjectPath, created on demand. WorkspaceRef,
+// when given instead of Snapshot, is a git commit id: 4 to 64 hexadecimal
+// digits (abbreviated, or a full SHA-1 or SHA-256), never a branch or HEAD.
 type CreateCheckpointInput struct {
 	SessionID    string            `json:"sessionId,omitempty"`
 	ProjectPath  string            `json:"projectPath,omitempty"`

@@ -77,6 +77,21 @@ func IsIDPrefix(ref string) bool {
 	return true
 }
 
+// isCommitID reports whether s is a git commit id in hex: abbreviated (git
+// takes 4 digits or more) or full (40 for SHA-1, 64 for SHA-256). Anything
+// else given to git as a commit could be a name, a revision or an option.
+func isCommitID(s string) bool {
+	if len(s) < 4 || len(s) > 64 {
+		return false
+	}
+	for i := range len(s) {
+		if !isHex(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 // IsUUID reports whether s is a UUID in its canonical 36-character text form.
 func IsUUID(s string) bool {
 	if len(s) != 36 {
@@ -239,8 +254,8 @@ func (in *CreateCheckpointInput) Validate() error {
 	if err := validText("phase", in.Phase, 0, MaxNameLen); err != nil {
 		return err
 	}
-	if err := validText("workspaceRef", in.WorkspaceRef, 0, MaxNameLen); err != nil {
-		return err
+	if in.WorkspaceRef != "" && !isCommitID(in.WorkspaceRef) {
+		return Invalid("workspaceRef", "workspaceRef must be a git commit id, 4-64 hexadecimal digits; got %q", Clip(in.WorkspaceRef, 50))
 	}
 	if in.Type != "" && !in.Type.Valid() {
 		return Invalid("type", "type must be one of auto, phase, hitl, error, manual; got %q", Clip(string(in.Type), 50))

@@ -119,7 +119,17 @@ func TestCreateCheckpointInputValidate(t *testing.T) {
 		{"NameTab", func(in *belay.CreateCheckpointInput) { in.Name = "a\tb" }, "name"},
 		{"NameUnicode", func(in *belay.CreateCheckpointInput) { in.Name = "déploiement ✓" }, ""},
 		{"Phase201", func(in *belay.CreateCheckpointInput) { in.Phase = rep(201) }, "phase"},
+		{"WorkspaceRefSHA1", func(in *belay.CreateCheckpointInput) { in.WorkspaceRef = strings.Repeat("4b825dc6", 5) }, ""},
+		{"WorkspaceRefSHA256", func(in *belay.CreateCheckpointInput) { in.WorkspaceRef = strings.Repeat("4b825dc6", 8) }, ""},
+		{"WorkspaceRefAbbreviated", func(in *belay.CreateCheckpointInput) { in.WorkspaceRef = "4b82" }, ""},
+		{"WorkspaceRefUpperCase", func(in *belay.CreateCheckpointInput) { in.WorkspaceRef = "4B825DC6" }, ""},
+		{"WorkspaceRef3", func(in *belay.CreateCheckpointInput) { in.WorkspaceRef = "4b8" }, "workspaceRef"},
+		{"WorkspaceRef65", func(in *belay.CreateCheckpointInput) { in.WorkspaceRef = strings.Repeat("4b825dc6", 8) + "0" }, "workspaceRef"},
 		{"WorkspaceRef201", func(in *belay.CreateCheckpointInput) { in.WorkspaceRef = rep(201) }, "workspaceRef"},
+		{"WorkspaceRefOption", func(in *belay.CreateCheckpointInput) { in.WorkspaceRef = "--output=/tmp/x" }, "workspaceRef"},
+		{"WorkspaceRefHEAD", func(in *belay.CreateCheckpointInput) { in.WorkspaceRef = "HEAD" }, "workspaceRef"},
+		{"WorkspaceRefBranch", func(in *belay.CreateCheckpointInput) { in.WorkspaceRef = "refs/heads/master" }, "workspaceRef"},
+		{"WorkspaceRefRevision", func(in *belay.CreateCheckpointInput) { in.WorkspaceRef = "4b825dc6^" }, "workspaceRef"},
 
 		{"TypeValid", func(in *belay.CreateCheckpointInput) { in.Type = belay.TypePhase }, ""},
 		{"TypeUnknown", func(in *belay.CreateCheckpointInput) { in.Type = "nightly" }, "type"},
@@ -475,7 +485,11 @@ func checkAccepted(t *testing.T, in *belay.CreateCheckpointInput) {
 		t.Fatalf("accepted a name with a control character: %q", in.Name)
 	}
 	text("phase", in.Phase, 0, belay.MaxNameLen)
-	text("workspaceRef", in.WorkspaceRef, 0, belay.MaxNameLen)
+	if ref := in.WorkspaceRef; ref != "" {
+		if len(ref) < 4 || len(ref) > 64 || strings.Trim(ref, "0123456789abcdefABCDEF") != "" {
+			t.Fatalf("accepted workspaceRef %q that is not 4-64 hex digits", ref)
+		}
+	}
 	switch {
 	case in.SessionID != "" && !belay.IsUUID(in.SessionID):
 		t.Fatalf("accepted sessionId %q", in.SessionID)

@@ -103,7 +103,7 @@ func TestRoundTrip(t *testing.T) {
 	expires := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
 	cp, err := e.remote.CreateCheckpoint(ctx, belay.CreateCheckpointInput{
 		SessionID: sess.ID, Name: "arch", Type: belay.TypePhase, Trigger: belay.TriggerPhaseChange, Summary: "plan approved",
-		Description: "why", WorkspaceRef: "ws", AgentState: json.RawMessage(`{"todo": ["a", "b"]}`), Outputs: json.RawMessage(`[1]`),
+		Description: "why", WorkspaceRef: "4b825dc6", AgentState: json.RawMessage(`{"todo": ["a", "b"]}`), Outputs: json.RawMessage(`[1]`),
 		Metadata: json.RawMessage(`{"m": 1}`), Context: map[string]string{"k": "v"}, Tags: []string{"x", "y"},
 		Phase: "build", Step: 2, ExpiresAt: &expires,
 		HITL: &belay.HITLInput{Required: true, Title: "ok?", Timeout: &belay.TimeoutInput{Duration: 3600, DefaultAction: belay.ActionPause}},

@@ -149,7 +149,7 @@ func TestSnapshotRejectsBadWorkspacesAndInput(t *testing.T) {
 		{"not a dir", belay.CreateCheckpointInput{ProjectPath: file}, belay.CodeValidation, "projectPath"},
 		{"path escapes", belay.CreateCheckpointInput{ProjectPath: e.project, Paths: []string{"../x"}}, belay.CodeValidation, "paths[0]"},
 		{"absolute path", belay.CreateCheckpointInput{ProjectPath: e.project, Paths: []string{"/etc/passwd"}}, belay.CodeValidation, "paths[0]"},
-		{"ref and snapshot", belay.CreateCheckpointInput{ProjectPath: e.project, WorkspaceRef: "abc"}, belay.CodeValidation, "workspaceRef"},
+		{"ref and snapshot", belay.CreateCheckpointInput{ProjectPath: e.project, WorkspaceRef: "4b825dc6"}, belay.CodeValidation, "workspaceRef"},
 		{"session without project", belay.CreateCheckpointInput{SessionID: bare.ID}, belay.CodeValidation, "projectPath"},
 	}
 	for _, c := range cases {

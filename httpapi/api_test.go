@@ -555,12 +555,12 @@ func TestCreateCheckpointAPI(t *testing.T) {
 			}},
 		{name: "into a named session with every field", method: "POST", path: "/v1/checkpoints", wantStatus: 201,
 			body: `{"sessionId":"{sid}","name":"arch","type":"phase","trigger":"phase_change","summary":"plan done",
-				"description":"long","workspaceRef":"ws1","agentState":{"todo": [1, 2]},"outputs":["x"],"metadata":{"m":true},
+				"description":"long","workspaceRef":"4b825dc6","agentState":{"todo": [1, 2]},"outputs":["x"],"metadata":{"m":true},
 				"context":{"k":"v"},"tags":["t1","t1","t2"],"phase":"build","step":7,"expiresAt":"2030-01-01T00:00:00Z"}`,
 			check: func(t *testing.T, e *apiEnv, body []byte) {
 				cp := decodeStrict[belay.Checkpoint](t, body)
 				if cp.SessionID != e.vars["sid"] || cp.Seq != 4 || cp.Name != "arch" || cp.Type != belay.TypePhase ||
-					cp.Trigger != belay.TriggerPhaseChange || cp.Description != "long" || cp.WorkspaceRef != "ws1" ||
+					cp.Trigger != belay.TriggerPhaseChange || cp.Description != "long" || cp.WorkspaceRef != "4b825dc6" ||
 					string(cp.AgentState) != `{"todo":[1,2]}` || string(cp.Outputs) != `["x"]` || string(cp.Metadata) != `{"m":true}` ||
 					cp.Context["k"] != "v" || !slices.Equal(cp.Tags, []string{"t1", "t2"}) || cp.Phase != "build" || cp.Step != 7 ||
 					cp.ExpiresAt == nil || !cp.ExpiresAt.Equal(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)) ||
@@ -611,6 +611,8 @@ func TestCreateCheckpointAPI(t *testing.T) {
 			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "projectPath"},
 		{name: "relative project", method: "POST", path: "/v1/checkpoints", body: `{"projectPath":"rel","summary":"x"}`,
 			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "projectPath"},
+		{name: "workspace ref not a commit id", method: "POST", path: "/v1/checkpoints", body: `{` + valid + `,"workspaceRef":"--output=/tmp/x"}`,
+			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "workspaceRef"},
 		{name: "project is a file", method: "POST", path: "/v1/checkpoints", body: `{"projectPath":"{project}/../file","summary":"x"}`,
 			setup: func(t *testing.T, e *apiEnv) {
 				if err := os.WriteFile(filepath.Join(filepath.Dir(e.vars["project"]), "file"), nil, 0o600); err != nil {

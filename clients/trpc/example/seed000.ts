@@ -21,7 +21,7 @@ export async function seedExamples(taskId: string): Promise<void> {
   console.log(pending.map((p) => p.task.prompt));
 
   const created = await trpc.checkpoints.create.mutate({
-    taskId, type: "hitl", trigger: "phase_change", description: "Architecture decision required", workspaceRef: "git-commit-hash",
+    taskId, type: "hitl", trigger: "phase_change", description: "Architecture decision required", workspaceRef: "9fceb02d0ae598e95dc970b74767f19372d61af8",
     hitl: {
       required: true, title: "Architecture Decision", message: "Choose the database architecture for the project.",
       options: [{ id: "postgresql", label: "PostgreSQL", description: "Relational database", action: "approve", isDefault: true }],
