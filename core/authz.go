@@ -76,9 +76,11 @@ func (c caller) own() store.Scope {
 	return sc
 }
 
-// rights is what a caller may do in one session.
+// rights is what a caller may do in one session. roleDecides says that its
+// role there may decide, so that a refusal can blame the token's scopes.
 type rights struct {
 	read, write, decide, own bool
+	roleDecides              bool
 }
 
 // rightsIn works out the caller's rights in sess from its role there (owner,
@@ -107,6 +109,8 @@ func rightsIn(ctx context.Context, r store.Reader, c caller, sess *belay.Session
 		write:  role.write && c.Has(belay.ScopeWrite),
 		decide: role.decide && c.Has(belay.ScopeDecide),
 		own:    role.own && c.Has(belay.ScopeWrite),
+
+		roleDecides: role.decide,
 	}, nil
 }
 
@@ -204,7 +208,7 @@ func isApprover(c caller, cp *belay.Checkpoint) bool {
 
 // mayDecide says whether the caller may decide cp: one who may decide in the
 // session or a listed approver, and never the requester when self-approval is
-// forbidden.
+// forbidden. One whose role may decide is told that its token may not.
 func mayDecide(c caller, rt rights, cp *belay.Checkpoint) error {
 	if cp.HITL.ForbidSelfApproval && c.UserID == cp.CreatedBy {
 		return belay.Errorf(belay.CodeUnauthorized, "%s requested this decision and may not decide it (self-approval is forbidden)", c.UserID).
@@ -212,6 +216,10 @@ func mayDecide(c caller, rt rights, cp *belay.Checkpoint) error {
 	}
 	if rt.decide || isApprover(c, cp) {
 		return nil
+	}
+	listed := slices.Contains(cp.HITL.Approvers, c.UserID) && c.InProjects(cp.ProjectPath)
+	if (rt.roleDecides || listed) && !c.Has(belay.ScopeDecide) {
+		return c.also(belay.ScopeDecide)
 	}
 	return belay.Errorf(belay.CodeUnauthorized, "%s may not decide this request: only the session owner, an admin, a user granted decide or a listed approver may", c.UserID).
 		With("checkpointId", cp.ID)

@@ -524,7 +524,10 @@ func TestDeletingARequestNeedsTheRightToDecideIt(t *testing.T) {
 		return cp
 	}
 	gate := ask(false)
-	testutil.WantCode(t, svc.DeleteCheckpoint(agent, gate.ID), belay.CodeUnauthorized)
+	// alice owns the session: her token, not her role, keeps her from deciding.
+	if be := testutil.WantCode(t, svc.DeleteCheckpoint(agent, gate.ID), belay.CodeUnauthorized); !strings.Contains(be.Message, "this token may not decide") {
+		t.Errorf("the owner's agent deleting a waiting request: %q, want it to blame the token", be.Message)
+	}
 	if pending, err := svc.PendingHITL(asUser("alice"), gate.SessionID); err != nil || len(pending) != 1 {
 		t.Fatalf("pending after a refused delete = %+v, %v", pending, err)
 	}
