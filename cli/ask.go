@@ -62,10 +62,7 @@ With --wait, ask blocks until the decision and exits as 'belay wait' does:
 			if in.SessionID, err = a.sessionFlag(ctx, svc, in.SessionID); err != nil {
 				return err
 			}
-			if err := a.projectPaths(&in.ProjectPath); err != nil {
-				return err
-			}
-			if in.SessionID == "" && in.ProjectPath == "" {
+			if in.SessionID == "" || a.projectFlag != "" {
 				if in.ProjectPath, err = a.project(ctx, svc); err != nil {
 					return err
 				}
@@ -100,7 +97,6 @@ With --wait, ask blocks until the decision and exits as 'belay wait' does:
 	f.StringVar(&in.Name, "name", "", "step name of the checkpoint")
 	f.StringArrayVar(&in.Tags, "tag", nil, "tag, repeatable")
 	f.StringVar(&in.SessionID, "session", "", "session id or unique prefix (default: the project's active session)")
-	f.StringVar(&in.ProjectPath, "project", "", "project path (default: the working directory)")
 	f.BoolVar(&noSnapshot, "no-snapshot", false, "do not snapshot the project's files")
 	return cmd
 }

@@ -350,6 +350,19 @@ func TestShowWithoutSession(t *testing.T) {
 	}
 }
 
+// TestProjectFlagHelp: the commands that work on the working directory's
+// project take the global --project, whose help says how belay finds the
+// project; a local flag hid it behind a help that said the working directory.
+func TestProjectFlagHelp(t *testing.T) {
+	h := newHarness(t)
+	for _, cmd := range [][]string{{"ask"}, {"session", "new"}, {"retention"}} {
+		help := h.ok(t, "", append(cmd, "--help")...)
+		if strings.Contains(help, "default: the working directory") || !strings.Contains(help, "found from the working directory, as git does") {
+			t.Errorf("belay %s --help:\n%s", strings.Join(cmd, " "), help)
+		}
+	}
+}
+
 // TestProjectDotEverywhere: every --project takes a relative path, as
 // `checkpoints --project .` always did.
 func TestProjectDotEverywhere(t *testing.T) {

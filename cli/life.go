@@ -437,12 +437,13 @@ func parseAge(flag, s string) (time.Duration, error) {
 
 func (a *app) retentionCommand() *cobra.Command {
 	var keepLast int
-	var maxAge, project string
+	var maxAge string
 	cmd := &cobra.Command{
 		Use:   "retention",
 		Short: "Show or set how many checkpoints a project keeps (admins)",
 		Long: `Without flags, list the retention policies. With --keep-last and/or --max-age,
-set the policy of --project (default: the working directory): the sweeper of
+set the policy of the project (found from the working directory as git
+does, or --project): the sweeper of
 ` + "`belay serve`" + ` then deletes, in each session, the checkpoints beyond the
 --keep-last newest that are older than --max-age, with their snapshots. HITL
 and phase checkpoints, a session's head and every checkpoint a branch starts
@@ -471,17 +472,12 @@ from are always kept. --keep-last 0 --max-age 0 removes the policy.`,
 				}
 				return nil
 			}
-			if err := a.projectPaths(&project); err != nil {
-				return err
-			}
-			p := belay.RetentionPolicy{ProjectPath: project, KeepLast: keepLast}
+			p := belay.RetentionPolicy{KeepLast: keepLast}
 			if p.MaxAge, err = parseAge("max-age", maxAge); err != nil {
 				return err
 			}
-			if p.ProjectPath == "" {
-				if p.ProjectPath, err = a.project(ctx, svc); err != nil {
-					return err
-				}
+			if p.ProjectPath, err = a.project(ctx, svc); err != nil {
+				return err
 			}
 			if err := svc.SetRetention(ctx, p); err != nil {
 				return err
@@ -496,6 +492,5 @@ from are always kept. --keep-last 0 --max-age 0 removes the policy.`,
 	f := cmd.Flags()
 	f.IntVar(&keepLast, "keep-last", 0, "keep this many newest checkpoints per session")
 	f.StringVar(&maxAge, "max-age", "0", "delete older checkpoints beyond --keep-last (e.g. 30d; 0: any age)")
-	f.StringVar(&project, "project", "", "the project (default: the working directory)")
 	return cmd
 }

@@ -147,23 +147,19 @@ func (a *app) sessionNewCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "new",
 		Short: "Start a new session for the project; its next checkpoints go to it",
-		Long: `Start a new session for the project (the working directory, or --project):
-the project's next checkpoints go to it, numbered from #1. A session still
-open keeps its checkpoints; 'belay checkpoints --session ID' lists them.`,
+		Long: `Start a new session for the project (found from the working directory as
+git does, or --project): the project's next checkpoints go to it, numbered
+from #1. A session still open keeps its checkpoints; 'belay checkpoints
+--session ID' lists them.`,
 		Example: `  belay session new --title "refactor billing"`,
 		Args:    args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := a.projectPaths(&in.ProjectPath); err != nil {
-				return err
-			}
 			ctx, svc, err := a.open(cmd)
 			if err != nil {
 				return err
 			}
-			if in.ProjectPath == "" {
-				if in.ProjectPath, err = a.project(ctx, svc); err != nil {
-					return err
-				}
+			if in.ProjectPath, err = a.project(ctx, svc); err != nil {
+				return err
 			}
 			sess, err := svc.CreateSession(ctx, in)
 			if err != nil {
@@ -177,7 +173,6 @@ open keeps its checkpoints; 'belay checkpoints --session ID' lists them.`,
 		},
 	}
 	cmd.Flags().StringVar(&in.Title, "title", "", "what the session is about, up to 500 characters")
-	cmd.Flags().StringVar(&in.ProjectPath, "project", "", "project path (default: the working directory)")
 	return cmd
 }
 
