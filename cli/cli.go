@@ -182,7 +182,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 	root.SetIn(env.Stdin)
 	root.SetOut(env.Stdout)
 	root.SetErr(env.Stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	a.close()
 	if err == nil {
 		return ExitOK
@@ -204,7 +204,8 @@ func Run(ctx context.Context, args []string, env Env) int {
 			a.printError(&belay.Error{Code: belay.CodeValidation, Message: err.Error()})
 			return ExitUsage
 		}
-		fmt.Fprintf(env.Stderr, "belay: %v\nRun 'belay --help' for usage.\n", err)
+		// cmd is the command misused, or the nearest that cobra found.
+		fmt.Fprintf(env.Stderr, "belay: %v\nRun '%s --help' for usage.\n", err, cmd.CommandPath())
 		return ExitUsage
 	}
 	a.printError(err)

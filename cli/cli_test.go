@@ -288,7 +288,7 @@ func TestExitCodes(t *testing.T) {
 			if !strings.Contains(r.stderr, tt.stderr) {
 				t.Errorf("stderr %q lacks %q", r.stderr, tt.stderr)
 			}
-			if tt.code == cli.ExitUsage && !strings.Contains(r.stderr, "belay --help") {
+			if tt.code == cli.ExitUsage && !strings.Contains(r.stderr, " --help' for usage.") {
 				t.Errorf("usage error without a pointer to --help: %q", r.stderr)
 			}
 		})
@@ -347,6 +347,26 @@ func TestShowWithoutSession(t *testing.T) {
 	}
 	if out := h.ok(t, "", "checkpoints"); !strings.HasPrefix(out, "No checkpoints.") {
 		t.Errorf("checkpoints with none: %q", out)
+	}
+}
+
+// TestUsageErrorNamesTheCommandsHelp: a usage error points at the help of
+// the command that was misused, not at belay's own.
+func TestUsageErrorNamesTheCommandsHelp(t *testing.T) {
+	h := newHarness(t)
+	for _, tc := range []struct {
+		args []string
+		help string
+	}{
+		{[]string{"session", "grant"}, "belay session grant"},
+		{[]string{"show"}, "belay show"},
+		{[]string{"save", "-m", "x", "--bogus"}, "belay save"},
+		{[]string{"frobnicate"}, "belay"},
+	} {
+		r := h.run(t, "", tc.args...)
+		if want := "Run '" + tc.help + " --help' for usage.\n"; r.code != cli.ExitUsage || !strings.HasSuffix(r.stderr, want) {
+			t.Errorf("belay %s: exit %d, stderr %q; want %d ending %q", strings.Join(tc.args, " "), r.code, r.stderr, cli.ExitUsage, want)
+		}
 	}
 }
 
