@@ -203,6 +203,14 @@ func TestReadRefusesMalformedArchives(t *testing.T) {
 	}{
 		{"not gzip", []byte("plain text"), belay.CodeValidation, "not a gzip file"},
 		{"cut short", whole[:len(whole)/2], belay.CodeValidation, "not a belay export"},
+		{"cut in the gzip header", whole[:5], belay.CodeValidation, "truncated"},
+		{"cut after the gzip header", whole[:20], belay.CodeValidation, "truncated"},
+		{"cut in the gzip trailer", whole[:len(whole)-4], belay.CodeValidation, "truncated"},
+		{"gzip checksum wrong", func() []byte {
+			b := slices.Clone(whole)
+			b[len(b)-8] ^= 1
+			return b
+		}(), belay.CodeValidation, "checksum"},
 		{"not tar", func() []byte {
 			var b bytes.Buffer
 			gz := gzip.NewWriter(&b)

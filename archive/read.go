@@ -2,6 +2,8 @@ package archive
 
 import (
 	"archive/tar"
+	"bufio"
+	"bytes"
 	"compress/gzip"
 	"encoding/json"
 	"errors"
@@ -100,11 +102,17 @@ func read(r io.Reader, opts ReadOptions) (*Contents, *meter, error) {
 		lim = *opts.Limits
 	}
 	m := &meter{lim: lim}
-	gz, err := gzip.NewReader(&packedReader{r: r, m: m})
+	packed := bufio.NewReader(&packedReader{r: r, m: m})
+	magic, _ := packed.Peek(len(gzipMagic))
+	gz, err := gzip.NewReader(packed)
 	if err != nil {
+		if len(magic) > 0 && bytes.HasPrefix(gzipMagic, magic) {
+			return nil, m, m.failure(err, damaged(err))
+		}
 		return nil, m, m.failure(err, Invalid("not a gzip file"))
 	}
-	tr := tar.NewReader(&unpackedReader{r: gz, m: m})
+	unpacked := &unpackedReader{r: gz, m: m}
+	tr := tar.NewReader(unpacked)
 	rd := &reader{m: m, seen: map[string]bool{}, cps: map[string]*belay.Checkpoint{}}
 	for {
 		hdr, err := tr.Next()
@@ -112,14 +120,31 @@ func read(r io.Reader, opts ReadOptions) (*Contents, *meter, error) {
 			break
 		}
 		if err != nil {
-			return nil, m, m.failure(err, Invalid("damaged archive: %v", err))
+			return nil, m, m.failure(err, damaged(err))
 		}
 		if err := rd.entry(tr, hdr, opts.Bundle); err != nil {
 			return nil, m, err
 		}
 	}
+	// The tar stream ends before the gzip stream does: reading on to its
+	// end checks the gzip trailer, the checksum and length of it all.
+	if _, err := io.Copy(io.Discard, unpacked); err != nil {
+		return nil, m, m.failure(err, damaged(err))
+	}
 	c, err := rd.check()
 	return c, m, err
+}
+
+// gzipMagic begins every gzip file.
+var gzipMagic = []byte{0x1f, 0x8b}
+
+// damaged is the error of an archive that could not be unpacked: err, or
+// truncated when it ends too early.
+func damaged(err error) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return Invalid("the archive is truncated (it ends too early) or damaged")
+	}
+	return Invalid("damaged archive: %v", err)
 }
 
 // reader is what Read has found so far.

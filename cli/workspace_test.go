@@ -168,6 +168,19 @@ func TestWorkspaceEndToEnd(t *testing.T) {
 
 			// Another data directory, as on another machine.
 			other := newWSCLI(t, project)
+			whole, err := os.ReadFile(archive)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range []int{5, len(whole) - 4} {
+				cut := filepath.Join(t.TempDir(), "cut.tar.gz")
+				if err := os.WriteFile(cut, whole[:n], 0o600); err != nil {
+					t.Fatal(err)
+				}
+				if errOut := other.fails(t, cli.ExitError, "import", cut); !strings.Contains(errOut, "truncated") {
+					t.Errorf("import of the archive cut at %d of %d bytes: %s", n, len(whole), errOut)
+				}
+			}
 			if out := other.ok(t, "import", archive); !strings.Contains(out, "3 checkpoints, 2 rollbacks, 3 snapshots") {
 				t.Errorf("import printed %q", out)
 			}
