@@ -202,7 +202,16 @@ func validText(field, s string, minLen, maxLen int) error {
 	return nil
 }
 
-// ValidateTags checks the count and length of tags.
+// validLine refuses control characters (newlines, tabs, terminal escapes) in
+// s: an identifier someone types or a label printed on one line.
+func validLine(field, s string) error {
+	if strings.ContainsFunc(s, unicode.IsControl) {
+		return Invalid(field, "%s must not contain control characters (newlines, tabs, escapes)", field)
+	}
+	return nil
+}
+
+// ValidateTags checks the count and length of tags, each one line.
 func ValidateTags(field string, tags []string) error {
 	if len(tags) > MaxTags {
 		return Invalid(field, "at most %d tags are allowed, got %d", MaxTags, len(tags))
@@ -210,6 +219,9 @@ func ValidateTags(field string, tags []string) error {
 	for i, t := range tags {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		if err := validText(f, t, 1, MaxTagLen); err != nil {
+			return err
+		}
+		if err := validLine(f, t); err != nil {
 			return err
 		}
 		// A comma separates tags in query strings (?tags=a,b).
@@ -248,8 +260,8 @@ func (in *CreateCheckpointInput) Validate() error {
 		return err
 	}
 	// A name is typed to find the checkpoint, and lists print it on one line.
-	if strings.ContainsFunc(in.Name, unicode.IsControl) {
-		return Invalid("name", "name must not contain control characters (newlines, tabs)")
+	if err := validLine("name", in.Name); err != nil {
+		return err
 	}
 	if err := validText("phase", in.Phase, 0, MaxNameLen); err != nil {
 		return err
@@ -497,11 +509,17 @@ func (h *HITLInput) Validate() error {
 		if err := validText(f+".id", o.ID, 1, MaxOptionIDLen); err != nil {
 			return err
 		}
+		if err := validLine(f+".id", o.ID); err != nil {
+			return err
+		}
 		if seen[o.ID] {
 			return Invalid(f+".id", "option id %q is used twice", o.ID)
 		}
 		seen[o.ID] = true
 		if err := validText(f+".label", o.Label, 1, MaxOptionLabel); err != nil {
+			return err
+		}
+		if err := validLine(f+".label", o.Label); err != nil {
 			return err
 		}
 		if err := validText(f+".description", o.Description, 0, MaxOptionDesc); err != nil {

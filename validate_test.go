@@ -165,6 +165,10 @@ func TestCreateCheckpointInputValidate(t *testing.T) {
 		{"Tag50", func(in *belay.CreateCheckpointInput) { in.Tags = []string{rep(50)} }, ""},
 		{"Tag51", func(in *belay.CreateCheckpointInput) { in.Tags = []string{"ok", rep(51)} }, "tags[1]"},
 		{"TagEmpty", func(in *belay.CreateCheckpointInput) { in.Tags = []string{""} }, "tags[0]"},
+		{"TagEscape", func(in *belay.CreateCheckpointInput) { in.Tags = []string{"ok", "x\x1b[2J"} }, "tags[1]"},
+		{"TagNewline", func(in *belay.CreateCheckpointInput) { in.Tags = []string{"a\nb"} }, "tags[0]"},
+		{"TagC1", func(in *belay.CreateCheckpointInput) { in.Tags = []string{"a\u009bb"} }, "tags[0]"},
+		{"TagUnicode", func(in *belay.CreateCheckpointInput) { in.Tags = []string{"déploiement ✓"} }, ""},
 
 		{"MaxFileSizeWithSnapshot", func(in *belay.CreateCheckpointInput) { in.Snapshot, in.MaxFileSize = true, 1<<20 }, ""},
 		{"MaxFileSizeAtLimit", func(in *belay.CreateCheckpointInput) { in.Snapshot, in.MaxFileSize = true, belay.MaxFileSizeLimit }, ""},
@@ -238,6 +242,10 @@ func TestHITLInputValidate(t *testing.T) {
 		{"OptionLabel50", func(h *belay.HITLInput) { h.Options[0].Label = rep(50) }, ""},
 		{"OptionLabel51", func(h *belay.HITLInput) { h.Options[0].Label = rep(51) }, "hitl.options[0].label"},
 		{"OptionLabelEmpty", func(h *belay.HITLInput) { h.Options[1].Label = "" }, "hitl.options[1].label"},
+		{"OptionIDEscape", func(h *belay.HITLInput) { h.Options[1].ID = "y\x1b[1m" }, "hitl.options[1].id"},
+		{"OptionIDTab", func(h *belay.HITLInput) { h.Options[0].ID = "a\tb" }, "hitl.options[0].id"},
+		{"OptionLabelEscape", func(h *belay.HITLInput) { h.Options[0].Label = "L\x1b[5mabel" }, "hitl.options[0].label"},
+		{"OptionLabelNewline", func(h *belay.HITLInput) { h.Options[0].Label = "a\nb" }, "hitl.options[0].label"},
 		{"OptionDescription200", func(h *belay.HITLInput) { h.Options[0].Description = rep(200) }, ""},
 		{"OptionDescription201", func(h *belay.HITLInput) { h.Options[0].Description = rep(201) }, "hitl.options[0].description"},
 		{"OptionActionUnknown", func(h *belay.HITLInput) { h.Options[1].Action = "delete" }, "hitl.options[1].action"},
@@ -521,6 +529,9 @@ func checkAccepted(t *testing.T, in *belay.CreateCheckpointInput) {
 	}
 	for _, tag := range in.Tags {
 		text("tag", tag, 1, belay.MaxTagLen)
+		if strings.ContainsFunc(tag, unicode.IsControl) {
+			t.Fatalf("accepted a tag with a control character: %q", tag)
+		}
 	}
 	h := in.HITL
 	if h == nil {
@@ -535,6 +546,9 @@ func checkAccepted(t *testing.T, in *belay.CreateCheckpointInput) {
 	for _, o := range h.Options {
 		text("option id", o.ID, 1, belay.MaxOptionIDLen)
 		text("option label", o.Label, 1, belay.MaxOptionLabel)
+		if strings.ContainsFunc(o.ID+o.Label, unicode.IsControl) {
+			t.Fatalf("accepted option %+v with a control character in its id or label", o)
+		}
 		text("option description", o.Description, 0, belay.MaxOptionDesc)
 		if ids[o.ID] || !o.Action.Valid() {
 			t.Fatalf("accepted option %+v (duplicate id or invalid action)", o)

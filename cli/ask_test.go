@@ -56,6 +56,9 @@ func TestAsk(t *testing.T) {
 		{[]string{"ask", "Q?", "--option", "yes"}, cli.ExitUsage, "ID:ACTION"},
 		{[]string{"ask", "Q?", "--timeout", "10m"}, cli.ExitUsage, "--timeout needs --default"},
 		{[]string{"ask", "Q?", "--option", "yes:maybe"}, cli.ExitError, "VALIDATION_ERROR"},
+		{[]string{"ask", "Q?", "--option", "y\x1b[1m:approve"}, cli.ExitError, "hitl.options[0].id must not contain control characters"},
+		{[]string{"ask", "Q?", "--option", "y:approve:L\x1b[5mabel"}, cli.ExitError, "hitl.options[0].label must not contain control characters"},
+		{[]string{"ask", "Q?", "--tag", "x\x1b[2J"}, cli.ExitError, "tags[0] must not contain control characters"},
 		{[]string{"ask", "Q?", "--timeout", "10s", "--default", "reject"}, cli.ExitError, "VALIDATION_ERROR"},
 		{[]string{"ask", "Q?", "--timeout", "10m", "--default", "skip"}, cli.ExitError, "VALIDATION_ERROR"},
 	} {
