@@ -1,8 +1,10 @@
 package belay
 
 import (
+	"fmt"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Clip shortens s to at most n runes for a message or a column, ending a cut
@@ -16,8 +18,36 @@ func Clip(s string, n int) string {
 }
 
 // OneLine makes s fit on one line of at most n runes: runs of white space
-// and control characters become one space, then Clip.
+// become one space, other control characters are escaped as Printable does,
+// then Clip.
 func OneLine(s string, n int) string {
-	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }), " ")
-	return Clip(s, n)
+	return Clip(Printable(strings.Join(strings.Fields(s), " ")), n)
 }
+
+// Printable makes stored text safe to print to a terminal: every control
+// character but newline and tab (ESC, CR, BEL, DEL, the C1 controls) and
+// every byte that is not UTF-8 becomes a visible escape such as \x1b, so the
+// text cannot move the cursor, retitle the window or write the clipboard.
+func Printable(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, escaped) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case escaped(r):
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// escaped reports whether Printable escapes r: control characters a terminal
+// acts on (all of them but newline and tab; all lie below U+0100).
+func escaped(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }

@@ -467,7 +467,7 @@ func (a *app) printCheckpoint(c *belay.Checkpoint) {
 	fmt.Fprintf(w, "Checkpoint #%d  %s\n", c.Seq, c.ID)
 	row := func(k, v string) {
 		if v != "" {
-			fmt.Fprintf(w, "  %-13s %s\n", k+":", v)
+			fmt.Fprintf(w, "  %-13s %s\n", belay.Printable(k)+":", belay.Printable(v))
 		}
 	}
 	row("Session", c.SessionID)
@@ -495,7 +495,7 @@ func (a *app) printCheckpoint(c *belay.Checkpoint) {
 		a.printRequest(c)
 	}
 	if c.Description != "" {
-		fmt.Fprintf(w, "\n%s\n", c.Description)
+		fmt.Fprintf(w, "\n%s\n", belay.Printable(c.Description))
 	}
 	for _, k := range slices.Sorted(maps.Keys(c.Context)) {
 		row("Context "+k, c.Context[k])
@@ -510,7 +510,7 @@ func (a *app) printCheckpoint(c *belay.Checkpoint) {
 func (a *app) printRequest(c *belay.Checkpoint) {
 	w, h := a.env.Stdout, c.HITL
 	if h.Message != "" {
-		fmt.Fprintf(w, "  %-13s %s\n", "Message:", h.Message)
+		fmt.Fprintf(w, "  %-13s %s\n", "Message:", belay.Printable(h.Message))
 	}
 	width := 0
 	for _, o := range h.Options {
@@ -533,7 +533,7 @@ func (a *app) printRequest(c *belay.Checkpoint) {
 		if o.Description != "" {
 			line += " - " + o.Description
 		}
-		fmt.Fprintf(w, "  %-13s %s\n", label, line)
+		fmt.Fprintf(w, "  %-13s %s\n", label, belay.Printable(line))
 	}
 	if t := h.Timeout; t != nil {
 		when := "at " + t.ExpiresAt.Local().Format(time.RFC3339)
@@ -550,9 +550,9 @@ func (a *app) printRequest(c *belay.Checkpoint) {
 	if d.AutoTriggered {
 		by = "the timeout"
 	}
-	fmt.Fprintf(w, "  %-13s %s (option %s) by %s, %s\n", "Decision:", d.Action, d.SelectedOption, by, ago(d.DecidedAt))
+	fmt.Fprintf(w, "  %-13s %s (option %s) by %s, %s\n", "Decision:", d.Action, belay.Printable(d.SelectedOption), belay.Printable(by), ago(d.DecidedAt))
 	if d.Feedback != "" {
-		fmt.Fprintf(w, "  %-13s %s\n", "Feedback:", d.Feedback)
+		fmt.Fprintf(w, "  %-13s %s\n", "Feedback:", belay.Printable(d.Feedback))
 	}
 	if d.Modifications != nil {
 		fmt.Fprintf(w, "  Modifications:\n%s\n", indentJSON(d.Modifications, 4000, "belay show "+c.ID+" --json"))
@@ -616,11 +616,13 @@ func plural[N int | int64](n N, thing string) string {
 	return fmt.Sprintf("%d %ss", n, thing)
 }
 
+// dash is stored text s for a column or a line: "-" when empty, else
+// escaped as belay.Printable does.
 func dash(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return s
+	return belay.Printable(s)
 }
 
 func ago(t time.Time) string {

@@ -237,7 +237,7 @@ func (a *app) printError(err error) {
 	if msg == "" {
 		msg = string(be.Code)
 	}
-	fmt.Fprintf(a.env.Stderr, "belay: %s (%s)\n", msg, be.Code)
+	fmt.Fprintf(a.env.Stderr, "belay: %s (%s)\n", belay.Printable(msg), be.Code)
 	if h := a.hint(be); h != "" {
 		fmt.Fprintf(a.env.Stderr, "hint: %s\n", h)
 	}

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/cli"
@@ -464,4 +465,54 @@ func TestHITLCLIWatch(t *testing.T) {
 			t.Errorf("exit %d, output %q", res.code, out)
 		}
 	})
+}
+
+// TestStoredTextIsEscaped: what people and agents stored (summaries,
+// descriptions, context, titles, messages, feedback) prints with its control
+// characters as visible escapes, so it cannot drive the reader's terminal
+// (colours, the window title, the clipboard by OSC 52); newlines of a
+// multi-line field stay. --json prints it exactly.
+func TestStoredTextIsEscaped(t *testing.T) {
+	c := newHITLCLI(t)
+	const esc = "esc \x1b[31mRED\x1b[0m \x1b]0;TITLE\a \x1b]52;c;ZXZpbA==\a \u009b2J"
+	const shown = `esc \x1b[31mRED\x1b[0m \x1b]0;TITLE\x07 \x1b]52;c;ZXZpbA==\x07 \x9b2J`
+	c.ok(t, nil, "save", "-m", esc, "--description", "line one\n"+esc, "--context", "k="+esc, "--no-snapshot")
+	c.ok(t, nil, "session", "title", esc)
+	c.ok(t, nil, "ask", esc, "--message", "first\n"+esc, "--option", "y:approve", "--no-snapshot")
+	c.ok(t, nil, "ask", esc, "--no-snapshot")
+	pending := c.ok(t, nil, "pending")
+	c.ok(t, nil, "decide", "2", "--option", "y", "--feedback", esc)
+	outputs := map[string]string{
+		"show 1":       c.ok(t, nil, "show", "1"),
+		"show 2":       c.ok(t, nil, "show", "2"),
+		"wait 2":       c.ok(t, nil, "wait", "2"),
+		"pending":      pending,
+		"checkpoints":  c.ok(t, nil, "checkpoints"),
+		"session-info": c.ok(t, nil, "session-info"),
+	}
+	for name, out := range outputs {
+		if strings.ContainsFunc(out, func(r rune) bool { return r != '\n' && r != '\t' && unicode.IsControl(r) }) {
+			t.Errorf("belay %s printed a control character:\n%q", name, out)
+		}
+		if !strings.Contains(out, `esc \x1b[31mRED`) {
+			t.Errorf("belay %s does not show the escape:\n%s", name, out)
+		}
+	}
+	for _, want := range []string{"line one\n" + shown + "\n", "Context k:    " + shown + "\n", "Summary:      " + shown + "\n"} {
+		if !strings.Contains(outputs["show 1"], want) {
+			t.Errorf("show 1 lacks %q:\n%s", want, outputs["show 1"])
+		}
+	}
+	for _, want := range []string{"HITL:         approve: " + shown + "\n", "Message:      first\n" + shown + "\n", "Feedback:     " + shown + "\n"} {
+		if !strings.Contains(outputs["show 2"], want) {
+			t.Errorf("show 2 lacks %q:\n%s", want, outputs["show 2"])
+		}
+	}
+	var cp belay.Checkpoint
+	if err := json.Unmarshal([]byte(c.ok(t, nil, "show", "2", "--json")), &cp); err != nil {
+		t.Fatal(err)
+	}
+	if cp.Summary != esc || cp.HITL.Message != "first\n"+esc || cp.Decision.Feedback != esc {
+		t.Errorf("show --json changed the stored text: %+v, %+v", cp, cp.HITL)
+	}
 }

@@ -119,7 +119,7 @@ may read the session may list them; its owner and admins are not listed.`,
 			tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "USER\tROLE\tGRANTED BY\tGRANTED")
 			for _, g := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.User, g.Role, g.GrantedBy, ago(g.CreatedAt))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", dash(g.User), g.Role, dash(g.GrantedBy), ago(g.CreatedAt))
 			}
 			return tw.Flush()
 		},

@@ -79,7 +79,7 @@ func (a *app) pendingCommand() *cobra.Command {
 					opts[i] = o.ID
 				}
 				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", p.Checkpoint.ID, p.Checkpoint.Seq, sessions.of(p.Session.ID),
-					belay.OneLine(p.Checkpoint.HITL.Title, 40), strings.Join(opts, ","), remaining(p), ago(p.Checkpoint.CreatedAt))
+					belay.OneLine(p.Checkpoint.HITL.Title, 40), belay.OneLine(strings.Join(opts, ","), 80), remaining(p), ago(p.Checkpoint.CreatedAt))
 			}
 			tw.Flush()
 			fmt.Fprintln(a.env.Stdout, "Decide with: belay decide CHECKPOINT")
@@ -152,7 +152,7 @@ decision's action is that option's own.`,
 			if a.json {
 				return a.printJSON(res)
 			}
-			fmt.Fprintf(a.env.Stdout, "Decided %s (%s). Session %s is %s.\n", res.Decision.SelectedOption, res.Decision.Action, res.Session.ID, res.Session.Status)
+			fmt.Fprintf(a.env.Stdout, "Decided %s (%s). Session %s is %s.\n", belay.Printable(res.Decision.SelectedOption), res.Decision.Action, res.Session.ID, res.Session.Status)
 			return nil
 		},
 	}
@@ -192,7 +192,7 @@ func (a *app) choosePending(ctx context.Context, svc belay.Service, sessionID st
 		ids.add(p.Checkpoint.ID)
 	}
 	for i, p := range list {
-		opts[i] = huh.NewOption(fmt.Sprintf("%s  (%s, %s)", p.Checkpoint.HITL.Title, ids.of(p.Checkpoint.ID), remaining(p)), p.Checkpoint.ID)
+		opts[i] = huh.NewOption(fmt.Sprintf("%s  (%s, %s)", belay.OneLine(p.Checkpoint.HITL.Title, 60), ids.of(p.Checkpoint.ID), remaining(p)), p.Checkpoint.ID)
 	}
 	if err := a.prompt(ctx, fmt.Sprintf("%d requests are pending: name one and pass --option (see `belay pending`)", len(list)),
 		huh.NewGroup(sel.Options(opts...))); err != nil {
@@ -219,9 +219,9 @@ func (a *app) askDecision(ctx context.Context, cp *belay.Checkpoint, in *belay.D
 		return err
 	}
 	w := a.env.Stdout
-	fmt.Fprintf(w, "\n%s\n", h.Title)
+	fmt.Fprintf(w, "\n%s\n", belay.Printable(h.Title))
 	if h.Message != "" {
-		fmt.Fprintln(w, h.Message)
+		fmt.Fprintln(w, belay.Printable(h.Message))
 	}
 	if len(h.Context) > 0 {
 		fmt.Fprintf(w, "\nContext:\n%s\n", indentJSON(h.Context, 4000, "belay show "+cp.ID+" --json"))
@@ -240,7 +240,7 @@ func (a *app) askDecision(ctx context.Context, cp *belay.Checkpoint, in *belay.D
 		if o.Description != "" {
 			label += " - " + o.Description
 		}
-		opts[i] = huh.NewOption(label, o.ID)
+		opts[i] = huh.NewOption(belay.Printable(label), o.ID)
 	}
 	if in.SelectedOption == "" {
 		in.SelectedOption = h.Options[0].ID
@@ -394,9 +394,9 @@ func (a *app) waitDecision(ctx context.Context, svc belay.Service, cp *belay.Che
 				}
 			} else {
 				d := res.Decision
-				fmt.Fprintf(a.env.Stdout, "%s (option %s) by %s", d.Action, d.SelectedOption, d.UserID)
+				fmt.Fprintf(a.env.Stdout, "%s (option %s) by %s", d.Action, belay.Printable(d.SelectedOption), belay.Printable(d.UserID))
 				if d.Feedback != "" {
-					fmt.Fprintf(a.env.Stdout, ": %s", d.Feedback)
+					fmt.Fprintf(a.env.Stdout, ": %s", belay.Printable(d.Feedback))
 				}
 				fmt.Fprintln(a.env.Stdout)
 			}

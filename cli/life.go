@@ -114,16 +114,16 @@ func (a *app) printResume(res *belay.ResumeResult) {
 	w := a.env.Stdout
 	fmt.Fprintf(w, "Resumed session %s (%s).\n", res.Session.ID, res.Session.Status)
 	if res.Head != nil {
-		fmt.Fprintf(w, "  Continue from #%d %s\n", res.Head.Seq, res.Head.Summary)
+		fmt.Fprintf(w, "  Continue from #%d %s\n", res.Head.Seq, belay.Printable(res.Head.Summary))
 	}
 	if res.NextTask != nil {
-		fmt.Fprintf(w, "  Next task:    %s (%s)\n", res.NextTask.Title, res.NextTask.ID)
+		fmt.Fprintf(w, "  Next task:    %s (%s)\n", belay.Printable(res.NextTask.Title), belay.Printable(res.NextTask.ID))
 	}
 	if res.Session.Plan != nil {
 		fmt.Fprintf(w, "  %s\n", belay.FormatProgress(belay.ComputeProgress(res.Session.Plan, res.Session.CostMicros)))
 	}
 	for _, p := range res.Pending {
-		fmt.Fprintf(w, "  Waiting for a decision: #%d %s (belay decide %s)\n", p.Seq, p.HITL.Title, p.ID)
+		fmt.Fprintf(w, "  Waiting for a decision: #%d %s (belay decide %s)\n", p.Seq, belay.Printable(p.HITL.Title), p.ID)
 	}
 	if res.MorePending {
 		fmt.Fprintf(w, "  More wait for a decision: belay pending --session %s\n", res.Session.ID)

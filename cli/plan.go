@@ -400,7 +400,7 @@ func (a *app) printProgress(res *belay.ProgressResult) error {
 	if a.json {
 		return a.printJSON(res)
 	}
-	fmt.Fprintln(a.env.Stdout, res.Summary)
+	fmt.Fprintln(a.env.Stdout, belay.Printable(res.Summary))
 	if cp := res.Checkpoint; cp != nil {
 		var names []string
 		for _, t := range res.Triggers {
@@ -510,7 +510,7 @@ func (a *app) contextCommand() *cobra.Command {
 			if a.json {
 				return a.printJSON(out)
 			}
-			fmt.Fprint(a.env.Stdout, out.Prompt)
+			fmt.Fprint(a.env.Stdout, belay.Printable(out.Prompt))
 			return nil
 		},
 	}

@@ -93,7 +93,7 @@ else its newest.`,
 			fmt.Fprintf(w, "  Status:       %s\n", sess.Status)
 			fmt.Fprintf(w, "  Project:      %s\n", dash(sess.ProjectPath))
 			fmt.Fprintf(w, "  Title:        %s\n", dash(sess.Title))
-			fmt.Fprintf(w, "  Owner:        %s\n", sess.Owner)
+			fmt.Fprintf(w, "  Owner:        %s\n", dash(sess.Owner))
 			fmt.Fprintf(w, "  Phase:        %s (step %d)\n", dash(sess.Phase), sess.CurrentStep)
 			fmt.Fprintf(w, "  Checkpoints:  %d (last #%d)\n", sess.CheckpointCount, sess.LastSeq)
 			fmt.Fprintf(w, "  Head:         %s\n", dash(sess.HeadCheckpointID))
@@ -102,10 +102,10 @@ else its newest.`,
 				fmt.Fprintf(w, "  Progress:     %s\n", belay.FormatProgress(belay.ComputeProgress(sess.Plan, sess.CostMicros)))
 			}
 			if sess.Holder != "" && sess.LeaseExpiresAt != nil {
-				fmt.Fprintf(w, "  Held by:      %s until %s\n", sess.Holder, sess.LeaseExpiresAt.Local().Format(time.TimeOnly))
+				fmt.Fprintf(w, "  Held by:      %s until %s\n", dash(sess.Holder), sess.LeaseExpiresAt.Local().Format(time.TimeOnly))
 			}
 			if sess.EndReason != "" {
-				fmt.Fprintf(w, "  Reason:       %s\n", sess.EndReason)
+				fmt.Fprintf(w, "  Reason:       %s\n", dash(sess.EndReason))
 			}
 			fmt.Fprintf(w, "  Created:      %s\n", ago(sess.CreatedAt))
 			fmt.Fprintf(w, "  Updated:      %s\n", ago(sess.UpdatedAt))
@@ -168,7 +168,7 @@ from #1. A session still open keeps its checkpoints; 'belay checkpoints
 			if a.json {
 				return a.printJSON(sess)
 			}
-			fmt.Fprintf(a.env.Stdout, "Started session %s in %s; the project's next checkpoints go to it.\n", sess.ID, sess.ProjectPath)
+			fmt.Fprintf(a.env.Stdout, "Started session %s in %s; the project's next checkpoints go to it.\n", sess.ID, dash(sess.ProjectPath))
 			return nil
 		},
 	}

@@ -125,8 +125,8 @@ func (a *app) tokenListCommand() *cobra.Command {
 				if len(tk.Projects) > 0 {
 					projects = strings.Join(tk.Projects, ",")
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ids.of(tk.ID), tk.User, scopeList(tk.Scopes), projects,
-					tk.CreatedAt.Local().Format(time.DateTime), used, tk.Name)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ids.of(tk.ID), dash(tk.User), scopeList(tk.Scopes), dash(projects),
+					tk.CreatedAt.Local().Format(time.DateTime), used, dash(tk.Name))
 			}
 			return tw.Flush()
 		},

@@ -40,7 +40,7 @@ stops (exit code 130).`,
 				sessions.add(e.SessionID)
 				checkpoints.add(e.CheckpointID)
 				_, err := fmt.Fprintf(a.env.Stdout, "%-6d %s  %-24s %s %s\n", e.Seq, e.CreatedAt.Local().Format("15:04:05"),
-					e.Type, sessions.of(e.SessionID), describe(e, checkpoints.of(e.CheckpointID)))
+					e.Type, sessions.of(e.SessionID), belay.Printable(describe(e, checkpoints.of(e.CheckpointID))))
 				return err
 			}
 			// No proxy sits between a terminal and its stream: no heartbeat.

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"unicode"
+	"unicode/utf8"
 
 	"charm.land/huh/v2"
 	"github.com/spf13/cobra"
@@ -38,9 +40,9 @@ func (a *app) warnSkipped(cp *belay.Checkpoint, what string) {
 	}
 }
 
-// quoted shows a path on one line.
+// quoted shows a path on one line, any control character in it escaped.
 func quoted(p string) string {
-	if strings.ContainsAny(p, "\n\r\t") {
+	if strings.ContainsFunc(p, unicode.IsControl) || !utf8.ValidString(p) {
 		return fmt.Sprintf("%q", p)
 	}
 	return p
@@ -234,7 +236,7 @@ func (a *app) rollbacksCommand() *cobra.Command {
 				fmt.Fprintln(tw, "ID\tTARGET\tPRE-ROLLBACK\tUSER\tRESTORED\tWHEN\tREASON")
 				for _, rb := range list {
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", ids.of(rb.ID), checkpoints.of(rb.TargetID), checkpoints.of(rb.FromCheckpointID),
-						rb.UserID, len(rb.RestoredFiles), ago(rb.CreatedAt), dash(belay.OneLine(rb.Reason, 40)))
+						dash(rb.UserID), len(rb.RestoredFiles), ago(rb.CreatedAt), dash(belay.OneLine(rb.Reason, 40)))
 				}
 				return tw.Flush()
 			})
