@@ -77,6 +77,21 @@ type Session struct {
 	Metadata  json.RawMessage `json:"metadata,omitempty"`
 	CreatedAt time.Time       `json:"createdAt"`
 	UpdatedAt time.Time       `json:"updatedAt"`
+	// Access is what the caller may do in the session, set when it reads
+	// the session itself (GetSession), so a UI offers only that. Never
+	// stored.
+	Access *Access `json:"access,omitempty"`
+}
+
+// Access is what one caller may do in a session besides reading it: Write
+// (save, roll back, end it), Decide its requests, Own it (export, grant,
+// delete), and use its Workspace here (snapshot, diff and restore its files:
+// users who are not admins only under the server's workspace roots).
+type Access struct {
+	Write     bool `json:"write"`
+	Decide    bool `json:"decide"`
+	Own       bool `json:"own"`
+	Workspace bool `json:"workspace"`
 }
 
 // CheckpointType classifies why a checkpoint exists.

@@ -515,6 +515,9 @@ type PendingSession struct {
 	Title  string        `json:"title"`
 	Status SessionStatus `json:"status"`
 	Phase  string        `json:"phase"`
+	// Readable says the caller may read the session, not only decide the
+	// request as one of its approvers.
+	Readable bool `json:"readable"`
 }
 
 // PendingHITL is an open request the caller may decide (seed 000's PendingHITL).

@@ -737,3 +737,36 @@ func TestSavesByPathNeverGoToAnotherUsersSession(t *testing.T) {
 		t.Errorf("bob's session = %+v, %v; want its one checkpoint", bob, err)
 	}
 }
+
+// TestGetSessionSaysWhatTheCallerMayDo: a session read by its id carries
+// the reader's access to it, for a UI to offer only that.
+func TestGetSessionSaysWhatTheCallerMayDo(t *testing.T) {
+	e := newWSEnv(t)
+	cp := e.save(t, "one")
+	for _, user := range []string{"rita", "dora"} {
+		if _, err := createToken(localCtx, e.svc, user, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for user, role := range map[string]belay.Role{"rita": belay.RoleRead, "dora": belay.RoleDecide} {
+		if _, err := e.svc.GrantSession(alice, belay.GrantInput{SessionID: cp.SessionID, User: user, Role: role}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readOnly := belay.WithActor(context.Background(), belay.Actor{UserID: "alice", Scopes: []belay.Scope{belay.ScopeRead}})
+	for name, tc := range map[string]struct {
+		ctx  context.Context
+		want belay.Access
+	}{
+		"owner":               {alice, belay.Access{Write: true, Decide: true, Own: true, Workspace: true}},
+		"reader":              {wsAs("rita", false), belay.Access{Workspace: true}},
+		"decider":             {wsAs("dora", false), belay.Access{Decide: true, Workspace: true}},
+		"owner's read token":  {readOnly, belay.Access{Workspace: true}},
+		"admin outside roots": {wsAs("root", true), belay.Access{Write: true, Decide: true, Own: true, Workspace: true}},
+	} {
+		sess, err := e.svc.GetSession(tc.ctx, cp.SessionID)
+		if err != nil || sess.Access == nil || *sess.Access != tc.want {
+			t.Errorf("%s: access %+v, %v; want %+v", name, sess.Access, err, tc.want)
+		}
+	}
+}

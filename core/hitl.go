@@ -555,7 +555,8 @@ func (s *Service) pendingFor(ctx context.Context, c caller, now time.Time, sessi
 	if mayDecide(c, sr.rt, cp) != nil {
 		return belay.PendingHITL{}, false, nil
 	}
-	p := belay.PendingHITL{Checkpoint: cp, Session: belay.PendingSession{ID: sess.ID, Title: sess.Title, Status: sess.Status, Phase: sess.Phase}}
+	p := belay.PendingHITL{Checkpoint: cp, Session: belay.PendingSession{ID: sess.ID, Title: sess.Title, Status: sess.Status,
+		Phase: sess.Phase, Readable: sr.rt.read}}
 	if p.Session.Title == "" {
 		p.Session.Title = sess.ProjectPath
 	}

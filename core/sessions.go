@@ -92,15 +92,21 @@ func (s *Service) GetSession(ctx context.Context, id string) (*belay.Session, er
 	if err := belay.ValidateID("id", id); err != nil {
 		return nil, err
 	}
-	sess, _, err := readSession(ctx, s.store, c, id)
-	if err != nil || !leaseLapsed(sess, s.clock.Now()) {
-		return sess, err
-	}
-	if err := s.settleLease(ctx, id); err != nil {
+	sess, rt, err := readSession(ctx, s.store, c, id)
+	if err != nil {
 		return nil, err
 	}
-	sess, _, err = readSession(ctx, s.store, c, id)
-	return sess, err
+	if leaseLapsed(sess, s.clock.Now()) {
+		if err := s.settleLease(ctx, id); err != nil {
+			return nil, err
+		}
+		if sess, rt, err = readSession(ctx, s.store, c, id); err != nil {
+			return nil, err
+		}
+	}
+	sess.Access = &belay.Access{Write: rt.write, Decide: rt.decide, Own: rt.own,
+		Workspace: sess.ProjectPath != "" && s.ws != nil && s.mayUseWorkspace(c, sess.ProjectPath) == nil}
+	return sess, nil
 }
 
 // UpdateSession sets a session's title; those who may write to the session

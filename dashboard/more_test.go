@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -374,5 +375,61 @@ func TestBrowserNotifiesInTheBackground(t *testing.T) {
 	}
 	if len(notes) != 1 || notes[0] != "belay: decision needed: Noticed in the background?" {
 		t.Fatalf("notifications %q", notes)
+	}
+}
+
+// The session page offers only what the signed-in user may do: a reader
+// sees no export and no rollback, the owner both; an approver who may not
+// read the session finds its request in the inbox without a link to it.
+func TestPagesOfferOnlyWhatTheUserMayDo(t *testing.T) {
+	e := newEnv(t)
+	if err := os.WriteFile(filepath.Join(e.project, "a.txt"), []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.svc.CreateSession(agent(), belay.CreateSessionInput{Title: "shared", ProjectPath: e.project})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := e.svc.CreateCheckpoint(agent(), belay.CreateCheckpointInput{SessionID: s.ID, Summary: "files", Snapshot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, user := range []string{"reader", "approver"} {
+		if _, err := e.svc.CreateToken(agent(), belayToken(user)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.svc.GrantSession(agent(), belay.GrantInput{SessionID: s.ID, User: "reader", Role: belay.RoleRead}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.CreateCheckpoint(agent(), belay.CreateCheckpointInput{SessionID: s.ID, Summary: "ask",
+		HITL: &belay.HITLInput{Required: true, Title: "Go on?", Approvers: []string{"approver"}}}); err != nil {
+		t.Fatal(err)
+	}
+	signInAs := func(user string) *http.Client {
+		t.Helper()
+		tk, err := e.svc.CreateToken(agent(), belayToken(user))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.token = tk.Secret
+		c := e.client(t)
+		e.signIn(t, c)
+		return c
+	}
+	page := "/sessions/" + s.ID
+	rollback := "/rollback?to=" + cp.ID
+	for user, offered := range map[string]bool{"admin": true, "reader": false} {
+		_, body := get(t, signInAs(user), e.srv.URL+page)
+		if strings.Contains(body, "/export") != offered || strings.Contains(body, rollback) != offered {
+			t.Errorf("%s's session page offers export %v, rollback %v; want %v", user, strings.Contains(body, "/export"), strings.Contains(body, rollback), offered)
+		}
+		if !strings.Contains(body, "Diff with now") {
+			t.Errorf("%s's session page offers no diff", user)
+		}
+	}
+	_, body := get(t, signInAs("approver"), e.srv.URL+"/inbox")
+	if !strings.Contains(body, "Go on?") || strings.Contains(body, `href="`+page+`"`) {
+		t.Errorf("the approver's inbox: request shown %v, linked to the session %v", strings.Contains(body, "Go on?"), strings.Contains(body, `href="`+page+`"`))
 	}
 }

@@ -519,7 +519,7 @@ func TestHITLHTTPPending(t *testing.T) {
 	if p.TimeRemaining == nil || *p.TimeRemaining != 3000 {
 		t.Errorf("timeRemaining = %v, want 3000", p.TimeRemaining)
 	}
-	if p.Session != (belay.PendingSession{ID: sess.ID, Title: "alice's run", Status: belay.SessionAwaitingInput}) {
+	if p.Session != (belay.PendingSession{ID: sess.ID, Title: "alice's run", Status: belay.SessionAwaitingInput, Readable: true}) {
 		t.Errorf("session summary = %+v", p.Session)
 	}
 	if p.Checkpoint.HITL == nil || len(p.Checkpoint.HITL.Options) != len(hitlHTTPOptions) {

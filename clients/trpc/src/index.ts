@@ -180,6 +180,13 @@ export interface BelayPlan {
   budgetHold?: string;
 }
 
+export interface BelayAccess {
+  write: boolean;
+  decide: boolean;
+  own: boolean;
+  workspace: boolean;
+}
+
 export interface BelaySession {
   id: string;
   projectPath?: string;
@@ -201,6 +208,7 @@ export interface BelaySession {
   metadata?: unknown;
   createdAt: string;
   updatedAt: string;
+  access?: BelayAccess | null;
 }
 
 export interface BelayCreateSessionInput {
