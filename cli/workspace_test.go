@@ -466,3 +466,81 @@ func TestProjectThroughASymlinkIsTheSameProject(t *testing.T) {
 		t.Errorf("--project through the link: %s", out)
 	}
 }
+
+// TestWorkspaceSnapshotOutlivesUsersGit: a snapshot of a git project is
+// restorable after the project's .git is deleted (A) or the commit it was
+// taken at is pruned (B), the accidents belay exists to undo.
+func TestWorkspaceSnapshotOutlivesUsersGit(t *testing.T) {
+	t.Run("rm -rf .git", func(t *testing.T) {
+		project := t.TempDir()
+		testtree.Write(t, project, map[string]string{"code.txt": "important\n"})
+		testtree.Git(t, project, "init", "-q", "-b", "main")
+		testtree.Git(t, project, "add", ".")
+		testtree.Git(t, project, "commit", "-q", "-m", "c")
+		c := newWSCLI(t, project)
+		c.ok(t, "save", "-m", "good state")
+		if err := os.RemoveAll(filepath.Join(project, ".git")); err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(filepath.Join(project, "code.txt"))
+		c.ok(t, "rollback", "1")
+		if got := testtree.Read(t, project); !maps.Equal(got, map[string]string{"code.txt": "important\n"}) {
+			t.Errorf("after rollback: %q", got)
+		}
+		c.ok(t, "validate")
+	})
+	t.Run("git gc --prune=now", func(t *testing.T) {
+		project := t.TempDir()
+		testtree.Write(t, project, map[string]string{"a.txt": "a\n"})
+		testtree.Git(t, project, "init", "-q", "-b", "main")
+		testtree.Git(t, project, "add", ".")
+		testtree.Git(t, project, "commit", "-q", "-m", "a")
+		testtree.Write(t, project, map[string]string{"data.txt": "data\n"})
+		testtree.Git(t, project, "add", "data.txt")
+		testtree.Git(t, project, "commit", "-q", "-m", "data")
+		c := newWSCLI(t, project)
+		c.ok(t, "save", "-m", "with data")
+		testtree.Git(t, project, "reset", "-q", "--hard", "HEAD~1")
+		testtree.Git(t, project, "reflog", "expire", "--expire=now", "--all")
+		testtree.Git(t, project, "gc", "-q", "--prune=now")
+		c.ok(t, "validate")
+		if out := c.ok(t, "diff", "1"); !strings.Contains(out, "data.txt") || !strings.Contains(out, "-data") {
+			t.Errorf("diff 1 printed:\n%s", out)
+		}
+		c.ok(t, "rollback", "1")
+		if got := testtree.Read(t, project); got["data.txt"] != "data\n" {
+			t.Errorf("after rollback: %q", got)
+		}
+	})
+	// A snapshot an older belay left borrowing from .git, whose objects are
+	// gone: the error says the snapshot lost objects, not that another
+	// instance holds it.
+	t.Run("borrowed objects lost", func(t *testing.T) {
+		project := t.TempDir()
+		testtree.Write(t, project, map[string]string{"code.txt": "important\n"})
+		testtree.Git(t, project, "init", "-q", "-b", "main")
+		testtree.Git(t, project, "add", ".")
+		testtree.Git(t, project, "commit", "-q", "-m", "c")
+		c := newWSCLI(t, project)
+		c.ok(t, "save", "-m", "good state")
+		repos, err := filepath.Glob(filepath.Join(c.data, "workspaces", "*", "repo.git"))
+		if err != nil || len(repos) != 1 {
+			t.Fatalf("shadow repositories %q, %v", repos, err)
+		}
+		os.MkdirAll(filepath.Join(repos[0], "objects", "info"), 0o700)
+		alternate := filepath.Join(project, ".git", "objects") + "\n"
+		if err := os.WriteFile(filepath.Join(repos[0], "objects", "info", "alternates"), []byte(alternate), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		testtree.Git(t, repos[0], "repack", "-a", "-d", "-l", "-q")
+		if err := os.RemoveAll(filepath.Join(project, ".git")); err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{{"rollback", "1"}, {"diff", "1"}} {
+			errOut := c.fails(t, cli.ExitError, args...)
+			if strings.Contains(errOut, "not in this belay instance's data directory") || !strings.Contains(errOut, "snapshot is missing objects") {
+				t.Errorf("belay %s: %s", strings.Join(args, " "), errOut)
+			}
+		}
+	})
+}

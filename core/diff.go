@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/workspace"
 )
 
 // DiffCheckpoint compares checkpoint in.CheckpointID's snapshot with another
@@ -50,13 +51,16 @@ func (s *Service) DiffCheckpoint(ctx context.Context, in belay.DiffInput) (*bela
 		if cp == nil {
 			continue
 		}
-		switch ok, err := ws.HasCommit(ctx, from.ProjectPath, cp.WorkspaceRef); {
+		switch state, err := ws.CheckCommit(ctx, from.ProjectPath, cp.WorkspaceRef); {
 		case err != nil:
 			return nil, workspaceError(err)
-		case !ok:
+		case state == workspace.CommitAbsent:
 			return nil, belay.Errorf(belay.CodeNotFound,
 				"checkpoint #%d's snapshot is not in this belay instance's data directory: %s; diff through that instance (if this is it, the snapshot was lost: validation reports it)",
 				cp.Seq, snapshotsStay).With("checkpointId", cp.ID).With("cause", "SNAPSHOT_NOT_HERE")
+		case state == workspace.CommitIncomplete:
+			return nil, belay.Errorf(belay.CodeCheckpointCorrupt, "checkpoint #%d's snapshot is missing objects: %s",
+				cp.Seq, snapshotIncomplete).With("checkpointId", cp.ID).With("cause", "SNAPSHOT_INCOMPLETE")
 		}
 	}
 	d, err := ws.Diff(ctx, from.ProjectPath, from.WorkspaceRef, toRef)
@@ -74,6 +78,9 @@ func (s *Service) DiffCheckpoint(ctx context.Context, in belay.DiffInput) (*bela
 
 // snapshotsStay is why an instance may not hold a checkpoint's snapshot.
 const snapshotsStay = "snapshots stay with the instance that took them, on the machine where the project is"
+
+// snapshotIncomplete is why a snapshot this instance holds lacks objects.
+const snapshotIncomplete = "snapshots of older belay versions read objects from the project's own git repository, which loses them when its .git is deleted or pruned by git gc; validation lists the checkpoints affected"
 
 func hasSnapshot(field string, cp *belay.Checkpoint) error {
 	if cp.WorkspaceRef == "" {

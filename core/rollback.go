@@ -183,14 +183,18 @@ func (s *Service) restoreTarget(ctx context.Context, sess *belay.Session, target
 	}
 	// Before anything is written (a safety snapshot here would be a
 	// checkpoint whose files live on the wrong machine): is the snapshot
-	// in this instance's data directory at all?
-	switch ok, err := ws.HasCommit(ctx, root, target.WorkspaceRef); {
+	// in this instance's data directory at all, and whole?
+	switch state, err := ws.CheckCommit(ctx, root, target.WorkspaceRef); {
 	case err != nil:
 		return nil, "", s.restoreFailed(ctx, err, target)
-	case !ok:
+	case state == workspace.CommitAbsent:
 		return nil, "", belay.Errorf(belay.CodeRestoreFailed,
 			"checkpoint #%d's snapshot is not in this belay instance's data directory, so nothing was changed: %s; roll back through that instance (if this is it, the snapshot was lost: validation reports it)",
 			target.Seq, snapshotsStay).With("checkpointId", target.ID).With("cause", "SNAPSHOT_NOT_HERE")
+	case state == workspace.CommitIncomplete:
+		return nil, "", belay.Errorf(belay.CodeRestoreFailed,
+			"checkpoint #%d's snapshot is missing objects, so nothing was changed: %s",
+			target.Seq, snapshotIncomplete).With("checkpointId", target.ID).With("cause", "SNAPSHOT_INCOMPLETE")
 	}
 	return ws, root, nil
 }

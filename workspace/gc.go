@@ -280,13 +280,8 @@ func (m *Manager) reclaim(ctx context.Context, s *shadow, dryRun bool, drop []st
 	if err := m.releaseIndex(ctx, s); err != nil {
 		return nil, err
 	}
-	// repack packs everything reachable from refs and the private index;
-	// without -l, objects borrowed from the user's repository are copied in.
-	if _, err := m.run(ctx, s, runOpts{}, "repack", "-a", "-d", "-q"); err != nil {
-		return nil, fmt.Errorf("repack %s: %w", s.root, err)
-	}
-	if err := os.Remove(filepath.Join(s.repo, "objects", "info", "alternates")); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("repack %s: %w", s.root, err)
+	if err := m.packReachable(ctx, s); err != nil {
+		return nil, err
 	}
 	if _, err := m.run(ctx, s, runOpts{}, "prune", "--expire=now"); err != nil {
 		return nil, fmt.Errorf("prune %s: %w", s.root, err)
@@ -295,6 +290,30 @@ func (m *Manager) reclaim(ctx context.Context, s *shadow, dryRun bool, drop []st
 		return nil, err
 	}
 	return rec, nil
+}
+
+// packReachable packs everything reachable from the refs and the private
+// index of the shadow repository into one pack, and deletes the packs it
+// replaces with the unreachable objects they held (loose ones wait for
+// prune). Without -l, the objects borrowed from the user's repository are
+// packed too; the alternate is dropped only once that pack and its entry in
+// the directory are on disk, so a crash leaves the repository borrowing as
+// before or whole, never missing objects. The caller holds the lock, and no
+// restore is unfinished: its journal may name commits no ref reaches.
+func (m *Manager) packReachable(ctx context.Context, s *shadow) error {
+	if _, err := m.run(ctx, s, runOpts{}, "repack", "-a", "-d", "-q"); err != nil {
+		return fmt.Errorf("repack %s: %w", s.root, err)
+	}
+	if !hasAlternates(s) {
+		return nil
+	}
+	if err := syncDir(filepath.Join(s.repo, "objects", "pack")); err != nil {
+		return fmt.Errorf("repack %s: %w", s.root, err)
+	}
+	if err := removeDurably(filepath.Join(s.repo, "objects", "info", "alternates")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("repack %s: %w", s.root, err)
+	}
+	return nil
 }
 
 // releaseIndex makes the private index stop holding objects no snapshot

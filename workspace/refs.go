@@ -13,43 +13,68 @@ import (
 	"strings"
 )
 
-// HasCommit reports whether commit exists in the workspace's shadow
-// repository with everything needed to restore it. While the repository
-// borrows objects from the user's repository (see Snapshot), every object of
-// the commit's tree is checked, so objects the user's git pruned are
-// noticed; otherwise the commit and its root tree are. A workspace never
-// snapshotted has no commits.
-func (m *Manager) HasCommit(ctx context.Context, root, commit string) (bool, error) {
+// CommitState is how much of a commit a shadow repository holds.
+type CommitState int
+
+const (
+	// CommitAbsent: no such commit, or no shadow repository for the
+	// workspace (the snapshot was taken by another data directory, or lost
+	// with this one's).
+	CommitAbsent CommitState = iota
+	// CommitIncomplete: the commit is there, but objects of its tree are
+	// missing (borrowed from the user's repository, which lost them).
+	CommitIncomplete
+	// CommitComplete: everything needed to restore the commit is there.
+	CommitComplete
+)
+
+// CheckCommit reports how much of commit the workspace's shadow repository
+// holds. While the repository borrows objects from the user's repository
+// (see Snapshot), every object of the commit's tree is checked, so objects
+// the user's git pruned are noticed; otherwise the commit and its root tree
+// are. A workspace never snapshotted has no commits.
+func (m *Manager) CheckCommit(ctx context.Context, root, commit string) (CommitState, error) {
 	s, err := m.existing(ctx, root)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) && e.Code == NotFound {
-			return false, nil
+			return CommitAbsent, nil
 		}
-		return false, err
+		return CommitAbsent, err
 	}
 	if commit == "" || strings.HasPrefix(commit, "-") {
-		return false, nil
+		return CommitAbsent, nil
 	}
 	o := runOpts{okCodes: []int{1, 128}}
 	_, code, err := m.runCode(ctx, s, o, "cat-file", "-e", commit+"^{commit}")
 	if err != nil || code != 0 {
-		return false, err
+		return CommitAbsent, err
 	}
 	if !hasAlternates(s) {
 		_, code, err := m.runCode(ctx, s, o, "cat-file", "-e", commit+"^{tree}")
-		return err == nil && code == 0, err
+		if err != nil || code != 0 {
+			return CommitIncomplete, err
+		}
+		return CommitComplete, nil
 	}
 	out, code, err := m.runCode(ctx, s, o, "rev-list", "--objects", "--no-walk", "--no-object-names", "--missing=print", commit)
 	if err != nil || code != 0 {
-		return false, err
+		return CommitIncomplete, err
 	}
 	for line := range strings.Lines(string(out)) {
 		if strings.HasPrefix(line, "?") {
-			return false, nil
+			return CommitIncomplete, nil
 		}
 	}
-	return true, nil
+	return CommitComplete, nil
+}
+
+// HasCommit reports whether commit exists in the workspace's shadow
+// repository with everything needed to restore it (CheckCommit says
+// CommitComplete).
+func (m *Manager) HasCommit(ctx context.Context, root, commit string) (bool, error) {
+	state, err := m.CheckCommit(ctx, root, commit)
+	return state == CommitComplete, err
 }
 
 func hasAlternates(s *shadow) bool {

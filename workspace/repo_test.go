@@ -51,51 +51,44 @@ func looseAndPackedObjects(t *testing.T, m *Manager, root string) int {
 
 func TestFirstSnapshotReusesUserRepository(t *testing.T) {
 	m := newManager(t)
+	ctx := context.Background()
 	root := userRepoWorkspace(t, 600)
-	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	hashed := int64(0)
+	s1, err := m.Snapshot(ctx, SnapshotRequest{Root: root, Ref: "refs/belay/s/1", Message: "one\n",
+		Progress: func(p Progress) { hashed = max(hashed, p.TotalFiles) }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(s1.Created) != 602 || !slices.Contains(s1.Created, "untracked.txt") {
 		t.Errorf("first snapshot stored %d files, want 602 including untracked.txt", len(s1.Created))
 	}
-	// Only the commit, the trees on the path of the two changed files and
-	// their blobs are new: 600 files cost a handful of objects.
-	if n := looseAndPackedObjects(t, m, root); n > 10 {
-		t.Errorf("first snapshot wrote %d objects, want at most 10", n)
+	// The user's index said which files are unchanged: only the untracked
+	// one was hashed.
+	if hashed != 1 {
+		t.Errorf("first snapshot hashed %d files, want 1", hashed)
 	}
-	data, err := os.ReadFile(filepath.Join(m.dataDir, "workspaces", mustKey(t, m, root), "repo.git", "objects", "info", "alternates"))
-	if err != nil || !strings.Contains(string(data), filepath.Join(root, ".git", "objects")) {
-		t.Errorf("alternates = %q, %v", data, err)
+	// The snapshot borrowed the user's objects and copied them in before
+	// it returned: the shadow repository holds them alone.
+	if _, err := os.Stat(alternatesFile(t, m, root)); !os.IsNotExist(err) {
+		t.Errorf("alternates still present after the first snapshot: %v", err)
 	}
-	if ok, err := m.HasCommit(context.Background(), root, s1.Commit); !ok || err != nil {
-		t.Errorf("HasCommit = %v, %v", ok, err)
+	if n := looseAndPackedObjects(t, m, root); n < 602 {
+		t.Errorf("the shadow repository holds %d objects, want every file's at least (602)", n)
 	}
-	if err := m.Fsck(context.Background(), root); err != nil {
-		t.Error(err)
-	}
-
-	// DeleteRefs makes the shadow repository self-contained.
-	writeFiles(t, root, map[string]string{"src/d02/f0002.txt": "changed\n"})
-	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
-	if _, err := m.DeleteRefs(context.Background(), root, "refs/belay/s/1"); err != nil {
+	if err := os.RemoveAll(filepath.Join(root, ".git")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(m.dataDir, "workspaces", mustKey(t, m, root), "repo.git", "objects", "info", "alternates")); !os.IsNotExist(err) {
-		t.Errorf("alternates still present after DeleteRefs: %v", err)
+	if ok, err := m.HasCommit(ctx, root, s1.Commit); !ok || err != nil {
+		t.Errorf("HasCommit without the user's .git = %v, %v", ok, err)
 	}
-	refs, err := m.Refs(context.Background(), root, "refs/belay/s")
-	if err != nil || len(refs) != 1 || refs["refs/belay/s/2"] != s2.Commit {
-		t.Errorf("refs after delete = %v, %v", refs, err)
-	}
-	if ok, err := m.HasCommit(context.Background(), root, s2.Commit); !ok || err != nil {
-		t.Errorf("HasCommit after repack = %v, %v", ok, err)
-	}
-	if err := m.Fsck(context.Background(), root); err != nil {
+	if err := m.Fsck(ctx, root); err != nil {
 		t.Error(err)
 	}
 	// And snapshots go on from the same private index.
 	writeFiles(t, root, map[string]string{"src/d03/f0003.txt": "changed\n"})
-	s3 := snapshot(t, m, root, "refs/belay/s/3", s2.Commit)
-	if !slices.Equal(s3.Modified, []string{"src/d03/f0003.txt"}) {
-		t.Errorf("modified %q", s3.Modified)
+	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
+	if !slices.Equal(s2.Modified, []string{"src/d03/f0003.txt"}) {
+		t.Errorf("modified %q", s2.Modified)
 	}
 }
 
@@ -108,10 +101,138 @@ func mustKey(t *testing.T, m *Manager, root string) string {
 	return s.key
 }
 
+func alternatesFile(t *testing.T, m *Manager, root string) string {
+	t.Helper()
+	return filepath.Join(m.dataDir, "workspaces", mustKey(t, m, root), "repo.git", "objects", "info", "alternates")
+}
+
+// borrowAgain leaves the shadow repository of root as an older belay did, or
+// a copy killed before it finished: the objects the user's repository has
+// are read from there through objects/info/alternates, not held.
+func borrowAgain(t *testing.T, m *Manager, root string) {
+	t.Helper()
+	alternates := alternatesFile(t, m, root)
+	if err := os.MkdirAll(filepath.Dir(alternates), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(alternates, []byte(filepath.Join(root, ".git", "objects")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	shadowGit(t, m, root, "repack", "-a", "-d", "-l", "-q")
+	if n := looseAndPackedObjects(t, m, root); n > 10 {
+		t.Fatalf("the shadow repository still holds %d objects", n)
+	}
+}
+
+// TestSnapshotSurvivesUserRepositoryDeleted: the user's (or agent's) rm -rf
+// .git takes no snapshot with it.
+func TestSnapshotSurvivesUserRepositoryDeleted(t *testing.T) {
+	m := newManager(t)
+	ctx := context.Background()
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{"code.txt": "important\n"})
+	initUserRepo(t, root)
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	if err := os.RemoveAll(filepath.Join(root, ".git")); err != nil {
+		t.Fatal(err)
+	}
+	removeFiles(t, root, "code.txt")
+	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
+	if !slices.Equal(s2.Deleted, []string{"code.txt"}) {
+		t.Errorf("deleted %q, want code.txt", s2.Deleted)
+	}
+	if _, err := m.Restore(ctx, root, s2.Commit, s1.Commit, false); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := os.ReadFile(filepath.Join(root, "code.txt")); string(data) != "important\n" {
+		t.Errorf("code.txt = %q, %v", data, err)
+	}
+}
+
+// TestSnapshotSurvivesUserGC: a commit the user drops and prunes
+// (reset --hard, reflog expire, gc --prune=now) stays in the snapshot.
+func TestSnapshotSurvivesUserGC(t *testing.T) {
+	m := newManager(t)
+	ctx := context.Background()
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{"a.txt": "a\n"})
+	initUserRepo(t, root)
+	writeFiles(t, root, map[string]string{"data.txt": "data\n"})
+	userGit(t, root, "add", "data.txt")
+	userGit(t, root, "commit", "-q", "-m", "data")
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	userGit(t, root, "reset", "-q", "--hard", "HEAD~1")
+	userGit(t, root, "reflog", "expire", "--expire=now", "--all")
+	userGit(t, root, "gc", "-q", "--prune=now")
+	if err := m.Fsck(ctx, root); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := m.CheckCommit(ctx, root, s1.Commit); st != CommitComplete || err != nil {
+		t.Errorf("CheckCommit after the user's gc = %v, %v", st, err)
+	}
+	d, err := m.Diff(ctx, root, s1.Commit, "")
+	if err != nil || len(d.Files) != 1 || d.Files[0].Path != "data.txt" || d.Files[0].Status != "deleted" {
+		t.Errorf("diff = %+v, %v", d, err)
+	}
+	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
+	if _, err := m.Restore(ctx, root, s2.Commit, s1.Commit, false); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := os.ReadFile(filepath.Join(root, "data.txt")); string(data) != "data\n" {
+		t.Errorf("data.txt = %q, %v", data, err)
+	}
+}
+
+// TestBorrowingFinishedFirst: a shadow repository still borrowing (from an
+// older belay, or a copy killed midway) is made whole by the next snapshot
+// or restore before it does anything else.
+func TestBorrowingFinishedFirst(t *testing.T) {
+	for _, op := range []string{"snapshot", "restore"} {
+		t.Run(op, func(t *testing.T) {
+			m := newManager(t)
+			ctx := context.Background()
+			root := userRepoWorkspace(t, 50)
+			s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+			writeFiles(t, root, map[string]string{"agent.txt": "agent\n"})
+			s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
+			want := treeState(t, root)
+			borrowAgain(t, m, root)
+			if st, err := m.CheckCommit(ctx, root, s1.Commit); st != CommitComplete || err != nil {
+				t.Errorf("CheckCommit while borrowing = %v, %v", st, err)
+			}
+			switch op {
+			case "snapshot":
+				snapshot(t, m, root, "refs/belay/s/3", s2.Commit)
+			case "restore":
+				if _, err := m.Restore(ctx, root, s2.Commit, s1.Commit, false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := os.Stat(alternatesFile(t, m, root)); !os.IsNotExist(err) {
+				t.Errorf("alternates still present after a %s: %v", op, err)
+			}
+			if err := os.RemoveAll(filepath.Join(root, ".git")); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Fsck(ctx, root); err != nil {
+				t.Fatal(err)
+			}
+			writeFiles(t, root, map[string]string{"src/d01/f0001.txt": "after\n"})
+			s4 := snapshot(t, m, root, "refs/belay/s/4", s1.Commit)
+			if _, err := m.Restore(ctx, root, s4.Commit, s2.Commit, false); err != nil {
+				t.Fatal(err)
+			}
+			diffStates(t, "restored without the user's .git", want, treeState(t, root))
+		})
+	}
+}
+
 func TestBorrowedObjectsPrunedAreDetected(t *testing.T) {
 	m := newManager(t)
+	ctx := context.Background()
 	root := userRepoWorkspace(t, 20)
 	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	borrowAgain(t, m, root)
 	// The user's git loses every object (as after a rewrite and
 	// `git gc --prune=now`).
 	userObjects := filepath.Join(root, ".git", "objects")
@@ -121,15 +242,28 @@ func TestBorrowedObjectsPrunedAreDetected(t *testing.T) {
 			os.RemoveAll(filepath.Join(userObjects, e.Name()))
 		}
 	}
-	if ok, err := m.HasCommit(context.Background(), root, s1.Commit); ok || err != nil {
+	if ok, err := m.HasCommit(ctx, root, s1.Commit); ok || err != nil {
 		t.Errorf("HasCommit = %v, %v; want false", ok, err)
 	}
-	wantCode(t, m.Fsck(context.Background(), root), Corrupted)
-	if ok, err := m.HasCommit(context.Background(), root, strings.Repeat("1", 40)); ok || err != nil {
-		t.Errorf("HasCommit(unknown) = %v, %v", ok, err)
+	if st, err := m.CheckCommit(ctx, root, s1.Commit); st != CommitIncomplete || err != nil {
+		t.Errorf("CheckCommit = %v, %v; want incomplete", st, err)
 	}
-	if ok, err := m.HasCommit(context.Background(), t.TempDir(), s1.Commit); ok || err != nil {
-		t.Errorf("HasCommit(other workspace) = %v, %v", ok, err)
+	wantCode(t, m.Fsck(ctx, root), Corrupted)
+	// A snapshot cannot copy what is gone: it says so and records nothing.
+	_, err := m.Snapshot(ctx, SnapshotRequest{Root: root, Ref: "refs/belay/s/2", Parent: s1.Commit, Message: "two\n"})
+	wantCode(t, err, Corrupted)
+	if refs, err := m.Refs(ctx, root, "refs/belay/s"); err != nil || len(refs) != 1 {
+		t.Errorf("refs after a failed snapshot = %v, %v", refs, err)
+	}
+	for _, c := range []struct {
+		root, commit string
+	}{{root, strings.Repeat("1", 40)}, {t.TempDir(), s1.Commit}} {
+		if st, err := m.CheckCommit(ctx, c.root, c.commit); st != CommitAbsent || err != nil {
+			t.Errorf("CheckCommit(%s) = %v, %v; want absent", c.commit, st, err)
+		}
+		if ok, err := m.HasCommit(ctx, c.root, c.commit); ok || err != nil {
+			t.Errorf("HasCommit(%s) = %v, %v", c.commit, ok, err)
+		}
 	}
 }
 

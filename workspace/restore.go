@@ -216,6 +216,9 @@ func (m *Manager) restore(ctx context.Context, s *shadow, from, target string, d
 		if pending != nil {
 			return nil, errorf(RestoreFailed, nil, "restore %s: an earlier restore is waiting to be recorded or undone", s.root)
 		}
+		if err := m.ownObjects(ctx, s); err != nil {
+			return nil, fmt.Errorf("restore %s: %w", s.root, err)
+		}
 	}
 	fromID, err := m.resolveCommit(ctx, s, from)
 	if err != nil {

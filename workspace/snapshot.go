@@ -99,13 +99,17 @@ type Snapshot struct {
 // matches it, until it is deleted.
 //
 // The first snapshot of a workspace that is the top of a git repository
-// reuses the user's object store (objects/info/alternates) and a copy of the
-// user's index, so it costs about one `git status` and writes almost no
-// objects. The trade-off: those snapshots depend on objects in the user's
-// repository until DeleteRefs makes the shadow repository self-contained. Git
-// keeps unreachable objects for two weeks by default, so a user's
-// `git gc --prune=now` after rewriting history is the way to lose them;
-// HasCommit and Fsck report it.
+// starts from a copy of the user's index and reads the user's objects
+// (objects/info/alternates), so it hashes no unchanged file: it costs about
+// one `git status`. Before it returns, the objects it borrowed are copied
+// into the shadow repository (one `git repack`, which reuses the user's
+// compressed objects as they are) and the alternate is dropped, so no
+// snapshot depends on the user's .git once taken: deleting it, or a
+// `git gc --prune=now` after rewriting history, loses none. A shadow
+// repository found still borrowing (left by an older belay, or by a copy a
+// crash cut short) is copied in first by the next Snapshot or Restore; when
+// the borrowed objects are already gone, that fails with Corrupted
+// (CheckCommit says which snapshots are incomplete).
 func (m *Manager) Snapshot(ctx context.Context, req SnapshotRequest) (*Snapshot, error) {
 	s, err := m.workspaceFor(ctx, req.Root)
 	if err != nil {
@@ -138,6 +142,9 @@ func (m *Manager) snapshot(ctx context.Context, s *shadow, req SnapshotRequest) 
 	// A restore waiting for its caller (BeginRestoreLocked) stays pending:
 	// its files are moved, which is what the snapshot records.
 	if _, err := m.recoverRestore(ctx, s); err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
+	}
+	if err := m.ownObjects(ctx, s); err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
 	}
 	// A full object name needs no git command to resolve: diff-tree below
@@ -223,6 +230,11 @@ func (m *Manager) snapshot(ctx context.Context, s *shadow, req SnapshotRequest) 
 	settled = true
 	m.native.noteCommit(s.key, snap.Commit, tree)
 	claim.settle(readIndexID(s), built.full || opts.vouched, tree, snap.Commit)
+	// A snapshot that seeded its index from the user's borrowed their
+	// objects: it is not taken until they are copied in.
+	if err := m.ownObjects(ctx, s); err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
+	}
 	if built.packed {
 		m.tidyPacks(ctx, s)
 	}
@@ -974,6 +986,26 @@ func (m *Manager) seedIndex(ctx context.Context, s *shadow, indexPath string) er
 		return fmt.Errorf("seed index: %w", err)
 	}
 	return nil
+}
+
+// ownObjects copies into the shadow repository the objects it borrows from
+// the user's repository, if any, and drops the alternate (packReachable).
+// It waits while a restore is unfinished, as gc does. When the copy fails
+// because borrowed objects are gone, it returns an *Error with code
+// Corrupted.
+func (m *Manager) ownObjects(ctx context.Context, s *shadow) error {
+	if !hasAlternates(s) || unfinishedRestore(s) {
+		return nil
+	}
+	err := m.packReachable(ctx, s)
+	if err == nil {
+		return nil
+	}
+	var gone *Error
+	if ferr := m.fsck(ctx, s); errors.As(ferr, &gone) && gone.Code == Corrupted {
+		return errorf(Corrupted, ferr, "objects its snapshots borrowed from the project's own git repository are gone (its .git deleted, or pruned by git gc), so they cannot be copied in")
+	}
+	return fmt.Errorf("copy in the objects borrowed from the project's own git repository: %w", err)
 }
 
 // addAlternate lets the shadow repository read objects from dir.
