@@ -467,16 +467,23 @@ func TestProjectThroughASymlinkIsTheSameProject(t *testing.T) {
 	}
 }
 
+// committedProject is a git repository holding files, committed.
+func committedProject(t *testing.T, files map[string]string) string {
+	t.Helper()
+	project := t.TempDir()
+	testtree.Write(t, project, files)
+	testtree.Git(t, project, "init", "-q", "-b", "main")
+	testtree.Git(t, project, "add", ".")
+	testtree.Git(t, project, "commit", "-q", "-m", "files")
+	return project
+}
+
 // TestWorkspaceSnapshotOutlivesUsersGit: a snapshot of a git project is
 // restorable after the project's .git is deleted (A) or the commit it was
 // taken at is pruned (B), the accidents belay exists to undo.
 func TestWorkspaceSnapshotOutlivesUsersGit(t *testing.T) {
 	t.Run("rm -rf .git", func(t *testing.T) {
-		project := t.TempDir()
-		testtree.Write(t, project, map[string]string{"code.txt": "important\n"})
-		testtree.Git(t, project, "init", "-q", "-b", "main")
-		testtree.Git(t, project, "add", ".")
-		testtree.Git(t, project, "commit", "-q", "-m", "c")
+		project := committedProject(t, map[string]string{"code.txt": "important\n"})
 		c := newWSCLI(t, project)
 		c.ok(t, "save", "-m", "good state")
 		if err := os.RemoveAll(filepath.Join(project, ".git")); err != nil {
@@ -490,11 +497,7 @@ func TestWorkspaceSnapshotOutlivesUsersGit(t *testing.T) {
 		c.ok(t, "validate")
 	})
 	t.Run("git gc --prune=now", func(t *testing.T) {
-		project := t.TempDir()
-		testtree.Write(t, project, map[string]string{"a.txt": "a\n"})
-		testtree.Git(t, project, "init", "-q", "-b", "main")
-		testtree.Git(t, project, "add", ".")
-		testtree.Git(t, project, "commit", "-q", "-m", "a")
+		project := committedProject(t, map[string]string{"a.txt": "a\n"})
 		testtree.Write(t, project, map[string]string{"data.txt": "data\n"})
 		testtree.Git(t, project, "add", "data.txt")
 		testtree.Git(t, project, "commit", "-q", "-m", "data")
@@ -516,11 +519,7 @@ func TestWorkspaceSnapshotOutlivesUsersGit(t *testing.T) {
 	// gone: the error says the snapshot lost objects, not that another
 	// instance holds it.
 	t.Run("borrowed objects lost", func(t *testing.T) {
-		project := t.TempDir()
-		testtree.Write(t, project, map[string]string{"code.txt": "important\n"})
-		testtree.Git(t, project, "init", "-q", "-b", "main")
-		testtree.Git(t, project, "add", ".")
-		testtree.Git(t, project, "commit", "-q", "-m", "c")
+		project := committedProject(t, map[string]string{"code.txt": "important\n"})
 		c := newWSCLI(t, project)
 		c.ok(t, "save", "-m", "good state")
 		repos, err := filepath.Glob(filepath.Join(c.data, "workspaces", "*", "repo.git"))

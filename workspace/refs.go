@@ -177,11 +177,7 @@ func (m *Manager) DeleteRefs(ctx context.Context, root, prefix string) (*Reclaim
 	if !strings.HasPrefix(prefix, "refs/") {
 		return nil, fmt.Errorf("delete refs: prefix %q must start with refs/", prefix)
 	}
-	s, err := m.locate(ctx, root)
-	if err != nil {
-		return nil, err
-	}
-	unlock, err := m.lock(ctx, s)
+	s, unlock, err := m.lockLocated(ctx, root)
 	if err != nil {
 		return nil, err
 	}
@@ -196,6 +192,21 @@ func (m *Manager) DeleteRefs(ctx context.Context, root, prefix string) (*Reclaim
 	return m.reclaim(ctx, s, false, slices.Collect(maps.Keys(refs)))
 }
 
+// lockLocated takes the lock of root's shadow repository, found as locate
+// finds it (the workspace itself may be gone), and returns it with its
+// unlock.
+func (m *Manager) lockLocated(ctx context.Context, root string) (*shadow, func(), error) {
+	s, err := m.locate(ctx, root)
+	if err != nil {
+		return nil, nil, err
+	}
+	unlock, err := m.lock(ctx, s)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, unlock, nil
+}
+
 // DeleteRefList deletes exactly the given refs (missing ones are fine) and
 // reclaims the space only they held, like DeleteRefs.
 func (m *Manager) DeleteRefList(ctx context.Context, root string, refs []string) (*Reclaimed, error) {
@@ -204,11 +215,7 @@ func (m *Manager) DeleteRefList(ctx context.Context, root string, refs []string)
 			return nil, fmt.Errorf("delete refs: %q must start with refs/", ref)
 		}
 	}
-	s, err := m.locate(ctx, root)
-	if err != nil {
-		return nil, err
-	}
-	unlock, err := m.lock(ctx, s)
+	s, unlock, err := m.lockLocated(ctx, root)
 	if err != nil {
 		return nil, err
 	}
@@ -224,11 +231,7 @@ func (m *Manager) DeleteRefList(ctx context.Context, root string, refs []string)
 // commit, and returns the refs it made; existing refs stay as they are. The
 // workspace itself may be gone. It takes the workspace lock.
 func (m *Manager) RestoreRefs(ctx context.Context, root string, refs map[string]string) ([]string, error) {
-	s, err := m.locate(ctx, root)
-	if err != nil {
-		return nil, err
-	}
-	unlock, err := m.lock(ctx, s)
+	s, unlock, err := m.lockLocated(ctx, root)
 	if err != nil {
 		return nil, err
 	}
