@@ -209,9 +209,9 @@ func keyOf(c *belay.Checkpoint) *store.CheckpointKey {
 }
 
 // notStored names the fields a store does not keep: core sets them on
-// answers only (Checkpoint.StartedSession), a store on a state it could not
-// read back (StateErr, see RunDamagedChunk).
-var notStored = map[string]bool{"StartedSession": true, "StateErr": true}
+// answers only (Checkpoint.StartedSession, Session.Access), a store on a
+// state it could not read back (StateErr, see RunDamagedChunk).
+var notStored = map[string]bool{"StartedSession": true, "StateErr": true, "Access": true}
 
 // wantAllSet fails for every field of v (recursively through structs,
 // pointers and the first element of slices) that holds its zero value, so a
