@@ -2,11 +2,13 @@ package workspace
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 )
@@ -317,6 +319,41 @@ func TestNativeManyLooseObjectsStayWithinTheOpenFileLimit(t *testing.T) {
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &was); err != nil {
 		t.Fatal(err)
 	}
+	if want := gitTree(t, m, root); s2.Tree != want {
+		t.Errorf("tree %s, git records %s", s2.Tree, want)
+	}
+	if out := shadowGit(t, m, root, "fsck", "--strict", "--no-dangling"); strings.TrimSpace(out) != "" {
+		t.Errorf("git fsck: %s", out)
+	}
+}
+
+// TestNativeLooseObjectFailureFailsTheSnapshot: when objects renamed into
+// place early fail to get there, the snapshot fails; it does not commit a
+// tree naming them.
+func TestNativeLooseObjectFailureFailsTheSnapshot(t *testing.T) {
+	m := newManager(t)
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{"a.txt": "a\n"})
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	files := map[string]string{}
+	for i := range maxPackedObjects + 1000 {
+		files[fmt.Sprintf("d%d/f%d.txt", i%50, i)] = fmt.Sprintf("file %d\n", i)
+	}
+	writeFiles(t, root, files)
+	var renames atomic.Int64
+	renameObject = func(from, to string) error {
+		if renames.Add(1) == maxOpenObjects+10 {
+			return errors.New("injected failure")
+		}
+		return os.Rename(from, to)
+	}
+	t.Cleanup(func() { renameObject = os.Rename })
+	_, err := m.Snapshot(t.Context(), SnapshotRequest{Root: root, Ref: "refs/belay/s/2", Parent: s1.Commit})
+	if err == nil || !strings.Contains(err.Error(), "injected failure") {
+		t.Fatalf("snapshot with a failed object = %v, want the failure", err)
+	}
+	renameObject = os.Rename
+	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
 	if want := gitTree(t, m, root); s2.Tree != want {
 		t.Errorf("tree %s, git records %s", s2.Tree, want)
 	}

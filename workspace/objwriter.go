@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"bytes"
+	"cmp"
 	"compress/zlib"
 	"crypto/sha1"
 	"encoding/binary"
@@ -32,6 +33,9 @@ type objectWriter struct {
 	objects []packedObject
 	pending []pendingFile
 	ids     map[[20]byte]bool // objects written
+	// err is the first failure to place objects that were settled early
+	// (see settle): the snapshot refers to them, so it fails.
+	err error
 }
 
 type packedObject struct {
@@ -51,6 +55,9 @@ const (
 	maxPackedBytes   = 32 << 20
 	maxPackedObjects = 4096
 )
+
+// renameObject puts a written file in place; a test makes it fail.
+var renameObject = os.Rename
 
 // maxOpenObjects bounds the loose objects a snapshot holds open, waiting
 // for their write-out.
@@ -153,7 +160,14 @@ func (w *objectWriter) settle() error {
 	batch := w.pending
 	w.pending = nil
 	w.mu.Unlock()
-	return place(batch)
+	if err := place(batch); err != nil {
+		// Other files' objects were in the batch, and their ids are in
+		// the tree already: the whole snapshot fails, in finish.
+		w.mu.Lock()
+		w.err = cmp.Or(w.err, err)
+		w.mu.Unlock()
+	}
+	return nil
 }
 
 // writePack writes the pack and its index (version 2) and queues them
@@ -266,6 +280,9 @@ func (w *objectWriter) addFile(tmp *os.File, final string, data []byte, perm os.
 // finish writes the pack, waits for every write-out and renames the files
 // into place.
 func (w *objectWriter) finish() error {
+	if w.err != nil {
+		return w.err
+	}
 	if err := w.writePack(); err != nil {
 		return err
 	}
@@ -286,7 +303,7 @@ func place(pending []pendingFile) error {
 			err = cerr
 		}
 		if err == nil {
-			err = os.Rename(p.tmp.Name(), p.final)
+			err = renameObject(p.tmp.Name(), p.final)
 		}
 		if err != nil {
 			os.Remove(p.tmp.Name())
