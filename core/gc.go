@@ -121,7 +121,7 @@ func (s *Service) refPlan(ctx context.Context, deleted map[string]bool, ids []st
 		}
 		restore := map[string]string{}
 		for ref, commit := range known {
-			if refs[ref] == "" {
+			if refs[ref] == "" && takenFor(message, ref, commit) {
 				restore[ref] = commit
 			}
 		}
@@ -162,6 +162,24 @@ func (s *Service) refPlan(ctx context.Context, deleted map[string]bool, ids []st
 		}
 		return drop, restore, nil
 	}
+}
+
+// takenFor says whether commit is the snapshot belay took for the
+// checkpoint of snapshot ref: its record names that session and seq. A
+// commit a caller named for its checkpoint (CreateCheckpointInput's
+// WorkspaceRef) is not, and no ref of belay's is made for it. message reads
+// a commit's message.
+func takenFor(message func(string) (string, error), ref, commit string) bool {
+	msg, err := message(commit)
+	if err != nil {
+		return false
+	}
+	rec, err := parseRecord(msg)
+	if err != nil {
+		return false
+	}
+	id, seq, ok := snapshotRefOf(ref)
+	return ok && rec.Checkpoint.SessionID == id && rec.Checkpoint.Seq == seq
 }
 
 // refUnneeded says whether the snapshot ref of sess's seq, at commit, holds

@@ -247,9 +247,14 @@ func (e *wsEnv) chainWithoutItsMiddle(t *testing.T) (middle, last *belay.Checkpo
 func TestLostRefIsFoundRepairedAndKeptByGC(t *testing.T) {
 	e := newWSEnv(t)
 	testtree.Write(t, e.project, map[string]string{"a.txt": "1\n"})
-	e.save(t, "one")
+	one := e.save(t, "one")
 	testtree.Write(t, e.project, map[string]string{"a.txt": "2\n"})
 	two := e.save(t, "two")
+	// A checkpoint naming a commit itself has no ref of its own to lose.
+	named, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{SessionID: two.SessionID, Summary: "named", WorkspaceRef: one.WorkspaceRef})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ref := fmt.Sprintf("refs/belay/%s/%d", two.SessionID, two.Seq)
 	repos, err := filepath.Glob(filepath.Join(e.data, "workspaces", "*", "repo.git"))
 	if err != nil || len(repos) != 1 {
@@ -260,9 +265,12 @@ func TestLostRefIsFoundRepairedAndKeptByGC(t *testing.T) {
 		testtree.Git(t, e.project, "--git-dir="+repos[0], "update-ref", "-d", ref)
 	}
 	hasRef := func() bool {
-		refs, err := e.ws.Refs(localCtx, e.project, ref)
+		refs, err := e.ws.Refs(localCtx, e.project, "refs/belay/"+two.SessionID)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if refs[fmt.Sprintf("refs/belay/%s/%d", named.SessionID, named.Seq)] != "" {
+			t.Fatal("a ref was made for the checkpoint that named a commit")
 		}
 		return refs[ref] == two.WorkspaceRef
 	}

@@ -280,7 +280,8 @@ func (s *Service) validateSession(ctx context.Context, sess *belay.Session, repa
 				problems = append(problems, f)
 				continue
 			}
-			if refs[checkpointRef(sess.ID, cp.Seq)] == "" {
+			message := func(commit string) (string, error) { return s.ws.CommitMessage(ctx, root, commit) }
+			if ref := checkpointRef(sess.ID, cp.Seq); refs[ref] == "" && takenFor(message, ref, cp.WorkspaceRef) {
 				p.Kind = belay.ProblemMissingRef
 				p.Message = fmt.Sprintf("the ref of checkpoint #%d's snapshot is gone, though its commit %.12s is there: a repair, or gc, makes the ref again", cp.Seq, cp.WorkspaceRef)
 				refLost = append(refLost, found{problem: p, existing: cp, commit: cp.WorkspaceRef})
