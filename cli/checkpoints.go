@@ -275,6 +275,22 @@ lists every project.
 // to another session of the project: when a session ends the next one
 // restarts the numbers, and the earlier checkpoints leave the list.
 func (a *app) printEarlierSession(ctx context.Context, svc belay.Service, active *belay.Session) error {
+	// Listing a session the caller's saves do not continue (another user's,
+	// listed because the caller has none here): say where they go.
+	if active.Status.Open() {
+		open, err := svc.ActiveSession(ctx, active.ProjectPath)
+		switch {
+		case err == nil && open.ID != active.ID:
+			fmt.Fprintf(a.env.Stdout, "This is session %s of %s. Your new checkpoints go to session %s: belay checkpoints --session %s\n",
+				active.ID, dash(active.Owner), open.ID, open.ID)
+			return nil
+		case belay.IsCode(err, belay.CodeSessionNotFound):
+			fmt.Fprintf(a.env.Stdout, "This is session %s of %s. Your next save here starts a session of your own.\n", active.ID, dash(active.Owner))
+			return nil
+		case err != nil:
+			return err
+		}
+	}
 	// Listing an ended session, with another open: new saves go there.
 	if !active.Status.Open() {
 		open, err := svc.ActiveSession(ctx, active.ProjectPath)

@@ -10,7 +10,9 @@ import (
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/cli"
+	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/internal/testtree"
+	"github.com/belayhq/belay/store/sqlite"
 )
 
 // TestRollbackWording: counts agree with their nouns, a dry run says what
@@ -243,4 +245,44 @@ func olderOpenNewerEnded(t *testing.T, h *harness, end ...string) belay.Session 
 	h.ok(t, "", "save", "-m", "newer", "--no-snapshot")
 	h.ok(t, "", append([]string{"session"}, end...)...)
 	return older
+}
+
+// TestAnAgentsSessionFromTheLocalCLI: an agent saving with a token of a
+// user of its own (no admin), and a person on the local CLI with no session
+// in the project: the person's list and numbers are the agent's session, the
+// list says the person's saves start a session of their own, and once they
+// do, the person's numbers are their own.
+func TestAnAgentsSessionFromTheLocalCLI(t *testing.T) {
+	h := newHarness(t)
+	db, err := sqlite.Open(t.Context(), filepath.Join(h.env["BELAY_DATA_DIR"], "belay.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := core.New(core.Options{Store: db})
+	root := belay.WithActor(t.Context(), belay.Actor{UserID: "root", Admin: true})
+	if _, err := svc.CreateToken(root, belay.CreateTokenInput{User: "bot"}); err != nil {
+		t.Fatal(err)
+	}
+	bot := belay.WithActor(t.Context(), belay.Actor{UserID: "bot", Scopes: []belay.Scope{belay.ScopeRead, belay.ScopeWrite}})
+	asked, err := svc.CreateCheckpoint(bot, belay.CreateCheckpointInput{ProjectPath: h.project, Summary: "may I?",
+		HITL: &belay.HITLInput{Required: true, Title: "Deploy?"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	out := h.ok(t, "", "checkpoints")
+	if !strings.Contains(out, "may I?") || !strings.Contains(out, "This is session "+asked.SessionID+" of bot. Your next save here starts a session of your own.") {
+		t.Errorf("checkpoints printed:\n%s", out)
+	}
+	if cp := okJSON[belay.Checkpoint](t, h, "show", "1"); cp.ID != asked.ID {
+		t.Errorf("show 1 = %s, want the agent's request %s", cp.ID, asked.ID)
+	}
+	h.ok(t, "", "decide", "1", "--option", "approve")
+	mine := okJSON[belay.Checkpoint](t, h, "save", "-m", "mine", "--no-snapshot")
+	if mine.SessionID == asked.SessionID {
+		t.Fatal("the person's save went to the agent's session")
+	}
+	if cp := okJSON[belay.Checkpoint](t, h, "show", "1"); cp.ID != mine.ID {
+		t.Errorf("show 1 after the person's save = %s, want theirs %s", cp.ID, mine.ID)
+	}
 }

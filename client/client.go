@@ -127,7 +127,8 @@ func (c *Client) GetSession(ctx context.Context, id string) (*belay.Session, err
 	return call[belay.Session](ctx, c, http.MethodGet, "/v1/sessions/"+url.PathEscape(id), nil, nil)
 }
 
-// ActiveSession asks for the newest open session of a project path the token may read.
+// ActiveSession asks for the session the token's saves by project path go to:
+// the newest open one there of its user or of an admin (see belay.Service).
 func (c *Client) ActiveSession(ctx context.Context, projectPath string) (*belay.Session, error) {
 	return call[belay.Session](ctx, c, http.MethodGet, "/v1/sessions/active", url.Values{"projectPath": {projectPath}}, nil)
 }

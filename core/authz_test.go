@@ -702,7 +702,8 @@ func TestApproversFollowTheSessionOfTheirRequests(t *testing.T) {
 // project never continues the session of another user who is not an admin,
 // even one the caller may write (as an admin, or a grantee) begun first in
 // the project: that user would read what the caller saves. The project's
-// active and current sessions are the caller's own then.
+// active session is the caller's own then, and so is its current session
+// once it has one (before, its numbers count in the sessions it may read).
 func TestSavesByPathNeverGoToAnotherUsersSession(t *testing.T) {
 	svc := newService(t, testclock.New(start, 0))
 	for _, user := range []string{"bob", "alice"} {
@@ -719,6 +720,10 @@ func TestSavesByPathNeverGoToAnotherUsersSession(t *testing.T) {
 		name string
 		ctx  context.Context
 	}{{"an admin", localCtx}, {"a grantee", hitlAs("alice")}} {
+		// With none of its own there, its numbers count in bob's.
+		if sess, err := svc.CurrentSession(who.ctx, project); err != nil || sess.ID != bobs.SessionID {
+			t.Errorf("%s's current session before its save = %+v, %v; want bob's", who.name, sess, err)
+		}
 		cp := mustCreateAs(t, svc, who.ctx, project, "mine")
 		if cp.SessionID == bobs.SessionID {
 			t.Errorf("%s's save by path went to bob's session", who.name)

@@ -304,9 +304,9 @@ func (s *Service) ResumeSession(ctx context.Context, in belay.ResumeInput) (*bel
 	return res, nil
 }
 
-// latestInterrupted is the newest interrupted session of projectPath that
-// the caller may continue (see caller.own); resuming it takes the right to
-// write to it.
+// latestInterrupted is the newest interrupted session of projectPath among
+// those the caller may continue (see caller.own), else among those it may
+// read; resuming it takes the right to write to it.
 func (s *Service) latestInterrupted(ctx context.Context, c caller, projectPath string) (string, error) {
 	if projectPath == "" {
 		return "", belay.Invalid("sessionId", "name the session to resume, or the project whose latest interrupted session to resume")
@@ -316,6 +316,12 @@ func (s *Service) latestInterrupted(ctx context.Context, c caller, projectPath s
 	}
 	list, _, _, err := s.store.ListSessions(ctx, store.SessionQuery{Scope: c.own(), ProjectPath: cleanPath(projectPath),
 		Status: belay.SessionInterrupted, Limit: 1})
+	if err == nil && len(list) == 0 {
+		// None it could continue by path: one it may read (and must be
+		// allowed to write to), as its numbers do.
+		list, _, _, err = s.store.ListSessions(ctx, store.SessionQuery{Scope: c.scope(), ProjectPath: cleanPath(projectPath),
+			Status: belay.SessionInterrupted, Limit: 1})
+	}
 	if err != nil {
 		return "", err
 	}

@@ -182,7 +182,8 @@ func (s *Service) refSession(ctx context.Context, c caller, in belay.CheckpointR
 }
 
 // CurrentSession returns the project's current session among those the
-// caller may continue (see caller.own): its newest open session, unless a session made after that
+// caller may continue (see caller.own), else, when it has none there, among
+// those it may read: its newest open session, unless a session made after that
 // one completed or failed since the open one last moved (then that ended
 // session, so "checkpoint 3" after a rejection failed the session still means
 // its checkpoint, not one of an older session left open; an abandoned one is
@@ -200,11 +201,23 @@ func (s *Service) currentSession(ctx context.Context, c caller, projectPath stri
 		return nil, err
 	}
 	projectPath = filepath.Clean(projectPath)
-	open, err := s.store.ActiveSession(ctx, projectPath, c.own())
+	sess, err := s.currentIn(ctx, c.own(), projectPath)
+	if !belay.IsCode(err, belay.CodeSessionNotFound) {
+		return sess, err
+	}
+	// With no session there that its saves could continue, the caller's
+	// numbers count in the sessions of the project it may read (an agent's,
+	// say, run with a token of its own).
+	return s.currentIn(ctx, c.scope(), projectPath)
+}
+
+// currentIn is currentSession among the sessions of scope.
+func (s *Service) currentIn(ctx context.Context, scope store.Scope, projectPath string) (*belay.Session, error) {
+	open, err := s.store.ActiveSession(ctx, projectPath, scope)
 	if err != nil && !belay.IsCode(err, belay.CodeSessionNotFound) {
 		return nil, err
 	}
-	list, _, _, err := s.store.ListSessions(ctx, store.SessionQuery{Scope: c.own(), ProjectPath: projectPath, Limit: 1})
+	list, _, _, err := s.store.ListSessions(ctx, store.SessionQuery{Scope: scope, ProjectPath: projectPath, Limit: 1})
 	if err != nil {
 		return nil, err
 	}
