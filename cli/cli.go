@@ -527,14 +527,14 @@ func (a *app) project(ctx context.Context, svc belay.Service) (string, error) {
 		return a.projectRoot, nil
 	}
 	if a.projectFlag != "" {
-		p, err := a.projectPath(a.projectFlag)
+		p, err := a.absPath(a.projectFlag)
 		if err != nil {
 			return "", err
 		}
 		a.projectRoot = p
 		return p, nil
 	}
-	wd, err := a.projectPath(".")
+	wd, err := a.cwd()
 	if err != nil {
 		return "", err
 	}

@@ -61,29 +61,14 @@ func (a *app) absPath(name string) (string, error) {
 	return filepath.Join(wd, name), nil
 }
 
-// projectPath is absPath with symlinks resolved, when the path exists here:
-// a project reached through a link is the directory it leads to, one
-// project whichever way it is named.
-func (a *app) projectPath(name string) (string, error) {
-	abs, err := a.absPath(name)
-	if err != nil {
-		return "", err
-	}
-	if real, err := filepath.EvalSymlinks(abs); err == nil {
-		return real, nil
-	}
-	return abs, nil
-}
-
-// projectPaths resolves --project values, which may be relative, in place
-// (see projectPath); an empty one stays empty (the command then finds the
-// project).
+// projectPaths resolves --project values, which may be relative, in place;
+// an empty one stays empty (the command then finds the project).
 func (a *app) projectPaths(paths ...*string) error {
 	for _, p := range paths {
 		if *p == "" {
 			continue
 		}
-		abs, err := a.projectPath(*p)
+		abs, err := a.absPath(*p)
 		if err != nil {
 			return err
 		}

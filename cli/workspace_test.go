@@ -441,32 +441,6 @@ func wsDiffKeys(a, b map[string]string) []string {
 	return out
 }
 
-// TestProjectThroughASymlinkIsTheSameProject: a project reached through a
-// symlink is the directory it leads to, one timeline whichever path the
-// working directory took.
-func TestProjectThroughASymlinkIsTheSameProject(t *testing.T) {
-	base := t.TempDir()
-	real := filepath.Join(base, "real")
-	testtree.Write(t, real, map[string]string{"a.txt": "a"})
-	link := filepath.Join(base, "link")
-	if err := os.Symlink(real, link); err != nil {
-		t.Fatal(err)
-	}
-	c := newWSCLI(t, link)
-	c.ok(t, "save", "-m", "through the link")
-	c.project = real
-	var list belay.CheckpointList
-	if err := json.Unmarshal([]byte(c.ok(t, "checkpoints", "--json")), &list); err != nil {
-		t.Fatal(err)
-	}
-	if len(list.Items) != 1 || list.Items[0].ProjectPath != real {
-		t.Fatalf("from the real directory: %+v", list.Items)
-	}
-	if out := c.ok(t, "--project", link, "show", "1"); !strings.Contains(out, "through the link") {
-		t.Errorf("--project through the link: %s", out)
-	}
-}
-
 // committedProject is a git repository holding files, committed.
 func committedProject(t *testing.T, files map[string]string) string {
 	t.Helper()
