@@ -23,7 +23,13 @@ func scopeFilter(scope store.Scope, idCol, projectCol, approvers string) (string
 	var conds []string
 	var args []any
 	if scope.OwnOrAdmin {
-		conds = append(conds, idCol+" IN (SELECT id FROM sessions WHERE owner = ? OR owner NOT IN (SELECT name FROM users WHERE admin = 0))")
+		// The owner of the session idCol names: the column itself when the
+		// query is of the sessions table, so that no query reads them all.
+		owner := "(SELECT owner FROM sessions AS o WHERE o.id = " + idCol + ")"
+		if idCol == "id" {
+			owner = "owner"
+		}
+		conds = append(conds, "("+owner+" = ? OR "+owner+" NOT IN (SELECT name FROM users WHERE admin = 0))")
 		args = append(args, scope.User)
 	}
 	if !scope.All {
