@@ -380,8 +380,8 @@ type TimeoutInput struct {
 
 // CreateCheckpointInput saves a checkpoint. Without SessionID the checkpoint
 // goes to the active session of ProjectPath, created on demand. WorkspaceRef,
-// when given instead of Snapshot, is a git commit id: 4 to 64 hexadecimal
-// digits (abbreviated, or a full SHA-1 or SHA-256), never a branch or HEAD.
+// when given instead of Snapshot, is a git commit id: 4 to 40 hexadecimal
+// digits (abbreviated, or a full SHA-1) or 64 (SHA-256), never a branch or HEAD.
 type CreateCheckpointInput struct {
 	SessionID    string            `json:"sessionId,omitempty"`
 	ProjectPath  string            `json:"projectPath,omitempty"`

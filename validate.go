@@ -81,7 +81,7 @@ func IsIDPrefix(ref string) bool {
 // takes 4 digits or more) or full (40 for SHA-1, 64 for SHA-256). Anything
 // else given to git as a commit could be a name, a revision or an option.
 func isCommitID(s string) bool {
-	if len(s) < 4 || len(s) > 64 {
+	if len(s) < 4 || len(s) > 40 && len(s) != 64 {
 		return false
 	}
 	for i := range len(s) {
@@ -267,7 +267,7 @@ func (in *CreateCheckpointInput) Validate() error {
 		return err
 	}
 	if in.WorkspaceRef != "" && !isCommitID(in.WorkspaceRef) {
-		return Invalid("workspaceRef", "workspaceRef must be a git commit id, 4-64 hexadecimal digits; got %q", Clip(in.WorkspaceRef, 50))
+		return Invalid("workspaceRef", "workspaceRef must be a git commit id: 4 to 40 hexadecimal digits, or 64; got %q", Clip(in.WorkspaceRef, 50))
 	}
 	if in.Type != "" && !in.Type.Valid() {
 		return Invalid("type", "type must be one of auto, phase, hitl, error, manual; got %q", Clip(string(in.Type), 50))

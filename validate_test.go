@@ -125,6 +125,7 @@ func TestCreateCheckpointInputValidate(t *testing.T) {
 		{"WorkspaceRefUpperCase", func(in *belay.CreateCheckpointInput) { in.WorkspaceRef = "4B825DC6" }, ""},
 		{"WorkspaceRef3", func(in *belay.CreateCheckpointInput) { in.WorkspaceRef = "4b8" }, "workspaceRef"},
 		{"WorkspaceRef65", func(in *belay.CreateCheckpointInput) { in.WorkspaceRef = strings.Repeat("4b825dc6", 8) + "0" }, "workspaceRef"},
+		{"WorkspaceRef41", func(in *belay.CreateCheckpointInput) { in.WorkspaceRef = strings.Repeat("4b825dc6", 5) + "0" }, "workspaceRef"},
 		{"WorkspaceRef201", func(in *belay.CreateCheckpointInput) { in.WorkspaceRef = rep(201) }, "workspaceRef"},
 		{"WorkspaceRefOption", func(in *belay.CreateCheckpointInput) { in.WorkspaceRef = "--output=/tmp/x" }, "workspaceRef"},
 		{"WorkspaceRefHEAD", func(in *belay.CreateCheckpointInput) { in.WorkspaceRef = "HEAD" }, "workspaceRef"},
@@ -494,8 +495,8 @@ func checkAccepted(t *testing.T, in *belay.CreateCheckpointInput) {
 	}
 	text("phase", in.Phase, 0, belay.MaxNameLen)
 	if ref := in.WorkspaceRef; ref != "" {
-		if len(ref) < 4 || len(ref) > 64 || strings.Trim(ref, "0123456789abcdefABCDEF") != "" {
-			t.Fatalf("accepted workspaceRef %q that is not 4-64 hex digits", ref)
+		if len(ref) < 4 || len(ref) > 40 && len(ref) != 64 || strings.Trim(ref, "0123456789abcdefABCDEF") != "" {
+			t.Fatalf("accepted workspaceRef %q that is not 4-40 or 64 hex digits", ref)
 		}
 	}
 	switch {
