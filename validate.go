@@ -211,7 +211,33 @@ func validLine(field, s string) error {
 	return nil
 }
 
-// ValidateTags checks the count and length of tags, each one line.
+// validNewLines refuses control characters in the tags and option ids and
+// labels of new input. Versions before this rule stored them, so it is not
+// a limit of what is stored: an archive holding them imports
+// (CreateCheckpointInput.ValidateStored) and filters find them (ValidateTags).
+func validNewLines(tags []string, h *HITLInput) error {
+	for i, t := range tags {
+		if err := validLine(fmt.Sprintf("tags[%d]", i), t); err != nil {
+			return err
+		}
+	}
+	if h == nil {
+		return nil
+	}
+	for i, o := range h.Options {
+		f := fmt.Sprintf("hitl.options[%d]", i)
+		if err := validLine(f+".id", o.ID); err != nil {
+			return err
+		}
+		if err := validLine(f+".label", o.Label); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ValidateTags checks the count and length of tags, as every stored tag
+// obeys; filters take any such tag. New tags are also one line (Validate).
 func ValidateTags(field string, tags []string) error {
 	if len(tags) > MaxTags {
 		return Invalid(field, "at most %d tags are allowed, got %d", MaxTags, len(tags))
@@ -219,9 +245,6 @@ func ValidateTags(field string, tags []string) error {
 	for i, t := range tags {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		if err := validText(f, t, 1, MaxTagLen); err != nil {
-			return err
-		}
-		if err := validLine(f, t); err != nil {
 			return err
 		}
 		// A comma separates tags in query strings (?tags=a,b).
@@ -235,6 +258,16 @@ func ValidateTags(field string, tags []string) error {
 // Validate checks a checkpoint request against the field limits. It does not
 // change anything; core applies defaults after it passes.
 func (in *CreateCheckpointInput) Validate() error {
+	if err := in.ValidateStored(); err != nil {
+		return err
+	}
+	return validNewLines(in.Tags, in.HITL)
+}
+
+// ValidateStored checks the limits every stored checkpoint obeys, including
+// one an older version saved: an archive's checkpoints are checked so.
+// Validate adds the rules new input obeys since.
+func (in *CreateCheckpointInput) ValidateStored() error {
 	if err := ValidateTime("expiresAt", in.ExpiresAt); err != nil {
 		return err
 	}
@@ -314,7 +347,7 @@ func (in *CreateCheckpointInput) Validate() error {
 		return err
 	}
 	if in.HITL != nil {
-		return in.HITL.Validate()
+		return in.HITL.validateStored()
 	}
 	return nil
 }
@@ -488,8 +521,18 @@ func branchNameProblem(name string) string {
 	return ""
 }
 
-// Validate checks a HITL request against seed 000's limits.
+// Validate checks a HITL request against seed 000's limits, its option ids
+// and labels each one line.
 func (h *HITLInput) Validate() error {
+	if err := h.validateStored(); err != nil {
+		return err
+	}
+	return validNewLines(nil, h)
+}
+
+// validateStored checks the limits every stored request obeys (see
+// CreateCheckpointInput.ValidateStored).
+func (h *HITLInput) validateStored() error {
 	if err := validText("hitl.title", h.Title, 0, MaxHITLTitle); err != nil {
 		return err
 	}
@@ -509,17 +552,11 @@ func (h *HITLInput) Validate() error {
 		if err := validText(f+".id", o.ID, 1, MaxOptionIDLen); err != nil {
 			return err
 		}
-		if err := validLine(f+".id", o.ID); err != nil {
-			return err
-		}
 		if seen[o.ID] {
 			return Invalid(f+".id", "option id %q is used twice", o.ID)
 		}
 		seen[o.ID] = true
 		if err := validText(f+".label", o.Label, 1, MaxOptionLabel); err != nil {
-			return err
-		}
-		if err := validLine(f+".label", o.Label); err != nil {
 			return err
 		}
 		if err := validText(f+".description", o.Description, 0, MaxOptionDesc); err != nil {

@@ -317,6 +317,10 @@ func TestListCheckpointsInputValidate(t *testing.T) {
 		{"RelativeProject", belay.ListCheckpointsInput{ProjectPath: "rel/path"}, "projectPath"},
 		{"Tags21", belay.ListCheckpointsInput{Tags: tags(21, 3)}, "tags"},
 		{"Tag51", belay.ListCheckpointsInput{Tags: []string{rep(51)}}, "tags[0]"},
+		// Older versions stored tags with control characters: they still find them.
+		{"TagWithATab", belay.ListCheckpointsInput{Tags: []string{"ci\tnightly"}}, ""},
+		{"TagWithAnEscape", belay.ListCheckpointsInput{Tags: []string{"x\x1b[2J"}}, ""},
+		{"TagWithAComma", belay.ListCheckpointsInput{Tags: []string{"a,b"}}, "tags[0]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wantField(t, tc.in.Validate(), tc.field)

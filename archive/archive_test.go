@@ -395,3 +395,24 @@ func TestDeepStatesStayTheirSize(t *testing.T) {
 		t.Errorf("read back: %v", err)
 	}
 }
+
+// TestReadAcceptsWhatOlderVersionsStored: a tag with a tab and an option
+// label with a newline, which new input may no longer carry but older
+// versions stored and exported, are read back as they were.
+func TestReadAcceptsWhatOlderVersionsStored(t *testing.T) {
+	c := contents(t)
+	cp := c.Checkpoints[1]
+	cp.Tags = []string{"ci\tnightly"}
+	cp.Type, cp.HITLRequired = belay.TypeHITL, true
+	cp.HITL = &belay.HITLRequest{Title: "Ship?", Options: []belay.HITLOption{
+		{ID: "yes", Label: "Ship\nit", Action: belay.ActionApprove},
+		{ID: "no", Label: "No", Action: belay.ActionReject}}}
+	cp.Checksum, _ = cp.ComputeChecksum()
+	got, _, err := read(write(t, c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if read := got.Checkpoints[1]; !slices.Equal(read.Tags, cp.Tags) || read.HITL == nil || !reflect.DeepEqual(read.HITL.Options, cp.HITL.Options) {
+		t.Errorf("read tags %q and request %+v, want %q and %+v", read.Tags, read.HITL, cp.Tags, cp.HITL)
+	}
+}

@@ -136,7 +136,8 @@ func validSession(sess *belay.Session) error {
 }
 
 // validCheckpoint checks an imported checkpoint against the limits a saved
-// one obeys. Its checksum proves it unchanged, not sane.
+// one obeys, an older version's included. Its checksum proves it unchanged,
+// not sane.
 func validCheckpoint(cp *belay.Checkpoint) error {
 	in := belay.CreateCheckpointInput{SessionID: cp.SessionID, Name: cp.Name, Type: cp.Type, Trigger: cp.Trigger,
 		Summary: cp.Summary, Description: cp.Description, AgentState: cp.AgentState, Outputs: cp.Outputs,
@@ -148,7 +149,7 @@ func validCheckpoint(cp *belay.Checkpoint) error {
 			in.HITL.Timeout = &belay.TimeoutInput{Duration: t.Duration, DefaultAction: t.DefaultAction}
 		}
 	}
-	if err := in.Validate(); err != nil {
+	if err := in.ValidateStored(); err != nil {
 		return err
 	}
 	switch {

@@ -6,8 +6,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/archive"
+	"github.com/belayhq/belay/cli"
 	"github.com/belayhq/belay/internal/testtree"
 )
 
@@ -63,4 +66,54 @@ func slicesKeys(m map[string]string) []string {
 		keys = append(keys, k)
 	}
 	return keys
+}
+
+// TestImportKeepsWhatOlderVersionsStored: an archive from a version that
+// took control characters in tags and option labels imports, its tags find
+// the checkpoint in list and search and print escaped; new input with them
+// is refused.
+func TestImportKeepsWhatOlderVersionsStored(t *testing.T) {
+	h := newHarness(t)
+	const tag, escape = "ci\tnightly", "red\x1b[31m"
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	sess := &belay.Session{ID: "01900000-0000-7000-8000-000000000001", ProjectPath: h.project, Title: "old", Owner: "local",
+		Status: belay.SessionRunning, LastSeq: 1, CheckpointCount: 1, CreatedAt: at, UpdatedAt: at}
+	cp := &belay.Checkpoint{ID: "01900000-0000-7000-8000-000000000101", SessionID: sess.ID, Seq: 1, Type: belay.TypeHITL,
+		Trigger: belay.TriggerUserRequest, Summary: "nightly deploy", ProjectPath: h.project, Tags: []string{tag, escape},
+		HITLRequired: true, HITL: &belay.HITLRequest{Title: "Ship?", Options: []belay.HITLOption{
+			{ID: "yes", Label: "Ship\nit", Action: belay.ActionApprove}, {ID: "no", Label: "No", Action: belay.ActionReject}}},
+		CreatedAt: at}
+	var err error
+	if cp.Checksum, err = cp.ComputeChecksum(); err != nil {
+		t.Fatal(err)
+	}
+	sess.HeadCheckpointID = cp.ID
+	file := filepath.Join(t.TempDir(), "old"+belay.ArchiveSuffix)
+	f, err := os.Create(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := archive.Write(f, &archive.Contents{Session: sess, Checkpoints: []*belay.Checkpoint{cp}, ExportedAt: at}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	h.ok(t, "", "import", file)
+	if list := okJSON[belay.CheckpointList](t, h, "ls", "--tag", tag); len(list.Items) != 1 || list.Items[0].ID != cp.ID {
+		t.Errorf("ls --tag %q = %+v", tag, list)
+	}
+	if res := okJSON[belay.SearchResult](t, h, "search", "nightly", "--tag", tag); len(res.Results) != 1 {
+		t.Errorf("search --tag %q = %+v", tag, res)
+	}
+	if list := okJSON[belay.CheckpointList](t, h, "ls", "--tag", escape); len(list.Items) != 1 {
+		t.Errorf("ls --tag %q = %+v", escape, list)
+	}
+	if out := h.ok(t, "", "show", "1"); !strings.Contains(out, `red\x1b[31m`) || strings.Contains(out, escape) {
+		t.Errorf("show does not print the tag escaped:\n%s", out)
+	}
+	if r := h.run(t, "", "save", "-m", "new", "--tag", tag); r.code != cli.ExitError || !strings.Contains(r.stderr, "tags[0] must not contain control characters") {
+		t.Errorf("save --tag %q: exit %d, stderr %q", tag, r.code, r.stderr)
+	}
 }

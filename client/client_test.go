@@ -191,6 +191,8 @@ func TestRoundTrip(t *testing.T) {
 		{OrderBy: belay.OrderType, OrderDir: belay.OrderDesc, Limit: 1},
 		// A tag may hold a comma: the server must not read it as two tags.
 		{Tags: []string{"x,y"}},
+		// Older versions stored tags with control characters.
+		{Tags: []string{"ci\tnightly"}},
 	} {
 		r, remoteErr := e.remote.ListCheckpoints(ctx, in)
 		l, localErr := e.local.ListCheckpoints(ctx, in)
@@ -212,6 +214,14 @@ func TestRoundTrip(t *testing.T) {
 			}
 			sameJSON(t, "ListCheckpoints next page", r2, l2)
 		}
+	}
+
+	// A filter finds any tag that was ever stored, whatever new tags may hold.
+	if _, err := e.remote.ListCheckpoints(ctx, belay.ListCheckpointsInput{Tags: []string{"ci\tnightly"}}); err != nil {
+		t.Errorf("ListCheckpoints by a tag with a tab: %v", err)
+	}
+	if _, err := e.remote.SearchCheckpoints(ctx, belay.SearchInput{Query: "x", Tags: []string{"ci\tnightly"}}); err != nil {
+		t.Errorf("SearchCheckpoints by a tag with a tab: %v", err)
 	}
 
 	if err := e.remote.DeleteCheckpoint(ctx, second.ID); err != nil {
