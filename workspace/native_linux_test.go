@@ -284,10 +284,10 @@ func TestNativeLargeChangeStoredLoose(t *testing.T) {
 	}
 }
 
-// TestNativeManyLooseObjectsStayWithinTheOpenFileLimit: a snapshot writing
-// thousands of loose objects holds a bounded number of files open, so it
-// succeeds under a low open-file limit.
-func TestNativeManyLooseObjectsStayWithinTheOpenFileLimit(t *testing.T) {
+// manyNewFiles snapshots a workspace of one file, then adds more files than
+// a snapshot packs (so the next one writes loose objects).
+func manyNewFiles(t *testing.T) (*Manager, string, *Snapshot) {
+	t.Helper()
 	m := newManager(t)
 	root := t.TempDir()
 	writeFiles(t, root, map[string]string{"a.txt": "a\n"})
@@ -297,6 +297,14 @@ func TestNativeManyLooseObjectsStayWithinTheOpenFileLimit(t *testing.T) {
 		files[fmt.Sprintf("d%d/f%d.txt", i%50, i)] = fmt.Sprintf("file %d\n", i)
 	}
 	writeFiles(t, root, files)
+	return m, root, s1
+}
+
+// TestNativeManyLooseObjectsStayWithinTheOpenFileLimit: a snapshot writing
+// thousands of loose objects holds a bounded number of files open, so it
+// succeeds under a low open-file limit.
+func TestNativeManyLooseObjectsStayWithinTheOpenFileLimit(t *testing.T) {
+	m, root, s1 := manyNewFiles(t)
 	open, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Fatal(err)
@@ -331,15 +339,7 @@ func TestNativeManyLooseObjectsStayWithinTheOpenFileLimit(t *testing.T) {
 // place early fail to get there, the snapshot fails; it does not commit a
 // tree naming them.
 func TestNativeLooseObjectFailureFailsTheSnapshot(t *testing.T) {
-	m := newManager(t)
-	root := t.TempDir()
-	writeFiles(t, root, map[string]string{"a.txt": "a\n"})
-	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
-	files := map[string]string{}
-	for i := range maxPackedObjects + 1000 {
-		files[fmt.Sprintf("d%d/f%d.txt", i%50, i)] = fmt.Sprintf("file %d\n", i)
-	}
-	writeFiles(t, root, files)
+	m, root, s1 := manyNewFiles(t)
 	var renames atomic.Int64
 	renameObject = func(from, to string) error {
 		if renames.Add(1) == maxOpenObjects+10 {
