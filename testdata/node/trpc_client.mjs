@@ -54,9 +54,12 @@ const trpc = client("/trpc");
 const task = await trpc.sessions.create.mutate({ projectPath: project, title: "Create REST API for todo management" });
 check("sessions.create", task.id && task.title.startsWith("Create REST"), task);
 
-// Seed 000's create example.
+// Seed 000's create example, its placeholder "git-commit-hash" a commit id:
+// a workspace ref names a commit, never a name git would resolve.
+await expectError("a workspaceRef that is no commit id", trpc.checkpoints.create.mutate({ taskId: task.id, type: "manual",
+  trigger: "user_request", description: "d", workspaceRef: "git-commit-hash" }), "BAD_REQUEST", "VALIDATION_ERROR", "workspaceRef");
 const created = await trpc.checkpoints.create.mutate({
-  taskId: task.id, type: "hitl", trigger: "phase_change", description: "Architecture decision required", workspaceRef: "git-commit-hash",
+  taskId: task.id, type: "hitl", trigger: "phase_change", description: "Architecture decision required", workspaceRef: "9fceb02d0ae598e95dc970b74767f19372d61af8",
   hitl: {
     required: true, title: "Architecture Decision", message: "Choose the database architecture for the project.",
     options: [
