@@ -196,8 +196,8 @@ type SessionService interface {
 	// session for it.
 	ActiveSession(ctx context.Context, projectPath string) (*Session, error)
 	// CurrentSession returns the project's current session among those
-	// ActiveSession looks at (else, when the caller has none there, among
-	// those it may read): its newest open session, unless a session made after it
+	// ActiveSession looks at (for an admin who has none there, among all
+	// the project's): its newest open session, unless a session made after it
 	// ended since that one last moved (then the ended one), else its newest:
 	// the session "checkpoint 3" of that project means.
 	CurrentSession(ctx context.Context, projectPath string) (*Session, error)

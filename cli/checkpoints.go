@@ -253,6 +253,9 @@ lists every project.
 				if active != nil {
 					return a.printEarlierSession(ctx, svc, active)
 				}
+				if len(list.Items) > 0 && in.ProjectPath != "" && a.projectFlag == "" {
+					fmt.Fprintln(a.env.Stdout, "None of these sessions is yours, so numbers name none of them: name one with --session ID; your next save here starts a session of your own.")
+				}
 				return nil
 			})
 		},

@@ -703,7 +703,7 @@ func TestApproversFollowTheSessionOfTheirRequests(t *testing.T) {
 // even one the caller may write (as an admin, or a grantee) begun first in
 // the project: that user would read what the caller saves. The project's
 // active session is the caller's own then, and so is its current session
-// once it has one (before, its numbers count in the sessions it may read).
+// (before it has one, an admin's numbers count in the project's sessions).
 func TestSavesByPathNeverGoToAnotherUsersSession(t *testing.T) {
 	svc := newService(t, testclock.New(start, 0))
 	for _, user := range []string{"bob", "alice"} {
@@ -716,14 +716,19 @@ func TestSavesByPathNeverGoToAnotherUsersSession(t *testing.T) {
 	if _, err := svc.GrantSession(hitlAs("bob"), belay.GrantInput{SessionID: bobs.SessionID, User: "alice", Role: belay.RoleWrite}); err != nil {
 		t.Fatal(err)
 	}
+	// An admin with no session there counts its numbers in bob's (its
+	// agent's, say); a grantee never does: bob would choose what its
+	// "rollback 1" restores.
+	if sess, err := svc.CurrentSession(localCtx, project); err != nil || sess.ID != bobs.SessionID {
+		t.Errorf("the admin's current session before its save = %+v, %v; want bob's", sess, err)
+	}
+	if sess, err := svc.CurrentSession(hitlAs("alice"), project); !belay.IsCode(err, belay.CodeSessionNotFound) {
+		t.Errorf("the grantee's current session before its save = %+v, %v; want none", sess, err)
+	}
 	for _, who := range []struct {
 		name string
 		ctx  context.Context
 	}{{"an admin", localCtx}, {"a grantee", hitlAs("alice")}} {
-		// With none of its own there, its numbers count in bob's.
-		if sess, err := svc.CurrentSession(who.ctx, project); err != nil || sess.ID != bobs.SessionID {
-			t.Errorf("%s's current session before its save = %+v, %v; want bob's", who.name, sess, err)
-		}
 		cp := mustCreateAs(t, svc, who.ctx, project, "mine")
 		if cp.SessionID == bobs.SessionID {
 			t.Errorf("%s's save by path went to bob's session", who.name)

@@ -305,8 +305,8 @@ func (s *Service) ResumeSession(ctx context.Context, in belay.ResumeInput) (*bel
 }
 
 // latestInterrupted is the newest interrupted session of projectPath among
-// those the caller may continue (see caller.own), else among those it may
-// read; resuming it takes the right to write to it.
+// those its numbers count in (see numbersScope); resuming it takes the right
+// to write to it.
 func (s *Service) latestInterrupted(ctx context.Context, c caller, projectPath string) (string, error) {
 	if projectPath == "" {
 		return "", belay.Invalid("sessionId", "name the session to resume, or the project whose latest interrupted session to resume")
@@ -314,14 +314,12 @@ func (s *Service) latestInterrupted(ctx context.Context, c caller, projectPath s
 	if _, err := s.sweepLeases(ctx); err != nil {
 		return "", err
 	}
-	list, _, _, err := s.store.ListSessions(ctx, store.SessionQuery{Scope: c.own(), ProjectPath: cleanPath(projectPath),
-		Status: belay.SessionInterrupted, Limit: 1})
-	if err == nil && len(list) == 0 {
-		// None it could continue by path: one it may read (and must be
-		// allowed to write to), as its numbers do.
-		list, _, _, err = s.store.ListSessions(ctx, store.SessionQuery{Scope: c.scope(), ProjectPath: cleanPath(projectPath),
-			Status: belay.SessionInterrupted, Limit: 1})
+	scope, err := s.numbersScope(ctx, c, cleanPath(projectPath))
+	if err != nil {
+		return "", err
 	}
+	list, _, _, err := s.store.ListSessions(ctx, store.SessionQuery{Scope: scope, ProjectPath: cleanPath(projectPath),
+		Status: belay.SessionInterrupted, Limit: 1})
 	if err != nil {
 		return "", err
 	}

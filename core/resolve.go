@@ -182,8 +182,8 @@ func (s *Service) refSession(ctx context.Context, c caller, in belay.CheckpointR
 }
 
 // CurrentSession returns the project's current session among those the
-// caller may continue (see caller.own), else, when it has none there, among
-// those it may read: its newest open session, unless a session made after that
+// caller may continue (see caller.own; for an admin with none there, among
+// all, see numbersScope): its newest open session, unless a session made after that
 // one completed or failed since the open one last moved (then that ended
 // session, so "checkpoint 3" after a rejection failed the session still means
 // its checkpoint, not one of an older session left open; an abandoned one is
@@ -201,14 +201,28 @@ func (s *Service) currentSession(ctx context.Context, c caller, projectPath stri
 		return nil, err
 	}
 	projectPath = filepath.Clean(projectPath)
-	sess, err := s.currentIn(ctx, c.own(), projectPath)
-	if !belay.IsCode(err, belay.CodeSessionNotFound) {
-		return sess, err
+	scope, err := s.numbersScope(ctx, c, projectPath)
+	if err != nil {
+		return nil, err
 	}
-	// With no session there that its saves could continue, the caller's
-	// numbers count in the sessions of the project it may read (an agent's,
-	// say, run with a token of its own).
-	return s.currentIn(ctx, c.scope(), projectPath)
+	return s.currentIn(ctx, scope, projectPath)
+}
+
+// numbersScope is the scope of the sessions a project's numbers and resume
+// look at for the caller: those its saves by path could continue (see
+// caller.own), or, for an admin who has none there, every session of the
+// project, such as an agent's run with a token of its own user. Another
+// user who is not an admin never sets a non-admin's numbers, grant or not:
+// "rollback 1" would restore what that user chose.
+func (s *Service) numbersScope(ctx context.Context, c caller, projectPath string) (store.Scope, error) {
+	if !c.Admin {
+		return c.own(), nil
+	}
+	mine, _, _, err := s.store.ListSessions(ctx, store.SessionQuery{Scope: c.own(), ProjectPath: projectPath, Limit: 1})
+	if err != nil || len(mine) > 0 {
+		return c.own(), err
+	}
+	return c.scope(), nil
 }
 
 // currentIn is currentSession among the sessions of scope.
