@@ -261,6 +261,11 @@ func (in *CreateCheckpointInput) Validate() error {
 	if err := in.ValidateStored(); err != nil {
 		return err
 	}
+	// A name is typed to find the checkpoint, and lists print it on one
+	// line; older versions stored names with tabs.
+	if err := validLine("name", in.Name); err != nil {
+		return err
+	}
 	return validNewLines(in.Tags, in.HITL)
 }
 
@@ -290,10 +295,6 @@ func (in *CreateCheckpointInput) ValidateStored() error {
 		return err
 	}
 	if err := validText("name", in.Name, 0, MaxNameLen); err != nil {
-		return err
-	}
-	// A name is typed to find the checkpoint, and lists print it on one line.
-	if err := validLine("name", in.Name); err != nil {
 		return err
 	}
 	if err := validText("phase", in.Phase, 0, MaxNameLen); err != nil {

@@ -403,6 +403,7 @@ func TestReadAcceptsWhatOlderVersionsStored(t *testing.T) {
 	c := contents(t)
 	cp := c.Checkpoints[1]
 	cp.Tags = []string{"ci\tnightly"}
+	cp.Name = "step\t2"
 	cp.Type, cp.HITLRequired = belay.TypeHITL, true
 	cp.HITL = &belay.HITLRequest{Title: "Ship?", Options: []belay.HITLOption{
 		{ID: "yes", Label: "Ship\nit", Action: belay.ActionApprove},
@@ -412,7 +413,7 @@ func TestReadAcceptsWhatOlderVersionsStored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if read := got.Checkpoints[1]; !slices.Equal(read.Tags, cp.Tags) || read.HITL == nil || !reflect.DeepEqual(read.HITL.Options, cp.HITL.Options) {
+	if read := got.Checkpoints[1]; !slices.Equal(read.Tags, cp.Tags) || read.Name != cp.Name || read.HITL == nil || !reflect.DeepEqual(read.HITL.Options, cp.HITL.Options) {
 		t.Errorf("read tags %q and request %+v, want %q and %+v", read.Tags, read.HITL, cp.Tags, cp.HITL)
 	}
 }

@@ -168,11 +168,11 @@ func (s *Service) refPlan(ctx context.Context, deleted map[string]bool, ids []st
 // checkpoint of snapshot ref: its record names that session and seq. A
 // commit a caller named for its checkpoint (CreateCheckpointInput's
 // WorkspaceRef) is not, and no ref of belay's is made for it. message reads
-// a commit's message.
+// a commit's message; a commit whose message cannot be read counts as taken.
 func takenFor(message func(string) (string, error), ref, commit string) bool {
 	msg, err := message(commit)
 	if err != nil {
-		return false
+		return true // unreadable now: keeping the snapshot is the safe side
 	}
 	rec, err := parseRecord(msg)
 	if err != nil {

@@ -217,6 +217,7 @@ func (s *Service) ImportSession(ctx context.Context, in belay.ImportInput, r io.
 		return nil, err
 	}
 	sess := arc.Session
+	sess.Access = nil // what the exporter could do, if an archive says so: never this caller's
 	if err := remapProject(sess, arc.Checkpoints, cleanPath(in.ProjectPath)); err != nil {
 		return nil, err
 	}
