@@ -286,3 +286,17 @@ func TestAnAgentsSessionFromTheLocalCLI(t *testing.T) {
 		t.Errorf("show 1 after the person's save = %s, want theirs %s", cp.ID, mine.ID)
 	}
 }
+
+// TestSessionInfoSaysWhatYouMayDo: session-info reads the session by its id,
+// so it carries the caller's access, in JSON and in words.
+func TestSessionInfoSaysWhatYouMayDo(t *testing.T) {
+	h := newHarness(t)
+	h.ok(t, "", "save", "-m", "one", "--no-snapshot")
+	sess := okJSON[belay.Session](t, h, "session-info")
+	if sess.Access == nil || !sess.Access.Write || !sess.Access.Own {
+		t.Errorf("session-info --json access = %+v", sess.Access)
+	}
+	if out := h.ok(t, "", "session-info"); !strings.Contains(out, "You may:      read, write, decide, export, grant and delete") {
+		t.Errorf("session-info printed:\n%s", out)
+	}
+}

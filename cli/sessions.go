@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -85,6 +86,10 @@ else its newest.`,
 			if err != nil {
 				return err
 			}
+			// Read by its id: the answer says what the caller may do there.
+			if sess, err = svc.GetSession(ctx, sess.ID); err != nil {
+				return err
+			}
 			if a.json {
 				return a.printJSON(sess)
 			}
@@ -109,9 +114,26 @@ else its newest.`,
 			}
 			fmt.Fprintf(w, "  Created:      %s\n", ago(sess.CreatedAt))
 			fmt.Fprintf(w, "  Updated:      %s\n", ago(sess.UpdatedAt))
+			if ac := sess.Access; ac != nil {
+				fmt.Fprintf(w, "  You may:      %s\n", accessWords(ac))
+			}
 			return nil
 		},
 	}
+}
+
+// accessWords says what access allows, besides reading.
+func accessWords(ac *belay.Access) string {
+	words := []string{"read"}
+	for _, w := range []struct {
+		ok   bool
+		what string
+	}{{ac.Write, "write"}, {ac.Decide, "decide"}, {ac.Own, "export, grant and delete"}, {ac.Workspace, "diff and restore its files here"}} {
+		if w.ok {
+			words = append(words, w.what)
+		}
+	}
+	return strings.Join(words, ", ")
 }
 
 // progressCell is a session's plan progress for a table: done/total tasks.
