@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -1130,4 +1131,22 @@ func TestAccessDoc(t *testing.T) {
 		return
 	}
 	t.Errorf("%s is stale: run go test ./cli -run TestAccessDoc -update", accessDoc)
+}
+
+// TestNumbersOfAGranteeNameNoneOfOthersSessions: a grantee with no session
+// of its own in the project lists the owner's checkpoints there, told that
+// numbers name none of them: another user never sets what its
+// "rollback 1" restores.
+func TestNumbersOfAGranteeNameNoneOfOthersSessions(t *testing.T) {
+	w := newAccessWorld(t)
+	sc := w.scene(t, false)
+	writer := slices.IndexFunc(accessRoles, func(r accessRole) bool { return r.name == "grantee write" })
+	res := w.run(t, sc, writer, "checkpoints")
+	if res.code != cli.ExitOK || !strings.Contains(res.stdout, "may I go on?") ||
+		!strings.Contains(res.stdout, "None of these sessions is yours, so numbers name none of them") {
+		t.Errorf("the grantee's list: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if res := w.run(t, sc, writer, "show", "1"); res.code != cli.ExitError || !strings.Contains(res.stderr, "SESSION_NOT_FOUND") {
+		t.Errorf("the grantee's show 1: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
 }
