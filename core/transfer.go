@@ -95,23 +95,6 @@ func (s *Service) bundleSession(ctx context.Context, sess *belay.Session, cps []
 	if err != nil {
 		return workspaceError(err)
 	}
-	// A checkpoint that named a commit itself has no ref of its own: it
-	// gets one when the shadow repository holds the commit.
-	named := map[string]string{}
-	for _, cp := range cps {
-		if ref := checkpointRef(sess.ID, cp.Seq); cp.WorkspaceRef != "" && have[ref] == "" {
-			named[ref] = cp.WorkspaceRef
-		}
-	}
-	if len(named) > 0 {
-		made, err := ws.RestoreRefs(ctx, root, named)
-		if err != nil {
-			return workspaceError(err)
-		}
-		for _, ref := range made {
-			have[ref] = named[ref]
-		}
-	}
 	for _, cp := range cps {
 		if cp.WorkspaceRef != "" && have[checkpointRef(sess.ID, cp.Seq)] != cp.WorkspaceRef {
 			return belay.Errorf(belay.CodeCheckpointCorrupt, "the snapshot of checkpoint #%d is missing", cp.Seq).

@@ -473,29 +473,3 @@ func TestExportOutsideTheRootsIsForAdmins(t *testing.T) {
 		t.Errorf("the owner's export within the roots: %v", err)
 	}
 }
-
-// TestExportOfACheckpointNamingASnapshot: a checkpoint that named a commit
-// of the shadow repository itself (workspaceRef, no snapshot of its own)
-// is exported with it, and imports.
-func TestExportOfACheckpointNamingASnapshot(t *testing.T) {
-	e := newWSEnv(t)
-	testtree.Write(t, e.project, map[string]string{"a.txt": "a\n"})
-	one := e.save(t, "one")
-	named, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{SessionID: one.SessionID, Summary: "named", WorkspaceRef: one.WorkspaceRef})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	if err := e.svc.ExportSession(alice, one.SessionID, &b); err != nil {
-		t.Fatalf("export: %v", err)
-	}
-	other := newWSEnv(t)
-	res, err := other.svc.ImportSession(admin, belay.ImportInput{ProjectPath: other.project}, &b)
-	if err != nil {
-		t.Fatalf("import: %v", err)
-	}
-	got, err := other.svc.GetCheckpoint(admin, named.ID)
-	if err != nil || got.WorkspaceRef != one.WorkspaceRef || res.Session.ID != one.SessionID {
-		t.Errorf("imported %+v, %v", got, err)
-	}
-}
