@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/workspace"
@@ -62,6 +63,9 @@ func (s *Service) DiffCheckpoint(ctx context.Context, in belay.DiffInput) (*bela
 			return nil, belay.Errorf(belay.CodeCheckpointCorrupt, "checkpoint #%d's snapshot is missing objects: %s",
 				cp.Seq, snapshotIncomplete).With("checkpointId", cp.ID).With("cause", "SNAPSHOT_INCOMPLETE")
 		}
+		if err := ownSnapshot(ctx, ws, from.ProjectPath, cp); err != nil {
+			return nil, err
+		}
 	}
 	d, err := ws.Diff(ctx, from.ProjectPath, from.WorkspaceRef, toRef)
 	if err != nil {
@@ -81,6 +85,27 @@ const snapshotsStay = "snapshots stay with the instance that took them, on the m
 
 // snapshotIncomplete is why a snapshot this instance holds lacks objects.
 const snapshotIncomplete = "snapshots of older belay versions read objects from the project's own git repository, which loses them when its .git is deleted or pruned by git gc; validation lists the checkpoints affected"
+
+// ownSnapshot refuses a checkpoint whose commit is not the snapshot belay
+// keeps for it under its ref (refs/belay/<session>/<seq>). One that named a
+// commit itself (CreateCheckpointInput.WorkspaceRef) names what belay never
+// took for it, maybe another user's snapshot in the shared shadow
+// repository: nothing resolves it. A lost ref is made again by validate
+// --repair.
+func ownSnapshot(ctx context.Context, ws *workspace.Manager, root string, cp *belay.Checkpoint) error {
+	ref := checkpointRef(cp.SessionID, cp.Seq)
+	refs, err := ws.Refs(ctx, root, ref)
+	var we *workspace.Error
+	if err != nil && !(errors.As(err, &we) && we.Code == workspace.NotFound) {
+		return workspaceError(err)
+	}
+	if refs[ref] != cp.WorkspaceRef {
+		return belay.Errorf(belay.CodeNotFound,
+			"checkpoint #%d names commit %.12s, which is no snapshot belay took for it (if it was, validate --repair makes its lost ref again)",
+			cp.Seq, cp.WorkspaceRef).With("checkpointId", cp.ID).With("cause", "NOT_ITS_SNAPSHOT")
+	}
+	return nil
+}
 
 func hasSnapshot(field string, cp *belay.Checkpoint) error {
 	if cp.WorkspaceRef == "" {

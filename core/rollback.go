@@ -183,7 +183,7 @@ func (s *Service) restoreTarget(ctx context.Context, sess *belay.Session, target
 	}
 	// Before anything is written (a safety snapshot here would be a
 	// checkpoint whose files live on the wrong machine): is the snapshot
-	// in this instance's data directory at all, and whole?
+	// the target's own, in this instance's data directory at all, and whole?
 	switch state, err := ws.CheckCommit(ctx, root, target.WorkspaceRef); {
 	case err != nil:
 		return nil, "", s.restoreFailed(ctx, err, target)
@@ -195,6 +195,14 @@ func (s *Service) restoreTarget(ctx context.Context, sess *belay.Session, target
 		return nil, "", belay.Errorf(belay.CodeRestoreFailed,
 			"checkpoint #%d's snapshot is missing objects, so nothing was changed: %s",
 			target.Seq, snapshotIncomplete).With("checkpointId", target.ID).With("cause", "SNAPSHOT_INCOMPLETE")
+	}
+	if err := ownSnapshot(ctx, ws, root, target); err != nil {
+		var be *belay.Error
+		if errors.As(err, &be) && be.Code == belay.CodeNotFound {
+			return nil, "", belay.Errorf(belay.CodeRestoreFailed, "%s, so nothing was changed", be.Message).
+				With("checkpointId", target.ID).With("cause", be.Details["cause"])
+		}
+		return nil, "", s.restoreFailed(ctx, err, target)
 	}
 	return ws, root, nil
 }

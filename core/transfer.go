@@ -142,12 +142,18 @@ func (s *Service) ExportBranch(ctx context.Context, in belay.ExportBranchInput) 
 	if err != nil {
 		return nil, err
 	}
+	have, err := ws.Refs(ctx, root, sessionRefs(sess.ID))
+	if err != nil {
+		return nil, workspaceError(err)
+	}
 	var commits []string
 	for _, cp := range cps {
 		if err := cp.VerifyChecksum(); err != nil {
 			return nil, err
 		}
-		if cp.WorkspaceRef != "" {
+		// Only the snapshots belay took for the checkpoints (see
+		// ownSnapshot), not commits they named.
+		if cp.WorkspaceRef != "" && have[checkpointRef(sess.ID, cp.Seq)] == cp.WorkspaceRef {
 			commits = append(commits, cp.WorkspaceRef)
 		}
 	}

@@ -473,3 +473,31 @@ func TestExportOutsideTheRootsIsForAdmins(t *testing.T) {
 		t.Errorf("the owner's export within the roots: %v", err)
 	}
 }
+
+// TestANamedCommitIsNoSnapshot: a checkpoint naming, as its workspaceRef, a
+// commit belay took for another checkpoint — another user's, say — gets no
+// diff, rollback or branch of it: only a checkpoint's own snapshot, under
+// its ref, is ever resolved.
+func TestANamedCommitIsNoSnapshot(t *testing.T) {
+	e := newWSEnv(t)
+	testtree.Write(t, e.project, map[string]string{"secret.txt": "bob's\n"})
+	bobs := e.save(t, "bob's secret", func(in *belay.CreateCheckpointInput) {})
+	if err := os.Remove(filepath.Join(e.project, "secret.txt")); err != nil {
+		t.Fatal(err)
+	}
+	e.save(t, "removed")
+	for _, ref := range []string{bobs.WorkspaceRef, bobs.WorkspaceRef[:4]} {
+		named, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{SessionID: bobs.SessionID, Summary: "steal", WorkspaceRef: ref})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, err := e.svc.DiffCheckpoint(alice, belay.DiffInput{CheckpointID: named.ID}); err == nil {
+			t.Errorf("diff of a checkpoint naming %s = %d files", ref, len(d.Files))
+		}
+		_, err = e.svc.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: named.ID, DryRun: true})
+		testutil.WantCode(t, err, belay.CodeRestoreFailed)
+	}
+	if _, err := os.Stat(filepath.Join(e.project, "secret.txt")); err == nil {
+		t.Error("the named commit's file came back")
+	}
+}
