@@ -140,3 +140,17 @@ func TestGCOfAMovedProjectCleansItsSnapshots(t *testing.T) {
 		t.Errorf("after the rollback the project holds %v", got)
 	}
 }
+
+// TestDuAndGCEscapeProjectPaths: a project path holding a terminal escape
+// is printed escaped by du and gc.
+func TestDuAndGCEscapeProjectPaths(t *testing.T) {
+	project := filepath.Join(t.TempDir(), "q\x1b]0;pwn\x07")
+	testtree.Write(t, project, map[string]string{"a.txt": "a"})
+	c := newWSCLI(t, project)
+	c.ok(t, "save", "-m", "one")
+	for _, args := range [][]string{{"du"}, {"gc", "--dry-run"}, {"validate"}} {
+		if out := c.ok(t, args...); strings.ContainsAny(out, "\x1b\x07") || !strings.Contains(out, `q\x1b]0;pwn\x07`) && args[0] == "du" {
+			t.Errorf("belay %s printed %q", strings.Join(args, " "), out)
+		}
+	}
+}

@@ -468,7 +468,7 @@ from are always kept. --keep-last 0 --max-age 0 removes the policy.`,
 					fmt.Fprintln(a.env.Stdout, "No retention policies: every checkpoint is kept.")
 				}
 				for _, p := range list {
-					fmt.Fprintf(a.env.Stdout, "%s  keep last %d, max age %s\n", p.ProjectPath, p.KeepLast, p.MaxAge)
+					fmt.Fprintf(a.env.Stdout, "%s  keep last %d, max age %s\n", belay.Printable(p.ProjectPath), p.KeepLast, p.MaxAge)
 				}
 				return nil
 			}
@@ -485,7 +485,7 @@ from are always kept. --keep-last 0 --max-age 0 removes the policy.`,
 			if a.json {
 				return a.printJSON(p)
 			}
-			fmt.Fprintf(a.env.Stdout, "Retention of %s: keep last %d, max age %s.\n", p.ProjectPath, p.KeepLast, p.MaxAge)
+			fmt.Fprintf(a.env.Stdout, "Retention of %s: keep last %d, max age %s.\n", belay.Printable(p.ProjectPath), p.KeepLast, p.MaxAge)
 			return nil
 		},
 	}

@@ -69,7 +69,7 @@ hash is stored: copy the token now, it is not shown again.`,
 			}
 			fmt.Fprintln(a.env.Stdout, tk.Secret)
 			fmt.Fprintf(a.env.Stderr, "Token %s for %s (scopes %s). Copy it now: it is not shown again. Use it as BELAY_TOKEN.\n",
-				tk.ID, tk.User, scopeList(tk.Scopes))
+				tk.ID, belay.Printable(tk.User), scopeList(tk.Scopes))
 			return nil
 		},
 	}

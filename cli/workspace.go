@@ -379,19 +379,19 @@ func (a *app) printValidation(rep *belay.ValidationReport) {
 		}
 		switch {
 		case p.Repaired && p.Kind == belay.ProblemWorkspace:
-			fmt.Fprintf(w, "\n✓ REPAIRED: workspace %s%s\n  %s\n", p.ProjectPath, where, p.Message)
+			fmt.Fprintf(w, "\n✓ REPAIRED: workspace %s%s\n  %s\n", belay.Printable(p.ProjectPath), where, belay.Printable(p.Message))
 			continue
 		case p.Repaired:
-			fmt.Fprintf(w, "\n✓ REPAIRED: cp-%02d%s\n  %s\n", p.Seq, where, p.Message)
+			fmt.Fprintf(w, "\n✓ REPAIRED: cp-%02d%s\n  %s\n", p.Seq, where, belay.Printable(p.Message))
 			continue
 		case p.Kind == belay.ProblemWorkspace:
-			fmt.Fprintf(w, "\n⚠️  WORKSPACE DAMAGED: %s%s\n", p.ProjectPath, where)
+			fmt.Fprintf(w, "\n⚠️  WORKSPACE DAMAGED: %s%s\n", belay.Printable(p.ProjectPath), where)
 		case p.Kind == belay.ProblemMissingRef:
 			fmt.Fprintf(w, "\n⚠️  SNAPSHOT REF LOST: cp-%02d%s\n", p.Seq, where)
 		default:
 			fmt.Fprintf(w, "\n⚠️  CHECKPOINT CORRUPTED: cp-%02d%s\n", p.Seq, where)
 		}
-		fmt.Fprintf(w, "  %s\n", p.Message)
+		fmt.Fprintf(w, "  %s\n", belay.Printable(p.Message))
 		if len(p.Recovery) > 0 {
 			fmt.Fprintln(w, "\n  Options:")
 			for _, o := range p.Recovery {
@@ -446,7 +446,7 @@ on top of your HEAD, which stays where it is.`,
 				if a.json {
 					return a.printJSON(res)
 				}
-				fmt.Fprintf(a.env.Stdout, "Wrote branch %s in %s: %d commits, one per checkpoint with a snapshot.\n", res.Branch, res.ProjectPath, res.Commits)
+				fmt.Fprintf(a.env.Stdout, "Wrote branch %s in %s: %d commits, one per checkpoint with a snapshot.\n", res.Branch, belay.Printable(res.ProjectPath), res.Commits)
 				return nil
 			}
 			if branch != "" {
@@ -632,10 +632,10 @@ func (a *app) printUsage(rep *belay.DiskUsageReport) {
 		if u.Error != "" {
 			size = "? (" + belay.OneLine(u.Error, 60) + ")"
 		}
-		name := u.ProjectPath
+		name := dash(u.ProjectPath)
 		if u.Orphaned {
 			orphans++
-			name = dash(name) + " (orphaned)"
+			name += " (orphaned)"
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\n", name, u.Sessions, size)
 	}
@@ -717,13 +717,13 @@ func (a *app) printGC(rep *belay.GCReport) {
 		fmt.Fprintf(w, "  agent state: %s %s (%d chunks no checkpoint refers to)\n", verb, humanBytes(rep.StateBytes), rep.StateChunks)
 	}
 	for _, g := range rep.Workspaces {
-		name := g.ProjectPath
+		name := belay.Printable(g.ProjectPath)
 		if name == "" {
 			name = "(unknown workspace)"
 		}
 		switch {
 		case g.Error != "":
-			fmt.Fprintf(w, "  %s: %s\n", name, g.Error)
+			fmt.Fprintf(w, "  %s: %s\n", name, belay.Printable(g.Error))
 		case g.Removed:
 			why := "no snapshot left"
 			if g.Orphaned {

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/store"
@@ -154,8 +156,9 @@ func (s *Service) RevokeToken(ctx context.Context, id string) error {
 }
 
 func validUserName(name string) error {
-	if name == "" || len(name) > 100 || strings.ContainsAny(name, " \t\r\n") || name == SystemUser {
-		return belay.Invalid("user", "user name must be 1-100 characters without spaces and not %q", SystemUser)
+	if name == "" || len(name) > 100 || strings.ContainsFunc(name, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) ||
+		!utf8.ValidString(name) || name == SystemUser {
+		return belay.Invalid("user", "user name must be 1-100 characters of UTF-8 without spaces or control characters, and not %q", SystemUser)
 	}
 	return nil
 }

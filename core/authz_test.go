@@ -780,3 +780,16 @@ func TestGetSessionSaysWhatTheCallerMayDo(t *testing.T) {
 		}
 	}
 }
+
+// TestUserNamesAreOneWordOfText: a new user's name holds no space, control
+// character (a terminal escape) or invalid UTF-8.
+func TestUserNamesAreOneWordOfText(t *testing.T) {
+	svc := newService(t, testclock.New(start, 0))
+	for _, name := range []string{"ev\x1b[31mil", "a b", "tab\tbed", "bad\xff", "", core.SystemUser} {
+		_, err := svc.CreateToken(localCtx, belay.CreateTokenInput{User: name})
+		testutil.WantCode(t, err, belay.CodeValidation, "user")
+	}
+	if _, err := svc.CreateToken(localCtx, belay.CreateTokenInput{User: "zoë"}); err != nil {
+		t.Errorf("a name of letters: %v", err)
+	}
+}
