@@ -1146,7 +1146,7 @@ func TestNumbersOfAGranteeNameNoneOfOthersSessions(t *testing.T) {
 		!strings.Contains(res.stdout, "None of these sessions is yours, so numbers name none of them") {
 		t.Errorf("the grantee's list: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
-	if res := w.run(t, sc, writer, "show", "1"); res.code != cli.ExitError || !strings.Contains(res.stderr, "SESSION_NOT_FOUND") {
+	if res := w.run(t, sc, writer, "show", "1"); res.code != cli.ExitError || !strings.Contains(res.stderr, "no session of yours (or an admin's)") {
 		t.Errorf("the grantee's show 1: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
 }

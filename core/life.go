@@ -324,7 +324,11 @@ func (s *Service) latestInterrupted(ctx context.Context, c caller, projectPath s
 		return "", err
 	}
 	if len(list) == 0 {
-		return "", belay.Errorf(belay.CodeSessionNotFound, "no interrupted session in %s", projectPath).With("projectPath", projectPath)
+		whose := ""
+		if scope.OwnOrAdmin {
+			whose = " of yours (or an admin's)"
+		}
+		return "", belay.Errorf(belay.CodeSessionNotFound, "no interrupted session%s in %s", whose, projectPath).With("projectPath", projectPath)
 	}
 	return list[0].ID, nil
 }

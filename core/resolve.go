@@ -236,6 +236,8 @@ func (s *Service) currentIn(ctx context.Context, scope store.Scope, projectPath 
 		return nil, err
 	}
 	switch {
+	case len(list) == 0 && scope.OwnOrAdmin:
+		return nil, belay.Errorf(belay.CodeSessionNotFound, "no session of yours (or an admin's) in %s", projectPath).With("projectPath", projectPath)
 	case len(list) == 0:
 		return nil, belay.Errorf(belay.CodeSessionNotFound, "no session in %s", projectPath).With("projectPath", projectPath)
 	case open != nil && (list[0].Status.Open() || list[0].Status == belay.SessionAbandoned || !list[0].UpdatedAt.After(open.UpdatedAt)):
