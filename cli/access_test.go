@@ -1149,4 +1149,22 @@ func TestNumbersOfAGranteeNameNoneOfOthersSessions(t *testing.T) {
 	if res := w.run(t, sc, writer, "show", "1"); res.code != cli.ExitError || !strings.Contains(res.stderr, "no session of yours (or an admin's)") {
 		t.Errorf("the grantee's show 1: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
+
+	// An admin's session counts, but one the caller may only read receives
+	// none of its saves: the list says so.
+	admins := accessScene{project: filepath.Join(w.root, "admins")}
+	if err := os.MkdirAll(admins.project, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	boss := w.as(core.BootstrapUser)
+	cp, err := w.svc.CreateCheckpoint(boss, belay.CreateCheckpointInput{ProjectPath: admins.project, Summary: "the admin's"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.svc.GrantSession(boss, belay.GrantInput{SessionID: cp.SessionID, User: "writer", Role: belay.RoleRead}); err != nil {
+		t.Fatal(err)
+	}
+	if res := w.run(t, admins, writer, "checkpoints"); !strings.Contains(res.stdout, "which you may only read. Your next save here starts a session of your own.") {
+		t.Errorf("the reader's list of an admin's session: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
 }

@@ -293,6 +293,13 @@ func (a *app) printEarlierSession(ctx context.Context, svc belay.Service, active
 		case err != nil:
 			return err
 		}
+		// An admin's session the caller may only read receives none of
+		// its saves either.
+		if full, err := svc.GetSession(ctx, active.ID); err == nil && full.Access != nil && !full.Access.Write {
+			fmt.Fprintf(a.env.Stdout, "This is session %s of %s, which you may only read. Your next save here starts a session of your own.\n",
+				active.ID, dash(active.Owner))
+			return nil
+		}
 	}
 	// Listing an ended session, with another open: new saves go there.
 	if !active.Status.Open() {
