@@ -25,9 +25,12 @@ func OneLine(s string, n int) string {
 }
 
 // Printable makes stored text safe to print to a terminal: every control
-// character but newline and tab (ESC, CR, BEL, DEL, the C1 controls) and
-// every byte that is not UTF-8 becomes a visible escape such as \x1b, so the
-// text cannot move the cursor, retitle the window or write the clipboard.
+// character but newline and tab (ESC, CR, BEL, DEL, the C1 controls), the
+// bidirectional and line-breaking format characters (U+202E and the like,
+// which reorder what follows on screen) and every byte that is not UTF-8
+// becomes a visible escape such as \x1b or \u202e, so the text cannot move
+// the cursor, retitle the window, write the clipboard or show itself in
+// another order than it holds.
 func Printable(s string) string {
 	if utf8.ValidString(s) && !strings.ContainsFunc(s, escaped) {
 		return s
@@ -38,8 +41,10 @@ func Printable(s string) string {
 		switch {
 		case r == utf8.RuneError && size == 1:
 			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case escaped(r):
+		case escaped(r) && r < 0x100:
 			fmt.Fprintf(&b, `\x%02x`, r)
+		case escaped(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
 			b.WriteString(s[i : i+size])
 		}
@@ -49,5 +54,9 @@ func Printable(s string) string {
 }
 
 // escaped reports whether Printable escapes r: control characters a terminal
-// acts on (all of them but newline and tab; all lie below U+0100).
-func escaped(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }
+// acts on (all of them but newline and tab; all lie below U+0100), and the
+// format characters that reorder text (Unicode's Bidi_Control) or break it.
+func escaped(r rune) bool {
+	return unicode.IsControl(r) && r != '\n' && r != '\t' || unicode.Is(unicode.Bidi_Control, r) ||
+		r == '\u2028' || r == '\u2029'
+}

@@ -19,6 +19,8 @@ func TestPrintable(t *testing.T) {
 		"over\rwrite":                      `over\x0dwrite`,
 		"del\x7f c1 \u009b2J nel \u0085":   `del\x7f c1 \x9b2J nel \x85`,
 		"raw byte \x9b2J":                  `raw byte \x9b2J`,
+		"bidi \u202egnp.exe\u202c ok":      `bidi \u202egnp.exe\u202c ok`,
+		"isolate \u2066x\u2069 line\u2028": `isolate \u2066x\u2069 line\u2028`,
 		"":                                 "",
 	} {
 		if got := belay.Printable(in); got != want {
