@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -49,13 +48,9 @@ func (s *Service) ExportSession(ctx context.Context, sessionID string, w io.Writ
 	if err != nil {
 		return err
 	}
-	var refs []string
 	for _, cp := range cps {
 		if err := cp.VerifyChecksum(); err != nil {
 			return err
-		}
-		if cp.WorkspaceRef != "" {
-			refs = append(refs, checkpointRef(sess.ID, cp.Seq))
 		}
 	}
 	tmp, err := os.MkdirTemp("", "belay-export-")
@@ -64,7 +59,7 @@ func (s *Service) ExportSession(ctx context.Context, sessionID string, w io.Writ
 	}
 	defer os.RemoveAll(tmp)
 	var bundle string
-	if len(refs) > 0 {
+	if hasSnapshots(cps) {
 		// The snapshots are the workspace's files: who may not diff them
 		// there may not carry them away either.
 		if err := s.mayUseWorkspace(c, sess.ProjectPath); err != nil {
@@ -73,35 +68,54 @@ func (s *Service) ExportSession(ctx context.Context, sessionID string, w io.Writ
 		ctx = s.confined(ctx, c)
 		belay.ReportProgress(ctx, belay.Progress{Phase: "bundling snapshots"})
 		bundle = filepath.Join(tmp, archive.BundleFile)
-		if err := s.bundleSession(ctx, sess, cps, refs, bundle); err != nil {
+		wrote, err := s.bundleSession(ctx, sess, cps, bundle)
+		if err != nil {
 			return err
+		}
+		if !wrote {
+			bundle = ""
 		}
 	}
 	return archive.Write(progressWriter(ctx, w, "exporting"), &archive.Contents{Session: sess, Checkpoints: cps, Rollbacks: rollbacks, ExportedAt: s.clock.Now()}, bundle)
 }
 
-// bundleSession writes the session's snapshot refs to a git bundle after
-// checking that each still points at its checkpoint's commit.
-func (s *Service) bundleSession(ctx context.Context, sess *belay.Session, cps []*belay.Checkpoint, refs []string, path string) error {
+// bundleSession writes the snapshots belay took for the session's
+// checkpoints, under their refs, to a git bundle at path, and reports
+// whether there were any. A commit a checkpoint named itself (see
+// ownSnapshot) is a label, not carried; a snapshot whose ref is lost fails
+// the export (validate --repair makes the ref again).
+func (s *Service) bundleSession(ctx context.Context, sess *belay.Session, cps []*belay.Checkpoint, path string) (bool, error) {
 	ws, err := s.workspaces()
 	if err != nil {
-		return err
+		return false, err
 	}
 	root, err := workspaceRoot(sess)
 	if err != nil {
-		return err
+		return false, err
 	}
 	have, err := ws.Refs(ctx, root, sessionRefs(sess.ID))
 	if err != nil {
-		return workspaceError(err)
+		return false, workspaceError(err)
 	}
+	message := func(commit string) (string, error) { return ws.CommitMessage(ctx, root, commit) }
+	var refs []string
 	for _, cp := range cps {
-		if cp.WorkspaceRef != "" && have[checkpointRef(sess.ID, cp.Seq)] != cp.WorkspaceRef {
-			return belay.Errorf(belay.CodeCheckpointCorrupt, "the snapshot of checkpoint #%d is missing", cp.Seq).
+		if cp.WorkspaceRef == "" {
+			continue
+		}
+		switch ref := checkpointRef(sess.ID, cp.Seq); {
+		case have[ref] == cp.WorkspaceRef:
+			refs = append(refs, ref)
+		case have[ref] == "" && !takenFor(message, ref, cp.WorkspaceRef):
+		default:
+			return false, belay.Errorf(belay.CodeCheckpointCorrupt, "the snapshot of checkpoint #%d is missing", cp.Seq).
 				With("checkpointId", cp.ID)
 		}
 	}
-	return workspaceError(ws.WriteBundle(ctx, root, refs, path))
+	if len(refs) == 0 {
+		return false, nil
+	}
+	return true, workspaceError(ws.WriteBundle(ctx, root, refs, path))
 }
 
 // ExportBranch writes the session's snapshots as branch in.Branch (default
@@ -394,8 +408,9 @@ func (b *extractedBundle) extract(r io.Reader, path string) error {
 	return nil
 }
 
-// check makes sure the bundle holds exactly the checkpoints' snapshot refs,
-// pointing at their commits.
+// check makes sure the bundle holds the checkpoints' snapshot refs only,
+// each pointing at its checkpoint's commit. A checkpoint whose ref it lacks
+// named its commit itself: a label, never resolved (see ownSnapshot).
 func (b *extractedBundle) check(cps []*belay.Checkpoint) error {
 	want := map[string]string{}
 	for _, cp := range cps {
@@ -403,8 +418,10 @@ func (b *extractedBundle) check(cps []*belay.Checkpoint) error {
 			want[checkpointRef(cp.SessionID, cp.Seq)] = cp.WorkspaceRef
 		}
 	}
-	if b.path != "" && !maps.Equal(b.refs, want) {
-		return archive.Invalid("%s holds other refs than the checkpoints' snapshots", archive.BundleFile)
+	for ref, commit := range b.refs {
+		if want[ref] != commit {
+			return archive.Invalid("%s holds other refs than the checkpoints' snapshots", archive.BundleFile)
+		}
 	}
 	return nil
 }

@@ -501,3 +501,34 @@ func TestANamedCommitIsNoSnapshot(t *testing.T) {
 		t.Error("the named commit's file came back")
 	}
 }
+
+// TestExportCarriesANamedCommitAsALabel: a session holding a checkpoint
+// that named a commit itself exports (the commit is not carried: it is no
+// snapshot of that checkpoint) and imports, the checkpoint a label there
+// too.
+func TestExportCarriesANamedCommitAsALabel(t *testing.T) {
+	e := newWSEnv(t)
+	testtree.Write(t, e.project, map[string]string{"a.txt": "a\n"})
+	one := e.save(t, "one")
+	named, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{SessionID: one.SessionID, Summary: "named", WorkspaceRef: one.WorkspaceRef})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := e.svc.ExportSession(alice, one.SessionID, &b); err != nil {
+		t.Fatalf("export: %v", err)
+	}
+	other := newWSEnv(t)
+	if _, err := other.svc.ImportSession(admin, belay.ImportInput{ProjectPath: other.project}, &b); err != nil {
+		t.Fatalf("import: %v", err)
+	}
+	if _, err := other.svc.DiffCheckpoint(admin, belay.DiffInput{CheckpointID: one.ID}); err != nil {
+		t.Errorf("diff of the imported snapshot: %v", err)
+	}
+	if got, err := other.svc.GetCheckpoint(admin, named.ID); err != nil || got.WorkspaceRef != one.WorkspaceRef {
+		t.Errorf("the imported label = %+v, %v", got, err)
+	}
+	if _, err := other.svc.DiffCheckpoint(admin, belay.DiffInput{CheckpointID: named.ID}); err == nil {
+		t.Error("the imported label diffs")
+	}
+}
