@@ -248,8 +248,14 @@ func TestLostRefIsFoundRepairedAndKeptByGC(t *testing.T) {
 	e := newWSEnv(t)
 	testtree.Write(t, e.project, map[string]string{"a.txt": "1\n"})
 	one := e.save(t, "one")
-	testtree.Write(t, e.project, map[string]string{"a.txt": "2\n"})
+	noise := make([]byte, 256<<10)
+	rand.NewChaCha8([32]byte{2}).Read(noise)
+	testtree.Write(t, e.project, map[string]string{"a.txt": "2\n", "big.bin": string(noise)})
 	two := e.save(t, "two")
+	if err := os.Remove(filepath.Join(e.project, "big.bin")); err != nil {
+		t.Fatal(err)
+	}
+	e.save(t, "three")
 	// A checkpoint naming a commit itself has no ref of its own to lose.
 	named, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{SessionID: two.SessionID, Summary: "named", WorkspaceRef: one.WorkspaceRef})
 	if err != nil {
@@ -279,6 +285,10 @@ func TestLostRefIsFoundRepairedAndKeptByGC(t *testing.T) {
 	rep, err := e.svc.Validate(alice, belay.ValidateInput{SessionID: two.SessionID})
 	if err != nil || rep.OK || len(rep.Problems) != 1 || rep.Problems[0].Kind != belay.ProblemMissingRef || rep.Problems[0].Seq != 2 {
 		t.Fatalf("validate = %+v, %v", rep, err)
+	}
+	// The dry run counts what the run keeps as kept.
+	if dry, err := e.svc.CollectGarbage(admin, belay.GCInput{DryRun: true}); err != nil || dry.FreedBytes > 100<<10 {
+		t.Fatalf("dry run = %+v, %v; want the lost snapshot counted as kept", dry, err)
 	}
 	if _, err := e.svc.CollectGarbage(admin, belay.GCInput{}); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -111,6 +112,7 @@ func (m *Manager) Collect(ctx context.Context, id string, dryRun bool,
 	}
 	defer unlock()
 	var dropped []string
+	kept := map[string]string{}
 	if plan != nil {
 		refs, err := m.refs(ctx, s, "refs/")
 		if err != nil {
@@ -125,12 +127,16 @@ func (m *Manager) Collect(ctx context.Context, id string, dryRun bool,
 			if err := m.clearRefLocks(ctx, s); err != nil {
 				return nil, err
 			}
-			if _, err := m.restoreRefs(ctx, s, refs, restore); err != nil {
-				return nil, err
-			}
+		}
+		made, err := m.restoreRefs(ctx, s, refs, restore, dryRun)
+		if err != nil {
+			return nil, err
+		}
+		for _, ref := range made {
+			kept[ref] = restore[ref]
 		}
 	}
-	return m.reclaim(ctx, s, dryRun, dropped)
+	return m.reclaim(ctx, s, dryRun, dropped, kept)
 }
 
 // ErrInUse is returned by RemoveShadow when unused, asked under the
@@ -230,8 +236,9 @@ func unfinishedRestore(s *shadow) bool {
 }
 
 // reclaim is Collect with the lock held, after deleting the refs drop (in a
-// dry run, counting without them).
-func (m *Manager) reclaim(ctx context.Context, s *shadow, dryRun bool, drop []string) (*Reclaimed, error) {
+// dry run, counting without them, and with the refs made, name to commit,
+// that the run makes again).
+func (m *Manager) reclaim(ctx context.Context, s *shadow, dryRun bool, drop []string, made map[string]string) (*Reclaimed, error) {
 	before, err := dirBytes(ctx, s.dir)
 	if err != nil {
 		return nil, err
@@ -263,6 +270,7 @@ func (m *Manager) reclaim(ctx context.Context, s *shadow, dryRun bool, drop []st
 		for _, ref := range drop {
 			delete(refs, ref)
 		}
+		maps.Copy(refs, made) // the refs the run would make again
 	}
 	if len(refs) == 0 {
 		if !dryRun {

@@ -189,7 +189,7 @@ func (m *Manager) DeleteRefs(ctx context.Context, root, prefix string) (*Reclaim
 	if err != nil {
 		return nil, err
 	}
-	return m.reclaim(ctx, s, false, slices.Collect(maps.Keys(refs)))
+	return m.reclaim(ctx, s, false, slices.Collect(maps.Keys(refs)), nil)
 }
 
 // lockLocated takes the lock of root's shadow repository, found as locate
@@ -223,7 +223,7 @@ func (m *Manager) DeleteRefList(ctx context.Context, root string, refs []string)
 	if err := m.clearRefLocks(ctx, s); err != nil {
 		return nil, err
 	}
-	return m.reclaim(ctx, s, false, refs)
+	return m.reclaim(ctx, s, false, refs, nil)
 }
 
 // RestoreRefs makes each snapshot ref of refs (ref → commit) that the
@@ -240,16 +240,20 @@ func (m *Manager) RestoreRefs(ctx context.Context, root string, refs map[string]
 	if err != nil {
 		return nil, err
 	}
-	return m.restoreRefs(ctx, s, have, refs)
+	return m.restoreRefs(ctx, s, have, refs, false)
 }
 
-// restoreRefs is RestoreRefs for the refs the repository has; the caller
-// holds the lock.
-func (m *Manager) restoreRefs(ctx context.Context, s *shadow, have, refs map[string]string) ([]string, error) {
+// restoreRefs is RestoreRefs for the refs the repository has; with dryRun
+// it only says which refs it would make. The caller holds the lock.
+func (m *Manager) restoreRefs(ctx context.Context, s *shadow, have, refs map[string]string, dryRun bool) ([]string, error) {
 	var made []string
 	for _, ref := range slices.Sorted(maps.Keys(refs)) {
 		commit := refs[ref]
 		if !snapshotRef(ref) || have[ref] != "" || !isObjectID(commit) || !m.isCommit(ctx, s, commit) {
+			continue
+		}
+		if dryRun {
+			made = append(made, ref)
 			continue
 		}
 		if err := m.updateRef(ctx, s, ref, commit); err != nil {
