@@ -249,6 +249,7 @@ func (s *Service) validateSession(ctx context.Context, sess *belay.Session, repa
 		}
 	}
 	var problems, refLost []found
+	message := func(commit string) (string, error) { return s.ws.CommitMessage(ctx, root, commit) }
 	valid := map[int64]bool{}
 	bySeq := map[int64]*belay.Checkpoint{}
 	byID := map[string]bool{}
@@ -280,7 +281,6 @@ func (s *Service) validateSession(ctx context.Context, sess *belay.Session, repa
 				problems = append(problems, f)
 				continue
 			}
-			message := func(commit string) (string, error) { return s.ws.CommitMessage(ctx, root, commit) }
 			if ref := checkpointRef(sess.ID, cp.Seq); refs[ref] == "" && takenFor(message, ref, cp.WorkspaceRef) {
 				p.Kind = belay.ProblemMissingRef
 				p.Message = fmt.Sprintf("the ref of checkpoint #%d's snapshot is gone, though its commit %.12s is there: a repair, or gc, makes the ref again", cp.Seq, cp.WorkspaceRef)

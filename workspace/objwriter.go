@@ -143,31 +143,31 @@ func (w *objectWriter) store(kind string, body []byte) ([20]byte, error) {
 	if err := w.add(tmp, final, buf.Bytes(), 0o444); err != nil {
 		return id, err
 	}
-	return id, w.settle()
+	w.settle()
+	return id, nil
 }
 
 // settle renames the loose objects waiting into place once maxOpenObjects
 // of them are open, so a snapshot holds few files open however many it
 // writes. A loose object may take its name at any time: nothing refers to it
 // until the snapshot's commit has a ref. Only loose objects are pending
-// before finish.
-func (w *objectWriter) settle() error {
+// before finish. A failure to place them fails the snapshot, in finish.
+func (w *objectWriter) settle() {
 	w.mu.Lock()
 	if len(w.pending) < maxOpenObjects {
 		w.mu.Unlock()
-		return nil
+		return
 	}
 	batch := w.pending
 	w.pending = nil
 	w.mu.Unlock()
 	if err := place(batch); err != nil {
 		// Other files' objects were in the batch, and their ids are in
-		// the tree already: the whole snapshot fails, in finish.
+		// the tree already: not this file's failure, the snapshot's.
 		w.mu.Lock()
 		w.err = cmp.Or(w.err, err)
 		w.mu.Unlock()
 	}
-	return nil
 }
 
 // writePack writes the pack and its index (version 2) and queues them
