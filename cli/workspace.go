@@ -144,7 +144,7 @@ func (a *app) printRestore(res *belay.RestoreResult, here place) {
 	w := a.env.Stdout
 	cp := res.Checkpoint
 	where := ""
-	if cp.ProjectPath != here.project {
+	if !samePath(cp.ProjectPath, here.project) {
 		where = " in " + quoted(cp.ProjectPath)
 	}
 	if res.DryRun {
@@ -527,17 +527,26 @@ func (a *app) exportArchive(ctx context.Context, svc belay.Service, sess *belay.
 // within reports whether path is dir or lies below it, comparing the paths
 // with symlinks resolved where they exist.
 func within(path, dir string) bool {
-	resolve := func(p string) string {
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			return r
-		}
-		if r, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
-			return filepath.Join(r, filepath.Base(p))
-		}
-		return filepath.Clean(p)
-	}
-	rel, err := filepath.Rel(resolve(dir), resolve(path))
+	rel, err := filepath.Rel(resolved(dir), resolved(path))
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// samePath reports whether a and b name one file, symlinks resolved where
+// they exist: belay keeps a project by its directory's path, which may not be
+// the path the working directory was reached by.
+func samePath(a, b string) bool {
+	return resolved(a) == resolved(b)
+}
+
+// resolved returns p with symlinks resolved, as far as it exists.
+func resolved(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	if r, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
+		return filepath.Join(r, filepath.Base(p))
+	}
+	return filepath.Clean(p)
 }
 
 func (a *app) importCommand() *cobra.Command {

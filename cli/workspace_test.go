@@ -517,3 +517,34 @@ func TestWorkspaceSnapshotOutlivesUsersGit(t *testing.T) {
 		}
 	})
 }
+
+// TestWorkingThroughALink: a project whose working directory is reached
+// through a symlink is the directory it leads to, for the CLI as for an
+// agent that posts its process's working directory; the CLI's own output
+// treats the two paths as one.
+func TestWorkingThroughALink(t *testing.T) {
+	real := t.TempDir()
+	via := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(real, via); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(real, "a.txt"), []byte("one\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := newWSCLI(t, via)
+	c.ok(t, "save", "-m", "first")
+	agent := *c
+	agent.project = real
+	agent.ok(t, "save", "-m", "second, by the directory's own path")
+	out := c.ok(t, "checkpoints")
+	if !strings.Contains(out, "first") || !strings.Contains(out, "second") {
+		t.Errorf("the checkpoints of the project through the link:\n%s", out)
+	}
+	if err := os.WriteFile(filepath.Join(real, "a.txt"), []byte("two\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out = c.ok(t, "rollback", "1")
+	if !strings.Contains(out, "Rolled back to checkpoint #1") || strings.Contains(out, " in ") {
+		t.Errorf("a rollback in this project through the link names the project as another:\n%s", out)
+	}
+}

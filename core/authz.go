@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 
 	"github.com/belayhq/belay"
@@ -265,6 +266,27 @@ func (s *Service) projectDir(c caller, field, p string) error {
 		return nil
 	}
 	return belay.ProjectDir(field, p)
+}
+
+// projectPath returns the project path p as belay keeps it: clean and, where
+// the caller may look at this machine's files (projectDir's rule), with every
+// symlink resolved, so one directory reached by two paths (/tmp and
+// /private/tmp; a shell's $PWD and the working directory a process reports)
+// is one project on every surface. To others a path outside the roots is a
+// name and kept as given: resolving it would tell where its links lead. So is
+// a path that cannot be resolved (a dangling link on the way).
+func (s *Service) projectPath(c caller, p string) string {
+	if p == "" {
+		return ""
+	}
+	p = filepath.Clean(p)
+	if !filepath.IsAbs(p) || !c.Admin && !workspace.InsideRoots(p, s.roots) {
+		return p
+	}
+	if real, err := workspace.RealPath(p); err == nil {
+		return real
+	}
+	return p
 }
 
 // confined holds the workspace operations of a caller who is not an admin to

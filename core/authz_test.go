@@ -578,18 +578,26 @@ func TestProjectLimitFollowsSymlinks(t *testing.T) {
 	if err := os.MkdirAll(other, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	// A session of a project inside the limit, whose directory is then
+	// replaced by a link to another project: its path is still textually
+	// inside the limit; its files are not.
 	link := filepath.Join(other, "link")
-	if err := os.Symlink(e.project, link); err != nil {
+	if err := os.MkdirAll(link, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	limited := belay.WithActor(context.Background(), belay.Actor{UserID: "alice", Projects: []string{other}})
-	_, err := e.svc.CreateCheckpoint(limited, belay.CreateCheckpointInput{ProjectPath: link, Summary: "through the link", Snapshot: true})
-	testutil.WantCode(t, err, belay.CodeUnauthorized)
-	// The session's project is textually inside the limit; its files are not.
 	cp, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{ProjectPath: link, Summary: "by alice herself", Snapshot: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(e.project, link); err != nil {
+		t.Fatal(err)
+	}
+	limited := belay.WithActor(context.Background(), belay.Actor{UserID: "alice", Projects: []string{other}})
+	_, err = e.svc.CreateCheckpoint(limited, belay.CreateCheckpointInput{ProjectPath: link, Summary: "through the link", Snapshot: true})
+	testutil.WantCode(t, err, belay.CodeUnauthorized)
 	_, err = e.svc.RestoreCheckpoint(limited, belay.RestoreInput{CheckpointID: cp.ID})
 	testutil.WantCode(t, err, belay.CodeUnauthorized)
 	_, err = e.svc.DiffCheckpoint(limited, belay.DiffInput{CheckpointID: cp.ID, To: "current"})

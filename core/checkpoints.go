@@ -104,7 +104,7 @@ func (s *Service) newCheckpoint(ctx context.Context, c caller, in *belay.CreateC
 			return nil, err
 		}
 	}
-	in.ProjectPath = cleanPath(in.ProjectPath)
+	in.ProjectPath = s.projectPath(c, in.ProjectPath)
 	if err := s.projectDir(c, "projectPath", in.ProjectPath); err != nil {
 		return nil, err
 	}
@@ -372,7 +372,7 @@ func (s *Service) ListCheckpoints(ctx context.Context, in belay.ListCheckpointsI
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
-	in.ProjectPath = cleanPath(in.ProjectPath)
+	in.ProjectPath = s.projectPath(c, in.ProjectPath)
 	after, err := DecodeCheckpointCursor(&in)
 	if err != nil {
 		return nil, err

@@ -314,11 +314,12 @@ func (s *Service) latestInterrupted(ctx context.Context, c caller, projectPath s
 	if _, err := s.sweepLeases(ctx); err != nil {
 		return "", err
 	}
-	scope, err := s.numbersScope(ctx, c, cleanPath(projectPath))
+	projectPath = s.projectPath(c, projectPath)
+	scope, err := s.numbersScope(ctx, c, projectPath)
 	if err != nil {
 		return "", err
 	}
-	list, _, _, err := s.store.ListSessions(ctx, store.SessionQuery{Scope: scope, ProjectPath: cleanPath(projectPath),
+	list, _, _, err := s.store.ListSessions(ctx, store.SessionQuery{Scope: scope, ProjectPath: projectPath,
 		Status: belay.SessionInterrupted, Limit: 1})
 	if err != nil {
 		return "", err

@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -200,7 +199,7 @@ func (s *Service) currentSession(ctx context.Context, c caller, projectPath stri
 	if err := belay.ValidateProjectPath("projectPath", projectPath); err != nil {
 		return nil, err
 	}
-	projectPath = filepath.Clean(projectPath)
+	projectPath = s.projectPath(c, projectPath)
 	scope, err := s.numbersScope(ctx, c, projectPath)
 	if err != nil {
 		return nil, err

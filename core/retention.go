@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"path/filepath"
 	"time"
 
 	"github.com/belayhq/belay"
@@ -15,7 +14,8 @@ const RetentionInterval = time.Minute
 // SetRetention sets (or, with neither KeepLast nor MaxAge, removes) a
 // project's retention policy. Only an admin may.
 func (s *Service) SetRetention(ctx context.Context, p belay.RetentionPolicy) error {
-	if _, err := authorizeAdmin(ctx, "set retention policies"); err != nil {
+	c, err := authorizeAdmin(ctx, "set retention policies")
+	if err != nil {
 		return err
 	}
 	if err := belay.ValidateProjectPath("projectPath", p.ProjectPath); err != nil {
@@ -27,7 +27,7 @@ func (s *Service) SetRetention(ctx context.Context, p belay.RetentionPolicy) err
 	if p.MaxAge > 0 && p.MaxAge < time.Hour {
 		return belay.Invalid("maxAge", "maxAge must be at least an hour, got %s", p.MaxAge)
 	}
-	p.ProjectPath = filepath.Clean(p.ProjectPath)
+	p.ProjectPath = s.projectPath(c, p.ProjectPath)
 	return s.update(ctx, func(tx store.Tx) error {
 		if p.KeepLast == 0 && p.MaxAge == 0 {
 			return tx.DeleteRetention(ctx, p.ProjectPath)

@@ -36,7 +36,7 @@ func (s *Service) SearchCheckpoints(ctx context.Context, in belay.SearchInput) (
 		return nil, err
 	}
 	topK := cmp.Or(in.TopK, belay.DefaultTopK)
-	q := store.SearchQuery{Scope: c.scope(), ProjectPath: cleanPath(in.ProjectPath), Tags: in.Tags,
+	q := store.SearchQuery{Scope: c.scope(), ProjectPath: s.projectPath(c, in.ProjectPath), Tags: in.Tags,
 		Text: in.Query, Model: s.embed.Model(), Limit: candidates(topK)}
 	out := &belay.SearchResult{Results: []belay.SearchHit{}, Query: in.Query, TopK: topK}
 	q.Vector, err = s.embedQuery(ctx, in.Query)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"time"
 
 	"github.com/belayhq/belay"
@@ -41,7 +40,7 @@ func (s *Service) CreateSession(ctx context.Context, in belay.CreateSessionInput
 			return nil, err
 		}
 	}
-	in.ProjectPath = cleanPath(in.ProjectPath)
+	in.ProjectPath = s.projectPath(c, in.ProjectPath)
 	if err := c.mayCreateIn(in.ProjectPath); err != nil {
 		return nil, err
 	}
@@ -154,15 +153,7 @@ func (s *Service) ActiveSession(ctx context.Context, projectPath string) (*belay
 	if err := belay.ValidateProjectPath("projectPath", projectPath); err != nil {
 		return nil, err
 	}
-	return s.store.ActiveSession(ctx, filepath.Clean(projectPath), c.own())
-}
-
-// cleanPath normalises a project path so "/a/b/" and "/a/b" name one project.
-func cleanPath(p string) string {
-	if p == "" {
-		return ""
-	}
-	return filepath.Clean(p)
+	return s.store.ActiveSession(ctx, s.projectPath(c, projectPath), c.own())
 }
 
 // ListSessions returns one page of the sessions the caller may read, newest first.
@@ -174,7 +165,7 @@ func (s *Service) ListSessions(ctx context.Context, in belay.ListSessionsInput) 
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
-	in.ProjectPath = cleanPath(in.ProjectPath)
+	in.ProjectPath = s.projectPath(c, in.ProjectPath)
 	if _, err := s.sweepLeases(ctx); err != nil {
 		return nil, err
 	}

@@ -238,7 +238,7 @@ func (s *Service) ImportSession(ctx context.Context, in belay.ImportInput, r io.
 	}
 	sess := arc.Session
 	sess.Access = nil // what the exporter could do, if an archive says so: never this caller's
-	if err := remapProject(sess, arc.Checkpoints, cleanPath(in.ProjectPath)); err != nil {
+	if err := remapProject(sess, arc.Checkpoints, s.projectPath(c, in.ProjectPath)); err != nil {
 		return nil, err
 	}
 	if _, err := s.store.GetSession(ctx, sess.ID); err == nil {

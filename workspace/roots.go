@@ -15,7 +15,7 @@ import (
 // inside. Lexical checks are not enough: a symlink under a root may point
 // anywhere.
 func InsideRoots(path string, roots []string) bool {
-	real, err := realPath(path)
+	real, err := RealPath(path)
 	if err != nil {
 		return false
 	}
@@ -25,17 +25,17 @@ func InsideRoots(path string, roots []string) bool {
 // insideReal reports whether the real path real lies inside one of roots.
 func insideReal(real string, roots []string) bool {
 	for _, r := range roots {
-		if rr, err := realPath(r); err == nil && within(real, rr) {
+		if rr, err := RealPath(r); err == nil && within(real, rr) {
 			return true
 		}
 	}
 	return false
 }
 
-// realPath returns the absolute path p with every symlink resolved. Missing
+// RealPath returns the absolute path p with every symlink resolved. Missing
 // trailing components are kept as they are (they cannot be symlinks); a
 // symlink that leads nowhere is an error.
-func realPath(p string) (string, error) {
+func RealPath(p string) (string, error) {
 	abs, err := filepath.Abs(p)
 	if err != nil {
 		return "", err
@@ -51,7 +51,7 @@ func realPath(p string) (string, error) {
 	if parent == abs {
 		return "", err
 	}
-	realParent, err := realPath(parent)
+	realParent, err := RealPath(parent)
 	if err != nil {
 		return "", err
 	}

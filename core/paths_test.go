@@ -1,0 +1,143 @@
+package core_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/belayhq/belay"
+)
+
+// link makes a symlink named name in a new directory, leading to target,
+// and returns its path.
+func link(tb testing.TB, target string) string {
+	tb.Helper()
+	l := filepath.Join(tb.TempDir(), "link")
+	if err := os.Symlink(target, l); err != nil {
+		tb.Fatal(err)
+	}
+	return l
+}
+
+// TestOneDirectoryByTwoPathsIsOneProject: a project reached through a
+// symlink (macOS's /tmp, a shell's $PWD beside the working directory a
+// process reports) is the directory it leads to, on every call that takes a
+// project path.
+func TestOneDirectoryByTwoPathsIsOneProject(t *testing.T) {
+	ctx := localCtx
+	svc := newService(t, nil)
+	real := t.TempDir()
+	via := link(t, real)
+
+	first := mustCreate(t, svc, belay.CreateCheckpointInput{ProjectPath: via, Summary: "through the link"})
+	second := mustCreate(t, svc, belay.CreateCheckpointInput{ProjectPath: real, Summary: "by its own path"})
+	if second.SessionID != first.SessionID {
+		t.Fatalf("saves by the link and by the directory went to sessions %s and %s; want one", first.SessionID, second.SessionID)
+	}
+	if first.ProjectPath != real {
+		t.Errorf("projectPath = %q, want the directory the link leads to, %q", first.ProjectPath, real)
+	}
+	for name, p := range map[string]string{"link": via, "directory": real} {
+		if sess, err := svc.ActiveSession(ctx, p); err != nil || sess.ID != first.SessionID {
+			t.Errorf("ActiveSession by the %s = %+v, %v", name, sess, err)
+		}
+		if sess, err := svc.CurrentSession(ctx, p); err != nil || sess.ID != first.SessionID {
+			t.Errorf("CurrentSession by the %s = %+v, %v", name, sess, err)
+		}
+		if list, err := svc.ListSessions(ctx, belay.ListSessionsInput{ProjectPath: p}); err != nil || list.TotalCount != 1 {
+			t.Errorf("ListSessions by the %s = %+v, %v; want the one session", name, list, err)
+		}
+		if list, err := svc.ListCheckpoints(ctx, belay.ListCheckpointsInput{ProjectPath: p}); err != nil || list.TotalCount != 2 {
+			t.Errorf("ListCheckpoints by the %s = %+v, %v; want both checkpoints", name, list, err)
+		}
+		if res, err := svc.SearchCheckpoints(ctx, belay.SearchInput{Query: "path", ProjectPath: p}); err != nil || len(res.Results) == 0 {
+			t.Errorf("SearchCheckpoints by the %s = %+v, %v; want hits", name, res, err)
+		}
+	}
+	sess, err := svc.CreateSession(ctx, belay.CreateSessionInput{ProjectPath: via})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sess.ProjectPath != real {
+		t.Errorf("a session created by the link has projectPath %q, want %q", sess.ProjectPath, real)
+	}
+	if err := svc.SetRetention(ctx, belay.RetentionPolicy{ProjectPath: via, KeepLast: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if ps, err := svc.ListRetention(ctx); err != nil || len(ps) != 1 || ps[0].ProjectPath != real {
+		t.Errorf("retention policies = %+v, %v; want one for %s", ps, err, real)
+	}
+}
+
+// TestAPathIsResolvedOnlyWhereTheCallerMayLook: for a user who is not an
+// admin, belay resolves links only under the workspace roots, and only to
+// a directory there; elsewhere a project path is a name, kept as given, so
+// the stored path never tells where a link outside the roots leads.
+func TestAPathIsResolvedOnlyWhereTheCallerMayLook(t *testing.T) {
+	e := newWSEnv(t)
+	inside := filepath.Join(filepath.Dir(e.project), "alias")
+	if err := os.Symlink(e.project, inside); err != nil {
+		t.Fatal(err)
+	}
+	if cp := e.save(t, "by the alias", func(in *belay.CreateCheckpointInput) { in.ProjectPath, in.Snapshot = inside, false }); cp.ProjectPath != e.project {
+		t.Errorf("a link under the roots to a project there: projectPath = %q, want %q", cp.ProjectPath, e.project)
+	}
+	// The test's other directories share the roots' parent.
+	outside, err := os.MkdirTemp("", "belay-outside-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(outside) })
+	elsewhere := filepath.Join(outside, "link")
+	if err := os.Symlink(outside, elsewhere); err != nil {
+		t.Fatal(err)
+	}
+	for name, p := range map[string]string{
+		"a link under the roots leading out": filepath.Join(filepath.Dir(e.project), "out"),
+		"a link outside the roots":           elsewhere,
+	} {
+		if name == "a link under the roots leading out" {
+			if err := os.Symlink(outside, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cp, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{ProjectPath: p, Summary: "state only"})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if cp.ProjectPath != p {
+			t.Errorf("%s: projectPath = %q, want it as given, %q", name, cp.ProjectPath, p)
+		}
+	}
+}
+
+// TestATokenLimitedToALinkWorksInItsDirectory: a token limited to a project
+// path that is a link may work on the directory it leads to, by either path,
+// under the workspace roots.
+func TestATokenLimitedToALinkWorksInItsDirectory(t *testing.T) {
+	e := newWSEnv(t)
+	svc, real := e.svc, e.project
+	via := link(t, real)
+	tk, err := svc.CreateToken(localCtx, belay.CreateTokenInput{User: "agent", Projects: []string{via}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := svc.Authenticate(context.Background(), tk.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := belay.WithActor(context.Background(), a)
+	for _, p := range []string{via, real} {
+		if _, err := svc.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: p, Summary: "limited"}); err != nil {
+			t.Errorf("save by %s: %v", p, err)
+		}
+	}
+	list, err := svc.ListSessions(ctx, belay.ListSessionsInput{})
+	if err != nil || list.TotalCount != 1 {
+		t.Errorf("the token's sessions = %+v, %v; want its one session", list, err)
+	}
+	if _, err := svc.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: t.TempDir(), Summary: "elsewhere"}); !belay.IsCode(err, belay.CodeUnauthorized) {
+		t.Errorf("a save outside the token's project: err = %v, want UNAUTHORIZED", err)
+	}
+}
