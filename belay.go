@@ -197,6 +197,15 @@ type SessionStart struct {
 	PreviousStatus SessionStatus `json:"previousStatus"`
 }
 
+// HasSnapshot reports whether belay took a workspace snapshot for the
+// checkpoint: WorkspaceRef names it and Files lists what it changed. A
+// WorkspaceRef the caller named itself (a commit of the project's own git,
+// say) comes without Files: a label, never resolved, that belay can neither
+// diff nor restore.
+func (c *Checkpoint) HasSnapshot() bool {
+	return c.WorkspaceRef != "" && c.Files != nil
+}
+
 // Pending reports whether the checkpoint waits for a human decision.
 func (c *Checkpoint) Pending() bool {
 	return c.HITLRequired && c.Decision == nil

@@ -20,7 +20,7 @@ import (
 // printSnapshot reports a saved checkpoint's snapshot and, as warnings, the
 // files it left out.
 func (a *app) printSnapshot(cp *belay.Checkpoint) {
-	if cp.WorkspaceRef == "" || cp.Files == nil {
+	if !cp.HasSnapshot() {
 		return
 	}
 	fmt.Fprintf(a.env.Stdout, "Snapshot %.12s: %d created, %d modified, %d deleted\n", cp.WorkspaceRef,
@@ -164,13 +164,13 @@ func (a *app) printRestore(res *belay.RestoreResult, here place) {
 		fmt.Fprintf(w, "  keep     %s (left out of checkpoint #%d's snapshot, left as it is)\n", quoted(p), cp.Seq)
 	}
 	switch {
-	case cp.WorkspaceRef == "" && res.DryRun:
+	case !cp.HasSnapshot() && res.DryRun:
 		fmt.Fprintln(w, "The checkpoint has no snapshot: only the agent state would be rolled back.")
-	case cp.WorkspaceRef == "":
+	case !cp.HasSnapshot():
 		fmt.Fprintln(w, "The checkpoint has no snapshot: only the agent state was rolled back.")
 	}
 	switch {
-	case res.SafetyCheckpoint != nil && res.SafetyCheckpoint.ID == cp.ID && cp.WorkspaceRef == "":
+	case res.SafetyCheckpoint != nil && res.SafetyCheckpoint.ID == cp.ID && !cp.HasSnapshot():
 		fmt.Fprintf(w, "The agent state was already checkpoint #%d's: nothing to undo.\n", cp.Seq)
 	case res.SafetyCheckpoint != nil && res.SafetyCheckpoint.ID == cp.ID:
 		fmt.Fprintf(w, "Nothing had changed since checkpoint #%d: nothing to undo.\n", cp.Seq)

@@ -108,7 +108,11 @@ func ownSnapshot(ctx context.Context, ws *workspace.Manager, root string, cp *be
 }
 
 func hasSnapshot(field string, cp *belay.Checkpoint) error {
-	if cp.WorkspaceRef == "" {
+	switch {
+	case cp.WorkspaceRef != "" && !cp.HasSnapshot():
+		return belay.Invalid(field, "checkpoint #%d (%s) has no workspace snapshot: the commit %.12s it names was named by its caller, a label belay took no snapshot for",
+			cp.Seq, cp.ID, cp.WorkspaceRef).With("checkpointId", cp.ID)
+	case !cp.HasSnapshot():
 		return belay.Invalid(field, "checkpoint #%d (%s) has no workspace snapshot", cp.Seq, cp.ID).With("checkpointId", cp.ID)
 	}
 	return nil

@@ -50,7 +50,7 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, in belay.RestoreInput) 
 	if err != nil {
 		return nil, err
 	}
-	if target.WorkspaceRef != "" {
+	if target.HasSnapshot() {
 		if err := s.mayUseWorkspace(c, target.ProjectPath); err != nil {
 			return nil, err
 		}
@@ -59,7 +59,7 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, in belay.RestoreInput) 
 	switch {
 	case in.DryRun:
 		return s.previewRestore(ctx, sess, target)
-	case target.WorkspaceRef == "":
+	case !target.HasSnapshot():
 		return s.restoreState(ctx, sess, target, in.Reason)
 	}
 	if err := s.recreateRoot(c, sess.ProjectPath); err != nil {
@@ -99,7 +99,7 @@ func (s *Service) recreateRoot(c caller, root string) error {
 // between its snapshot and the workspace as it is now.
 func (s *Service) previewRestore(ctx context.Context, sess *belay.Session, target *belay.Checkpoint) (*belay.RestoreResult, error) {
 	res := &belay.RestoreResult{Session: sess, Checkpoint: target, RestoredFiles: []string{}, RemovedFiles: []string{}, DryRun: true}
-	if target.WorkspaceRef == "" {
+	if !target.HasSnapshot() {
 		return res, nil
 	}
 	ws, root, err := s.restoreTarget(ctx, sess, target)
@@ -151,7 +151,7 @@ func (s *Service) restoreState(ctx context.Context, sess *belay.Session, target 
 		}
 		// A head with a snapshot is no undo point: rolling back to it would
 		// move the files, which this rollback left as they are.
-		if head != nil && head.WorkspaceRef != "" {
+		if head != nil && head.HasSnapshot() {
 			head = nil
 		}
 		if res.SafetyCheckpoint = head; head == nil {
@@ -237,7 +237,7 @@ func (s *Service) restoreWorkspace(ctx context.Context, sess *belay.Session, tar
 		return nil, err
 	}
 	purpose := forRollback
-	if head != nil && head.WorkspaceRef != "" {
+	if head != nil && head.HasSnapshot() {
 		purpose = forRollbackFromHead
 	}
 	res := &belay.RestoreResult{Checkpoint: target, SafetyCheckpoint: s.safetyCheckpoint(ctx, cur, target, reason)}

@@ -100,8 +100,8 @@ func (s *Service) bundleSession(ctx context.Context, sess *belay.Session, cps []
 	message := func(commit string) (string, error) { return ws.CommitMessage(ctx, root, commit) }
 	var refs []string
 	for _, cp := range cps {
-		if cp.WorkspaceRef == "" {
-			continue
+		if !cp.HasSnapshot() {
+			continue // a label: the commit it names is no snapshot of belay's
 		}
 		switch ref := checkpointRef(sess.ID, cp.Seq); {
 		case have[ref] == cp.WorkspaceRef:

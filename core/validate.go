@@ -264,7 +264,7 @@ func (s *Service) validateSession(ctx context.Context, sess *belay.Session, repa
 			problems = append(problems, found{problem: p, existing: cp, commit: refs[checkpointRef(sess.ID, cp.Seq)]})
 			continue
 		}
-		if cp.WorkspaceRef != "" && refs != nil {
+		if cp.HasSnapshot() && refs != nil {
 			ok, err := s.ws.HasCommit(ctx, root, cp.WorkspaceRef)
 			if err != nil {
 				return workspaceError(err)
@@ -341,7 +341,7 @@ func (s *Service) restoreRefs(ctx context.Context, root string, lost []found, re
 
 func hasSnapshots(cps []*belay.Checkpoint) bool {
 	for _, cp := range cps {
-		if cp.WorkspaceRef != "" {
+		if cp.HasSnapshot() {
 			return true
 		}
 	}

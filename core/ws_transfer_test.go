@@ -494,8 +494,14 @@ func TestANamedCommitIsNoSnapshot(t *testing.T) {
 		if d, err := e.svc.DiffCheckpoint(alice, belay.DiffInput{CheckpointID: named.ID}); err == nil {
 			t.Errorf("diff of a checkpoint naming %s = %d files", ref, len(d.Files))
 		}
-		_, err = e.svc.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: named.ID, DryRun: true})
-		testutil.WantCode(t, err, belay.CodeRestoreFailed)
+		// A rollback to it rolls back the agent state alone, as to any
+		// checkpoint without a snapshot.
+		for _, dry := range []bool{true, false} {
+			res, err := e.svc.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: named.ID, DryRun: dry})
+			if err != nil || len(res.RestoredFiles)+len(res.RemovedFiles) > 0 {
+				t.Errorf("rollback (dry run %v) to a checkpoint naming %s = %+v, %v; want the state alone", dry, ref, res, err)
+			}
+		}
 	}
 	if _, err := os.Stat(filepath.Join(e.project, "secret.txt")); err == nil {
 		t.Error("the named commit's file came back")
@@ -530,5 +536,37 @@ func TestExportCarriesANamedCommitAsALabel(t *testing.T) {
 	}
 	if _, err := other.svc.DiffCheckpoint(admin, belay.DiffInput{CheckpointID: named.ID}); err == nil {
 		t.Error("the imported label diffs")
+	}
+}
+
+// TestACommitBelayNeverHadIsALabel: a checkpoint naming a commit of the
+// project's own git (as seed 000's agents do) names one belay's repository
+// never held. It is a label: the session exports and imports, and validation
+// finds nothing wrong with it.
+func TestACommitBelayNeverHadIsALabel(t *testing.T) {
+	e := newWSEnv(t)
+	testtree.Write(t, e.project, map[string]string{"a.txt": "a\n"})
+	one := e.save(t, "one")
+	const head = "0123456789abcdef0123456789abcdef01234567"
+	named, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{SessionID: one.SessionID, Summary: "at the user's HEAD", WorkspaceRef: head})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := e.svc.Validate(alice, belay.ValidateInput{SessionID: one.SessionID}); err != nil || !v.OK {
+		t.Errorf("validate = %+v, %v; want nothing wrong", v, err)
+	}
+	var b bytes.Buffer
+	if err := e.svc.ExportSession(alice, one.SessionID, &b); err != nil {
+		t.Fatalf("export: %v", err)
+	}
+	other := newWSEnv(t)
+	if _, err := other.svc.ImportSession(admin, belay.ImportInput{ProjectPath: other.project}, &b); err != nil {
+		t.Fatalf("import: %v", err)
+	}
+	if got, err := other.svc.GetCheckpoint(admin, named.ID); err != nil || got.WorkspaceRef != head {
+		t.Errorf("the imported label = %+v, %v", got, err)
+	}
+	if _, err := other.svc.DiffCheckpoint(admin, belay.DiffInput{CheckpointID: one.ID}); err != nil {
+		t.Errorf("diff of the imported snapshot: %v", err)
 	}
 }

@@ -393,7 +393,7 @@ func (d *Dashboard) sessionPage(w http.ResponseWriter, r *http.Request, rq *requ
 	walk(roots, 0)
 	var snaps []*belay.Checkpoint
 	for _, c := range cps {
-		if c.WorkspaceRef != "" {
+		if c.HasSnapshot() {
 			snaps = append(snaps, c)
 		}
 	}

@@ -34,7 +34,10 @@ type Checkpoint struct {
 func toCheckpoint(cp *belay.Checkpoint) Checkpoint {
 	out := Checkpoint{ID: cp.ID, Summary: cp.Summary, Description: cp.Description, ProjectPath: cp.ProjectPath,
 		Context: cp.Context, Tags: cp.Tags, TokenCount: cp.TokenCount, CreatedAt: cp.CreatedAt, UpdatedAt: cp.UpdatedAt,
-		SessionID: cp.SessionID, Seq: cp.Seq, Name: cp.Name, Snapshot: cp.WorkspaceRef, Pending: cp.Pending()}
+		SessionID: cp.SessionID, Seq: cp.Seq, Name: cp.Name, Pending: cp.Pending()}
+	if cp.HasSnapshot() {
+		out.Snapshot = cp.WorkspaceRef // a commit its caller named is no snapshot
+	}
 	if out.Context == nil {
 		out.Context = map[string]string{}
 	}

@@ -122,8 +122,10 @@ check("checkpoints.decide", decided.decision.selectedOption === "postgresql" && 
   decided.task.id === task.id, decided);
 await expectError("decide twice", trpc.checkpoints.decide.mutate({ checkpointId: created.id, action: "approve", selectedOption: "postgresql" }),
   "CONFLICT", "HITL_ALREADY_DECIDED");
-// The seed's workspaceRef is no snapshot of belay's: restoring it fails, whole.
-await expectError("restore a foreign ref", trpc.checkpoints.restore.mutate({ checkpointId: created.id }), "INTERNAL_SERVER_ERROR", "RESTORE_FAILED");
+// The seed's workspaceRef names a commit of the project's own git, no snapshot
+// of belay's: a label, so restoring it rolls back the agent state alone.
+const labelled = await trpc.checkpoints.restore.mutate({ checkpointId: created.id });
+check("restore a label", labelled.checkpoint.id === created.id && labelled.restoredFiles.length === 0, labelled);
 const restored = await trpc.checkpoints.restore.mutate({ checkpointId: second.id, reason: "Implementation went in wrong direction" });
 check("checkpoints.restore", restored.task.id === task.id && restored.checkpoint.id === second.id && Array.isArray(restored.restoredFiles), restored);
 const del = await trpc.checkpoints.delete.mutate(second.id);
