@@ -270,8 +270,11 @@ func snapshotProgress(ctx context.Context) func(workspace.Progress) {
 	}
 	return func(p workspace.Progress) {
 		phase := "snapshot: hashing files"
-		if p.Phase == "scanning" {
+		switch p.Phase {
+		case "scanning":
 			phase = "snapshot: looking for changed files"
+		case "copying":
+			phase = "snapshot: copying in the objects borrowed from the project's git"
 		}
 		fn(belay.Progress{Phase: phase, Done: p.Files, Total: p.TotalFiles, Bytes: p.Bytes, TotalBytes: p.TotalBytes})
 	}

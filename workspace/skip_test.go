@@ -158,3 +158,30 @@ func TestSnapshotProgress(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstSnapshotOfAGitProjectReportsTheCopy: the first snapshot of a git
+// project copies in the objects it borrowed from the project's .git, and
+// says so; a later snapshot has nothing to copy.
+func TestFirstSnapshotOfAGitProjectReportsTheCopy(t *testing.T) {
+	m := newManager(t)
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{"a.txt": "a\n", "d/b.txt": "b\n"})
+	initUserRepo(t, root)
+	phases := func(ref, parent string) ([]string, *Snapshot) {
+		var seen []string
+		snap, err := m.Snapshot(context.Background(), SnapshotRequest{Root: root, Ref: ref, Parent: parent, Message: "m\n",
+			Progress: func(p Progress) { seen = append(seen, p.Phase) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seen, snap
+	}
+	first, s1 := phases("refs/belay/s/1", "")
+	if !slices.Contains(first, "copying") || first[len(first)-1] != "copying" {
+		t.Errorf("the first snapshot's phases = %q, want copying last", first)
+	}
+	writeFiles(t, root, map[string]string{"c.txt": "c\n"})
+	if again, _ := phases("refs/belay/s/2", s1.Commit); slices.Contains(again, "copying") {
+		t.Errorf("a later snapshot's phases = %q, want no copying", again)
+	}
+}

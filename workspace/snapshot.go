@@ -54,7 +54,8 @@ type SnapshotRequest struct {
 
 // Progress is how far a snapshot has got: the files it hashes and stores,
 // and their bytes, out of how many. Phase is "scanning" (looking for
-// changed files, totals unknown) or "hashing".
+// changed files, totals unknown), "hashing", or "copying" (the first
+// snapshot of a git project copying in the objects it borrowed, no totals).
 type Progress struct {
 	Phase             string
 	Files, TotalFiles int64
@@ -232,6 +233,9 @@ func (m *Manager) snapshot(ctx context.Context, s *shadow, req SnapshotRequest) 
 	claim.settle(readIndexID(s), built.full || opts.vouched, tree, snap.Commit)
 	// A snapshot that seeded its index from the user's borrowed their
 	// objects: it is not taken until they are copied in.
+	if req.Progress != nil && hasAlternates(s) {
+		req.Progress(Progress{Phase: "copying"})
+	}
 	if err := m.ownObjects(ctx, s); err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", s.root, err)
 	}
