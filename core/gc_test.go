@@ -1,12 +1,16 @@
 package core_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/internal/testtree"
@@ -304,5 +308,140 @@ func TestLostRefIsFoundRepairedAndKeptByGC(t *testing.T) {
 	}
 	if rep, err := e.svc.Validate(alice, belay.ValidateInput{SessionID: two.SessionID}); err != nil || !rep.OK || len(rep.Problems) != 0 {
 		t.Errorf("validate after the repair = %+v, %v", rep, err)
+	}
+}
+
+// lockProbeStore counts the checkpoint rows read while the workspace of
+// project is locked: while a save there would wait.
+type lockProbeStore struct {
+	store.Store
+	ws      *workspace.Manager
+	project string
+	locked  atomic.Int64
+}
+
+// probe adds rows to the count when the workspace lock cannot be had. A
+// free lock is had at once; the second only bounds the wait when gc holds it.
+func (p *lockProbeStore) probe(rows int) error {
+	ctx, cancel := context.WithTimeout(localCtx, time.Second)
+	defer cancel()
+	unlock, err := p.ws.Lock(ctx, p.project)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		p.locked.Add(int64(rows))
+	case err != nil:
+		return err
+	default:
+		unlock()
+	}
+	return nil
+}
+
+func (p *lockProbeStore) ListCheckpoints(ctx context.Context, q store.CheckpointQuery) ([]*belay.Checkpoint, int64, bool, error) {
+	page, total, more, err := p.Store.ListCheckpoints(ctx, q)
+	if err == nil {
+		err = p.probe(len(page))
+	}
+	return page, total, more, err
+}
+
+// TestCollectGarbageReadsNoCheckpointUnderTheWorkspaceLock: gc reads the
+// checkpoints of a workspace's sessions before it takes the workspace lock,
+// so saves there do not wait while it does; it still makes a lost ref
+// again and drops a deleted checkpoint's snapshot.
+func TestCollectGarbageReadsNoCheckpointUnderTheWorkspaceLock(t *testing.T) {
+	e := newWSEnv(t)
+	testtree.Write(t, e.project, map[string]string{"a.txt": "1\n"})
+	one := e.save(t, "one")
+	testtree.Write(t, e.project, map[string]string{"a.txt": "2\n"})
+	two := e.save(t, "two")
+	testtree.Write(t, e.project, map[string]string{"a.txt": "3\n"})
+	e.save(t, "three")
+	if err := e.svc.DeleteCheckpoint(alice, two.ID); err != nil {
+		t.Fatal(err)
+	}
+	ref := fmt.Sprintf("refs/belay/%s/%d", one.SessionID, one.Seq)
+	repos, err := filepath.Glob(filepath.Join(e.data, "workspaces", "*", "repo.git"))
+	if err != nil || len(repos) != 1 {
+		t.Fatalf("shadow repositories %v, %v", repos, err)
+	}
+	testtree.Git(t, e.project, "--git-dir="+repos[0], "update-ref", "-d", ref)
+
+	probe := &lockProbeStore{Store: e.db, ws: e.ws, project: e.project}
+	rep, err := e.over(probe).CollectGarbage(admin, belay.GCInput{})
+	if err != nil || len(rep.Workspaces) != 1 || rep.Workspaces[0].Error != "" || rep.Workspaces[0].DeletedCheckpoints != 1 {
+		t.Fatalf("gc = %+v, %v", rep, err)
+	}
+	if n := probe.locked.Load(); n != 0 {
+		t.Errorf("gc read %d checkpoints while saves to the workspace waited", n)
+	}
+	if refs, err := e.ws.Refs(localCtx, e.project, ref); err != nil || refs[ref] != one.WorkspaceRef {
+		t.Errorf("the lost ref of #1 after gc: %v, %v", refs, err)
+	}
+	if ok, _ := e.ws.HasCommit(localCtx, e.project, two.WorkspaceRef); ok {
+		t.Error("the deleted checkpoint's snapshot survived gc")
+	}
+}
+
+// meanwhileStore runs meanwhile once, after the first list of checkpoints:
+// in gc, between its read of a workspace's checkpoints and its lock.
+type meanwhileStore struct {
+	store.Store
+	meanwhile func()
+}
+
+func (m *meanwhileStore) ListCheckpoints(ctx context.Context, q store.CheckpointQuery) ([]*belay.Checkpoint, int64, bool, error) {
+	page, total, more, err := m.Store.ListCheckpoints(ctx, q)
+	if f := m.meanwhile; f != nil {
+		m.meanwhile = nil
+		f()
+	}
+	return page, total, more, err
+}
+
+// TestCollectGarbageKeepsWhatChangedSinceItsRead: a checkpoint saved
+// between gc's read of the checkpoints and its workspace lock keeps its
+// snapshot, and a checkpoint deleted then whose ref was lost keeps its
+// snapshot until the next gc, which drops it.
+func TestCollectGarbageKeepsWhatChangedSinceItsRead(t *testing.T) {
+	e := newWSEnv(t)
+	testtree.Write(t, e.project, map[string]string{"a.txt": "1\n"})
+	one := e.save(t, "one")
+	testtree.Write(t, e.project, map[string]string{"a.txt": "2\n"})
+	two := e.save(t, "two")
+	repos, err := filepath.Glob(filepath.Join(e.data, "workspaces", "*", "repo.git"))
+	if err != nil || len(repos) != 1 {
+		t.Fatalf("shadow repositories %v, %v", repos, err)
+	}
+	testtree.Git(t, e.project, "--git-dir="+repos[0], "update-ref", "-d", fmt.Sprintf("refs/belay/%s/%d", two.SessionID, two.Seq))
+	var three *belay.Checkpoint
+	st := &meanwhileStore{Store: e.db, meanwhile: func() {
+		if err := e.svc.DeleteCheckpoint(alice, two.ID); err != nil {
+			t.Fatal(err)
+		}
+		testtree.Write(t, e.project, map[string]string{"a.txt": "3\n"})
+		three = e.save(t, "three")
+	}}
+	if rep, err := e.over(st).CollectGarbage(admin, belay.GCInput{}); err != nil || len(rep.Workspaces) != 1 || rep.Workspaces[0].Error != "" {
+		t.Fatalf("gc = %+v, %v", rep, err)
+	}
+	for _, cp := range []*belay.Checkpoint{one, two, three} {
+		if ok, err := e.ws.HasCommit(localCtx, e.project, cp.WorkspaceRef); !ok || err != nil {
+			t.Errorf("gc dropped %q's snapshot: %v", cp.Summary, err)
+		}
+	}
+	if v, err := e.svc.Validate(admin, belay.ValidateInput{}); err != nil || !v.OK {
+		t.Errorf("validate after gc = %+v, %v", v, err)
+	}
+	if rep, err := e.svc.CollectGarbage(admin, belay.GCInput{}); err != nil || len(rep.Workspaces) != 1 || rep.Workspaces[0].DeletedCheckpoints != 1 {
+		t.Fatalf("gc again = %+v, %v", rep, err)
+	}
+	if ok, _ := e.ws.HasCommit(localCtx, e.project, two.WorkspaceRef); ok {
+		t.Error("the deleted checkpoint's snapshot survived the next gc")
+	}
+	for _, cp := range []*belay.Checkpoint{one, three} {
+		if ok, err := e.ws.HasCommit(localCtx, e.project, cp.WorkspaceRef); !ok || err != nil {
+			t.Errorf("the next gc dropped %q's snapshot: %v", cp.Summary, err)
+		}
 	}
 }

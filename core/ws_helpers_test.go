@@ -122,7 +122,12 @@ func (h *hookStore) Update(ctx context.Context, fn func(store.Tx) error) error {
 // withStoreHook returns a service on e's store and workspaces whose writes
 // call hook first.
 func (e *wsEnv) withStoreHook(hook func(call int32) error) *core.Service {
-	return core.New(core.Options{Store: &hookStore{Store: e.db, hook: hook}, Workspaces: e.ws, WorkspaceRoots: []string{filepath.Dir(e.project)},
+	return e.over(&hookStore{Store: e.db, hook: hook})
+}
+
+// over returns a service like e.svc on st, a store wrapping e's.
+func (e *wsEnv) over(st store.Store) *core.Service {
+	return core.New(core.Options{Store: st, Workspaces: e.ws, WorkspaceRoots: []string{filepath.Dir(e.project)},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 }
 
