@@ -102,35 +102,36 @@ func (s *Service) loggedIDs(ctx context.Context, q store.EventQuery, id func(*be
 }
 
 // collect reclaims the space of the shadow directory id, of a workspace
-// whose sessions are ids, as refPlan says. The snapshots the checkpoints of
-// those sessions name are read before Collect takes the workspace lock, so
-// saves there do not wait while every checkpoint is read. What changes
-// between the read and the lock is harmless: a checkpoint saved meanwhile
-// made its snapshot and ref under the lock, and the ref of one deleted
-// meanwhile, made again, keeps its snapshot only until the next gc, which
-// finds the deletion in the event log.
+// whose sessions are ids, as refPlan says. The checkpoints of those sessions
+// are read before Collect takes the workspace lock, so saves there do not
+// wait while every checkpoint is read; under the lock only the refs no
+// checkpoint held are looked up. What changes between the read and the lock
+// is harmless: a checkpoint saved meanwhile made its snapshot and ref under
+// the lock and is looked up there, and the ref of one deleted meanwhile,
+// kept or made again, keeps its snapshot only until the next gc, which finds
+// the deletion in the event log.
 func (s *Service) collect(ctx context.Context, id string, dryRun bool, deleted map[string]bool, ids []string, w *belay.GCWorkspace) (*workspace.Reclaimed, error) {
-	known, err := knownSnapshots(ctx, s.store, ids)
+	known, held, err := knownSnapshots(ctx, s.store, ids)
 	if err != nil {
 		return nil, err
 	}
-	return s.ws.Collect(ctx, id, dryRun, s.refPlan(ctx, deleted, known, w))
+	return s.ws.Collect(ctx, id, dryRun, s.refPlan(ctx, deleted, known, held, w))
 }
 
 // refPlan returns what Collect asks, under the workspace lock, of a shadow
 // repository: the refs no checkpoint needs, and the refs to make again,
 // those of checkpoints whose snapshot commit is there without its ref (a
-// ref file lost), so that the snapshot stays; known maps the snapshot refs
-// of the workspace's checkpoints to their commits (see knownSnapshots).
-// The refs no checkpoint needs are the refs of deleted sessions, and those
-// of a session here that hold no checkpoint's snapshot: one above the
-// session's last seq (a save that failed after its snapshot), one whose seq
-// another checkpoint without a snapshot holds (a save that lost a race), and
-// one of a checkpoint the event log says was deleted. A ref whose checkpoint is missing without a deletion
-// stays: validate --repair rebuilds the checkpoint from it. It counts them in
-// w. A session this database never had keeps its refs: another database may
-// share the data directory.
-func (s *Service) refPlan(ctx context.Context, deleted map[string]bool, known map[string]string, w *belay.GCWorkspace) func(map[string]string, func(string) (string, error)) ([]string, map[string]string, error) {
+// ref file lost), so that the snapshot stays; known and held are the
+// workspace's checkpoints' snapshot refs (see knownSnapshots), and a held
+// ref stays. The refs no checkpoint needs are the refs of deleted sessions,
+// and those of a session here that hold no checkpoint's snapshot: one above
+// the session's last seq (a save that failed after its snapshot), one whose
+// seq another checkpoint without a snapshot holds (a save that lost a race),
+// and one of a checkpoint the event log says was deleted. A ref whose
+// checkpoint is missing without a deletion stays: validate --repair rebuilds
+// the checkpoint from it. It counts them in w. A session this database never
+// had keeps its refs: another database may share the data directory.
+func (s *Service) refPlan(ctx context.Context, deleted map[string]bool, known map[string]string, held map[string]bool, w *belay.GCWorkspace) func(map[string]string, func(string) (string, error)) ([]string, map[string]string, error) {
 	return func(refs map[string]string, message func(string) (string, error)) ([]string, map[string]string, error) {
 		restore := map[string]string{}
 		for ref, commit := range known {
@@ -143,7 +144,7 @@ func (s *Service) refPlan(ctx context.Context, deleted map[string]bool, known ma
 		gone := map[string]map[string]bool{}    // a session's deleted checkpoints
 		for ref, commit := range refs {
 			id, seq, ok := snapshotRefOf(ref)
-			if !ok {
+			if !ok || held[ref] {
 				continue
 			}
 			sess, seen := sessions[id]

@@ -345,6 +345,14 @@ func (p *lockProbeStore) ListCheckpoints(ctx context.Context, q store.Checkpoint
 	return page, total, more, err
 }
 
+func (p *lockProbeStore) GetCheckpointBySeq(ctx context.Context, sessionID string, seq int64) (*belay.Checkpoint, error) {
+	cp, err := p.Store.GetCheckpointBySeq(ctx, sessionID, seq)
+	if err == nil {
+		err = p.probe(1)
+	}
+	return cp, err
+}
+
 // TestCollectGarbageReadsNoCheckpointUnderTheWorkspaceLock: gc reads the
 // checkpoints of a workspace's sessions before it takes the workspace lock,
 // so saves there do not wait while it does; it still makes a lost ref
@@ -373,7 +381,7 @@ func TestCollectGarbageReadsNoCheckpointUnderTheWorkspaceLock(t *testing.T) {
 		t.Fatalf("gc = %+v, %v", rep, err)
 	}
 	if n := probe.locked.Load(); n != 0 {
-		t.Errorf("gc read %d checkpoints while saves to the workspace waited", n)
+		t.Errorf("gc read %d checkpoint rows while saves to the workspace waited", n)
 	}
 	if refs, err := e.ws.Refs(localCtx, e.project, ref); err != nil || refs[ref] != one.WorkspaceRef {
 		t.Errorf("the lost ref of #1 after gc: %v, %v", refs, err)
@@ -401,14 +409,16 @@ func (m *meanwhileStore) ListCheckpoints(ctx context.Context, q store.Checkpoint
 
 // TestCollectGarbageKeepsWhatChangedSinceItsRead: a checkpoint saved
 // between gc's read of the checkpoints and its workspace lock keeps its
-// snapshot, and a checkpoint deleted then whose ref was lost keeps its
-// snapshot until the next gc, which drops it.
+// snapshot, and checkpoints deleted then, one of them with its ref lost,
+// keep theirs until the next gc, which drops them.
 func TestCollectGarbageKeepsWhatChangedSinceItsRead(t *testing.T) {
 	e := newWSEnv(t)
 	testtree.Write(t, e.project, map[string]string{"a.txt": "1\n"})
 	one := e.save(t, "one")
 	testtree.Write(t, e.project, map[string]string{"a.txt": "2\n"})
 	two := e.save(t, "two")
+	testtree.Write(t, e.project, map[string]string{"a.txt": "2b\n"})
+	twoB := e.save(t, "two b")
 	repos, err := filepath.Glob(filepath.Join(e.data, "workspaces", "*", "repo.git"))
 	if err != nil || len(repos) != 1 {
 		t.Fatalf("shadow repositories %v, %v", repos, err)
@@ -416,8 +426,10 @@ func TestCollectGarbageKeepsWhatChangedSinceItsRead(t *testing.T) {
 	testtree.Git(t, e.project, "--git-dir="+repos[0], "update-ref", "-d", fmt.Sprintf("refs/belay/%s/%d", two.SessionID, two.Seq))
 	var three *belay.Checkpoint
 	st := &meanwhileStore{Store: e.db, meanwhile: func() {
-		if err := e.svc.DeleteCheckpoint(alice, two.ID); err != nil {
-			t.Fatal(err)
+		for _, cp := range []*belay.Checkpoint{two, twoB} {
+			if err := e.svc.DeleteCheckpoint(alice, cp.ID); err != nil {
+				t.Fatal(err)
+			}
 		}
 		testtree.Write(t, e.project, map[string]string{"a.txt": "3\n"})
 		three = e.save(t, "three")
@@ -425,7 +437,7 @@ func TestCollectGarbageKeepsWhatChangedSinceItsRead(t *testing.T) {
 	if rep, err := e.over(st).CollectGarbage(admin, belay.GCInput{}); err != nil || len(rep.Workspaces) != 1 || rep.Workspaces[0].Error != "" {
 		t.Fatalf("gc = %+v, %v", rep, err)
 	}
-	for _, cp := range []*belay.Checkpoint{one, two, three} {
+	for _, cp := range []*belay.Checkpoint{one, two, twoB, three} {
 		if ok, err := e.ws.HasCommit(localCtx, e.project, cp.WorkspaceRef); !ok || err != nil {
 			t.Errorf("gc dropped %q's snapshot: %v", cp.Summary, err)
 		}
@@ -433,11 +445,13 @@ func TestCollectGarbageKeepsWhatChangedSinceItsRead(t *testing.T) {
 	if v, err := e.svc.Validate(admin, belay.ValidateInput{}); err != nil || !v.OK {
 		t.Errorf("validate after gc = %+v, %v", v, err)
 	}
-	if rep, err := e.svc.CollectGarbage(admin, belay.GCInput{}); err != nil || len(rep.Workspaces) != 1 || rep.Workspaces[0].DeletedCheckpoints != 1 {
+	if rep, err := e.svc.CollectGarbage(admin, belay.GCInput{}); err != nil || len(rep.Workspaces) != 1 || rep.Workspaces[0].DeletedCheckpoints != 2 {
 		t.Fatalf("gc again = %+v, %v", rep, err)
 	}
-	if ok, _ := e.ws.HasCommit(localCtx, e.project, two.WorkspaceRef); ok {
-		t.Error("the deleted checkpoint's snapshot survived the next gc")
+	for _, cp := range []*belay.Checkpoint{two, twoB} {
+		if ok, _ := e.ws.HasCommit(localCtx, e.project, cp.WorkspaceRef); ok {
+			t.Errorf("the deleted checkpoint %q's snapshot survived the next gc", cp.Summary)
+		}
 	}
 	for _, cp := range []*belay.Checkpoint{one, three} {
 		if ok, err := e.ws.HasCommit(localCtx, e.project, cp.WorkspaceRef); !ok || err != nil {

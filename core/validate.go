@@ -122,7 +122,7 @@ func (s *Service) validateWorkspace(ctx context.Context, c caller, root string, 
 		for i, sess := range sessions {
 			ids[i] = sess.ID
 		}
-		known, err := knownSnapshots(ctx, s.store, ids)
+		known, _, err := knownSnapshots(ctx, s.store, ids)
 		if err != nil {
 			return err
 		}
@@ -171,22 +171,28 @@ func (s *Service) validateWorkspace(ctx context.Context, c caller, root string, 
 }
 
 // knownSnapshots maps the snapshot refs of the sessions ids to the commits
-// their checkpoint rows name, for rebuilding lost refs. Rows that fail their
-// checksum are left out.
-func knownSnapshots(ctx context.Context, r store.Reader, ids []string) (map[string]string, error) {
-	known := map[string]string{}
+// their checkpoint rows name, for rebuilding lost refs; rows that fail their
+// checksum are left out. held holds the snapshot ref of every row naming a
+// commit, failing rows included: refs a checkpoint needs.
+func knownSnapshots(ctx context.Context, r store.Reader, ids []string) (known map[string]string, held map[string]bool, err error) {
+	known, held = map[string]string{}, map[string]bool{}
 	for _, id := range ids {
 		cps, err := sessionCheckpoints(ctx, r, id)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, cp := range cps {
-			if cp.WorkspaceRef != "" && cp.VerifyChecksum() == nil {
-				known[checkpointRef(id, cp.Seq)] = cp.WorkspaceRef
+			if cp.WorkspaceRef == "" {
+				continue
+			}
+			ref := checkpointRef(id, cp.Seq)
+			held[ref] = true
+			if cp.VerifyChecksum() == nil {
+				known[ref] = cp.WorkspaceRef
 			}
 		}
 	}
-	return known, nil
+	return known, held, nil
 }
 
 // workspaceProblem describes a problem of the snapshot repository of root
