@@ -43,6 +43,17 @@ func buildHITL(in *belay.HITLInput, cp *belay.Checkpoint, now time.Time) *belay.
 		h.Timeout = &belay.HITLTimeout{Duration: t.Duration, DefaultAction: t.DefaultAction,
 			ExpiresAt: now.Add(time.Duration(t.Duration) * time.Second)}
 	}
+	// No one may decide a request once its checkpoint expires (decideOpen),
+	// so its timeout falls due by then: the request's own default action,
+	// else a rejection (no one approved in time). Its session never waits
+	// on what no one may decide.
+	if e := cp.ExpiresAt; e != nil && (h.Timeout == nil || h.Timeout.ExpiresAt.After(*e)) {
+		action := belay.ActionReject
+		if h.Timeout != nil {
+			action = h.Timeout.DefaultAction
+		}
+		h.Timeout = &belay.HITLTimeout{Duration: int(e.Sub(now).Round(time.Second) / time.Second), DefaultAction: action, ExpiresAt: *e}
+	}
 	return h
 }
 
@@ -123,12 +134,15 @@ func (s *Service) decideOnce(ctx context.Context, c caller, in belay.DecideInput
 			return err
 		}
 		now := s.clock.Now()
+		if err := pastExpiry(cp, now); err != nil && !retried(cp, c, in) {
+			return err
+		}
 		if due(cp, now) {
 			timedOut = true
 			return s.applyTimeout(ctx, tx, cp)
 		}
 		if d := cp.Decision; d != nil {
-			if in.IdempotencyKey != "" && d.IdempotencyKey == in.IdempotencyKey && d.UserID == c.UserID {
+			if retried(cp, c, in) {
 				if !retries(cp, d, in) {
 					return belay.Errorf(belay.CodeHITLAlreadyDecided, "checkpoint %s was already decided under idempotency key %q (%s by %s), and this request asks for another decision",
 						cp.ID, belay.Clip(in.IdempotencyKey, 100), d.Action, d.UserID).With("checkpointId", cp.ID).With("decision", d)
@@ -162,12 +176,28 @@ func retries(cp *belay.Checkpoint, d *belay.Decision, in belay.DecideInput) bool
 		bytes.Equal(compactJSON(in.Modifications), d.Modifications)
 }
 
+// pastExpiry refuses a decision of cp at now, once cp has expired
+// (CHECKPOINT_EXPIRED): its timeout, due by then (buildHITL), decided it.
+func pastExpiry(cp *belay.Checkpoint, now time.Time) error {
+	if cp.ExpiresAt != nil && !now.Before(*cp.ExpiresAt) {
+		return belay.Errorf(belay.CodeCheckpointExpired, "checkpoint %s expired at %s; no one may decide it since", cp.ID, cp.ExpiresAt.Format(time.RFC3339)).
+			With("checkpointId", cp.ID).With("expiresAt", cp.ExpiresAt).With("decision", cp.Decision)
+	}
+	return nil
+}
+
+// retried says whether in retries the caller's decision of cp under its
+// idempotency key.
+func retried(cp *belay.Checkpoint, c caller, in belay.DecideInput) bool {
+	d := cp.Decision
+	return d != nil && in.IdempotencyKey != "" && d.IdempotencyKey == in.IdempotencyKey && d.UserID == c.UserID
+}
+
 // decideOpen records in, the caller's decision of cp — an open request of
 // sess it may decide — in tx at now.
 func (s *Service) decideOpen(ctx context.Context, tx store.Tx, c caller, sess *belay.Session, cp *belay.Checkpoint, in belay.DecideInput, now time.Time) (*belay.Decision, error) {
-	if cp.ExpiresAt != nil && !now.Before(*cp.ExpiresAt) {
-		return nil, belay.Errorf(belay.CodeCheckpointExpired, "checkpoint %s expired at %s", cp.ID, cp.ExpiresAt.Format(time.RFC3339)).
-			With("checkpointId", cp.ID).With("expiresAt", cp.ExpiresAt)
+	if err := pastExpiry(cp, now); err != nil {
+		return nil, err
 	}
 	opt, err := ChooseOption(cp.HITL, in.SelectedOption, in.Action)
 	if err != nil {

@@ -251,11 +251,15 @@ func TestHITLHTTPDecideErrors(t *testing.T) {
 		{"past the checkpoint's expiresAt", func(t *testing.T) string {
 			exp := s.clock.Now().Add(time.Minute)
 			cp, err := s.svc.CreateCheckpoint(s.as("agent"), belay.CreateCheckpointInput{SessionID: sess.ID, Summary: "brief",
-				ExpiresAt: &exp, HITL: &belay.HITLInput{Required: true, Options: hitlHTTPOptions}})
+				ExpiresAt: &exp, HITL: &belay.HITLInput{Required: true, Options: hitlHTTPOptions, OnReject: belay.OnRejectContinue}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			s.clock.Advance(2 * time.Minute)
+			// A read settles the timeout that fell due at the expiry.
+			if got, err := s.svc.GetCheckpoint(s.as("alice"), cp.ID); err != nil || got.Decision == nil || !got.Decision.AutoTriggered {
+				t.Fatalf("the expired request = %+v, %v; want it decided by its timeout", got, err)
+			}
 			return cp.ID
 		}, "alice", approve, http.StatusGone, belay.CodeCheckpointExpired},
 		{"no decision asked", func(t *testing.T) string {
