@@ -537,6 +537,8 @@ func TestHITLHTTPPending(t *testing.T) {
 	}
 	if bob := get("bob", ""); len(bob.Items) != 1 || bob.Items[0].Checkpoint.ID != timed.ID {
 		t.Errorf("bob (approver of one) sees %+v", bob.Items)
+	} else if bob.Items[0].Session.Readable {
+		t.Errorf("bob may only decide, but his pending says he may read the session: %+v", bob.Items[0].Session)
 	}
 	if m := get("mallory", ""); len(m.Items) != 0 {
 		t.Errorf("mallory sees %+v", m.Items)

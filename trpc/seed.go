@@ -68,11 +68,19 @@ type Task struct {
 	Phase  string              `json:"phase"`
 }
 
+// PendingTask is the task of a pending request.
+type PendingTask struct {
+	Task
+	// Readable says the caller may read the task, not only decide the
+	// request as one of its approvers.
+	Readable bool `json:"readable"`
+}
+
 // PendingHITL is seed 000's PendingHITL.
 type PendingHITL struct {
-	Checkpoint    Checkpoint `json:"checkpoint"`
-	Task          Task       `json:"task"`
-	TimeRemaining *int64     `json:"timeRemaining,omitempty"`
+	Checkpoint    Checkpoint  `json:"checkpoint"`
+	Task          PendingTask `json:"task"`
+	TimeRemaining *int64      `json:"timeRemaining,omitempty"`
 }
 
 // CheckpointList is checkpoints.list's answer.
@@ -106,6 +114,9 @@ type HITLRequiredEvent struct {
 	Message       string             `json:"message"`
 	Options       []belay.HITLOption `json:"options"`
 	TimeRemaining *int64             `json:"timeRemaining,omitempty"`
+	// Readable says the subscriber may read task TaskID, not only decide
+	// the request as one of its approvers.
+	Readable bool `json:"readable"`
 }
 
 // SessionList is sessions.list's answer.

@@ -80,7 +80,7 @@ check("checkpoints.list", list.items.length === 1 && list.totalCount === 1 && li
 
 const pending = await trpc.checkpoints.getHITLPending.query({});
 check("checkpoints.getHITLPending", pending.some((p) => p.checkpoint.id === created.id && p.task.prompt === task.title &&
-  p.timeRemaining > 3500), pending);
+  p.task.readable === true && p.timeRemaining > 3500), pending);
 
 // Seed 000's error example: the code is under error.data.
 await expectError("decide INVALID_OPTION", trpc.checkpoints.decide.mutate({ checkpointId: created.id, action: "approve", selectedOption: "invalid-option" }),
@@ -109,7 +109,8 @@ const waitFor = async (cond, what) => {
   for (let i = 0; i < 200 && !cond(); i++) await new Promise((r) => setTimeout(r, 25));
   check(what, cond(), seen);
 };
-await waitFor(() => seen.some((e) => e.checkpointId === created.id && e.title === "Architecture Decision"), "hitlRequired pending first");
+await waitFor(() => seen.some((e) => e.checkpointId === created.id && e.title === "Architecture Decision" && e.readable === true),
+  "hitlRequired pending first");
 const second = await trpc.checkpoints.create.mutate({ taskId: task.id, type: "hitl", trigger: "user_request", description: "Deploy?",
   workspaceRef: "", hitl: { required: true, title: "Deploy to prod?" } });
 await waitFor(() => seen.some((e) => e.checkpointId === second.id && e.options.length > 0), "hitlRequired live");

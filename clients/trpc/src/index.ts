@@ -113,9 +113,17 @@ export interface Deleted {
   deleted: boolean;
 }
 
+export interface PendingTask {
+  id: string;
+  prompt: string;
+  status: "running" | "awaiting_input" | "paused" | "completed" | "failed" | "interrupted" | "abandoned";
+  phase: string;
+  readable: boolean;
+}
+
 export interface PendingHITL {
   checkpoint: Checkpoint;
-  task: Task;
+  task: PendingTask;
   timeRemaining?: number | null;
 }
 
@@ -260,6 +268,7 @@ export interface HITLRequiredEvent {
   message: string;
   options: Array<BelayHITLOption>;
   timeRemaining?: number | null;
+  readable: boolean;
 }
 
 /** WithDates is T as superjson delivers it: time fields (…At) are Date. */
