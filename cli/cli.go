@@ -135,6 +135,10 @@ func OSEnv(backend Backend) Env {
 	return Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, Getwd: os.Getwd, Backend: backend}
 }
 
+// errInterrupted ends a command that a person stopped other than by a
+// signal: Ctrl-C in a full-screen prompt, which reads it as a key.
+var errInterrupted = errors.New("interrupted")
+
 // usageError marks a mistake in how the command was called (exit code 2).
 type usageError struct{ err error }
 
@@ -187,12 +191,18 @@ func Run(ctx context.Context, args []string, env Env) int {
 	if err == nil {
 		return ExitOK
 	}
-	// Whoever interrupted the command knows: nothing to report.
-	if ctx.Err() != nil {
+	var code exitCode
+	isCode := errors.As(err, &code)
+	if ctx.Err() != nil || errors.Is(err, errInterrupted) {
+		// A command that chose its exit code said why it stopped (belay
+		// run: how to resume); --json keeps stderr to JSON, the exit code
+		// says it.
+		if !isCode && !a.json {
+			fmt.Fprintln(env.Stderr, "belay: interrupted")
+		}
 		return ExitInterrupted
 	}
-	var code exitCode
-	if errors.As(err, &code) {
+	if isCode {
 		return int(code)
 	}
 	var ue usageError
@@ -287,8 +297,8 @@ Questions (decide, sessions delete, plan edit) are asked only on a terminal,
 as plain lines with BELAY_ACCESSIBLE=1 (for screen readers); without one the
 command refuses and names the flag that answers instead (--option, --yes).
 
-Exit codes: 0 success, 1 error, 2 wrong usage, 130 interrupted (Ctrl-C);
-'belay wait --help' lists its own.`
+Exit codes: 0 success, 1 error, 2 wrong usage, 130 interrupted (Ctrl-C, with
+"belay: interrupted" on stderr unless --json); 'belay wait --help' lists its own.`
 
 func (a *app) rootCommand() *cobra.Command {
 	root := &cobra.Command{

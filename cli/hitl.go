@@ -302,7 +302,7 @@ func (a *app) prompt(ctx context.Context, instead string, groups ...*huh.Group) 
 		case err == nil:
 			return nil
 		case errors.Is(err, huh.ErrUserAborted):
-			return exitCode(ExitInterrupted)
+			return errInterrupted
 		}
 		return fmt.Errorf("prompt: %w", err)
 	case <-ctx.Done():

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,18 +18,27 @@ import (
 	"github.com/belayhq/belay/cli"
 )
 
-// TestInterruptIsQuiet: Ctrl-C (the command's context ending) on a command
-// that waits ends it with exit code 130 and nothing on stderr.
-func TestInterruptIsQuiet(t *testing.T) {
+// TestInterruptSaysSo: Ctrl-C (the command's context ending) on a command
+// that waits ends it with exit code 130 and says so on stderr in one line;
+// with --json it says nothing, its stderr being JSON. `belay run` says how to
+// resume instead.
+func TestInterruptSaysSo(t *testing.T) {
 	c := newHITLCLI(t)
 	cp := c.request(t, "", belay.HITLInput{})
 	for _, tc := range []struct {
-		name string
-		args []string
+		name   string
+		args   []string
+		stderr *regexp.Regexp
 	}{
-		{"wait", []string{"wait", cp.ID}},
-		{"wait with timeout", []string{"wait", cp.ID, "--timeout", "1m"}},
-		{"watch", []string{"watch"}},
+		{"wait", []string{"wait", cp.ID}, regexp.MustCompile(`^belay: interrupted\n$`)},
+		{"wait with timeout", []string{"wait", cp.ID, "--timeout", "1m"}, regexp.MustCompile(`^belay: interrupted\n$`)},
+		{"wait --json", []string{"wait", cp.ID, "--json"}, regexp.MustCompile(`^$`)},
+		{"watch", []string{"watch"}, regexp.MustCompile(`^belay: interrupted\n$`)},
+		{"run", []string{"run", "--", "sleep", "30"},
+			regexp.MustCompile(`^belay: running "sleep 30" under session \S+\nbelay: stopped; resume with: belay resume \S+\n$`)},
+		{"run, before a restart", []string{"run", "--restart", "1", "--", "false"},
+			regexp.MustCompile(`^belay: running "false" under session \S+\nbelay: the command exited with 1; restarting in 1s \(1 of 1\)\n` +
+				`belay: stopped; resume with: belay resume \S+\n$`)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
@@ -40,8 +50,8 @@ func TestInterruptIsQuiet(t *testing.T) {
 			cancel()
 			select {
 			case res := <-done:
-				if res.code != cli.ExitInterrupted || res.stderr.String() != "" {
-					t.Errorf("belay %s interrupted: exit %d, stderr %q; want 130 and nothing", strings.Join(tc.args, " "), res.code, res.stderr)
+				if res.code != cli.ExitInterrupted || !tc.stderr.MatchString(res.stderr.String()) {
+					t.Errorf("belay %s interrupted: exit %d, stderr %q; want 130 and %s", strings.Join(tc.args, " "), res.code, res.stderr, tc.stderr)
 				}
 			case <-time.After(10 * time.Second):
 				t.Fatalf("belay %s still runs 10s after the interrupt", strings.Join(tc.args, " "))
@@ -73,7 +83,8 @@ func TestWaitTimeoutLeavesNoTailerBehind(t *testing.T) {
 	}
 }
 
-// TestInterruptBinary: SIGINT to the real `belay wait` exits 130, quietly.
+// TestInterruptBinary: SIGINT to the real `belay wait` exits 130 and says
+// it was interrupted.
 func TestInterruptBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -94,7 +105,7 @@ func TestInterruptBinary(t *testing.T) {
 	}
 	err := cmd.Wait()
 	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != cli.ExitInterrupted || stderr.String() != "" || stdout.String() != "" {
-		t.Errorf("belay wait after SIGINT: %v, stdout %q, stderr %q; want exit 130 and no output", err, stdout.String(), stderr.String())
+	if !errors.As(err, &exit) || exit.ExitCode() != cli.ExitInterrupted || stderr.String() != "belay: interrupted\n" || stdout.String() != "" {
+		t.Errorf("belay wait after SIGINT: %v, stdout %q, stderr %q; want exit 130 and \"belay: interrupted\" on stderr", err, stdout.String(), stderr.String())
 	}
 }

@@ -197,6 +197,11 @@ func (a *app) run(ctx context.Context, svc belay.Service, sessionID string, rest
 		return err
 	}
 	fmt.Fprintf(a.env.Stderr, "belay: running %q under session %s\n", strings.Join(argv, " "), sess.ID)
+	// Stopped by the person: the session stays to be resumed.
+	stopped := func() error {
+		fmt.Fprintf(a.env.Stderr, "belay: stopped; resume with: belay resume %s\n", sess.ID)
+		return exitCode(ExitInterrupted)
+	}
 	backoff := time.Second
 	for attempt := 0; ; attempt++ {
 		code, sig, err := a.runOnce(ctx, svc, lease, sess, attempt > 0, argv)
@@ -205,9 +210,7 @@ func (a *app) run(ctx context.Context, svc belay.Service, sessionID string, rest
 		}
 		switch {
 		case ctx.Err() != nil:
-			// Stopped by the person: the session stays to be resumed.
-			fmt.Fprintf(a.env.Stderr, "belay: stopped; resume with: belay resume %s\n", sess.ID)
-			return exitCode(130)
+			return stopped()
 		case code == 0 && sig == 0:
 			_, err := svc.EndSession(context.WithoutCancel(ctx), belay.EndSessionInput{SessionID: sess.ID, Status: belay.SessionCompleted})
 			return err
@@ -229,7 +232,7 @@ func (a *app) run(ctx context.Context, svc belay.Service, sessionID string, rest
 		fmt.Fprintf(a.env.Stderr, "belay: the command %s; restarting in %s (%d of %d)\n", what, backoff, attempt+1, restarts)
 		select {
 		case <-ctx.Done():
-			return exitCode(130)
+			return stopped()
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 30*time.Second)

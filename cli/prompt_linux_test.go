@@ -175,9 +175,10 @@ func TestHITLCLIInteractiveDecide(t *testing.T) {
 	})
 }
 
-// TestInterruptDecideIsQuiet: Ctrl-C (the command's context ending) while
-// decide asks on a terminal ends it with exit code 130 and nothing more.
-func TestInterruptDecideIsQuiet(t *testing.T) {
+// TestInterruptDecideSaysSo: Ctrl-C (the command's context ending) while
+// decide asks on a terminal ends it with exit code 130 and one line saying
+// it was interrupted.
+func TestInterruptDecideSaysSo(t *testing.T) {
 	c := newHITLCLI(t)
 	cp := c.request(t, "", belay.HITLInput{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -190,8 +191,8 @@ func TestInterruptDecideIsQuiet(t *testing.T) {
 		t.Errorf("decide interrupted: exit %d; want 130", code)
 	}
 	time.Sleep(50 * time.Millisecond)
-	if after := r.shown(); strings.Contains(strings.TrimPrefix(after, before), "belay:") {
-		t.Errorf("decide interrupted printed %q", strings.TrimPrefix(after, before))
+	if after := strings.TrimPrefix(r.shown(), before); strings.Count(after, "belay:") != 1 || !strings.Contains(after, "belay: interrupted") {
+		t.Errorf("decide interrupted printed %q; want one line: belay: interrupted", after)
 	}
 }
 
@@ -216,4 +217,30 @@ func TestNoPromptWhenOutputIsNotATerminal(t *testing.T) {
 	if d := c.decision(t, cp.ID); d != nil {
 		t.Errorf("decided: %+v", d)
 	}
+}
+
+// TestCtrlCInAFullScreenPromptSaysSo: Ctrl-C typed into decide's
+// full-screen prompt, which reads it as a key rather than a signal, ends the
+// command as an interrupt does: exit code 130 and one line saying so.
+func TestCtrlCInAFullScreenPromptSaysSo(t *testing.T) {
+	c := newHITLCLI(t)
+	cp := c.request(t, "", belay.HITLInput{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	tty, screen, keys := openPTYWithInput(t)
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Run(ctx, []string{"--data-dir", c.dir, "decide", cp.ID}, cli.Env{Backend: wire.Backend(),
+			Stdin: tty, Stdout: tty, Stderr: tty,
+			Getenv: func(k string) string { return map[string]string{"TERM": "xterm"}[k] },
+			Getwd:  func() (string, error) { return c.dir, nil },
+		})
+	}()
+	r := terminalRun{screen: screen, keys: keys, done: done}
+	r.waitFor(t, "Select option")
+	r.keys("\x03")
+	if code := r.exit(t); code != cli.ExitInterrupted {
+		t.Errorf("decide after Ctrl-C: exit %d; want 130", code)
+	}
+	r.waitFor(t, "belay: interrupted")
 }
