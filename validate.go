@@ -461,6 +461,16 @@ func (in *ValidateInput) Validate() error {
 	return nil
 }
 
+// Validate checks a resume request: the project whose newest interrupted
+// session to resume, when named, is an absolute path (a relative one would
+// name no project's sessions, whatever directory the caller means).
+func (in *ResumeInput) Validate() error {
+	if in.ProjectPath != "" {
+		return ValidateProjectPath("projectPath", in.ProjectPath)
+	}
+	return nil
+}
+
 // Validate checks an import request.
 func (in *ImportInput) Validate() error {
 	if in.ProjectPath != "" {

@@ -248,6 +248,9 @@ func (s *Service) ResumeSession(ctx context.Context, in belay.ResumeInput) (*bel
 	if err != nil {
 		return nil, err
 	}
+	if err := in.Validate(); err != nil {
+		return nil, err
+	}
 	if in.SessionID == "" {
 		if in.SessionID, err = s.latestInterrupted(ctx, c, in.ProjectPath); err != nil {
 			return nil, err

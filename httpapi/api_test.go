@@ -471,6 +471,8 @@ func TestSessionsAPI(t *testing.T) {
 			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "projectPath"},
 		{name: "active relative project", method: "GET", path: "/v1/sessions/active?projectPath=rel/dir",
 			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "projectPath"},
+		{name: "resume relative project", method: "POST", path: "/v1/sessions/resume", body: `{"projectPath":".","holder":"agent"}`,
+			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "projectPath"},
 		{name: "active project twice", method: "GET", path: "/v1/sessions/active?projectPath={project}&projectPath={other}",
 			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "projectPath"},
 		{name: "active unknown parameter", method: "GET", path: "/v1/sessions/active?projectPath={project}&verbose=1",

@@ -410,3 +410,30 @@ func TestListSortsByUpdate(t *testing.T) {
 		t.Errorf("newest updated = %v, want the question decided last (%v)", got, asked.ID)
 	}
 }
+
+// TestRelativeProjectPathIsRefused: every tool taking project_path refuses
+// a relative one (".", as an agent in its project might pass) with a
+// VALIDATION_ERROR naming the argument and saying an absolute path is
+// needed, before anything else is looked up or written.
+func TestRelativeProjectPathIsRefused(t *testing.T) {
+	e := newEnv(t)
+	cs := e.stdio(t)
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"checkpoint_save", map[string]any{"summary": "s", "project_path": "."}},
+		{"checkpoint_search", map[string]any{"query": "q", "project_path": "."}},
+		{"checkpoint_list", map[string]any{"project_path": "."}},
+		{"session_resume", map[string]any{"project_path": "."}},
+		{"ask_human", map[string]any{"project_path": "..", "question": "q"}},
+	} {
+		t.Run(tc.tool, func(t *testing.T) {
+			_, be := call(t, cs, tc.tool, tc.args)
+			if be == nil || be.Code != belay.CodeValidation || be.Details["field"] != "project_path" ||
+				!strings.HasPrefix(be.Message, "project_path must be an absolute path") {
+				t.Errorf("got %+v, want VALIDATION_ERROR on project_path saying it must be absolute", be)
+			}
+		})
+	}
+}

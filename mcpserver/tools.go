@@ -59,7 +59,7 @@ type SaveInput struct {
 // SearchInput is checkpoint_search's input (seed 003).
 type SearchInput struct {
 	Query       string   `json:"query" jsonschema:"what you look for, in words (1-1000 characters)"`
-	ProjectPath string   `json:"project_path,omitempty" jsonschema:"only checkpoints of this project"`
+	ProjectPath string   `json:"project_path,omitempty" jsonschema:"only checkpoints of this project (its absolute path)"`
 	Tags        []string `json:"tags,omitempty" jsonschema:"only checkpoints carrying every one of these tags"`
 	TopK        int      `json:"top_k,omitempty" jsonschema:"how many results (default 5, at most 100)"`
 }
@@ -86,7 +86,7 @@ type SearchResult struct {
 type ListInput struct {
 	Limit       int    `json:"limit,omitempty" jsonschema:"how many (default 10, at most 100)"`
 	Offset      int    `json:"offset,omitempty" jsonschema:"how many to skip (default 0)"`
-	ProjectPath string `json:"project_path,omitempty" jsonschema:"only checkpoints of this project"`
+	ProjectPath string `json:"project_path,omitempty" jsonschema:"only checkpoints of this project (its absolute path)"`
 	SortBy      string `json:"sort_by,omitempty" jsonschema:"created_at (the default) or updated_at (a decision updates a question), newest first"`
 }
 
@@ -140,7 +140,7 @@ type RollbackOutput struct {
 
 // ResumeInput is session_resume's input.
 type ResumeInput struct {
-	ProjectPath string `json:"project_path,omitempty" jsonschema:"resume the newest interrupted session of this project"`
+	ProjectPath string `json:"project_path,omitempty" jsonschema:"resume the newest interrupted session of this project (its absolute path)"`
 	SessionID   string `json:"session_id,omitempty" jsonschema:"or this session"`
 }
 
@@ -165,7 +165,7 @@ type AskOption struct {
 
 // AskInput is ask_human's input.
 type AskInput struct {
-	ProjectPath string      `json:"project_path" jsonschema:"the project you work on"`
+	ProjectPath string      `json:"project_path" jsonschema:"absolute path of the project you work on"`
 	Question    string      `json:"question" jsonschema:"the decision, as a question (1-200 characters)"`
 	Details     string      `json:"details,omitempty" jsonschema:"what the person needs to know to decide"`
 	Options     []AskOption `json:"options,omitempty" jsonschema:"the answers (default approve / reject)"`

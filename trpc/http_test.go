@@ -536,3 +536,28 @@ func TestWebSocketChecksTheTokenForEveryCall(t *testing.T) {
 		t.Errorf("a subscription after the revocation: %d %s, want UNAUTHORIZED", id, code)
 	}
 }
+
+// TestRelativeProjectPathIsRefused: the procedures taking a projectPath
+// refuse a relative one as every transport does: VALIDATION_ERROR naming
+// projectPath and saying an absolute path is needed.
+func TestRelativeProjectPathIsRefused(t *testing.T) {
+	e := newEnv(t)
+	for _, c := range []struct{ path, body string }{
+		{"/trpc/sessions.create", `{"projectPath":"."}`},
+		{"/trpc/sessions.list?input=" + url.QueryEscape(`{"projectPath":"."}`), ""},
+	} {
+		path := c.path
+		status, b := e.do(t, path, c.body)
+		var out struct {
+			Error tRPCError `json:"error"`
+		}
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatalf("%s: %v in %s", path, err, b)
+		}
+		d := out.Error.Data
+		if status != http.StatusBadRequest || d.AppCode != string(belay.CodeValidation) || d.Details["field"] != "projectPath" ||
+			!strings.HasPrefix(out.Error.Message, "projectPath must be an absolute path") {
+			t.Errorf("%s: %d %s, want VALIDATION_ERROR on projectPath saying it must be absolute", path, status, b)
+		}
+	}
+}
