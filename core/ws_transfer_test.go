@@ -508,6 +508,56 @@ func TestANamedCommitIsNoSnapshot(t *testing.T) {
 	}
 }
 
+// TestExportBranchLeavesOutNamedCommits: export-branch writes only the
+// snapshots belay took for the session's checkpoints; a checkpoint that
+// named a commit itself as its workspaceRef (a commit of the user's
+// repository, or another checkpoint's snapshot) adds nothing to the branch,
+// and a session with only such checkpoints has no snapshots to export.
+func TestExportBranchLeavesOutNamedCommits(t *testing.T) {
+	e := newWSEnv(t)
+	testtree.Write(t, e.project, map[string]string{"a.txt": "a"})
+	testtree.Git(t, e.project, "init", "-q", "-b", "main")
+	testtree.Git(t, e.project, "add", "-A")
+	testtree.Git(t, e.project, "commit", "-q", "-m", "initial")
+	head := strings.TrimSpace(testtree.Git(t, e.project, "rev-parse", "HEAD"))
+	one := e.save(t, "one")
+	testtree.Write(t, e.project, map[string]string{"a.txt": "a2"})
+	e.save(t, "two")
+	for _, ref := range []string{head, one.WorkspaceRef} {
+		if _, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{SessionID: one.SessionID, Summary: "named " + ref[:7],
+			WorkspaceRef: ref}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := e.svc.ExportBranch(alice, belay.ExportBranchInput{SessionID: one.SessionID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Commits != 2 {
+		t.Errorf("export = %+v, want the 2 snapshots", res)
+	}
+	log := testtree.Git(t, e.project, "log", "--format=%s", res.Branch)
+	if want := "checkpoint: step-2 - two\ncheckpoint: step-1 - one\ninitial\n"; log != want {
+		t.Errorf("branch log:\n%s\nwant:\n%s", log, want)
+	}
+
+	sess, err := e.svc.CreateSession(alice, belay.CreateSessionInput{ProjectPath: e.project})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{SessionID: sess.ID, Summary: "named", WorkspaceRef: head}); err != nil {
+		t.Fatal(err)
+	}
+	refs := testtree.Git(t, e.project, "for-each-ref")
+	_, err = e.svc.ExportBranch(alice, belay.ExportBranchInput{SessionID: sess.ID})
+	if be := testutil.WantCode(t, err, belay.CodeValidation, "sessionId"); !strings.Contains(be.Message, "no snapshots") {
+		t.Errorf("message = %q", be.Message)
+	}
+	if got := testtree.Git(t, e.project, "for-each-ref"); got != refs {
+		t.Errorf("refs changed:\n%s\nwant\n%s", got, refs)
+	}
+}
+
 // TestExportCarriesANamedCommitAsALabel: a session holding a checkpoint
 // that named a commit itself exports (the commit is not carried: it is no
 // snapshot of that checkpoint) and imports, the checkpoint a label there
