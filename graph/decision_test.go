@@ -2,8 +2,10 @@ package graph_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/belayhq/belay"
@@ -410,5 +412,104 @@ func TestGoingOnFromABreakpointTakesTheRightToDecide(t *testing.T) {
 	done, err := c.Resume(agentCtx, svc, res.RunID, graph.Command{})
 	if err != nil || done.Status != graph.Completed || !done.State.Shipped || deployed != 1 {
 		t.Fatalf("the agent's Resume after the decision = %+v, %v; want completed, deployed once", done, err)
+	}
+}
+
+// A resume value of another Go type that reads as a Decision — a map, or
+// the JSON an API request carried — answers the request as a Decision does:
+// an option not offered is INVALID_OPTION before the node runs, and the
+// request records the decision the node got, not its default option.
+func TestResumeValueThatReadsAsADecision(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		reject, absurd any
+	}{
+		{"map", map[string]any{"option": "reject", "feedback": "no way"}, map[string]any{"option": "launch-missiles"}},
+		{"raw JSON", json.RawMessage(`{"option":"reject","feedback":"no way"}`), json.RawMessage(`{"option":"launch-missiles"}`)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svc := newService(t)
+			c, deployed := shipGraph(t)
+			res := runToInterrupt(t, ctx, c, svc)
+			_, err := c.Resume(ctx, svc, res.RunID, graph.Command{Resume: tc.absurd})
+			if !belay.IsCode(err, belay.CodeInvalidOption) || *deployed != 0 {
+				t.Fatalf("Resume with an option not offered = %v, deployed %d times; want INVALID_OPTION before anything ran", err, *deployed)
+			}
+			mismatched := graph.Command{Resume: graph.Decision{Option: "reject", Action: belay.ActionApprove}}
+			if _, err := c.Resume(ctx, svc, res.RunID, mismatched); !belay.IsCode(err, belay.CodeInvalidOption) || *deployed != 0 {
+				t.Fatalf("Resume with an action not the option's = %v, deployed %d times; want INVALID_OPTION before anything ran", err, *deployed)
+			}
+			if req, err := svc.GetCheckpoint(ctx, res.Interrupt.ID); err != nil || req.Decision != nil {
+				t.Fatalf("the request after the refused resumes = %+v, %v; want it open", req, err)
+			}
+			done, err := c.Resume(ctx, svc, res.RunID, graph.Command{Resume: tc.reject})
+			if err != nil || done.Status != graph.Completed || done.State.Verdict != "reject" || done.State.Feedback != "no way" || done.State.Shipped {
+				t.Fatalf("Resume = %+v, %v; want completed, rejected with the feedback, not shipped", done, err)
+			}
+			req, err := svc.GetCheckpoint(ctx, res.Interrupt.ID)
+			if err != nil || req.Decision == nil || req.Decision.SelectedOption != "reject" || req.Decision.Action != belay.ActionReject || req.Decision.Feedback != "no way" {
+				t.Fatalf("the request after Resume = %+v, %v; want the rejection the node got", req.Decision, err)
+			}
+		})
+	}
+}
+
+// ask is a state whose node takes any resume value as text.
+type ask struct {
+	Answer string `json:"answer"`
+}
+
+// A resume value that chooses no option (LangGraph takes any value) still
+// closes the request with one, its default, and the record says the run
+// was resumed with a value, not that someone chose the option; a person
+// who decides otherwise while the node runs with the value wins.
+func TestFreeFormResumeValueIsRecordedAsSuch(t *testing.T) {
+	svc := newService(t)
+	var interruptID string
+	decideMeanwhile := false
+	c, err := graph.New[ask]().AddNode("ask", func(nctx context.Context, s ask) (ask, error) {
+		v, err := graph.Interrupt[string](nctx, graph.InterruptRequest{Title: "Anything to add?", Options: approveOrReject})
+		if err != nil {
+			return s, err
+		}
+		if decideMeanwhile {
+			decideMeanwhile = false
+			if _, err := svc.Decide(ctx, belay.DecideInput{CheckpointID: interruptID, SelectedOption: "approve", Feedback: "go"}); err != nil {
+				t.Errorf("Decide: %v", err)
+			}
+		}
+		s.Answer = v
+		return s, nil
+	}).AddEdge(graph.START, "ask").AddEdge("ask", graph.END).Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func() *graph.Result[ask] {
+		res, err := c.Run(ctx, svc, graph.RunInput[ask]{ProjectPath: t.TempDir()})
+		if err != nil || res.Status != graph.Interrupted {
+			t.Fatalf("Run = %+v, %v; want interrupted", res, err)
+		}
+		return res
+	}
+
+	res := run()
+	done, err := c.Resume(ctx, svc, res.RunID, graph.Command{Resume: "ship it on Monday"})
+	if err != nil || done.Status != graph.Completed || done.State.Answer != "ship it on Monday" {
+		t.Fatalf("Resume = %+v, %v; want completed with the value", done, err)
+	}
+	req, err := svc.GetCheckpoint(ctx, res.Interrupt.ID)
+	if err != nil || req.Decision == nil || req.Decision.SelectedOption != "reject" ||
+		!strings.Contains(req.Decision.Feedback, "chose no option") || !strings.Contains(req.Decision.Feedback, `"ship it on Monday"`) {
+		t.Fatalf("the request after Resume = %+v, %v; want its default option, its feedback saying a value that chose no option, quoting it", req.Decision, err)
+	}
+
+	res = run()
+	interruptID, decideMeanwhile = res.Interrupt.ID, true
+	if out, err := c.Resume(ctx, svc, res.RunID, graph.Command{Resume: "never"}); !belay.IsCode(err, belay.CodeHITLAlreadyDecided) {
+		t.Fatalf("Resume while a person approves = %+v, %v; want HITL_ALREADY_DECIDED", out, err)
+	}
+	req, err = svc.GetCheckpoint(ctx, res.Interrupt.ID)
+	if err != nil || req.Decision == nil || req.Decision.SelectedOption != "approve" || req.Decision.Feedback != "go" {
+		t.Fatalf("the request = %+v, %v; want the person's approval", req.Decision, err)
 	}
 }

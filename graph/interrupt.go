@@ -51,9 +51,17 @@ func (r InterruptRequest) hitl() (*belay.HITLInput, error) {
 // Decision is the resume value of an interrupt that a person or a timeout
 // decided: Interrupt returns it (or any type its JSON fits, such as a struct
 // with only "option" and "feedback"). Passed as Command.Resume, it answers
-// the interrupt's request with Option as if decided through belay; once the
-// request is decided, only a Decision that repeats that decision is taken
-// (see Resume).
+// the interrupt's request with Option as if decided through belay, and so
+// does any value that reads as one: a value whose JSON is an object of
+// Decision's fields only, "option" among them, such as a map or the
+// json.RawMessage of an API request. Its option must be offered and its
+// Action, when set, the option's (INVALID_OPTION otherwise, before the node
+// runs); the node gets it with the option's action, and the request records
+// what the node got. Any other resume value (a string, say) chooses no
+// option: the request is closed with its default option (the service needs
+// one), its feedback saying that the run was resumed with a value that chose
+// no option, and quoting it. Once the request is decided, only a value that
+// repeats that decision is taken (see Resume).
 type Decision struct {
 	// Option is the chosen option's id; Action what it means.
 	Option        string          `json:"option"`
@@ -130,8 +138,8 @@ func Interrupt[T any](ctx context.Context, req InterruptRequest) (T, error) {
 }
 
 // Command resumes an interrupted run. With Resume, the interrupted node runs
-// again and its interrupt returns Resume (a Decision also answers the
-// request with its option); with neither Resume nor Goto, it returns the
+// again and its interrupt returns Resume, which answers the request (with
+// its option when it reads as a Decision, see Decision); with neither Resume nor Goto, it returns the
 // decision made through belay (an error while there is none). Once the
 // request is decided, a Resume that says otherwise than the decision is
 // HITL_ALREADY_DECIDED (see Resume for a forked run). Update, when set, is

@@ -32,12 +32,18 @@ import (
 // only from someone who may decide the request (UNAUTHORIZED otherwise, as
 // before any decision), and the request keeps its first decision.
 //
+// A resume value answers an open request as Decision says: with its option
+// when it reads as a Decision, else with the request's default option and
+// feedback quoting the value. A person who decides another option while the
+// node runs with the value wins: the run's save is refused
+// (HITL_ALREADY_DECIDED), and the run waits to be resumed with no value.
+//
 // A run that has ended (completed or failed), or a resume value for a run
 // with no pending interrupt, is a CONFLICT;
 // an InterruptID or Goto that names nothing pending or known is a
-// VALIDATION_ERROR; a Decision naming an option the request does not offer is
-// INVALID_OPTION. None of these changes the run. One run is resumed from one
-// place at a time.
+// VALIDATION_ERROR; a value that reads as a Decision naming an option the
+// request does not offer, or an action not the option's, is INVALID_OPTION.
+// None of these changes the run. One run is resumed from one place at a time.
 func (c *Compiled[S]) Resume(ctx context.Context, svc belay.Service, runID string, cmd Command) (*Result[S], error) {
 	return collect(c.StreamResume(ctx, svc, runID, cmd))
 }
@@ -102,7 +108,7 @@ func (c *Compiled[S]) resume(ctx context.Context, svc belay.Service, runID strin
 		}
 		r.node, r.also, r.writes = cmd.Goto, nil, nil
 		for _, cp := range reqs {
-			r.answer(cp, nil)
+			r.answer(cp, defaultAnswer(cp, passed))
 		}
 	case bp != "":
 		// A breakpoint goes on when resumed, decided or not; the node it
@@ -111,7 +117,7 @@ func (c *Compiled[S]) resume(ctx context.Context, svc belay.Service, runID strin
 			return nil, err
 		}
 		r.pass = bp == breakBefore
-		r.answer(reqs[0], nil)
+		r.answer(reqs[0], defaultAnswer(reqs[0], passed))
 	default:
 		for i, ip := range pend {
 			cp, prior := reqs[i], ip.Resumes
@@ -136,11 +142,15 @@ func (c *Compiled[S]) resume(ctx context.Context, svc belay.Service, runID strin
 				if err := mayAnswer(ctx, svc, runID, cp, "its resume value cannot answer it"); err != nil {
 					return nil, err
 				}
-				var d *Decision
-				if v, d, err = resumeValue(cp, given); err != nil {
+				var in belay.DecideInput
+				if v, in, err = resumeValue(cp, given); err != nil {
 					return nil, err
 				}
-				r.answers = append(r.answers, decideInput(cp, d))
+				// The request keeps its first decision, so the answer is
+				// dropped; it is sent for the service to refuse it to
+				// whoever may not decide the request.
+				in.RequireOpen = false
+				r.answers = append(r.answers, in)
 			case cp.Decision != nil:
 				if v, err = json.Marshal(decisionOf(cp.Decision)); err != nil {
 					return nil, err
@@ -149,11 +159,11 @@ func (c *Compiled[S]) resume(ctx context.Context, svc belay.Service, runID strin
 				if err := mayAnswer(ctx, svc, runID, cp, "its resume value cannot answer it"); err != nil {
 					return nil, err
 				}
-				var d *Decision
-				if v, d, err = resumeValue(cp, given); err != nil {
+				var in belay.DecideInput
+				if v, in, err = resumeValue(cp, given); err != nil {
 					return nil, err
 				}
-				r.answer(cp, d)
+				r.answer(cp, in)
 			default:
 				return nil, belay.Errorf(belay.CodeConflict, "interrupt %s (%s) of run %s awaits a decision: decide it, resume with a value, or wait for one", cp.ID, ip.Node, runID).
 					With("interruptId", cp.ID)
@@ -305,41 +315,78 @@ func headPoint(ctx context.Context, svc belay.Service, runID string) (*point, *b
 	return meta.Graph, cp, nil
 }
 
-// resumeValue encodes a resume value. A Decision is checked against the
-// request's options and completed with the option's action; it is returned
-// to answer the request with.
-func resumeValue(cp *belay.Checkpoint, v any) (json.RawMessage, *Decision, error) {
-	var d *Decision
+// resumeValue encodes resume value v of request cp, as the node's
+// Interrupt returns it, and the answer it gives the request. A value that
+// reads as a Decision — a Decision, or any value whose JSON asDecision reads
+// as one, such as a map or the json.RawMessage of an API request — is one:
+// its option must be offered and its action, when set, the option's
+// (INVALID_OPTION otherwise), and the node gets it with the option's
+// action, which the request records. Any other value chooses no option: the
+// request records its default option, with feedback that quotes the value.
+// Either answer requires the request still open, so a person who decides
+// otherwise while the node runs with the value fails the run's save
+// (HITL_ALREADY_DECIDED) instead of being overridden.
+func resumeValue(cp *belay.Checkpoint, v any) (json.RawMessage, belay.DecideInput, error) {
+	var d Decision
 	switch x := v.(type) {
 	case Decision:
-		d = &x
+		d = x
 	case *Decision:
 		if x == nil {
-			return nil, nil, belay.Invalid("resume", "a nil *Decision answers nothing: pass a Decision, or no value to take the recorded decision")
+			return nil, belay.DecideInput{}, belay.Invalid("resume", "a nil *Decision answers nothing: pass a Decision, or no value to take the recorded decision")
 		}
-		c := *x
-		d = &c
+		d = *x
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, belay.DecideInput{}, belay.Invalid("resume", "the resume value cannot be encoded as JSON: %v", err)
+		}
+		var ok bool
+		if d, ok = asDecision(b); !ok {
+			in := defaultAnswer(cp, "the run was resumed with a value that chose no option: "+belay.Clip(string(b), 200))
+			in.RequireOpen = true
+			return b, in, nil
+		}
 	}
-	if d != nil {
-		opt, ok := cp.HITL.Option(d.Option)
-		if !ok {
-			ids := make([]string, len(cp.HITL.Options))
-			for i, o := range cp.HITL.Options {
-				ids[i] = o.ID
-			}
-			return nil, nil, belay.Errorf(belay.CodeInvalidOption, "option %q is not offered; choose one of %v", d.Option, ids).
-				With("selectedOption", d.Option).With("options", ids)
+	opt, ok := cp.HITL.Option(d.Option)
+	if !ok {
+		ids := make([]string, len(cp.HITL.Options))
+		for i, o := range cp.HITL.Options {
+			ids[i] = o.ID
 		}
-		if d.Action == "" {
-			d.Action = opt.Action
-		}
-		v = d
+		return nil, belay.DecideInput{}, belay.Errorf(belay.CodeInvalidOption, "option %q is not offered; choose one of %v", d.Option, ids).
+			With("selectedOption", d.Option).With("options", ids)
 	}
-	b, err := json.Marshal(v)
+	if d.Action != "" && d.Action != opt.Action {
+		return nil, belay.DecideInput{}, belay.Errorf(belay.CodeInvalidOption, "option %q means %s, not %s", opt.ID, opt.Action, d.Action).
+			With("selectedOption", opt.ID).With("action", d.Action).With("optionAction", opt.Action)
+	}
+	d.Action = opt.Action
+	in := belay.DecideInput{CheckpointID: cp.ID, SelectedOption: d.Option, Action: d.Action, Feedback: d.Feedback,
+		Modifications: d.Modifications, RequireOpen: true}
+	// The service would refuse the answer only with the run's next save,
+	// after the node acted on it.
+	if err := in.Validate(); err != nil {
+		return nil, belay.DecideInput{}, err
+	}
+	b, err := json.Marshal(d)
 	if err != nil {
-		return nil, nil, belay.Invalid("resume", "the resume value cannot be encoded as JSON: %v", err)
+		return nil, belay.DecideInput{}, belay.Invalid("resume", "the resume value cannot be encoded as JSON: %v", err)
 	}
-	return b, d, nil
+	return b, in, nil
+}
+
+// asDecision reads the JSON b of a resume value as a Decision: it is one
+// when it is an object of Decision's fields only (matched as encoding/json
+// matches them), one of them its option.
+func asDecision(b []byte) (Decision, bool) {
+	var d Decision
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if dec.Decode(&d) != nil || d.Option == "" {
+		return Decision{}, false
+	}
+	return d, true
 }
 
 // mayAnswer refuses an answer to request cp — a resume value, or the
@@ -390,17 +437,15 @@ func mayPass(ctx context.Context, svc belay.Service, runID string, reqs []*belay
 }
 
 // repeats says whether resume value v says what the decision d says: it
-// reads as a Decision (no other keys) with d's option, and every other field
+// reads as a Decision (asDecision) with d's option, and every other field
 // it sets is d's.
 func repeats(v any, d Decision) bool {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return false
 	}
-	var g Decision
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	return dec.Decode(&g) == nil && g.Option == d.Option &&
+	g, ok := asDecision(b)
+	return ok && g.Option == d.Option &&
 		(g.Action == "" || g.Action == d.Action) && (g.Feedback == "" || g.Feedback == d.Feedback) &&
 		(g.By == "" || g.By == d.By) && (!g.Automatic || d.Automatic) &&
 		(len(g.Modifications) == 0 || sameJSON(g.Modifications, d.Modifications))
@@ -413,19 +458,16 @@ func sameJSON(a, b json.RawMessage) bool {
 	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
 }
 
-// answer closes the interrupt's request, if it is still open, once the run
-// goes on: with d, else with the request's default option (its first when
-// none is the default). The run's next checkpoint carries the answer — but
+// answer closes the interrupt's request with in, if it is still open,
+// once the run goes on. The run's next checkpoint carries the answer — but
 // for a rejection that fails the session, which is recorded before. A
-// decision that lands meanwhile stands.
-func (r *run[S]) answer(cp *belay.Checkpoint, d *Decision) {
+// decision that lands meanwhile stands; one that chose another option fails
+// the save when in requires the request open (a resume value: the node ran
+// with it).
+func (r *run[S]) answer(cp *belay.Checkpoint, in belay.DecideInput) {
 	if cp.Decision != nil {
 		return
 	}
-	in := decideInput(cp, d)
-	// The node ran with d: a person who decided otherwise meanwhile fails
-	// the save rather than have the run go on against them.
-	in.RequireOpen = d != nil
 	if opt, ok := cp.HITL.Option(in.SelectedOption); ok && opt.Action == belay.ActionReject && cp.HITL.OnReject != belay.OnRejectContinue {
 		r.decide = append(r.decide, in)
 		return
@@ -433,15 +475,15 @@ func (r *run[S]) answer(cp *belay.Checkpoint, d *Decision) {
 	r.answers = append(r.answers, in)
 }
 
-// decideInput is the answer d gives request cp: d's option, or the
-// request's default option (its first when none is the default) when d is nil.
-func decideInput(cp *belay.Checkpoint, d *Decision) belay.DecideInput {
-	in := belay.DecideInput{CheckpointID: cp.ID, Feedback: "answered by the run's Resume"}
-	if d != nil {
-		in.SelectedOption, in.Action, in.Feedback, in.Modifications = d.Option, d.Action, d.Feedback, d.Modifications
-		return in
-	}
-	in.SelectedOption = cp.HITL.Options[0].ID
+// passed is the feedback of the answer that closes an open request the run
+// goes past with no resume value (Goto, a breakpoint, UpdateState as a node).
+const passed = "answered by the run's Resume"
+
+// defaultAnswer is the answer of request cp that chooses no option: the
+// request's default option (its first when none is the default), with
+// feedback saying why.
+func defaultAnswer(cp *belay.Checkpoint, feedback string) belay.DecideInput {
+	in := belay.DecideInput{CheckpointID: cp.ID, SelectedOption: cp.HITL.Options[0].ID, Feedback: feedback}
 	for _, o := range cp.HITL.Options {
 		if o.IsDefault {
 			in.SelectedOption = o.ID

@@ -217,7 +217,7 @@ func (c *Compiled[S]) UpdateState(ctx context.Context, svc belay.Service, runID 
 	r := &run[S]{svc: svc, id: runID, hold: h}
 	if asNode != "" {
 		for _, req := range reqs {
-			r.answer(req, nil)
+			r.answer(req, defaultAnswer(req, passed))
 		}
 	}
 	cp, err := r.save(hctx, belay.CreateCheckpointInput{Name: name, Type: belay.TypeAuto, Step: step,
