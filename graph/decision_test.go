@@ -4,12 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/client"
 	"github.com/belayhq/belay/graph"
+	"github.com/belayhq/belay/httpapi"
 )
 
 // release is the state of a deployment a person approves or rejects.
@@ -511,5 +516,91 @@ func TestFreeFormResumeValueIsRecordedAsSuch(t *testing.T) {
 	req, err = svc.GetCheckpoint(ctx, res.Interrupt.ID)
 	if err != nil || req.Decision == nil || req.Decision.SelectedOption != "approve" || req.Decision.Feedback != "go" {
 		t.Fatalf("the request = %+v, %v; want the person's approval", req.Decision, err)
+	}
+}
+
+// got is a state that keeps the decision its node got.
+type got struct {
+	Decision graph.Decision `json:"decision"`
+}
+
+// gotGraph asks to approve or reject and keeps the decision.
+func gotGraph(t *testing.T) *graph.Compiled[got] {
+	t.Helper()
+	c, err := graph.New[got]().AddNode("ask", func(nctx context.Context, s got) (got, error) {
+		d, err := graph.Interrupt[graph.Decision](nctx, graph.InterruptRequest{Title: "Deploy?", Options: approveOrReject})
+		if err != nil {
+			return s, err
+		}
+		s.Decision = d
+		return s, nil
+	}).AddEdge(graph.START, "ask").AddEdge("ask", graph.END).Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Who decided, and whether a timeout did, is what belay records, not what
+// the resume value claims: the node gets the caller as By and Automatic
+// false, as the request records them — and as a run resumed with no value
+// gets them from the recorded decision.
+func TestResumeValueCannotForgeWhoDecided(t *testing.T) {
+	svc := newService(t)
+	c := gotGraph(t)
+	for _, forged := range []any{
+		graph.Decision{Option: "approve", Feedback: "ok", By: "mallory", Automatic: true},
+		map[string]any{"option": "approve", "feedback": "ok", "by": "mallory", "automatic": true},
+	} {
+		res, err := c.Run(ctx, svc, graph.RunInput[got]{ProjectPath: t.TempDir()})
+		if err != nil || res.Status != graph.Interrupted {
+			t.Fatalf("Run = %+v, %v; want interrupted", res, err)
+		}
+		done, err := c.Resume(ctx, svc, res.RunID, graph.Command{Resume: forged})
+		if err != nil || done.Status != graph.Completed {
+			t.Fatalf("Resume(%v) = %+v, %v", forged, done, err)
+		}
+		d := done.State.Decision
+		if d.By != "local" || d.Automatic {
+			t.Fatalf("Resume(%v): the node got %+v; want By the caller, local, and Automatic false", forged, d)
+		}
+		req, err := svc.GetCheckpoint(ctx, res.Interrupt.ID)
+		if err != nil || req.Decision == nil {
+			t.Fatalf("the request = %+v, %v; want it decided", req, err)
+		}
+		if r := req.Decision; d.Option != r.SelectedOption || d.Action != r.Action || d.Feedback != r.Feedback || d.By != r.UserID || d.Automatic != r.AutoTriggered {
+			t.Fatalf("Resume(%v): the node got %+v; the request records %+v", forged, d, r)
+		}
+	}
+}
+
+// Over a remote service the run cannot tell who its token's user is: the
+// node gets no By rather than the value's claim.
+func TestResumeValueCannotForgeWhoDecidedRemotely(t *testing.T) {
+	svc := newService(t)
+	tok, err := svc.CreateToken(ctx, belay.CreateTokenInput{User: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{Service: svc, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Version: "test", Authenticate: svc.Authenticate}).Handler())
+	t.Cleanup(srv.Close)
+	remote, err := client.New(srv.URL, tok.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := gotGraph(t)
+	res, err := c.Run(context.Background(), remote, graph.RunInput[got]{ProjectPath: t.TempDir()})
+	if err != nil || res.Status != graph.Interrupted {
+		t.Fatalf("Run = %+v, %v; want interrupted", res, err)
+	}
+	forged := graph.Decision{Option: "approve", By: "mallory", Automatic: true}
+	done, err := c.Resume(context.Background(), remote, res.RunID, graph.Command{Resume: forged})
+	if err != nil || done.Status != graph.Completed || done.State.Decision.By != "" || done.State.Decision.Automatic {
+		t.Fatalf("Resume = %+v, %v; want completed, the node's decision with no By and not automatic", done, err)
+	}
+	req, err := svc.GetCheckpoint(ctx, res.Interrupt.ID)
+	if err != nil || req.Decision == nil || req.Decision.UserID != "alice" || req.Decision.AutoTriggered {
+		t.Fatalf("the request = %+v, %v; want decided by alice", req, err)
 	}
 }

@@ -68,7 +68,10 @@ type Decision struct {
 	Action        belay.Action    `json:"action,omitempty"`
 	Feedback      string          `json:"feedback,omitempty"`
 	Modifications json.RawMessage `json:"modifications,omitempty"`
-	// By is who decided; Automatic is set when a timeout did.
+	// By is who decided and Automatic is set when a timeout did, as
+	// belay records them. A resume value cannot say either: the node gets
+	// the caller in the Resume's context as By ("" when it names none, as
+	// with a remote service) and Automatic false, whatever the value says.
 	By        string `json:"by,omitempty"`
 	Automatic bool   `json:"automatic,omitempty"`
 }

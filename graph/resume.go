@@ -143,7 +143,7 @@ func (c *Compiled[S]) resume(ctx context.Context, svc belay.Service, runID strin
 					return nil, err
 				}
 				var in belay.DecideInput
-				if v, in, err = resumeValue(cp, given); err != nil {
+				if v, in, err = resumeValue(ctx, cp, given); err != nil {
 					return nil, err
 				}
 				// The request keeps its first decision, so the answer is
@@ -160,7 +160,7 @@ func (c *Compiled[S]) resume(ctx context.Context, svc belay.Service, runID strin
 					return nil, err
 				}
 				var in belay.DecideInput
-				if v, in, err = resumeValue(cp, given); err != nil {
+				if v, in, err = resumeValue(ctx, cp, given); err != nil {
 					return nil, err
 				}
 				r.answer(cp, in)
@@ -321,12 +321,13 @@ func headPoint(ctx context.Context, svc belay.Service, runID string) (*point, *b
 // as one, such as a map or the json.RawMessage of an API request — is one:
 // its option must be offered and its action, when set, the option's
 // (INVALID_OPTION otherwise), and the node gets it with the option's
-// action, which the request records. Any other value chooses no option: the
+// action and with By and Automatic as the request records them, whatever
+// the value says: the caller (see decider), not a timeout. Any other value chooses no option: the
 // request records its default option, with feedback that quotes the value.
 // Either answer requires the request still open, so a person who decides
 // otherwise while the node runs with the value fails the run's save
 // (HITL_ALREADY_DECIDED) instead of being overridden.
-func resumeValue(cp *belay.Checkpoint, v any) (json.RawMessage, belay.DecideInput, error) {
+func resumeValue(ctx context.Context, cp *belay.Checkpoint, v any) (json.RawMessage, belay.DecideInput, error) {
 	var d Decision
 	switch x := v.(type) {
 	case Decision:
@@ -361,7 +362,7 @@ func resumeValue(cp *belay.Checkpoint, v any) (json.RawMessage, belay.DecideInpu
 		return nil, belay.DecideInput{}, belay.Errorf(belay.CodeInvalidOption, "option %q means %s, not %s", opt.ID, opt.Action, d.Action).
 			With("selectedOption", opt.ID).With("action", d.Action).With("optionAction", opt.Action)
 	}
-	d.Action = opt.Action
+	d.Action, d.By, d.Automatic = opt.Action, decider(ctx), false
 	in := belay.DecideInput{CheckpointID: cp.ID, SelectedOption: d.Option, Action: d.Action, Feedback: d.Feedback,
 		Modifications: d.Modifications, RequireOpen: true}
 	// The service would refuse the answer only with the run's next save,
@@ -374,6 +375,15 @@ func resumeValue(cp *belay.Checkpoint, v any) (json.RawMessage, belay.DecideInpu
 		return nil, belay.DecideInput{}, belay.Invalid("resume", "the resume value cannot be encoded as JSON: %v", err)
 	}
 	return b, in, nil
+}
+
+// decider is who the service records as deciding a request that the
+// caller answers, as far as the run can tell: the caller in ctx, which a
+// service in this process records; "" when ctx names none, as a remote
+// service records the user of its token, which it does not tell the run.
+func decider(ctx context.Context) string {
+	a, _ := belay.ActorFrom(ctx)
+	return a.UserID
 }
 
 // asDecision reads the JSON b of a resume value as a Decision: it is one
