@@ -6,8 +6,12 @@
 //
 // A graph is built with New, AddNode, AddEdge and AddConditionalEdges, checked
 // by Compile, and run with Compiled.Run (or Stream, which reports each node as
-// it goes). The state S travels between nodes by value and is stored as JSON
-// after every step, so it must be serialisable. Several edges from one node
+// it goes). The state S is stored as JSON after every step, so it must be
+// serialisable, and travels between nodes as that JSON: every node gets the
+// state decoded from the JSON of the step before it, as a run resumed from
+// that checkpoint gets it — unexported fields and fields tagged "-" empty, a
+// number in an any a float64 — so a run that stopped and was resumed goes
+// on as one that never stopped. Several edges from one node
 // run their targets in parallel; WithReducer merges what they write, and
 // AddWaitingEdge joins them again.
 //
@@ -47,6 +51,8 @@ const (
 const DefaultRecursionLimit = 25
 
 // Node is one step of a graph: it gets the state and returns the new state.
+// It gets the state as checkpointed, decoded from JSON (see the package
+// comment), never the value the node before it returned.
 // A node that calls Interrupt runs again from its start when the run resumes,
 // so what it does before the interrupt happens once per resume.
 type Node[S any] func(ctx context.Context, state S) (S, error)

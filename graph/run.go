@@ -142,7 +142,8 @@ type run[S any] struct {
 // when the run completes at END (the session completed), pauses at an
 // Interrupt (status Interrupted, the session awaiting input) or fails. A node
 // that returns an error or panics, a router that returns an unknown target, a
-// state JSON cannot hold (or that is larger than belay.MaxStateBytes as JSON),
+// state JSON cannot hold (or that is larger than belay.MaxStateBytes as JSON,
+// or whose JSON does not decode back into S),
 // parallel branches whose completed states together are too large to keep
 // while a sibling pauses, or a run longer than the recursion limit fails it:
 // an "error" checkpoint records the message (and a panic's stack), the
@@ -153,12 +154,12 @@ func (c *Compiled[S]) Run(ctx context.Context, svc belay.Service, in RunInput[S]
 }
 
 func (c *Compiled[S]) start(ctx context.Context, svc belay.Service, in RunInput[S]) (*Result[S], error) {
-	raw, err := encodeState(in.State)
+	state, raw, err := checkpointed(in.State)
 	if err != nil {
 		return nil, err
 	}
 	var first []string
-	if err := protect(START, func() (err error) { first, err = c.first(in.State); return err }); err != nil {
+	if err := protect(START, func() (err error) { first, err = c.first(state); return err }); err != nil {
 		return nil, err
 	}
 	meta, err := pointMeta(nextPoint(first, 1))
@@ -174,7 +175,7 @@ func (c *Compiled[S]) start(ctx context.Context, svc belay.Service, in RunInput[
 		return nil, err
 	}
 	lease.SessionID = sess.ID
-	r := &run[S]{svc: svc, id: sess.ID, node: first[0], also: first[1:], step: 1, state: in.State, raw: raw}
+	r := &run[S]{svc: svc, id: sess.ID, node: first[0], also: first[1:], step: 1, state: state, raw: raw}
 	return c.drive(ctx, r, lease)
 }
 
@@ -362,7 +363,7 @@ func (c *Compiled[S]) single(ctx context.Context, r *run[S]) (S, json.RawMessage
 		return zero, nil, nil, nil, context.Canceled
 	}
 	nr := r.nodeRun(r.node)
-	out, next, err := c.call(ctx, r.node, nr, r.state, r.raw)
+	out, raw, next, err := c.call(ctx, r.node, nr, r.state, r.raw)
 	if nr.badResume != nil {
 		return zero, nil, nil, nil, nr.badResume
 	}
@@ -379,22 +380,20 @@ func (c *Compiled[S]) single(ctx context.Context, r *run[S]) (S, json.RawMessage
 		res, err := r.fail(ctx, r.node, err)
 		return zero, nil, nil, res, err
 	}
-	raw, err := encodeState(out)
-	if err != nil {
-		res, err := r.fail(ctx, r.node, err)
-		return zero, nil, nil, res, err
-	}
 	return out, raw, next, nil, nil
 }
 
 // call runs node from state in (raw encoded), then its edges, retrying a
 // failed node as its RetryPolicy says — each attempt from a fresh copy of the
-// state; never after an interrupt or when ctx ends.
-func (c *Compiled[S]) call(ctx context.Context, node string, nr *nodeRun, in S, raw json.RawMessage) (S, []string, error) {
+// state; never after an interrupt or when ctx ends. It returns the node's
+// state as checkpointed: its JSON, and the state decoded from it, which the
+// edges route on.
+func (c *Compiled[S]) call(ctx context.Context, node string, nr *nodeRun, in S, raw json.RawMessage) (S, json.RawMessage, []string, error) {
 	pol, retries := c.retry[node]
 	for attempt := 1; ; attempt++ {
 		nodeCtx := context.WithValue(ctx, nodeRunKey{}, nr)
 		var out S
+		var outRaw json.RawMessage
 		var next []string
 		nodeFailed := false
 		err := protect(node, func() (err error) {
@@ -402,18 +401,24 @@ func (c *Compiled[S]) call(ctx context.Context, node string, nr *nodeRun, in S, 
 				nodeFailed = true
 				return err
 			}
+			if nr.pending != nil {
+				return nil // what a node returns after an unanswered interrupt is discarded
+			}
+			if out, outRaw, err = checkpointed(out); err != nil {
+				return err
+			}
 			next, err = c.next(node, out)
 			return err
 		})
 		if err == nil || !retries || !nodeFailed || nr.pending != nil || nr.badResume != nil || ctx.Err() != nil ||
 			attempt >= pol.MaxAttempts || errors.Is(err, ErrInterrupted) || pol.RetryOn != nil && !pol.RetryOn(err) {
-			return out, next, err
+			return out, outRaw, next, err
 		}
 		t := time.NewTimer(pol.delay(attempt))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return out, next, err
+			return out, outRaw, next, err
 		case <-t.C:
 		}
 		if fresh, derr := decodeState[S](raw); derr == nil {
@@ -463,10 +468,7 @@ func (c *Compiled[S]) parallel(ctx context.Context, r *run[S], names []string) (
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b.out, b.next, b.err = c.call(ctx, name, b.nr, in, r.raw)
-			if b.err == nil && b.nr.pending == nil {
-				b.raw, b.err = encodeState(b.out)
-			}
+			b.out, b.raw, b.next, b.err = c.call(ctx, name, b.nr, in, r.raw)
 		}()
 	}
 	wg.Wait()
@@ -630,8 +632,7 @@ func (c *Compiled[S]) merge(base json.RawMessage, starts []json.RawMessage, name
 	if err != nil {
 		return zero, nil, err
 	}
-	raw, err := encodeState(out)
-	return out, raw, err
+	return checkpointed(out)
 }
 
 // added is what a branch wrote to a field: the items it appended when the

@@ -253,6 +253,38 @@ func fieldKey(fields []string, key string) (string, bool) {
 	return fields[i], true
 }
 
+// checkpointed returns state s as its checkpoint holds it: its JSON
+// (encodeState), and the state decoded from that JSON into a fresh S, which
+// every node gets. A run resumed after its process died gets the state
+// from the checkpoint, so a run that never stops must get the same: an
+// unexported field, kept in memory, would be lost only after a crash, a
+// number in an any would be an int before one and a float64 after, and
+// two fields that share a pointer would share it only before.
+//
+// Refusing a state that does not decode back to itself (reflect.DeepEqual
+// after a round trip) would cost the same decoding and a comparison, and
+// refuse states that are fine as JSON, such as a map[string]any holding an
+// int. Deciding from S's type when the decoding can be skipped would
+// miss the sharing of pointers, slices and maps. The decoding costs about
+// four times the encoding: microseconds on a state of a few KB, 15-20 ms of
+// CPU a step on a 1 MB one, where a step cost 22-33 ms before.
+//
+// A state whose JSON does not decode back at all (an interface with
+// methods, a marshaler without its unmarshaler) is a VALIDATION_ERROR
+// naming its type: no run could be resumed from it.
+func checkpointed[S any](s S) (S, json.RawMessage, error) {
+	raw, err := encodeState(s)
+	if err != nil {
+		return s, nil, err
+	}
+	var out S
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return s, nil, belay.Invalid("state", "the state's JSON does not decode back into %T, so the run could not be resumed from it: %v", out, err).
+			With("type", fmt.Sprintf("%T", out))
+	}
+	return out, raw, nil
+}
+
 // decodeState reads a stored state.
 func decodeState[S any](raw json.RawMessage) (S, error) {
 	var s S
@@ -308,6 +340,5 @@ func applyUpdate[S any](state json.RawMessage, update any) (S, json.RawMessage, 
 	if err := json.Unmarshal(merged, &s); err != nil {
 		return zero, nil, belay.Invalid("update", "the update does not fit the state %T: %v", s, err)
 	}
-	out, err := encodeState(s)
-	return s, out, err
+	return checkpointed(s)
 }
