@@ -558,65 +558,45 @@ func TestExportBranchLeavesOutNamedCommits(t *testing.T) {
 	}
 }
 
-// TestExportCarriesANamedCommitAsALabel: a session holding a checkpoint
-// that named a commit itself exports (the commit is not carried: it is no
-// snapshot of that checkpoint) and imports, the checkpoint a label there
-// too.
+// TestExportCarriesANamedCommitAsALabel: a checkpoint that named a commit
+// itself — another checkpoint's snapshot, or a commit of the project's own
+// git belay never held (as seed 000's agents send) — is a label. Validation
+// finds nothing wrong with it, and the session exports (the commit is not
+// carried) and imports, the checkpoint a label there too.
 func TestExportCarriesANamedCommitAsALabel(t *testing.T) {
-	e := newWSEnv(t)
-	testtree.Write(t, e.project, map[string]string{"a.txt": "a\n"})
-	one := e.save(t, "one")
-	named, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{SessionID: one.SessionID, Summary: "named", WorkspaceRef: one.WorkspaceRef})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	if err := e.svc.ExportSession(alice, one.SessionID, &b); err != nil {
-		t.Fatalf("export: %v", err)
-	}
-	other := newWSEnv(t)
-	if _, err := other.svc.ImportSession(admin, belay.ImportInput{ProjectPath: other.project}, &b); err != nil {
-		t.Fatalf("import: %v", err)
-	}
-	if _, err := other.svc.DiffCheckpoint(admin, belay.DiffInput{CheckpointID: one.ID}); err != nil {
-		t.Errorf("diff of the imported snapshot: %v", err)
-	}
-	if got, err := other.svc.GetCheckpoint(admin, named.ID); err != nil || got.WorkspaceRef != one.WorkspaceRef {
-		t.Errorf("the imported label = %+v, %v", got, err)
-	}
-	if _, err := other.svc.DiffCheckpoint(admin, belay.DiffInput{CheckpointID: named.ID}); err == nil {
-		t.Error("the imported label diffs")
-	}
-}
-
-// TestACommitBelayNeverHadIsALabel: a checkpoint naming a commit of the
-// project's own git (as seed 000's agents do) names one belay's repository
-// never held. It is a label: the session exports and imports, and validation
-// finds nothing wrong with it.
-func TestACommitBelayNeverHadIsALabel(t *testing.T) {
-	e := newWSEnv(t)
-	testtree.Write(t, e.project, map[string]string{"a.txt": "a\n"})
-	one := e.save(t, "one")
-	const head = "0123456789abcdef0123456789abcdef01234567"
-	named, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{SessionID: one.SessionID, Summary: "at the user's HEAD", WorkspaceRef: head})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, err := e.svc.Validate(alice, belay.ValidateInput{SessionID: one.SessionID}); err != nil || !v.OK {
-		t.Errorf("validate = %+v, %v; want nothing wrong", v, err)
-	}
-	var b bytes.Buffer
-	if err := e.svc.ExportSession(alice, one.SessionID, &b); err != nil {
-		t.Fatalf("export: %v", err)
-	}
-	other := newWSEnv(t)
-	if _, err := other.svc.ImportSession(admin, belay.ImportInput{ProjectPath: other.project}, &b); err != nil {
-		t.Fatalf("import: %v", err)
-	}
-	if got, err := other.svc.GetCheckpoint(admin, named.ID); err != nil || got.WorkspaceRef != head {
-		t.Errorf("the imported label = %+v, %v", got, err)
-	}
-	if _, err := other.svc.DiffCheckpoint(admin, belay.DiffInput{CheckpointID: one.ID}); err != nil {
-		t.Errorf("diff of the imported snapshot: %v", err)
+	for name, named := range map[string]func(*belay.Checkpoint) string{
+		"another checkpoint's snapshot": func(one *belay.Checkpoint) string { return one.WorkspaceRef },
+		"a commit belay never had":      func(*belay.Checkpoint) string { return "0123456789abcdef0123456789abcdef01234567" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newWSEnv(t)
+			testtree.Write(t, e.project, map[string]string{"a.txt": "a\n"})
+			one := e.save(t, "one")
+			ref := named(one)
+			label, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{SessionID: one.SessionID, Summary: "named", WorkspaceRef: ref})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v, err := e.svc.Validate(alice, belay.ValidateInput{SessionID: one.SessionID}); err != nil || !v.OK {
+				t.Errorf("validate = %+v, %v; want nothing wrong", v, err)
+			}
+			var b bytes.Buffer
+			if err := e.svc.ExportSession(alice, one.SessionID, &b); err != nil {
+				t.Fatalf("export: %v", err)
+			}
+			other := newWSEnv(t)
+			if _, err := other.svc.ImportSession(admin, belay.ImportInput{ProjectPath: other.project}, &b); err != nil {
+				t.Fatalf("import: %v", err)
+			}
+			if _, err := other.svc.DiffCheckpoint(admin, belay.DiffInput{CheckpointID: one.ID}); err != nil {
+				t.Errorf("diff of the imported snapshot: %v", err)
+			}
+			if got, err := other.svc.GetCheckpoint(admin, label.ID); err != nil || got.WorkspaceRef != ref {
+				t.Errorf("the imported label = %+v, %v", got, err)
+			}
+			if _, err := other.svc.DiffCheckpoint(admin, belay.DiffInput{CheckpointID: label.ID}); err == nil {
+				t.Error("the imported label diffs")
+			}
+		})
 	}
 }
