@@ -60,6 +60,35 @@ func TestExportKeepsArchivesOutOfTheProject(t *testing.T) {
 	}
 }
 
+// TestExportToAPlaceItCannotWrite: an -o in a directory that does not
+// exist, or naming a directory, is a VALIDATION_ERROR that names the
+// directory (never the temporary file tried in it), and writes nothing.
+func TestExportToAPlaceItCannotWrite(t *testing.T) {
+	project := t.TempDir()
+	testtree.Write(t, project, map[string]string{"a.txt": "a\n"})
+	c := newWSCLI(t, project)
+	wsJSON[belay.Checkpoint](t, c, "save", "-m", "one")
+	missing := filepath.Join(t.TempDir(), "no", "dir")
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ output, want string }{
+		{filepath.Join(missing, "x.tgz"), "directory " + missing + " does not exist"},
+		{filepath.Join(file, "x.tgz"), file + " is not a directory"},
+		{dir, dir + " is a directory"},
+	} {
+		errOut := c.fails(t, cli.ExitError, "export", "-o", tc.output)
+		if !strings.Contains(errOut, tc.want) || !strings.Contains(errOut, "(VALIDATION_ERROR)") || strings.Contains(errOut, ".tmp") {
+			t.Errorf("export -o %s: %q, want %q (VALIDATION_ERROR)", tc.output, errOut, tc.want)
+		}
+	}
+	if got := testtree.Read(t, project); len(got) != 1 {
+		t.Errorf("the project holds %v", slicesKeys(got))
+	}
+}
+
 func slicesKeys(m map[string]string) []string {
 	var keys []string
 	for k := range m {

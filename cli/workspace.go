@@ -2,11 +2,14 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"unicode"
 	"unicode/utf8"
@@ -482,6 +485,9 @@ func (a *app) exportArchive(ctx context.Context, svc belay.Service, sess *belay.
 		if path, err = a.absPath(output); err != nil {
 			return err
 		}
+		if err := archiveTarget(path); err != nil {
+			return err
+		}
 		if sess.ProjectPath != "" && within(path, sess.ProjectPath) && !strings.HasSuffix(path, belay.ArchiveSuffix) {
 			fmt.Fprintf(a.env.Stderr, "belay: warning: %s is inside the project: the next save will snapshot it and a rollback may remove it; name it *%s to keep it out\n",
 				output, belay.ArchiveSuffix)
@@ -502,7 +508,7 @@ func (a *app) exportArchive(ctx context.Context, svc belay.Service, sess *belay.
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
-		return fmt.Errorf("export: %w", err)
+		return archiveDirError(filepath.Dir(path), err)
 	}
 	defer os.Remove(f.Name())
 	pctx, done := a.withProgress(ctx, "exporting")
@@ -522,6 +528,31 @@ func (a *app) exportArchive(ctx context.Context, svc belay.Service, sess *belay.
 	}
 	fmt.Fprintf(a.env.Stdout, "Exported session %s to %s%s\n", sess.ID, path, note)
 	return nil
+}
+
+// archiveTarget refuses an -o that names a directory, before anything is
+// written: the rename into place would fail only once the archive is made.
+func archiveTarget(path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return belay.Invalid("output", "%s is a directory: name the archive file to write", path)
+	}
+	return nil
+}
+
+// archiveDirError says why no file can be made in dir, the directory the
+// archive goes to, naming it rather than the temporary file tried there.
+func archiveDirError(dir string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return belay.Invalid("output", "directory %s does not exist", dir)
+	case errors.Is(err, syscall.ENOTDIR):
+		return belay.Invalid("output", "%s is not a directory", dir)
+	}
+	return belay.Invalid("output", "cannot write in directory %s: %v", dir, err)
 }
 
 // within reports whether path is dir or lies below it, comparing the paths
