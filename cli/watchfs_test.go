@@ -27,7 +27,8 @@ func TestWatchFS(t *testing.T) {
 	if out := h.ok(t, "", "watch-fs", "--help"); !strings.Contains(out, "watch-fs [DIR...]") || !strings.Contains(out, "--json") {
 		t.Errorf("watch-fs --help:\n%s", out)
 	}
-	if r := h.run(t, "", "watch-fs", "/no/such/dir"); r.code != cli.ExitError {
+	if r := h.run(t, "", "watch-fs", "/no/such/dir"); r.code != cli.ExitError || !strings.Contains(r.stderr, `"/no/such/dir" does not exist`) ||
+		!strings.Contains(r.stderr, "(VALIDATION_ERROR)") {
 		t.Errorf("watch-fs of a missing directory: exit %d\n%s", r.code, r.stderr)
 	}
 	writeProject(t, h.project, map[string]string{"a.txt": "a\n", "src/b.txt": "b\n"})

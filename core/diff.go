@@ -54,7 +54,7 @@ func (s *Service) DiffCheckpoint(ctx context.Context, in belay.DiffInput) (*bela
 		}
 		switch state, err := ws.CheckCommit(ctx, from.ProjectPath, cp.WorkspaceRef); {
 		case err != nil:
-			return nil, workspaceError(err)
+			return nil, WorkspaceError(err)
 		case state == workspace.CommitAbsent:
 			return nil, belay.Errorf(belay.CodeNotFound,
 				"checkpoint #%d's snapshot is not in this belay instance's data directory: %s; diff through that instance (if this is it, the snapshot was lost: validation reports it)",
@@ -69,7 +69,7 @@ func (s *Service) DiffCheckpoint(ctx context.Context, in belay.DiffInput) (*bela
 	}
 	d, err := ws.Diff(ctx, from.ProjectPath, from.WorkspaceRef, toRef)
 	if err != nil {
-		return nil, workspaceError(err)
+		return nil, WorkspaceError(err)
 	}
 	res.Files = make([]belay.FileDiff, len(d.Files))
 	for i, f := range d.Files {
@@ -97,7 +97,7 @@ func ownSnapshot(ctx context.Context, ws *workspace.Manager, root string, cp *be
 	refs, err := ws.Refs(ctx, root, ref)
 	var we *workspace.Error
 	if err != nil && !(errors.As(err, &we) && we.Code == workspace.NotFound) {
-		return workspaceError(err)
+		return WorkspaceError(err)
 	}
 	if refs[ref] != cp.WorkspaceRef {
 		return belay.Errorf(belay.CodeNotFound,

@@ -64,7 +64,7 @@ func (s *Service) CollectGarbage(ctx context.Context, in belay.GCInput) (*belay.
 			w.Orphaned = false
 			continue
 		case err != nil:
-			w.Error = workspaceError(err).Error()
+			w.Error = WorkspaceError(err).Error()
 		default:
 			w.Removed = rec.Removed
 			w.BytesFreed = max(sh.Bytes-rec.After, 0)

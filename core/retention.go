@@ -100,7 +100,7 @@ func (s *Service) applyPolicy(ctx context.Context, p belay.RetentionPolicy) (int
 		return deleted, err
 	}
 	_, err = s.ws.DeleteRefList(ctx, p.ProjectPath, refs)
-	return deleted, workspaceError(err)
+	return deleted, WorkspaceError(err)
 }
 
 // expired returns the checkpoints of one session that policy p lets go, in

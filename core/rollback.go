@@ -357,11 +357,11 @@ var errRollbackGone = errors.New("the rollback's session or checkpoints are gone
 func (s *Service) finishInterruptedRollback(ctx context.Context, ws *workspace.Manager, root string) error {
 	p, err := ws.PendingRestoreLocked(ctx, root)
 	if err != nil || p == nil {
-		return workspaceError(err)
+		return WorkspaceError(err)
 	}
 	var rec rollbackRecord
 	if err := json.Unmarshal(p.Record, &rec); err != nil || rec.RollbackID == "" {
-		return workspaceError(ws.UndoRestoreLocked(ctx, root))
+		return WorkspaceError(ws.UndoRestoreLocked(ctx, root))
 	}
 	res := &belay.RestoreResult{}
 	res.RestoredFiles, res.RemovedFiles = splitChanges(p.Changes)
@@ -393,13 +393,13 @@ func (s *Service) finishInterruptedRollback(ctx context.Context, ws *workspace.M
 	})
 	if errors.Is(err, errRollbackGone) {
 		s.log.Info("undid an interrupted rollback whose session or checkpoints are gone", "rollbackId", rec.RollbackID)
-		return workspaceError(ws.UndoRestoreLocked(ctx, root))
+		return WorkspaceError(ws.UndoRestoreLocked(ctx, root))
 	}
 	if err != nil {
 		return err
 	}
 	s.log.Info("finished an interrupted rollback", "rollbackId", rec.RollbackID, "sessionId", rec.SessionID, "checkpointId", rec.TargetID)
-	return workspaceError(ws.CommitRestoreLocked(ctx, root))
+	return WorkspaceError(ws.CommitRestoreLocked(ctx, root))
 }
 
 // safetyCheckpoint is the automatic checkpoint of sess's current state taken
@@ -486,7 +486,7 @@ func (s *Service) positionAt(ctx context.Context, r store.Reader, sess *belay.Se
 // code is logged rather than shown.
 func (s *Service) restoreFailed(ctx context.Context, err error, target *belay.Checkpoint) error {
 	var be *belay.Error
-	mapped := workspaceError(err)
+	mapped := WorkspaceError(err)
 	switch {
 	case ctx.Err() != nil:
 		return err

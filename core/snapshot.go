@@ -24,10 +24,11 @@ func (s *Service) workspaces() (*workspace.Manager, error) {
 	return s.ws, nil
 }
 
-// workspaceError maps an error of the workspace package to a belay error:
+// WorkspaceError maps an error of the workspace package to a belay error:
 // a bad workspace is the caller's mistake, missing objects are corruption,
-// a missing git binary is internal but said plainly.
-func workspaceError(err error) error {
+// a missing git binary is internal but said plainly. The service maps its
+// own; a program using the workspace package beside it maps with this.
+func WorkspaceError(err error) error {
 	var be *belay.Error
 	var we *workspace.Error
 	if err == nil || errors.As(err, &be) || !errors.As(err, &we) {
@@ -108,7 +109,7 @@ func (s *Service) createWithSnapshot(ctx context.Context, c caller, in belay.Cre
 	ctx = s.confined(ctx, c)
 	unlock, err := ws.Lock(ctx, root)
 	if err != nil {
-		return workspaceError(err)
+		return WorkspaceError(err)
 	}
 	defer unlock()
 	// A rollback a crash interrupted comes first: the session's head and
@@ -254,7 +255,7 @@ func snapshotRecord(ctx context.Context, ws *workspace.Manager, root, parent str
 			continue
 		}
 		if err != nil {
-			return workspaceError(err)
+			return WorkspaceError(err)
 		}
 		cp.WorkspaceRef, cp.Files = snap.Commit, snapshotChanges(snap)
 		return nil

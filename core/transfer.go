@@ -95,7 +95,7 @@ func (s *Service) bundleSession(ctx context.Context, sess *belay.Session, cps []
 	}
 	have, err := ws.Refs(ctx, root, sessionRefs(sess.ID))
 	if err != nil {
-		return false, workspaceError(err)
+		return false, WorkspaceError(err)
 	}
 	message := func(commit string) (string, error) { return ws.CommitMessage(ctx, root, commit) }
 	var refs []string
@@ -115,7 +115,7 @@ func (s *Service) bundleSession(ctx context.Context, sess *belay.Session, cps []
 	if len(refs) == 0 {
 		return false, nil
 	}
-	return true, workspaceError(ws.WriteBundle(ctx, root, refs, path))
+	return true, WorkspaceError(ws.WriteBundle(ctx, root, refs, path))
 }
 
 // ExportBranch writes the session's snapshots as branch in.Branch (default
@@ -158,7 +158,7 @@ func (s *Service) ExportBranch(ctx context.Context, in belay.ExportBranchInput) 
 	}
 	have, err := ws.Refs(ctx, root, sessionRefs(sess.ID))
 	if err != nil {
-		return nil, workspaceError(err)
+		return nil, WorkspaceError(err)
 	}
 	var commits []string
 	for _, cp := range cps {
@@ -183,7 +183,7 @@ func (s *Service) ExportBranch(ctx context.Context, in belay.ExportBranchInput) 
 		if errors.As(err, &we) && we.Code == workspace.InvalidWorkspace {
 			return nil, belay.Invalid("branch", "%s", we.Error())
 		}
-		return nil, workspaceError(err)
+		return nil, WorkspaceError(err)
 	}
 	return &belay.ExportBranchResult{Branch: branch, ProjectPath: root, Commits: len(commits)}, nil
 }
@@ -275,13 +275,13 @@ func (s *Service) ImportSession(ctx context.Context, in belay.ImportInput, r io.
 		}
 		release, err := ws.Lock(ctx, sess.ProjectPath)
 		if err != nil {
-			return nil, workspaceError(err)
+			return nil, WorkspaceError(err)
 		}
 		unlock = sync.OnceFunc(release)
 		defer unlock()
 		refs, err := ws.ReadBundleLocked(ctx, sess.ProjectPath, bundle.path)
 		if err != nil {
-			return nil, workspaceError(err)
+			return nil, WorkspaceError(err)
 		}
 		res.Snapshots = len(refs)
 	}

@@ -148,7 +148,7 @@ func (s *Service) validateWorkspace(ctx context.Context, c caller, root string, 
 		return nil, nil // never snapshotted, or gone (reported with its sessions)
 	}
 	if err != nil {
-		return nil, workspaceError(err)
+		return nil, WorkspaceError(err)
 	}
 	rep.Workspaces++
 	left := map[string]bool{}
@@ -246,7 +246,7 @@ func (s *Service) validateSession(ctx context.Context, sess *belay.Session, repa
 				root, refs = "", nil // nothing to check there, or reported with the workspace
 			} else {
 				rep.Problems = append(rep.Problems, belay.ValidationProblem{
-					Kind: belay.ProblemWorkspace, SessionID: sess.ID, ProjectPath: root, Message: workspaceError(err).Error(),
+					Kind: belay.ProblemWorkspace, SessionID: sess.ID, ProjectPath: root, Message: WorkspaceError(err).Error(),
 					Recovery: []belay.RecoveryOption{{Action: belay.RecoverDeleteSession, SessionID: sess.ID,
 						Description: "the session's snapshots cannot be reached: delete the session, or bring its workspace back"}},
 				})
@@ -273,7 +273,7 @@ func (s *Service) validateSession(ctx context.Context, sess *belay.Session, repa
 		if cp.HasSnapshot() && refs != nil {
 			ok, err := s.ws.HasCommit(ctx, root, cp.WorkspaceRef)
 			if err != nil {
-				return workspaceError(err)
+				return WorkspaceError(err)
 			}
 			if !ok {
 				p.Kind = belay.ProblemMissingCommit
@@ -333,7 +333,7 @@ func (s *Service) restoreRefs(ctx context.Context, root string, lost []found, re
 	}
 	made, err := s.ws.RestoreRefs(ctx, root, want)
 	if err != nil {
-		return workspaceError(err)
+		return WorkspaceError(err)
 	}
 	for i := range lost {
 		p := &lost[i].problem
@@ -381,7 +381,7 @@ func (s *Service) missingRows(ctx context.Context, sess *belay.Session, root str
 		p := belay.ValidationProblem{Kind: belay.ProblemMissingRow, SessionID: sess.ID, Seq: seq, ProjectPath: root}
 		msg, err := s.ws.CommitMessage(ctx, root, commit)
 		if err != nil {
-			return nil, workspaceError(err)
+			return nil, WorkspaceError(err)
 		}
 		rec, err := parseRecord(msg)
 		if err != nil {
@@ -502,7 +502,7 @@ func (s *Service) repair(ctx context.Context, sess *belay.Session, root string, 
 func (s *Service) rebuild(ctx context.Context, sess *belay.Session, root, commit string, seq int64, existing *belay.Checkpoint) (*belay.Checkpoint, error) {
 	msg, err := s.ws.CommitMessage(ctx, root, commit)
 	if err != nil {
-		return nil, workspaceError(err)
+		return nil, WorkspaceError(err)
 	}
 	rec, err := parseRecord(msg)
 	if err != nil {
@@ -522,7 +522,7 @@ func (s *Service) rebuild(ctx context.Context, sess *belay.Session, root, commit
 	if rec.ParentCommit != "" {
 		ok, err := s.ws.HasCommit(ctx, root, rec.ParentCommit)
 		if err != nil {
-			return nil, workspaceError(err)
+			return nil, WorkspaceError(err)
 		}
 		parentGone = !ok
 	}
@@ -533,7 +533,7 @@ func (s *Service) rebuild(ctx context.Context, sess *belay.Session, root, commit
 	} else {
 		d, err := s.ws.Diff(ctx, root, rec.ParentCommit, commit)
 		if err != nil {
-			return nil, workspaceError(err)
+			return nil, WorkspaceError(err)
 		}
 		cp.Files = changesFromDiff(d)
 	}

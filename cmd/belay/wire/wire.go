@@ -74,7 +74,7 @@ func watchFS(ctx context.Context, cfg cli.WatchFSConfig) error {
 	errs := make(chan error, len(cfg.Roots))
 	for _, root := range cfg.Roots {
 		go func() {
-			errs <- ws.ServeWatch(ctx, root, func() { cfg.Ready(root) })
+			errs <- core.WorkspaceError(ws.ServeWatch(ctx, root, func() { cfg.Ready(root) }))
 		}()
 	}
 	var first error
