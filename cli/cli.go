@@ -186,6 +186,10 @@ func Run(ctx context.Context, args []string, env Env) int {
 	root.SetIn(env.Stdin)
 	root.SetOut(env.Stdout)
 	root.SetErr(env.Stderr)
+	// cobra adds its completion command when the command runs; added now,
+	// after SetOut, as its scripts are written where it finds stdout then.
+	root.InitDefaultCompletionCmd()
+	refuseUnknownSubcommands(root)
 	cmd, err := root.ExecuteContextC(ctx)
 	a.close()
 	if err == nil {
@@ -360,6 +364,32 @@ func (a *app) rootCommand() *cobra.Command {
 	)
 	a.completions(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes each command below root that only groups
+// others (webhook, completion…) refuse an argument that names none of them as
+// a usage error listing them: cobra runs no argument check on such a command
+// and prints its help, exiting 0. Alone, the group still prints its help.
+func refuseUnknownSubcommands(cmd *cobra.Command) {
+	for _, sub := range cmd.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if !cmd.HasParent() || !cmd.HasSubCommands() || cmd.Runnable() {
+		return
+	}
+	cmd.Args = func(cmd *cobra.Command, argv []string) error {
+		if len(argv) == 0 {
+			return nil
+		}
+		var names []string
+		for _, sub := range cmd.Commands() {
+			if sub.IsAvailableCommand() {
+				names = append(names, sub.Name())
+			}
+		}
+		return usagef("unknown command %q for %q: it takes one of %s", argv[0], cmd.CommandPath(), strings.Join(names, ", "))
+	}
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 }
 
 // args wraps a cobra argument rule so its failure is a usage error.
