@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"net/url"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/belayhq/belay"
@@ -48,6 +49,13 @@ func validWebhookURL(raw string) error {
 	}
 	if u.Hostname() == "" {
 		return belay.Invalid("url", "url must name a host, got %q", belay.Clip(raw, 200))
+	}
+	// url.Parse takes any digits as a port; a delivery cannot dial one
+	// outside 1-65535.
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return belay.Invalid("url", "url's port must be 1-65535, got %s", belay.Clip(p, 20))
+		}
 	}
 	return nil
 }
