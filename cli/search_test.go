@@ -34,6 +34,12 @@ func TestSearchAndReindex(t *testing.T) {
 	if r := h.run(t, "", "search"); r.code != cli.ExitUsage {
 		t.Errorf("search without a query: exit %d", r.code)
 	}
+	// An empty query is core's VALIDATION_ERROR, as over HTTP, not no match.
+	for _, q := range []string{"", "  "} {
+		if r := h.run(t, "", "search", q); r.code != cli.ExitError || !strings.Contains(r.stderr, "query must not be empty (VALIDATION_ERROR)") || r.stdout != "" {
+			t.Errorf("search %q: exit %d, stdout %q, stderr %q", q, r.code, r.stdout, r.stderr)
+		}
+	}
 	if r := h.run(t, "", "search", "x", "--top-k", "500"); r.code != cli.ExitError || !strings.Contains(r.stderr, "VALIDATION_ERROR") {
 		t.Errorf("--top-k 500: exit %d, %s", r.code, r.stderr)
 	}
