@@ -339,3 +339,12 @@ const (
 	DefaultLease = 30 * time.Second
 	MaxLease     = 10 * time.Minute
 )
+
+// ValidateLease checks the length of a requested lease: 0 for DefaultLease,
+// else 1s to MaxLease.
+func ValidateLease(field string, d time.Duration) error {
+	if d != 0 && (d < time.Second || d > MaxLease) {
+		return Invalid(field, "lease must be between 1s and %s, got %s", MaxLease, d)
+	}
+	return nil
+}

@@ -111,12 +111,40 @@ func IsConnectionError(err error) bool {
 
 // CreateSession starts a session on the server, owned by the token's user.
 func (c *Client) CreateSession(ctx context.Context, in belay.CreateSessionInput) (*belay.Session, error) {
+	lease, err := leaseSeconds(in.Lease)
+	if err != nil {
+		return nil, err
+	}
 	return call[belay.Session](ctx, c, http.MethodPost, "/v1/sessions", nil, struct {
 		belay.CreateSessionInput
 		Holder       string                       `json:"holder,omitempty"`
-		LeaseSeconds int                          `json:"leaseSeconds,omitempty"`
+		LeaseSeconds int64                        `json:"leaseSeconds,omitempty"`
 		Checkpoint   *belay.CreateCheckpointInput `json:"checkpoint,omitempty"`
-	}{in, in.Holder, int(in.Lease.Seconds()), in.Checkpoint})
+	}{in, in.Holder, lease, in.Checkpoint})
+}
+
+// leaseSeconds is a lease in the whole seconds the API takes, rounded up so
+// that a lease is never shorter than asked. A lease the service refuses is
+// refused here, with the service's error: rounded, one under a second
+// would pass.
+func leaseSeconds(d time.Duration) (int64, error) {
+	if err := belay.ValidateLease("lease", d); err != nil {
+		return 0, err
+	}
+	return wholeSeconds(d), nil
+}
+
+// wholeSeconds is d in whole seconds, rounded away from zero: never shorter
+// than d, and a negative d stays negative, for the server to refuse.
+func wholeSeconds(d time.Duration) int64 {
+	s := int64(d / time.Second)
+	switch r := d % time.Second; {
+	case r > 0:
+		s++
+	case r < 0:
+		s--
+	}
+	return s
 }
 
 // GetSession asks for a session the token may read; SESSION_NOT_FOUND otherwise.

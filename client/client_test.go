@@ -323,6 +323,16 @@ func TestErrorsMatchLocalService(t *testing.T) {
 		{"create session relative project", belay.CodeValidation, createSession(belay.CreateSessionInput{ProjectPath: "rel"})},
 		{"create session metadata array", belay.CodeValidation, createSession(belay.CreateSessionInput{Metadata: json.RawMessage(`[1]`)})},
 		{"create session long title", belay.CodeValidation, createSession(belay.CreateSessionInput{Title: strings.Repeat("t", 501)})},
+		{"create session lease under a second", belay.CodeValidation, createSession(belay.CreateSessionInput{Holder: "h", Lease: 500 * time.Millisecond})},
+		{"create session lease over the most", belay.CodeValidation, createSession(belay.CreateSessionInput{Holder: "h", Lease: belay.MaxLease + time.Millisecond})},
+		{"heartbeat negative lease", belay.CodeValidation, func(ctx context.Context, s belay.Service) error {
+			_, err := s.Heartbeat(ctx, belay.LeaseInput{SessionID: seed.SessionID, Holder: "h", Lease: -time.Second})
+			return err
+		}},
+		{"resume lease under a second", belay.CodeValidation, func(ctx context.Context, s belay.Service) error {
+			_, err := s.ResumeSession(ctx, belay.ResumeInput{SessionID: seed.SessionID, Holder: "h", Lease: 999 * time.Millisecond})
+			return err
+		}},
 		{"get session bad id", belay.CodeValidation, getSession("nope")},
 		{"get session empty id", belay.CodeValidation, getSession("")},
 		{"get session unknown", belay.CodeSessionNotFound, getSession(missing)},
@@ -541,4 +551,35 @@ func withoutAccess(s *belay.Session) *belay.Session {
 	c := *s
 	c.Access = nil
 	return &c
+}
+
+// TestLeaseIsNeverShorterThanAsked: the API takes a lease in whole seconds;
+// the client rounds up, so a lease of 1.999 s is 2 s, not 1 s.
+func TestLeaseIsNeverShorterThanAsked(t *testing.T) {
+	e := newEnv(t)
+	const lease = 1999 * time.Millisecond
+	check := func(what string, before time.Time, sess *belay.Session, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if sess.LeaseExpiresAt == nil || sess.LeaseExpiresAt.Before(before.Add(lease)) {
+			t.Errorf("%s with a lease of %s: it ends at %v, %v after the call began", what, lease, sess.LeaseExpiresAt, sess.LeaseExpiresAt.Sub(before))
+		}
+	}
+	before := time.Now()
+	sess, err := e.remote.CreateSession(anonCtx, belay.CreateSessionInput{ProjectPath: e.project, Holder: "a", Lease: lease})
+	check("CreateSession", before, sess, err)
+	before = time.Now()
+	got, err := e.remote.Heartbeat(anonCtx, belay.LeaseInput{SessionID: sess.ID, Holder: "a", Lease: lease})
+	check("Heartbeat", before, got, err)
+	if _, err := e.remote.Heartbeat(anonCtx, belay.LeaseInput{SessionID: sess.ID, Holder: "a", Release: true}); err != nil {
+		t.Fatal(err)
+	}
+	before = time.Now()
+	res, err := e.remote.ResumeSession(anonCtx, belay.ResumeInput{SessionID: sess.ID, Holder: "b", Lease: lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("ResumeSession", before, res.Session, nil)
 }

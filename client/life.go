@@ -36,7 +36,7 @@ func (c *Client) EndSession(ctx context.Context, in belay.EndSessionInput) (*bel
 // leaseBody is the body of heartbeat and resume.
 type leaseBody struct {
 	Holder       string              `json:"holder"`
-	LeaseSeconds int                 `json:"leaseSeconds,omitempty"`
+	LeaseSeconds int64               `json:"leaseSeconds,omitempty"`
 	ProjectPath  string              `json:"projectPath,omitempty"`
 	Release      bool                `json:"release,omitempty"`
 	Events       []belay.EventRecord `json:"events,omitempty"`
@@ -48,13 +48,21 @@ func (c *Client) Heartbeat(ctx context.Context, in belay.LeaseInput) (*belay.Ses
 	if err != nil {
 		return nil, err
 	}
-	return call[belay.Session](ctx, c, http.MethodPost, p, nil, leaseBody{Holder: in.Holder, LeaseSeconds: int(in.Lease.Seconds()), Release: in.Release,
+	lease, err := leaseSeconds(in.Lease)
+	if err != nil {
+		return nil, err
+	}
+	return call[belay.Session](ctx, c, http.MethodPost, p, nil, leaseBody{Holder: in.Holder, LeaseSeconds: lease, Release: in.Release,
 		Events: in.Events})
 }
 
 // ResumeSession takes the lease of an interrupted session.
 func (c *Client) ResumeSession(ctx context.Context, in belay.ResumeInput) (*belay.ResumeResult, error) {
-	body := leaseBody{Holder: in.Holder, LeaseSeconds: int(in.Lease.Seconds()), ProjectPath: in.ProjectPath}
+	lease, err := leaseSeconds(in.Lease)
+	if err != nil {
+		return nil, err
+	}
+	body := leaseBody{Holder: in.Holder, LeaseSeconds: lease, ProjectPath: in.ProjectPath}
 	if in.SessionID == "" {
 		return call[belay.ResumeResult](ctx, c, http.MethodPost, "/v1/sessions/resume", nil, body)
 	}
@@ -68,7 +76,7 @@ func (c *Client) ResumeSession(ctx context.Context, in belay.ResumeInput) (*bela
 
 // CleanupSessions deletes ended sessions and reports what it freed.
 func (c *Client) CleanupSessions(ctx context.Context, in belay.CleanupInput) (*belay.CleanupResult, error) {
-	body := map[string]any{"olderThanSeconds": int64(in.OlderThan.Seconds()), "statuses": in.Statuses,
+	body := map[string]any{"olderThanSeconds": wholeSeconds(in.OlderThan), "statuses": in.Statuses,
 		"keepLast": in.KeepLast, "dryRun": in.DryRun}
 	return call[belay.CleanupResult](ctx, c, http.MethodPost, "/v1/sessions/cleanup", nil, body)
 }
@@ -131,7 +139,7 @@ type retentionBody struct {
 // SetRetention sets a project's retention policy (admins).
 func (c *Client) SetRetention(ctx context.Context, p belay.RetentionPolicy) error {
 	return c.do(ctx, http.MethodPut, "/v1/retention", nil,
-		retentionBody{ProjectPath: p.ProjectPath, KeepLast: p.KeepLast, MaxAgeSeconds: int64(p.MaxAge / time.Second)}, nil)
+		retentionBody{ProjectPath: p.ProjectPath, KeepLast: p.KeepLast, MaxAgeSeconds: wholeSeconds(p.MaxAge)}, nil)
 }
 
 // ListRetention lists the retention policies (admins).

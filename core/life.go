@@ -74,11 +74,11 @@ func leaseFor(holder string, d time.Duration) (time.Duration, error) {
 	if holder == "" || len(holder) > belay.MaxNameLen {
 		return 0, belay.Invalid("holder", "holder must be 1-%d characters naming the process (e.g. host:pid)", belay.MaxNameLen)
 	}
+	if err := belay.ValidateLease("lease", d); err != nil {
+		return 0, err
+	}
 	if d == 0 {
 		d = belay.DefaultLease
-	}
-	if d < time.Second || d > belay.MaxLease {
-		return 0, belay.Invalid("lease", "lease must be between 1s and %s, got %s", belay.MaxLease, d)
 	}
 	return d, nil
 }
