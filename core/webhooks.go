@@ -194,6 +194,10 @@ func (w webhookSource) RecordDelivery(ctx context.Context, d *belay.Delivery, ad
 	})
 }
 
+func (w webhookSource) LastAttempt(ctx context.Context, webhookID string, seq int64) (*belay.Delivery, error) {
+	return w.s.store.LastDelivery(ctx, webhookID, seq)
+}
+
 func (w webhookSource) ClaimWebhook(ctx context.Context, id, holder string, now, until time.Time) (bool, error) {
 	var ok bool
 	err := w.s.store.Update(ctx, func(tx store.Tx) error {

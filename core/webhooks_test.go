@@ -463,3 +463,67 @@ func TestWebhookValidation(t *testing.T) {
 		t.Errorf("invalid input stored webhooks: %+v", hooks)
 	}
 }
+
+// TestWebhookAttemptsCountAcrossRestarts: the attempts at an event are
+// counted in the delivery log, so a dispatcher started again on the same
+// database (belay serve restarted) goes on from the next attempt and gives up
+// after MaxAttempts in all, not MaxAttempts more.
+func TestWebhookAttemptsCountAcrossRestarts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "belay.db")
+	open := func() (*core.Service, func()) {
+		db, err := sqlite.Open(localCtx, path)
+		if err != nil {
+			t.Fatalf("open store: %v", err)
+		}
+		svc := core.New(core.Options{Store: db, Logger: slog.New(slog.DiscardHandler)})
+		return svc, func() {
+			svc.Close()
+			db.Close()
+		}
+	}
+	failing := newHookReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	})
+	opts := fastWebhooks
+	opts.MaxAttempts = 6
+	// The same instance restarted: it takes its webhooks' leases back at once.
+	opts.Holder = "instance-1"
+
+	svc, closeFirst := open()
+	hook := addWebhook(t, svc, failing.srv.URL, belay.EventCheckpointCreated)
+	cp := hookSave(t, svc, t.TempDir(), "one")
+	ctx, stop := context.WithCancel(localCtx)
+	stopped := make(chan struct{})
+	go func() {
+		webhook.Run(ctx, svc.WebhookSource(), opts)
+		close(stopped)
+	}()
+	hookWait(t, "three failed attempts", func() bool { return len(hookDeliveries(t, svc, hook.ID)) >= 3 })
+	stop()
+	<-stopped
+	before := len(hookDeliveries(t, svc, hook.ID))
+	closeFirst()
+	if before >= opts.MaxAttempts {
+		t.Fatalf("the first dispatcher made %d attempts before it stopped; the test needs fewer than %d", before, opts.MaxAttempts)
+	}
+
+	svc, closeSecond := open()
+	defer closeSecond()
+	runHookDispatcher(t, svc, opts)
+	hookWait(t, "the webhook to give up on the event", func() bool { return hookLastSeq(t, svc, hook.ID) == hookLogEnd(t, svc) })
+	log := hookDeliveries(t, svc, hook.ID)
+	if len(log) != opts.MaxAttempts {
+		t.Fatalf("%d attempts in all (%d before the restart), want %d", len(log), before, opts.MaxAttempts)
+	}
+	for i, d := range log {
+		if d.Attempt != i+1 || d.Error == "" {
+			t.Errorf("delivery %d = attempt %d error %q, want failed attempt %d", i, d.Attempt, d.Error, i+1)
+		}
+	}
+	if got := len(failing.requests()); got != opts.MaxAttempts {
+		t.Errorf("the receiver got %d requests, want %d", got, opts.MaxAttempts)
+	}
+	if reqs := failing.requests(); reqs[len(reqs)-1].event.CheckpointID != cp.ID {
+		t.Errorf("the last attempt carried %+v, want the checkpoint's event", reqs[len(reqs)-1].event)
+	}
+}

@@ -124,6 +124,9 @@ type Reader interface {
 
 	ListWebhooks(ctx context.Context) ([]*belay.Webhook, error)
 	ListDeliveries(ctx context.Context, q DeliveryQuery) ([]*belay.Delivery, error)
+	// LastDelivery returns the recorded attempt with the highest number to
+	// deliver event seq to webhook webhookID, or nil when none was recorded.
+	LastDelivery(ctx context.Context, webhookID string, seq int64) (*belay.Delivery, error)
 
 	// SearchCheckpoints ranks the checkpoints within q.Scope, q.ProjectPath
 	// and q.Tags twice: by full-text relevance to q.Text, and by cosine

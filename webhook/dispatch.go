@@ -39,6 +39,9 @@ type Source interface {
 	// the webhook d.WebhookID on to d.EventSeq, in the same write, so the
 	// event is never tried again; a position never moves back.
 	RecordDelivery(ctx context.Context, d *belay.Delivery, advance bool) error
+	// LastAttempt returns the recorded attempt with the highest number to
+	// deliver event seq to webhook webhookID, or nil when there is none.
+	LastAttempt(ctx context.Context, webhookID string, seq int64) (*belay.Delivery, error)
 	// ClaimWebhook takes or renews holder's lease on delivering webhook
 	// id's events until the given time, and reports whether holder holds it
 	// now. Another holder takes the lease only once until has passed (its
@@ -144,7 +147,10 @@ const pageSize = 100
 // followed, an error status, a timeout, a refused connection) is retried
 // with exponential backoff (1s, 2s, 4s… by default), up to
 // Options.MaxAttempts attempts in all (6 by default). Every attempt is
-// recorded in the delivery log. After the last attempt the webhook moves on
+// recorded in the delivery log, and the attempts are counted there: a
+// dispatcher that starts on an event tried before (by an earlier run, or
+// another instance) goes on from the next attempt once the backoff since the
+// last one has passed. After the last attempt the webhook moves on
 // to the next event, so a dead endpoint never stalls the log; the given-up
 // delivery stays visible in the log.
 //
@@ -331,7 +337,21 @@ func (d *dispatcher) deliver(ctx context.Context, w *worker, h *belay.Webhook, e
 		d.log.Error("webhooks: encode event", "seq", e.Seq, "error", err)
 		return false
 	}
-	for attempt := 1; ; attempt++ {
+	last, err := d.src.LastAttempt(ctx, h.ID, e.Seq)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.log.Error("webhooks: read delivery log", "webhook", h.ID, "seq", e.Seq, "error", err)
+		}
+		return false
+	}
+	attempt := 1
+	if last != nil {
+		attempt = last.Attempt + 1
+		if !sleep(ctx, last.CreatedAt.Add(d.opts.backoff(last.Attempt)).Sub(d.opts.Clock.Now())) {
+			return false
+		}
+	}
+	for ; ; attempt++ {
 		if !d.held(w) {
 			return false // the lease is lost or lapsing: tried again once renewed
 		}
@@ -340,26 +360,38 @@ func (d *dispatcher) deliver(ctx context.Context, w *worker, h *belay.Webhook, e
 		if ctx.Err() != nil {
 			return false // shutting down: the event is tried again on the next start
 		}
-		last := del.Error == "" || attempt >= d.opts.MaxAttempts
-		if err := d.src.RecordDelivery(ctx, del, last); err != nil {
+		done := del.Error == "" || attempt >= d.opts.MaxAttempts
+		if err := d.src.RecordDelivery(ctx, del, done); err != nil {
 			if ctx.Err() == nil {
 				d.log.Error("webhooks: record delivery", "webhook", h.ID, "seq", e.Seq, "error", err)
 			}
 			return false
 		}
-		if last {
+		if done {
 			if del.Error != "" {
 				d.log.Warn("webhooks: gave up", "webhook", h.ID, "seq", e.Seq, "attempts", attempt, "error", del.Error)
 			}
 			return true
 		}
-		timer := time.NewTimer(d.opts.backoff(attempt))
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		if !sleep(ctx, d.opts.backoff(attempt)) {
 			return false
-		case <-timer.C:
 		}
+	}
+}
+
+// sleep waits for d (no time when d is not positive) and reports whether
+// ctx was still going when the wait ended.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
 	}
 }
 

@@ -90,6 +90,19 @@ func (m *memSource) RecordDelivery(_ context.Context, d *belay.Delivery, advance
 	return nil
 }
 
+func (m *memSource) LastAttempt(_ context.Context, webhookID string, seq int64) (*belay.Delivery, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var last *belay.Delivery
+	for _, d := range m.deliveries {
+		if d.WebhookID == webhookID && d.EventSeq == seq && (last == nil || d.Attempt > last.Attempt) {
+			c := *d
+			last = &c
+		}
+	}
+	return last, nil
+}
+
 func (m *memSource) ClaimWebhook(_ context.Context, id, holder string, now, until time.Time) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

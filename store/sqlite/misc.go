@@ -248,6 +248,22 @@ func (r reader) ListDeliveries(ctx context.Context, q store.DeliveryQuery) ([]*b
 	return out, rows.Err()
 }
 
+func (r reader) LastDelivery(ctx context.Context, webhookID string, seq int64) (*belay.Delivery, error) {
+	var d belay.Delivery
+	var created int64
+	err := r.q.QueryRowContext(ctx, `SELECT id, webhook_id, event_seq, event_type, attempt, status_code, error,
+		duration_ms, created_at FROM webhook_deliveries WHERE webhook_id = ? AND event_seq = ? ORDER BY attempt DESC LIMIT 1`,
+		webhookID, seq).Scan(&d.ID, &d.WebhookID, &d.EventSeq, &d.EventType, &d.Attempt, &d.StatusCode, &d.Error, &d.DurationMs, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: last delivery: %w", err)
+	}
+	d.CreatedAt = fromTS(created)
+	return &d, nil
+}
+
 func (t *tx) InsertDelivery(ctx context.Context, d *belay.Delivery) error {
 	_, err := t.q.ExecContext(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, event_seq, event_type, attempt,
 		status_code, error, duration_ms, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,

@@ -269,6 +269,24 @@ func testDeliveries(t *testing.T, st store.Store) {
 			}
 		})
 	}
+	for _, tc := range []struct {
+		name    string
+		webhook string
+		seq     int64
+		want    *belay.Delivery
+	}{
+		{"LastDeliveryHighestAttempt", w1.ID, 1, ds[1]},
+		{"LastDeliveryOfItsWebhook", w2.ID, 1, ds[2]},
+		{"LastDeliveryNone", w1.ID, 3, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := st.LastDelivery(t.Context(), tc.webhook, tc.seq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantEqual(t, "last delivery", tc.want, got)
+		})
+	}
 	// Deleting a webhook deletes its delivery log.
 	mustUpdate(t, st, func(tx store.Tx) error { return tx.DeleteWebhook(t.Context(), w2.ID) })
 	got, err := st.ListDeliveries(t.Context(), store.DeliveryQuery{Limit: 10})
