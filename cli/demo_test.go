@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"encoding/json"
 	"regexp"
 	"strconv"
 	"strings"
@@ -34,5 +35,46 @@ func TestDemoThroughTheCLI(t *testing.T) {
 	demo.stdout.waitFor(t, "Build something for agents adoption")
 	if out := c.ok(t, nil, "sessions"); !strings.Contains(out, "completed") {
 		t.Fatalf("sessions after the demo:\n%s\nwant its session completed", out)
+	}
+}
+
+// TestDemoContinuesItsInterruptedRun: a demo stopped (Ctrl-C) while it
+// waited for a decision is continued by the next 'belay demo' of the same
+// topic, whether the request is still open (the hints are shown again) or
+// was decided meanwhile; no second session is started.
+func TestDemoContinuesItsInterruptedRun(t *testing.T) {
+	c := newHITLCLI(t)
+	decideRe := regexp.MustCompile(`belay decide (\S+) --option approved`)
+	interrupted := func(what string) (string, string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		demo, done := c.start(ctx, nil, "demo", "--topic", "agents")
+		demo.stdout.waitFor(t, "Round 1:")
+		id := demo.stdout.waitForMatches(t, decideRe, 1)[0][1]
+		cancel()
+		if r := <-done; r.code != 130 {
+			t.Fatalf("%s: exit %d after Ctrl-C\nstdout: %s\nstderr: %s", what, r.code, r.stdout, r.stderr)
+		}
+		return id, demo.stdout.String()
+	}
+	first, _ := interrupted("the first demo")
+	again, out := interrupted("the demo run again before a decision")
+	if again != first || !strings.Contains(out, "Continuing session") {
+		t.Fatalf("the demo run again asks for %s, want the first run's %s continued:\n%s", again, first, out)
+	}
+	c.ok(t, nil, "decide", first, "--option", "approved")
+	out = c.ok(t, nil, "demo", "--topic", "agents")
+	if !strings.Contains(out, "Continuing session") || !strings.Contains(out, "completed after") {
+		t.Fatalf("the demo after the decision:\n%s\nwant the waiting run continued and completed", out)
+	}
+	var sessions struct {
+		Items []struct{ Status string } `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(c.ok(t, nil, "--json", "sessions")), &sessions); err != nil {
+		t.Fatal(err)
+	}
+	if len(sessions.Items) != 1 || sessions.Items[0].Status != "completed" {
+		t.Errorf("sessions after the demo: %+v, want its one session completed", sessions.Items)
 	}
 }
