@@ -82,7 +82,24 @@ func validTokenInput(in *belay.CreateTokenInput) error {
 		}
 		in.Projects[i] = filepath.Clean(p)
 	}
+	in.Projects = limitPaths(in.Projects)
 	return nil
+}
+
+// limitPaths returns the project paths a new token is limited to, each
+// followed by the directory it leads to when a symlink on the way makes that
+// another path: belay keeps a project by its directory's path
+// (Service.projectPath). They are resolved once, as the admin creates the
+// token, and never again: resolved on each use, a limit would follow a link
+// its holder swapped in for its project, anywhere.
+func limitPaths(projects []string) []string {
+	out := projects
+	for _, p := range projects {
+		if real, err := workspace.RealPath(p); err == nil && real != p && !slices.Contains(out, real) {
+			out = append(slices.Clip(out), real)
+		}
+	}
+	return out
 }
 
 // putToken creates or updates the user and stores a new token for it.
@@ -184,21 +201,6 @@ func (s *Service) Bootstrap(ctx context.Context) (string, error) {
 	return token, err
 }
 
-// limitPaths returns the project paths a token is limited to, each followed
-// by the directory it leads to when a symlink on the way makes that another
-// path: belay keeps a project by its directory's path (Service.projectPath),
-// and a limit is judged by the directory it names, as mayUseWorkspace judges
-// a workspace.
-func limitPaths(projects []string) []string {
-	out := projects
-	for _, p := range projects {
-		if real, err := workspace.RealPath(p); err == nil && real != p {
-			out = append(slices.Clip(out), real)
-		}
-	}
-	return out
-}
-
 // touchEvery is how stale a token's last-used time may get: recording every
 // use would make every read a write.
 const touchEvery = time.Minute
@@ -227,7 +229,7 @@ func (s *Service) Authenticate(ctx context.Context, token string) (belay.Actor, 
 			s.log.Warn("recording a token's use", "token", tk.ID, "error", err)
 		}
 	}
-	a := belay.Actor{UserID: u.Name, Scopes: tk.Scopes, Projects: limitPaths(tk.Projects), TokenID: tk.ID}
+	a := belay.Actor{UserID: u.Name, Scopes: tk.Scopes, Projects: tk.Projects, TokenID: tk.ID}
 	a.Admin = u.Admin && (len(tk.Scopes) == 0 || slices.Contains(tk.Scopes, belay.ScopeAdmin))
 	return a, nil
 }

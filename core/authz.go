@@ -244,8 +244,10 @@ func checkApprovers(ctx context.Context, r store.Reader, approvers []string) err
 func (s *Service) mayUseWorkspace(c caller, root string) error {
 	// A token limited to projects is checked by the directory the path
 	// names, symlinks resolved, as the workspace is opened: a link inside
-	// its project leads nowhere else.
-	if len(c.Projects) > 0 && !workspace.InsideRoots(root, c.Projects) {
+	// its project leads nowhere else. The token's projects are taken as
+	// they were resolved when it was created (limitPaths): its holder who
+	// swaps a link in for its project moves nothing.
+	if len(c.Projects) > 0 && !workspace.InsideFixedRoots(root, c.Projects) {
 		return belay.Errorf(belay.CodeUnauthorized, "%s leads outside the projects this token is limited to", root).
 			With("projectPath", root)
 	}
@@ -280,13 +282,14 @@ func (s *Service) projectPath(c caller, p string) string {
 		return ""
 	}
 	p = filepath.Clean(p)
-	if !filepath.IsAbs(p) || !c.Admin && !workspace.InsideRoots(p, s.roots) {
+	if !filepath.IsAbs(p) {
 		return p
 	}
-	if real, err := workspace.RealPath(p); err == nil {
-		return real
+	real, err := workspace.RealPath(p)
+	if err != nil || !c.Admin && !workspace.RealInsideRoots(real, s.roots) {
+		return p
 	}
-	return p
+	return real
 }
 
 // confined holds the workspace operations of a caller who is not an admin to

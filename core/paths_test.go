@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/core"
+	"github.com/belayhq/belay/store"
 )
 
 // link makes a symlink named name in a new directory, leading to target,
@@ -139,5 +141,95 @@ func TestATokenLimitedToALinkWorksInItsDirectory(t *testing.T) {
 	}
 	if _, err := svc.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: t.TempDir(), Summary: "elsewhere"}); !belay.IsCode(err, belay.CodeUnauthorized) {
 		t.Errorf("a save outside the token's project: err = %v, want UNAUTHORIZED", err)
+	}
+}
+
+// TestATokenLimitFollowsNoLinkSwappedInLater: a token's limit is resolved
+// when it is created; its holder who replaces the limited project by a link
+// to another project reaches nothing there.
+func TestATokenLimitFollowsNoLinkSwappedInLater(t *testing.T) {
+	e := newWSEnv(t)
+	private := e.save(t, "alice's own", func(in *belay.CreateCheckpointInput) { in.Snapshot = false })
+	agentProj := filepath.Join(filepath.Dir(e.project), "agent-proj")
+	if err := os.Mkdir(agentProj, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tk, err := e.svc.CreateToken(localCtx, belay.CreateTokenInput{User: "alice", Projects: []string{agentProj},
+		Scopes: []belay.Scope{belay.ScopeRead, belay.ScopeWrite}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(agentProj); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(e.project, agentProj); err != nil {
+		t.Fatal(err)
+	}
+	a, err := e.svc.Authenticate(context.Background(), tk.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := belay.WithActor(context.Background(), a)
+	if _, err := e.svc.GetCheckpoint(ctx, private.ID); !belay.IsCode(err, belay.CodeCheckpointNotFound) {
+		t.Errorf("the limited token reads a checkpoint of the project its link leads to: err = %v", err)
+	}
+	for _, p := range []string{agentProj, e.project} {
+		if _, err := e.svc.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: p, Summary: "in"}); !belay.IsCode(err, belay.CodeUnauthorized) {
+			t.Errorf("a save by %s through the swapped-in link: err = %v, want UNAUTHORIZED", p, err)
+		}
+	}
+}
+
+// TestATokensWorkspaceFollowsNoLinkSwappedInLater: a session a limited token
+// began in its project, whose directory its holder then replaced by a link
+// to another project, snapshots nothing there.
+func TestATokensWorkspaceFollowsNoLinkSwappedInLater(t *testing.T) {
+	e := newWSEnv(t)
+	agentProj := filepath.Join(filepath.Dir(e.project), "agent-proj")
+	if err := os.Mkdir(agentProj, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tk, err := e.svc.CreateToken(localCtx, belay.CreateTokenInput{User: "bob", Projects: []string{agentProj},
+		Scopes: []belay.Scope{belay.ScopeRead, belay.ScopeWrite}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := e.svc.Authenticate(context.Background(), tk.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob := belay.WithActor(context.Background(), a)
+	first, err := e.svc.CreateCheckpoint(bob, belay.CreateCheckpointInput{ProjectPath: agentProj, Summary: "mine", Snapshot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(agentProj); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(e.project, agentProj); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.svc.CreateCheckpoint(bob, belay.CreateCheckpointInput{SessionID: first.SessionID, Summary: "alice's files", Snapshot: true})
+	if !belay.IsCode(err, belay.CodeUnauthorized) {
+		t.Errorf("a snapshot of the project a link swapped in leads to: err = %v, want UNAUTHORIZED", err)
+	}
+}
+
+// TestALegacyPolicyUnderALinkIsRemovable: a retention policy stored before
+// belay resolved links, under a link's path, is removed by naming that path.
+func TestALegacyPolicyUnderALinkIsRemovable(t *testing.T) {
+	svc := newService(t, nil)
+	via := link(t, t.TempDir())
+	err := core.StoreOf(svc).Update(localCtx, func(tx store.Tx) error {
+		return tx.PutRetention(localCtx, belay.RetentionPolicy{ProjectPath: via, KeepLast: 3})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.SetRetention(localCtx, belay.RetentionPolicy{ProjectPath: via}); err != nil {
+		t.Fatal(err)
+	}
+	if ps, err := svc.ListRetention(localCtx); err != nil || len(ps) != 0 {
+		t.Errorf("policies after removing the link's = %+v, %v; want none", ps, err)
 	}
 }

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"path/filepath"
 	"time"
 
 	"github.com/belayhq/belay"
@@ -27,9 +28,17 @@ func (s *Service) SetRetention(ctx context.Context, p belay.RetentionPolicy) err
 	if p.MaxAge > 0 && p.MaxAge < time.Hour {
 		return belay.Invalid("maxAge", "maxAge must be at least an hour, got %s", p.MaxAge)
 	}
+	given := filepath.Clean(p.ProjectPath)
 	p.ProjectPath = s.projectPath(c, p.ProjectPath)
 	return s.update(ctx, func(tx store.Tx) error {
 		if p.KeepLast == 0 && p.MaxAge == 0 {
+			// A policy set before belay resolved links is kept under the
+			// path as given: removing it names that path.
+			if given != p.ProjectPath {
+				if err := tx.DeleteRetention(ctx, given); err != nil {
+					return err
+				}
+			}
 			return tx.DeleteRetention(ctx, p.ProjectPath)
 		}
 		return tx.PutRetention(ctx, p)

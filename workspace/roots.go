@@ -19,11 +19,29 @@ func InsideRoots(path string, roots []string) bool {
 	if err != nil {
 		return false
 	}
-	return insideReal(real, roots)
+	return RealInsideRoots(real, roots)
 }
 
-// insideReal reports whether the real path real lies inside one of roots.
-func insideReal(real string, roots []string) bool {
+// InsideFixedRoots reports whether the real path of path lies inside one of
+// roots taken as they are, not resolved: roots whose real paths were taken
+// when they were given (a token's projects), which a link swapped in for
+// one of them since must not move.
+func InsideFixedRoots(path string, roots []string) bool {
+	real, err := RealPath(path)
+	if err != nil {
+		return false
+	}
+	for _, r := range roots {
+		if within(real, filepath.Clean(r)) {
+			return true
+		}
+	}
+	return false
+}
+
+// RealInsideRoots reports whether real, a path RealPath returned, lies
+// inside one of roots, each compared by its real path.
+func RealInsideRoots(real string, roots []string) bool {
 	for _, r := range roots {
 		if rr, err := RealPath(r); err == nil && within(real, rr) {
 			return true
@@ -73,7 +91,7 @@ func Confine(ctx context.Context, roots []string) context.Context {
 // The message names root as given, never where it leads.
 func checkConfined(ctx context.Context, root, canon string) error {
 	roots, ok := ctx.Value(confineKey{}).([]string)
-	if !ok || insideReal(canon, roots) {
+	if !ok || RealInsideRoots(canon, roots) {
 		return nil
 	}
 	return errorf(Forbidden, nil, "workspace %s is outside the directories this caller may use", root)
