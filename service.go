@@ -628,6 +628,10 @@ type RestoreResult struct {
 	SafetyCheckpoint *Checkpoint `json:"safetyCheckpoint,omitempty"`
 	Rollback         *Rollback   `json:"rollback,omitempty"`
 	DryRun           bool        `json:"dryRun,omitempty"`
+	// StateOnly is set when the checkpoint has no snapshot of belay's (none,
+	// or a commit its caller named: see Checkpoint.HasSnapshot): the agent
+	// state alone was rolled back, and the files were left as they are.
+	StateOnly bool `json:"stateOnly,omitempty"`
 }
 
 // DiffCurrent names the workspace as it is now in DiffInput.To.

@@ -78,7 +78,7 @@ func (rd *reader) check() (*Contents, error) {
 	}
 	c.Deleted = slices.Sorted(maps.Keys(deleted))
 	c.Rollbacks = rd.rollbacks
-	snapshots := slices.ContainsFunc(c.Checkpoints, func(cp *belay.Checkpoint) bool { return cp.WorkspaceRef != "" })
+	snapshots := slices.ContainsFunc(c.Checkpoints, (*belay.Checkpoint).HasSnapshot)
 	if snapshots != rd.bundle || (m.Bundle == BundleFile) != rd.bundle || m.Bundle != "" && m.Bundle != BundleFile {
 		return nil, Invalid("the snapshots and %s do not match", BundleFile)
 	}

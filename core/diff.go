@@ -107,6 +107,8 @@ func ownSnapshot(ctx context.Context, ws *workspace.Manager, root string, cp *be
 	return nil
 }
 
+// hasSnapshot refuses, as a VALIDATION_ERROR on field, a checkpoint with no
+// snapshot of belay's: none at all, or a label (see Checkpoint.HasSnapshot).
 func hasSnapshot(field string, cp *belay.Checkpoint) error {
 	switch {
 	case cp.WorkspaceRef != "" && !cp.HasSnapshot():

@@ -405,7 +405,7 @@ func (s *Service) CleanupSessions(ctx context.Context, in belay.CleanupInput) (*
 				return nil, err
 			}
 			for _, cp := range cps {
-				if cp.WorkspaceRef != "" {
+				if cp.HasSnapshot() {
 					res.Refs++
 				}
 			}

@@ -100,6 +100,7 @@ func (s *Service) recreateRoot(c caller, root string) error {
 func (s *Service) previewRestore(ctx context.Context, sess *belay.Session, target *belay.Checkpoint) (*belay.RestoreResult, error) {
 	res := &belay.RestoreResult{Session: sess, Checkpoint: target, RestoredFiles: []string{}, RemovedFiles: []string{}, DryRun: true}
 	if !target.HasSnapshot() {
+		res.StateOnly = true
 		return res, nil
 	}
 	ws, root, err := s.restoreTarget(ctx, sess, target)
@@ -139,7 +140,7 @@ func skippedPaths(cp *belay.Checkpoint) []string {
 // restoreState rolls back a checkpoint without a snapshot: state only, with
 // the safety checkpoint (state only too) in the same transaction.
 func (s *Service) restoreState(ctx context.Context, sess *belay.Session, target *belay.Checkpoint, reason string) (*belay.RestoreResult, error) {
-	res := &belay.RestoreResult{Checkpoint: target, RestoredFiles: []string{}, RemovedFiles: []string{}}
+	res := &belay.RestoreResult{Checkpoint: target, RestoredFiles: []string{}, RemovedFiles: []string{}, StateOnly: true}
 	err := s.update(ctx, func(tx store.Tx) error {
 		cur, err := tx.GetSession(ctx, sess.ID)
 		if err != nil {

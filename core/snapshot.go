@@ -218,8 +218,8 @@ func (s *Service) snapshotParent(ctx context.Context, id string) (string, error)
 		if err != nil {
 			return "", err
 		}
-		if cp.WorkspaceRef != "" {
-			return cp.WorkspaceRef, nil
+		if cp.HasSnapshot() {
+			return cp.WorkspaceRef, nil // a label names no snapshot of belay's
 		}
 		id = cp.ParentID
 	}

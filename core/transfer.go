@@ -167,7 +167,7 @@ func (s *Service) ExportBranch(ctx context.Context, in belay.ExportBranchInput) 
 		}
 		// Only the snapshots belay took for the checkpoints (see
 		// ownSnapshot), not commits they named.
-		if cp.WorkspaceRef != "" && have[checkpointRef(sess.ID, cp.Seq)] == cp.WorkspaceRef {
+		if cp.HasSnapshot() && have[checkpointRef(sess.ID, cp.Seq)] == cp.WorkspaceRef {
 			commits = append(commits, cp.WorkspaceRef)
 		}
 	}
@@ -414,7 +414,7 @@ func (b *extractedBundle) extract(r io.Reader, path string) error {
 func (b *extractedBundle) check(cps []*belay.Checkpoint) error {
 	want := map[string]string{}
 	for _, cp := range cps {
-		if cp.WorkspaceRef != "" {
+		if cp.HasSnapshot() {
 			want[checkpointRef(cp.SessionID, cp.Seq)] = cp.WorkspaceRef
 		}
 	}

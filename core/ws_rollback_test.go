@@ -37,7 +37,7 @@ func TestRollbackRestoresFilesAndStateAndCanBeUndone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !dry.DryRun || !slices.Equal(dry.RestoredFiles, []string{"-dash ünï.txt", "a.txt", "b.txt"}) ||
+	if !dry.DryRun || dry.StateOnly || !slices.Equal(dry.RestoredFiles, []string{"-dash ünï.txt", "a.txt", "b.txt"}) ||
 		!slices.Equal(dry.RemovedFiles, []string{"after.txt", "new/deep/n.txt"}) || dry.SafetyCheckpoint != nil {
 		t.Errorf("dry run = restore %v remove %v", dry.RestoredFiles, dry.RemovedFiles)
 	}
@@ -46,8 +46,8 @@ func TestRollbackRestoresFilesAndStateAndCanBeUndone(t *testing.T) {
 	}
 
 	res, err := e.svc.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: first.ID, Reason: "wrong direction"})
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || res.StateOnly {
+		t.Fatalf("rollback = %+v, %v", res, err)
 	}
 	want := maps.Clone(atFirst)
 	want["debug.log"] = "ignored" // ignored: never touched

@@ -498,7 +498,7 @@ func TestANamedCommitIsNoSnapshot(t *testing.T) {
 		// checkpoint without a snapshot.
 		for _, dry := range []bool{true, false} {
 			res, err := e.svc.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: named.ID, DryRun: dry})
-			if err != nil || len(res.RestoredFiles)+len(res.RemovedFiles) > 0 {
+			if err != nil || len(res.RestoredFiles)+len(res.RemovedFiles) > 0 || !res.StateOnly {
 				t.Errorf("rollback (dry run %v) to a checkpoint naming %s = %+v, %v; want the state alone", dry, ref, res, err)
 			}
 		}
@@ -598,5 +598,56 @@ func TestExportCarriesANamedCommitAsALabel(t *testing.T) {
 				t.Error("the imported label diffs")
 			}
 		})
+	}
+}
+
+// TestALabelIsNoParentOfTheNextSnapshot: the snapshot after a label is
+// compared with the snapshot before it, not with what the label names —
+// another session's snapshot (its files would show in this one's changes)
+// or a commit belay never had (every file would count as created).
+func TestALabelIsNoParentOfTheNextSnapshot(t *testing.T) {
+	for name, label := range map[string]func(other *belay.Checkpoint) string{
+		"another session's snapshot": func(other *belay.Checkpoint) string { return other.WorkspaceRef[:4] },
+		"a commit belay never had":   func(*belay.Checkpoint) string { return "0123456789abcdef0123456789abcdef01234567" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newWSEnv(t)
+			testtree.Write(t, e.project, map[string]string{"theirs.txt": "x\n", "a.txt": "a\n"})
+			theirs, err := e.svc.CreateCheckpoint(wsAs("bob", false), belay.CreateCheckpointInput{ProjectPath: e.project, Summary: "bob's", Snapshot: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(filepath.Join(e.project, "theirs.txt")); err != nil {
+				t.Fatal(err)
+			}
+			one := e.save(t, "one")
+			if _, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{SessionID: one.SessionID, Summary: "label", WorkspaceRef: label(theirs)}); err != nil {
+				t.Fatal(err)
+			}
+			testtree.Write(t, e.project, map[string]string{"a.txt": "changed\n"})
+			two := e.save(t, "two", func(in *belay.CreateCheckpointInput) { in.ProjectPath, in.SessionID = "", one.SessionID })
+			if f := two.Files; f == nil || !slices.Equal(f.Modified, []string{"a.txt"}) || len(f.Created)+len(f.Deleted) > 0 {
+				t.Errorf("the snapshot after the label changed %+v, want a.txt modified alone", f)
+			}
+		})
+	}
+}
+
+// TestASessionOfLabelsAloneExportsAndImports: a session whose checkpoints
+// name commits of the project's own git, with no snapshot of belay's, has
+// no bundle to carry and imports.
+func TestASessionOfLabelsAloneExportsAndImports(t *testing.T) {
+	e := newWSEnv(t)
+	cp, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{ProjectPath: e.project, Summary: "at HEAD", WorkspaceRef: "0123456789abcdef0123456789abcdef01234567"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := e.svc.ExportSession(alice, cp.SessionID, &b); err != nil {
+		t.Fatalf("export: %v", err)
+	}
+	other := newWSEnv(t)
+	if _, err := other.svc.ImportSession(admin, belay.ImportInput{ProjectPath: other.project}, &b); err != nil {
+		t.Fatalf("import: %v", err)
 	}
 }

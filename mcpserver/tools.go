@@ -136,6 +136,9 @@ type RollbackOutput struct {
 	// to it undoes this rollback.
 	UndoID string `json:"undo_id,omitempty"`
 	DryRun bool   `json:"dry_run"`
+	// StateOnly says the checkpoint had no snapshot: the agent state alone
+	// was rolled back, the files left as they are.
+	StateOnly bool `json:"state_only,omitempty"`
 }
 
 // ResumeInput is session_resume's input.
@@ -356,7 +359,7 @@ func (s *server) rollback(ctx context.Context, in *RollbackInput) (*RollbackOutp
 	if err != nil {
 		return nil, snakeField(err)
 	}
-	out := &RollbackOutput{RestoredFiles: res.RestoredFiles, RemovedFiles: res.RemovedFiles, DryRun: res.DryRun}
+	out := &RollbackOutput{RestoredFiles: res.RestoredFiles, RemovedFiles: res.RemovedFiles, DryRun: res.DryRun, StateOnly: res.StateOnly}
 	if res.SafetyCheckpoint != nil {
 		out.UndoID = res.SafetyCheckpoint.ID
 	}

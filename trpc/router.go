@@ -246,7 +246,7 @@ func restore(ctx context.Context, svc belay.Service, raw json.RawMessage) (any, 
 		return nil, err
 	}
 	files := append(append([]string{}, res.RestoredFiles...), res.RemovedFiles...)
-	return RestoreResult{Task: toTask(res.Session), Checkpoint: toCheckpoint(res.Checkpoint), RestoredFiles: files}, nil
+	return RestoreResult{Task: toTask(res.Session), Checkpoint: toCheckpoint(res.Checkpoint), RestoredFiles: files, StateOnly: res.StateOnly}, nil
 }
 
 func deleteCheckpoint(ctx context.Context, svc belay.Service, raw json.RawMessage) (any, error) {

@@ -103,6 +103,10 @@ type RestoreResult struct {
 	Task          Task       `json:"task"`
 	Checkpoint    Checkpoint `json:"checkpoint"`
 	RestoredFiles []string   `json:"restoredFiles"`
+	// StateOnly says the checkpoint had no snapshot of belay's (its
+	// workspaceRef, if any, named a commit of the project's own git): the
+	// task's state alone was restored, the files left as they are.
+	StateOnly bool `json:"stateOnly,omitempty"`
 }
 
 // HITLRequiredEvent is what stream.hitlRequired sends for each request the

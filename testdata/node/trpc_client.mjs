@@ -126,7 +126,7 @@ await expectError("decide twice", trpc.checkpoints.decide.mutate({ checkpointId:
 // The seed's workspaceRef names a commit of the project's own git, no snapshot
 // of belay's: a label, so restoring it rolls back the agent state alone.
 const labelled = await trpc.checkpoints.restore.mutate({ checkpointId: created.id });
-check("restore a label", labelled.checkpoint.id === created.id && labelled.restoredFiles.length === 0, labelled);
+check("restore a label", labelled.checkpoint.id === created.id && labelled.restoredFiles.length === 0 && labelled.stateOnly === true, labelled);
 const restored = await trpc.checkpoints.restore.mutate({ checkpointId: second.id, reason: "Implementation went in wrong direction" });
 check("checkpoints.restore", restored.task.id === task.id && restored.checkpoint.id === second.id && Array.isArray(restored.restoredFiles), restored);
 const del = await trpc.checkpoints.delete.mutate(second.id);

@@ -155,6 +155,7 @@ export interface RestoreResult {
   task: Task;
   checkpoint: Checkpoint;
   restoredFiles: Array<string>;
+  stateOnly?: boolean;
 }
 
 export interface RestoreInput {
