@@ -233,3 +233,46 @@ func TestALegacyPolicyUnderALinkIsRemovable(t *testing.T) {
 		t.Errorf("policies after removing the link's = %+v, %v; want none", ps, err)
 	}
 }
+
+// TestNoOneLearnsOfSnapshotsOutsideTheRoots: a user who is not an admin,
+// with a session of a project outside the workspace roots (a name to that
+// user), learns nothing of the snapshots an admin keeps there: not their
+// size from the disk usage report, and deleting the session prunes nothing.
+func TestNoOneLearnsOfSnapshotsOutsideTheRoots(t *testing.T) {
+	e := newWSEnv(t)
+	outside, err := os.MkdirTemp("", "belay-outside-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(outside) })
+	if err := os.WriteFile(filepath.Join(outside, "a.txt"), []byte("admin's\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	admins, err := e.svc.CreateCheckpoint(admin, belay.CreateCheckpointInput{ProjectPath: outside, Summary: "admin's", Snapshot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{ProjectPath: outside, Summary: "a name to alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := e.svc.DiskUsage(alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range rep.Workspaces {
+		if w.ProjectPath == outside && (w.Bytes != 0 || w.Error == "") {
+			t.Errorf("alice's usage of %s = %+v; want no size, and why", outside, w)
+		}
+	}
+	res, err := e.svc.DeleteSession(alice, mine.SessionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.SnapshotsPruned || res.FreedBytes != 0 {
+		t.Errorf("alice's delete = %+v; want nothing pruned there", res)
+	}
+	if _, err := e.svc.DiffCheckpoint(admin, belay.DiffInput{CheckpointID: admins.ID, To: "current"}); err != nil {
+		t.Errorf("the admin's snapshot after alice's delete: %v", err)
+	}
+}

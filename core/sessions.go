@@ -257,7 +257,13 @@ func (s *Service) DeleteSession(ctx context.Context, id string) (*belay.DeleteSe
 	if sess.ProjectPath == "" || s.ws == nil {
 		return res, nil
 	}
-	rec, err := s.ws.DeleteRefs(ctx, sess.ProjectPath, sessionRefs(id))
+	if s.mayUseWorkspace(c, sess.ProjectPath) != nil {
+		// Another's snapshot store, maybe: pruning it would tell of it.
+		res.SnapshotsPruned = false
+		res.Warning = "snapshots of a workspace you may not use are left to `belay gc`, which an admin runs"
+		return res, nil
+	}
+	rec, err := s.ws.DeleteRefs(s.confined(ctx, c), sess.ProjectPath, sessionRefs(id))
 	var we *workspace.Error
 	switch {
 	case errors.As(err, &we) && we.Code == workspace.NotFound:

@@ -86,6 +86,12 @@ func (s *Service) shadowUsage(ctx context.Context, c caller, rep *belay.DiskUsag
 	seen := map[string]bool{}
 	for i := range rep.Workspaces {
 		w := &rep.Workspaces[i]
+		if s.mayUseWorkspace(c, w.ProjectPath) != nil {
+			// Its snapshot store, if any, may be another's: its size is
+			// none of this caller's business.
+			w.Error = "a workspace you may not use: only an admin sees the size of its snapshots"
+			continue
+		}
 		root := s.ws.Canonical(w.ProjectPath)
 		if seen[root] {
 			continue // the same directory under another name
