@@ -26,7 +26,7 @@ func fuzzSeeds(tb testing.TB) [][]byte {
 	at := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	cp := &belay.Checkpoint{ID: "01900000-0000-7000-8000-000000000101", SessionID: session, Seq: 1, Name: "one",
 		Type: belay.TypeAuto, Trigger: belay.TriggerPeriodic, Summary: "s", ProjectPath: "/p",
-		WorkspaceRef: "0123456789012345678901234567890123456789", CreatedAt: at}
+		WorkspaceRef: "0123456789012345678901234567890123456789", Files: &belay.FileChanges{Created: []string{"a.txt"}}, CreatedAt: at}
 	cp.Checksum, _ = cp.ComputeChecksum()
 	sess := &belay.Session{ID: session, ProjectPath: "/p", Status: belay.SessionRunning, HeadCheckpointID: cp.ID, LastSeq: 1, CreatedAt: at}
 	rb := &belay.Rollback{ID: "01900000-0000-7000-8000-000000000201", SessionID: session, TargetID: cp.ID, CreatedAt: at}
@@ -37,7 +37,7 @@ func fuzzSeeds(tb testing.TB) [][]byte {
 		tb.Fatal(err)
 	}
 	bare := *cp
-	bare.WorkspaceRef = ""
+	bare.WorkspaceRef, bare.Files = "", nil
 	bare.Checksum, _ = bare.ComputeChecksum()
 	if err := Write(&plain, &Contents{Session: sess, Checkpoints: []*belay.Checkpoint{&bare}, ExportedAt: at}, ""); err != nil {
 		tb.Fatal(err)
