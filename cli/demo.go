@@ -80,28 +80,42 @@ meanwhile or not.`,
 }
 
 // stoppedDemo finds the demo's run that a stopped 'belay demo' left in dir:
-// the directory's current session, titled as the demo titles a run of this
-// topic, not ended, its newest checkpoint one of the workflow's. It returns
-// the run's id and where it stands, or "" when there is none.
+// the newest session there the caller may write to, titled as the demo
+// titles a run of this topic, not ended, its newest checkpoint one of the
+// workflow's — whatever other sessions began there since. It returns the
+// run's id and where it stands, or "" when there is none.
 func stoppedDemo(ctx context.Context, svc belay.Service, flow *graph.Compiled[research.State], dir, title string) (string, *graph.StateSnapshot[research.State], error) {
-	sess, err := svc.CurrentSession(ctx, dir)
-	if belay.IsCode(err, belay.CodeSessionNotFound) {
-		return "", nil, nil
+	in := belay.ListSessionsInput{ProjectPath: dir, Limit: belay.MaxListLimit}
+	for {
+		list, err := svc.ListSessions(ctx, in)
+		if err != nil {
+			return "", nil, err
+		}
+		for _, sess := range list.Items {
+			if sess.Title != title || !sess.Status.Open() || sess.HeadCheckpointID == "" {
+				continue
+			}
+			whole, err := svc.GetSession(ctx, sess.ID)
+			if err != nil {
+				return "", nil, err
+			}
+			if whole.Access == nil || !whole.Access.Write {
+				continue // another's run: not this demo's to continue
+			}
+			snap, err := flow.GetState(ctx, svc, sess.ID)
+			if belay.IsCode(err, belay.CodeConflict) {
+				continue // not a run of the workflow
+			}
+			if err != nil {
+				return "", nil, err
+			}
+			return sess.ID, snap, nil
+		}
+		if list.NextCursor == "" {
+			return "", nil, nil
+		}
+		in.Cursor = list.NextCursor
 	}
-	if err != nil {
-		return "", nil, err
-	}
-	if sess.Title != title || !sess.Status.Open() || sess.HeadCheckpointID == "" {
-		return "", nil, nil
-	}
-	snap, err := flow.GetState(ctx, svc, sess.ID)
-	if belay.IsCode(err, belay.CodeConflict) {
-		return "", nil, nil // not a run of the workflow
-	}
-	if err != nil {
-		return "", nil, err
-	}
-	return sess.ID, snap, nil
 }
 
 // printDemoRound shows a round's trends and how to decide on them.

@@ -45,11 +45,11 @@ func TestDemoThroughTheCLI(t *testing.T) {
 func TestDemoContinuesItsInterruptedRun(t *testing.T) {
 	c := newHITLCLI(t)
 	decideRe := regexp.MustCompile(`belay decide (\S+) --option approved`)
-	interrupted := func(what string) (string, string) {
+	interrupted := func(what, topic string) (string, string) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		demo, done := c.start(ctx, nil, "demo", "--topic", "agents")
+		demo, done := c.start(ctx, nil, "demo", "--topic", topic)
 		demo.stdout.waitFor(t, "Round 1:")
 		id := demo.stdout.waitForMatches(t, decideRe, 1)[0][1]
 		cancel()
@@ -58,8 +58,12 @@ func TestDemoContinuesItsInterruptedRun(t *testing.T) {
 		}
 		return id, demo.stdout.String()
 	}
-	first, _ := interrupted("the first demo")
-	again, out := interrupted("the demo run again before a decision")
+	first, _ := interrupted("the first demo", "agents")
+	// A demo of another topic begins a session of its own in between.
+	if other, _ := interrupted("a demo of another topic", "robots"); other == first {
+		t.Fatal("a demo of another topic continued the first one's run")
+	}
+	again, out := interrupted("the demo run again before a decision", "agents")
 	if again != first || !strings.Contains(out, "Continuing session") {
 		t.Fatalf("the demo run again asks for %s, want the first run's %s continued:\n%s", again, first, out)
 	}
@@ -74,7 +78,13 @@ func TestDemoContinuesItsInterruptedRun(t *testing.T) {
 	if err := json.Unmarshal([]byte(c.ok(t, nil, "--json", "sessions")), &sessions); err != nil {
 		t.Fatal(err)
 	}
-	if len(sessions.Items) != 1 || sessions.Items[0].Status != "completed" {
-		t.Errorf("sessions after the demo: %+v, want its one session completed", sessions.Items)
+	var completed int
+	for _, sess := range sessions.Items {
+		if sess.Status == "completed" {
+			completed++
+		}
+	}
+	if len(sessions.Items) != 2 || completed != 1 {
+		t.Errorf("sessions after the demo: %+v, want its one session completed beside the other topic's", sessions.Items)
 	}
 }
