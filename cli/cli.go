@@ -268,6 +268,8 @@ func (a *app) hint(be *belay.Error) string {
 		return "BELAY_TOKEN is not a valid token of the server at BELAY_URL (`belay token create --user NAME` makes one)"
 	case be.Code == belay.CodeCheckpointCorrupt:
 		return "run `belay validate` to see how to recover"
+	case be.Code == belay.CodeUnauthorized && be.Details["cause"] == "TOKEN_LIMIT":
+		return "the token is limited to other projects: an admin makes one for this project with `belay token create --user NAME --project DIR`"
 	case be.Code == belay.CodeUnauthorized && be.Details["projectPath"] != nil:
 		return "users other than admins work only under a directory given to `belay serve --workspace-root DIR`"
 	case be.Code == belay.CodeLeaseLost:

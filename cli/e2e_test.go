@@ -233,6 +233,16 @@ func TestServeEndToEnd(t *testing.T) {
 		!strings.Contains(errOut, "hint: BELAY_TOKEN is not a valid token") {
 		t.Errorf("with a wrong token: exit %d, stderr %q", code, errOut)
 	}
+	// A token limited to another project is told so, not sent to the
+	// workspace roots.
+	var limited belay.NewToken
+	if err := json.Unmarshal([]byte(mustRun("", "--json", "token", "create", "--user", "agent", "--project", t.TempDir())), &limited); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := belayCmd("", []string{"BELAY_URL=" + url, "BELAY_TOKEN=" + limited.Secret}, "save", "-m", "elsewhere"); code != 1 ||
+		!strings.Contains(errOut, "UNAUTHORIZED") || !strings.Contains(errOut, "hint: the token is limited to other projects") {
+		t.Errorf("a save outside the token's project: exit %d, stderr %q", code, errOut)
+	}
 	if _, err := os.Stat(filepath.Join(clientData, "belay.db")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a remote command opened a local database: %v", err)
 	}

@@ -249,14 +249,22 @@ func (s *Service) mayUseWorkspace(c caller, root string) error {
 	// swaps a link in for its project moves nothing.
 	if len(c.Projects) > 0 && !workspace.InsideFixedRoots(root, c.Projects) {
 		return belay.Errorf(belay.CodeUnauthorized, "%s leads outside the projects this token is limited to", root).
-			With("projectPath", root)
+			With("projectPath", root).With("cause", causeTokenLimit)
 	}
 	if c.Admin || workspace.InsideRoots(root, s.roots) {
 		return nil
 	}
 	return belay.Errorf(belay.CodeUnauthorized, "%s is outside the workspace roots this server allows; only an admin may use it", root).
-		With("projectPath", root)
+		With("projectPath", root).With("cause", causeOutsideRoots)
 }
+
+// The causes, in an UNAUTHORIZED error's details, of a refused project path:
+// a token limited to other projects, or a path outside the workspace roots
+// for a user who is not an admin.
+const (
+	causeTokenLimit   = "TOKEN_LIMIT"
+	causeOutsideRoots = "OUTSIDE_ROOTS"
+)
 
 // projectDir checks that the project path p names a directory on this
 // machine, when the caller may look at it: an admin anywhere, others under
@@ -307,7 +315,7 @@ func (s *Service) confined(ctx context.Context, c caller) context.Context {
 func (c caller) mayCreateIn(projectPath string) error {
 	if !c.InProjects(projectPath) {
 		return belay.Errorf(belay.CodeUnauthorized, "this token is limited to %v and may not work on %q", c.Projects, projectPath).
-			With("projectPath", projectPath)
+			With("projectPath", projectPath).With("cause", causeTokenLimit)
 	}
 	return nil
 }
