@@ -266,7 +266,29 @@ func (in *CreateCheckpointInput) Validate() error {
 	if err := validLine("name", in.Name); err != nil {
 		return err
 	}
+	if err := in.validExpiry(); err != nil {
+		return err
+	}
 	return validNewLines(in.Tags, in.HITL)
+}
+
+// validExpiry refuses a request the expiry of its checkpoint could not
+// decide as a person could: past expiresAt no one may decide it, so the
+// expiry rejects it unless its timeout approves or rejects, and a rejection
+// needs an option with the reject action. (Requests stored before this rule
+// are rejected at their expiry with no option chosen.)
+func (in *CreateCheckpointInput) validExpiry() error {
+	h := in.HITL
+	if in.ExpiresAt == nil || h == nil || !h.Required || len(h.Options) == 0 {
+		return nil
+	}
+	if t := h.Timeout; t != nil && (t.DefaultAction == ActionApprove || t.DefaultAction == ActionReject) {
+		return nil // validateStored requires an option with the timeout's action
+	}
+	if slices.ContainsFunc(h.Options, func(o HITLOption) bool { return o.Action == ActionReject }) {
+		return nil
+	}
+	return Invalid("expiresAt", "no one may decide a request after its checkpoint's expiresAt, so the expiry rejects it, and no option has the action reject: offer one, give the request a timeout whose default action is approve, or drop expiresAt")
 }
 
 // ValidateStored checks the limits every stored checkpoint obeys, including

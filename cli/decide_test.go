@@ -365,6 +365,32 @@ func TestHITLCLIWaitExitCodes(t *testing.T) {
 			t.Errorf("--json: exit %d, stdout %q", r.code, r.stdout)
 		}
 	})
+	// No sweeper runs beside the CLI: the wait itself settles the request
+	// at its checkpoint's expiry, a rejection.
+	t.Run("rejected at the expiry", func(t *testing.T) {
+		t.Parallel()
+		c := newHITLCLI(t)
+		sess, err := c.svc.CreateSession(hitlAgent, belay.CreateSessionInput{Title: "refactor billing"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		exp := time.Now().Add(time.Second)
+		cp, err := c.svc.CreateCheckpoint(hitlAgent, belay.CreateCheckpointInput{SessionID: sess.ID, Summary: "plan ready", ExpiresAt: &exp,
+			HITL: &belay.HITLInput{Required: true, Options: hitlCLIOptions}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := c.run(t, nil, "wait", cp.ID, "--timeout", "15s")
+		if want := "reject (option no) by system: expired at "; r.code != cli.ExitRejected || !strings.HasPrefix(r.stdout.String(), want) {
+			t.Fatalf("exit %d, stdout %q; want %d and %q…", r.code, r.stdout, cli.ExitRejected, want)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		w, done := c.start(ctx, nil, "watch", "--after", "0", "--type", belay.EventHITLTimedOut)
+		w.stdout.waitFor(t, uniquePrefix(cp.ID)+": expired, reject")
+		cancel()
+		<-done
+	})
 	t.Run("decided before, json, over HTTP", func(t *testing.T) {
 		t.Parallel()
 		c := newHITLCLI(t)

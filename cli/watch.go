@@ -85,6 +85,9 @@ func describe(e belay.Event, checkpoint string) string {
 			return fmt.Sprintf("%s: %v by %v", checkpoint, dec["action"], dec["userId"])
 		}
 	case belay.EventHITLTimedOut:
+		if str("reason") == "expired" {
+			return fmt.Sprintf("%s: expired, %s", checkpoint, str("defaultAction"))
+		}
 		return fmt.Sprintf("%s: default %s", checkpoint, str("defaultAction"))
 	case belay.EventSessionStatusChanged:
 		return fmt.Sprintf("%s → %s", str("from"), str("to"))

@@ -338,7 +338,8 @@ func (s *Service) GetCheckpointBySeq(ctx context.Context, sessionID string, seq 
 }
 
 // settle verifies a checkpoint read from the store and applies its HITL
-// timeout when it is due, so a reader never sees an expired request as open.
+// timeout or expiry when it is due, so a reader never sees as open a request
+// that fell due.
 func (s *Service) settle(ctx context.Context, cp *belay.Checkpoint) (*belay.Checkpoint, error) {
 	if err := cp.VerifyChecksum(); err != nil {
 		return nil, err

@@ -43,17 +43,6 @@ func buildHITL(in *belay.HITLInput, cp *belay.Checkpoint, now time.Time) *belay.
 		h.Timeout = &belay.HITLTimeout{Duration: t.Duration, DefaultAction: t.DefaultAction,
 			ExpiresAt: now.Add(time.Duration(t.Duration) * time.Second)}
 	}
-	// No one may decide a request once its checkpoint expires (decideOpen),
-	// so its timeout falls due by then: the request's own default action,
-	// else a rejection (no one approved in time). Its session never waits
-	// on what no one may decide.
-	if e := cp.ExpiresAt; e != nil && (h.Timeout == nil || h.Timeout.ExpiresAt.After(*e)) {
-		action := belay.ActionReject
-		if h.Timeout != nil {
-			action = h.Timeout.DefaultAction
-		}
-		h.Timeout = &belay.HITLTimeout{Duration: int(e.Sub(now).Round(time.Second) / time.Second), DefaultAction: action, ExpiresAt: *e}
-	}
 	return h
 }
 
@@ -102,9 +91,10 @@ func (s *Service) Decide(ctx context.Context, in belay.DecideInput) (*belay.Deci
 		case !timedOut:
 			return res, err
 		}
-		// Or the deadline passed since settleDue looked, and the timeout was
-		// applied: now the request is decided by it (HITL_ALREADY_DECIDED) or
-		// paused and still open for this decision.
+		// Or a deadline passed since settleDue looked, and was applied: now
+		// the request is decided by it (HITL_ALREADY_DECIDED, or
+		// CHECKPOINT_EXPIRED at the expiry) or paused and still open for
+		// this decision.
 	}
 }
 
@@ -114,8 +104,8 @@ func (s *Service) Decide(ctx context.Context, in belay.DecideInput) (*belay.Deci
 var errDecidedMeanwhile = errors.New("decided meanwhile")
 
 // decideOnce is one attempt of Decide in one transaction. It reports
-// timedOut, having applied and kept the timeout, when the request's deadline
-// passed since settleDue looked.
+// timedOut, having applied and kept what fell due, when one of the request's
+// deadlines passed since settleDue looked.
 func (s *Service) decideOnce(ctx context.Context, c caller, in belay.DecideInput) (*belay.DecideResult, bool, error) {
 	var res belay.DecideResult
 	timedOut := false
@@ -134,12 +124,12 @@ func (s *Service) decideOnce(ctx context.Context, c caller, in belay.DecideInput
 			return err
 		}
 		now := s.clock.Now()
-		if err := pastExpiry(cp, now); err != nil && !retried(cp, c, in) {
-			return err
-		}
 		if due(cp, now) {
 			timedOut = true
-			return s.applyTimeout(ctx, tx, cp)
+			return s.applyDue(ctx, tx, cp)
+		}
+		if err := pastExpiry(cp, now); err != nil && !retried(cp, c, in) {
+			return err
 		}
 		if d := cp.Decision; d != nil {
 			if retried(cp, c, in) {
@@ -177,7 +167,8 @@ func retries(cp *belay.Checkpoint, d *belay.Decision, in belay.DecideInput) bool
 }
 
 // pastExpiry refuses a decision of cp at now, once cp has expired
-// (CHECKPOINT_EXPIRED): its timeout, due by then (buildHITL), decided it.
+// (CHECKPOINT_EXPIRED): the expiry decided it (applyExpiry), if no one did
+// before.
 func pastExpiry(cp *belay.Checkpoint, now time.Time) error {
 	if cp.ExpiresAt != nil && !now.Before(*cp.ExpiresAt) {
 		return belay.Errorf(belay.CodeCheckpointExpired, "checkpoint %s expired at %s; no one may decide it since", cp.ID, cp.ExpiresAt.Format(time.RFC3339)).
@@ -223,8 +214,9 @@ func (s *Service) decideOpen(ctx context.Context, tx store.Tx, c caller, sess *b
 }
 
 // answer records a, the caller's answer to a request of sess (whose rights
-// in it are rt), in tx as Decide would — a timeout that is due applied first
-// — unless the request is decided already: then its decision stands.
+// in it are rt), in tx as Decide would — a timeout or expiry that is due
+// applied first — unless the request is decided already: then its decision
+// stands.
 func (s *Service) answer(ctx context.Context, tx store.Tx, c caller, sess *belay.Session, rt rights, a belay.DecideInput) error {
 	cp, err := tx.GetCheckpoint(ctx, a.CheckpointID)
 	if err != nil && !belay.IsCode(err, belay.CodeCheckpointNotFound) {
@@ -244,10 +236,11 @@ func (s *Service) answer(ctx context.Context, tx store.Tx, c caller, sess *belay
 	}
 	now := s.clock.Now()
 	if due(cp, now) {
-		if err := s.applyTimeout(ctx, tx, cp); err != nil {
+		if err := s.applyDue(ctx, tx, cp); err != nil {
 			return err
 		}
-		// The timeout moved the session and the request on: read both again.
+		// The timeout or expiry moved the session and the request on: read
+		// both again.
 		fresh, err := tx.GetSession(ctx, sess.ID)
 		if err != nil {
 			return err
@@ -311,6 +304,12 @@ func (s *Service) recordDecision(ctx context.Context, tx store.Tx, sess *belay.S
 		return fmt.Errorf("%w: %w", errDecidedMeanwhile,
 			belay.Errorf(belay.CodeHITLAlreadyDecided, "checkpoint %s was already decided", cp.ID).With("checkpointId", cp.ID))
 	}
+	return s.decided(ctx, tx, sess, cp, d)
+}
+
+// decided records the events of d, just stored as cp's decision, and moves
+// the session on.
+func (s *Service) decided(ctx context.Context, tx store.Tx, sess *belay.Session, cp *belay.Checkpoint, d *belay.Decision) error {
 	cp.Decision, cp.UpdatedAt = d, d.DecidedAt
 	if err := s.appendEvent(ctx, tx, belay.EventHITLDecided, sess.ID, cp.ID, withApprovers(cp, map[string]any{
 		"decision": d, "title": cp.HITL.Title})); err != nil {
@@ -365,9 +364,58 @@ func (s *Service) statusAfter(ctx context.Context, tx store.Tx, sess *belay.Sess
 	return belay.SessionRunning, nil
 }
 
-// due reports whether cp's timeout has expired and not been applied.
+// due reports whether one of cp's deadlines passed at now and was not
+// applied: its timeout, or its checkpoint's expiry.
 func due(cp *belay.Checkpoint, now time.Time) bool {
-	return cp.Pending() && !cp.TimeoutFired && cp.HITL.Timeout != nil && !now.Before(cp.HITL.Timeout.ExpiresAt)
+	return timeoutDue(cp, now) || expiryDue(cp, now)
+}
+
+// timeoutDue reports whether cp's timeout passed at now, before its
+// checkpoint's expiry, and was not applied.
+func timeoutDue(cp *belay.Checkpoint, now time.Time) bool {
+	if !cp.Pending() || cp.TimeoutFired || cp.HITL.Timeout == nil {
+		return false
+	}
+	t := cp.HITL.Timeout.ExpiresAt
+	return !now.Before(t) && (cp.ExpiresAt == nil || t.Before(*cp.ExpiresAt))
+}
+
+// expiryDue reports whether cp is still undecided at or after its
+// checkpoint's expiry, when no one may decide it any more.
+func expiryDue(cp *belay.Checkpoint, now time.Time) bool {
+	return cp.Pending() && cp.ExpiresAt != nil && !now.Before(*cp.ExpiresAt)
+}
+
+// nextDeadline is when cp, undecided, is settled without a person: its
+// timeout unless applied, or its checkpoint's expiry, whichever comes first.
+func nextDeadline(cp *belay.Checkpoint) (time.Time, bool) {
+	if !cp.Pending() {
+		return time.Time{}, false
+	}
+	var next time.Time
+	if t := cp.HITL.Timeout; t != nil && !cp.TimeoutFired {
+		next = t.ExpiresAt
+	}
+	if e := cp.ExpiresAt; e != nil && (next.IsZero() || e.Before(next)) {
+		next = *e
+	}
+	return next, !next.IsZero()
+}
+
+// applyDue applies what fell due of cp's deadlines, in their order: its
+// timeout (applyTimeout), then its checkpoint's expiry (applyExpiry), which
+// also decides a request its timeout paused.
+func (s *Service) applyDue(ctx context.Context, tx store.Tx, cp *belay.Checkpoint) error {
+	now := s.clock.Now()
+	if timeoutDue(cp, now) {
+		if err := s.applyTimeout(ctx, tx, cp); err != nil {
+			return err
+		}
+	}
+	if expiryDue(cp, now) {
+		return s.applyExpiry(ctx, tx, cp)
+	}
+	return nil
 }
 
 // applyTimeout applies cp's default action exactly once: approve or reject
@@ -385,7 +433,7 @@ func (s *Service) applyTimeout(ctx context.Context, tx store.Tx, cp *belay.Check
 	}
 	t := cp.HITL.Timeout
 	if err := s.appendEvent(ctx, tx, belay.EventHITLTimedOut, sess.ID, cp.ID, withApprovers(cp, map[string]any{
-		"defaultAction": t.DefaultAction, "expiresAt": t.ExpiresAt})); err != nil {
+		"reason": "timeout", "defaultAction": t.DefaultAction, "expiresAt": t.ExpiresAt})); err != nil {
 		return err
 	}
 	now := s.clock.Now()
@@ -397,18 +445,67 @@ func (s *Service) applyTimeout(ctx context.Context, tx store.Tx, cp *belay.Check
 		return tx.UpdateSession(ctx, sess)
 	}
 	d := &belay.Decision{
-		ID: newID(), UserID: SystemUser, Action: t.DefaultAction, SelectedOption: timeoutOption(cp.HITL),
+		ID: newID(), UserID: SystemUser, Action: t.DefaultAction, SelectedOption: optionFor(cp.HITL, t.DefaultAction),
 		Feedback:  fmt.Sprintf("no decision within %d s; default action applied", t.Duration),
 		DecidedAt: now, ResponseTime: now.Sub(cp.CreatedAt).Milliseconds(), AutoTriggered: true,
 	}
 	return s.recordDecision(ctx, tx, sess, cp, d)
 }
 
-// timeoutOption picks the option a timeout's default action stands for: the
-// default option when it has that action, else the first with it, else the
-// action's name.
-func timeoutOption(h *belay.HITLRequest) string {
-	a := h.Timeout.DefaultAction
+// applyExpiry decides cp at its checkpoint's expiry, when no one may decide
+// it any more: with its timeout's default action when that approves or
+// rejects, else (no timeout, or a pause) with a rejection. Only the
+// transaction that stores the decision records its events, so the expiry
+// fires once however many sweepers and readers notice it.
+func (s *Service) applyExpiry(ctx context.Context, tx store.Tx, cp *belay.Checkpoint) error {
+	a := expiryAction(cp.HITL)
+	now := s.clock.Now()
+	d := &belay.Decision{
+		ID: newID(), UserID: SystemUser, Action: a, SelectedOption: optionFor(cp.HITL, a),
+		Feedback:  fmt.Sprintf("expired at %s with no decision; %s", cp.ExpiresAt.Format(time.RFC3339), expiryOutcome(cp.HITL, a)),
+		DecidedAt: now, ResponseTime: now.Sub(cp.CreatedAt).Milliseconds(), AutoTriggered: true,
+	}
+	won, err := tx.DecideIfPending(ctx, cp.ID, d)
+	if err != nil || !won {
+		return err
+	}
+	sess, err := tx.GetSession(ctx, cp.SessionID)
+	if err != nil {
+		return err
+	}
+	if err := s.appendEvent(ctx, tx, belay.EventHITLTimedOut, sess.ID, cp.ID, withApprovers(cp, map[string]any{
+		"reason": "expired", "defaultAction": a, "expiresAt": cp.ExpiresAt})); err != nil {
+		return err
+	}
+	return s.decided(ctx, tx, sess, cp, d)
+}
+
+// expiryAction is the action the expiry of h's checkpoint decides h with:
+// its timeout's default action when that approves or rejects, else reject
+// (no one approved in time).
+func expiryAction(h *belay.HITLRequest) belay.Action {
+	if t := h.Timeout; t != nil && (t.DefaultAction == belay.ActionApprove || t.DefaultAction == belay.ActionReject) {
+		return t.DefaultAction
+	}
+	return belay.ActionReject
+}
+
+// expiryOutcome says what the expiry decided with action a.
+func expiryOutcome(h *belay.HITLRequest, a belay.Action) string {
+	if h.Timeout != nil && h.Timeout.DefaultAction == a {
+		return fmt.Sprintf("the timeout's default action (%s) applied", a)
+	}
+	if optionFor(h, a) == "" {
+		return "rejected (no option offered rejects)"
+	}
+	return "rejected"
+}
+
+// optionFor picks the option an automatic decision with action a stands for:
+// the default option when it has that action, else the first with it, else
+// none (a request stored before every expiring request had to offer a
+// reject option).
+func optionFor(h *belay.HITLRequest, a belay.Action) string {
 	for _, o := range h.Options {
 		if o.IsDefault && o.Action == a {
 			return o.ID
@@ -419,11 +516,11 @@ func timeoutOption(h *belay.HITLRequest) string {
 			return o.ID
 		}
 	}
-	return string(a)
+	return ""
 }
 
-// settleDue applies checkpoint id's timeout if it is due. Reads call it so
-// correctness never depends on a sweeper running.
+// settleDue applies what fell due of checkpoint id's deadlines (applyDue).
+// Reads call it so correctness never depends on a sweeper running.
 func (s *Service) settleDue(ctx context.Context, id string) error {
 	cp, err := s.store.GetCheckpoint(ctx, id)
 	if err != nil || !due(cp, s.clock.Now()) {
@@ -434,14 +531,15 @@ func (s *Service) settleDue(ctx context.Context, id string) error {
 		if err != nil || !due(cp, s.clock.Now()) {
 			return err
 		}
-		return s.applyTimeout(ctx, tx, cp)
+		return s.applyDue(ctx, tx, cp)
 	})
 }
 
-// sweepBatch bounds the timeouts applied in one transaction.
+// sweepBatch bounds the requests settled in one transaction.
 const sweepBatch = 100
 
-// Sweep applies every due timeout and returns how many it applied.
+// Sweep settles every request with a deadline due (applyDue: its timeout, its
+// checkpoint's expiry) and returns how many it settled.
 func (s *Service) Sweep(ctx context.Context) (int, error) {
 	// A read first: most sweeps find nothing due and need no write transaction.
 	next, ok, err := s.store.NextHITLDeadline(ctx)
@@ -457,7 +555,7 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 				return err
 			}
 			for _, cp := range list {
-				if err := s.applyTimeout(ctx, tx, cp); err != nil {
+				if err := s.applyDue(ctx, tx, cp); err != nil {
 					return err
 				}
 			}
@@ -653,14 +751,14 @@ func (s *Service) WaitDecision(ctx context.Context, id string, wait time.Duratio
 			}
 			continue
 		}
-		// A pending timeout is settled by the read when it falls due, also
-		// where no sweeper runs (the CLI on a local database): read again by
-		// then, and at least every pollInterval, since the clock that decides
-		// may not be this process's timer.
+		// A pending timeout or expiry is settled by the read when it falls
+		// due, also where no sweeper runs (the CLI on a local database): read
+		// again by then, and at least every pollInterval, since the clock
+		// that decides may not be this process's timer.
 		var expiry <-chan time.Time
 		var timer *time.Timer
-		if t := cp.HITL.Timeout; t != nil && !cp.TimeoutFired {
-			timer = time.NewTimer(min(pollInterval, max(t.ExpiresAt.Sub(s.clock.Now()), time.Millisecond)))
+		if next, ok := nextDeadline(cp); ok {
+			timer = time.NewTimer(min(pollInterval, max(next.Sub(s.clock.Now()), time.Millisecond)))
 			expiry = timer.C
 		}
 		err = s.awaitEvent(ctx, &sub, id, deadline.C, expiry)

@@ -199,7 +199,7 @@ func TestHITLDecideErrorCodes(t *testing.T) {
 		e.clock.Advance(time.Hour)
 		testutil.WantCode(t, decide(alice, cp.ID, belay.ActionApprove, "approve", ""), belay.CodeCheckpointExpired)
 		if got := e.stored(t, cp.ID); got.Decision == nil || got.Decision.Action != belay.ActionReject || !got.Decision.AutoTriggered {
-			t.Errorf("expired checkpoint's decision = %+v, want its timeout's rejection, not the late approval", got.Decision)
+			t.Errorf("expired checkpoint's decision = %+v, want its expiry's rejection, not the late approval", got.Decision)
 		}
 	})
 	t.Run("HITL_NOT_REQUIRED", func(t *testing.T) {
@@ -1028,52 +1028,4 @@ func TestHITLWaitDecision(t *testing.T) {
 	}
 	_, err = e.svc.WaitDecision(ctx, plain.ID, time.Second)
 	testutil.WantCode(t, err, belay.CodeHITLNotRequired)
-}
-
-// TestAnExpiringRequestTimesOutByItsExpiry: no one may decide a request
-// once its checkpoint expires, so its timeout falls due by then — its own
-// default action, else a rejection — and its session never waits on what no
-// one may decide.
-func TestAnExpiringRequestTimesOutByItsExpiry(t *testing.T) {
-	e := newHITLEnv(t)
-	ask := func(expiresIn time.Duration, timeout *belay.TimeoutInput) *belay.Checkpoint {
-		t.Helper()
-		sess := e.session(t, "alice")
-		exp := e.clock.Now().Add(expiresIn)
-		cp, err := e.svc.CreateCheckpoint(hitlAs("alice"), belay.CreateCheckpointInput{SessionID: sess.ID, Summary: "deploy?",
-			ExpiresAt: &exp, HITL: &belay.HITLInput{Required: true, Timeout: timeout}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cp
-	}
-	bare := ask(time.Hour, nil)
-	later := ask(time.Hour, &belay.TimeoutInput{Duration: 7200, DefaultAction: belay.ActionApprove})
-	sooner := ask(time.Hour, &belay.TimeoutInput{Duration: 1800, DefaultAction: belay.ActionApprove})
-	for name, tc := range map[string]struct {
-		cp     *belay.Checkpoint
-		after  time.Duration
-		action belay.Action
-	}{
-		"no timeout: a rejection at the expiry":             {bare, time.Hour, belay.ActionReject},
-		"a later timeout: its action, at the expiry":        {later, time.Hour, belay.ActionApprove},
-		"a sooner timeout: its action, at its own deadline": {sooner, 30 * time.Minute, belay.ActionApprove},
-	} {
-		if got := tc.cp.HITL.Timeout; got == nil || got.DefaultAction != tc.action || !got.ExpiresAt.Equal(tc.cp.CreatedAt.Add(tc.after)) {
-			t.Errorf("%s: timeout = %+v", name, got)
-		}
-	}
-	e.clock.Advance(time.Hour)
-	for _, cp := range []*belay.Checkpoint{bare, later, sooner} {
-		got, err := e.svc.GetCheckpoint(hitlAs("alice"), cp.ID)
-		if err != nil || got.Decision == nil || !got.Decision.AutoTriggered || got.Pending() {
-			t.Errorf("request %s after its expiry = %+v, %v; want decided by its timeout", cp.Summary, got, err)
-		}
-		if sess := mustSession(t, e.svc, cp.SessionID); sess.Status == belay.SessionAwaitingInput {
-			t.Errorf("the session of an expired request still awaits input")
-		}
-	}
-	if sess := mustSession(t, e.svc, bare.SessionID); sess.Status != belay.SessionFailed {
-		t.Errorf("the session rejected at its request's expiry is %s, want failed (onReject fail)", sess.Status)
-	}
 }

@@ -678,6 +678,10 @@ func TestCreateCheckpointAPI(t *testing.T) {
 			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "expiresAt"},
 		{name: "expiry a number", method: "POST", path: "/v1/checkpoints", body: `{` + valid + `,"expiresAt":1700000000}`,
 			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "expiresAt"},
+		// The expiry rejects a request no one decided: it must offer a reject option.
+		{name: "expiring request without a reject option", method: "POST", path: "/v1/checkpoints", body: `{` + valid + `,"expiresAt":"2030-01-01T00:00:00Z",
+			"hitl":{"required":true,"options":[{"id":"ok","label":"OK","action":"approve"}]}}`,
+			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "expiresAt"},
 		{name: "hitl required not a boolean", method: "POST", path: "/v1/checkpoints", body: `{` + valid + `,"hitl":{"required":"yes"}}`,
 			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "hitl.required"},
 		{name: "hitl timeout too short", method: "POST", path: "/v1/checkpoints",

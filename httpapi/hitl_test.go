@@ -256,9 +256,9 @@ func TestHITLHTTPDecideErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			s.clock.Advance(2 * time.Minute)
-			// A read settles the timeout that fell due at the expiry.
+			// A read settles the request at its expiry.
 			if got, err := s.svc.GetCheckpoint(s.as("alice"), cp.ID); err != nil || got.Decision == nil || !got.Decision.AutoTriggered {
-				t.Fatalf("the expired request = %+v, %v; want it decided by its timeout", got, err)
+				t.Fatalf("the expired request = %+v, %v; want it decided by its expiry", got, err)
 			}
 			return cp.ID
 		}, "alice", approve, http.StatusGone, belay.CodeCheckpointExpired},

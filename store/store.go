@@ -87,14 +87,18 @@ type Reader interface {
 	ListCheckpoints(ctx context.Context, q CheckpointQuery) (page []*belay.Checkpoint, total int64, more bool, err error)
 	// PendingHITL returns checkpoints whose HITL request has no decision yet, oldest first.
 	PendingHITL(ctx context.Context, q PendingQuery) (page []*belay.Checkpoint, more bool, err error)
-	// DueHITL returns undecided HITL checkpoints whose timeout expired at or
-	// before now and has not fired yet, oldest first. Inside a transaction a
-	// driver locks them so concurrent callers do not get the same rows.
+	// DueHITL returns undecided HITL checkpoints with a deadline at or
+	// before now — a timeout that has not fired yet, or the checkpoint's
+	// expiry (also after its timeout fired) — earliest deadline first.
+	// Inside a transaction a driver locks them so concurrent callers do not
+	// get the same rows.
 	DueHITL(ctx context.Context, now time.Time, limit int) ([]*belay.Checkpoint, error)
 	// DueLeases returns open sessions whose lease expired at or before now,
 	// oldest first.
 	DueLeases(ctx context.Context, now time.Time, limit int) ([]*belay.Session, error)
-	// NextHITLDeadline returns the earliest timeout that has not fired, if any.
+	// NextHITLDeadline returns the earliest deadline of an undecided HITL
+	// checkpoint, if any: a timeout that has not fired, or the checkpoint's
+	// expiry.
 	NextHITLDeadline(ctx context.Context) (time.Time, bool, error)
 
 	// FindCheckpointIDs returns up to limit ids of checkpoints within scope

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -176,6 +177,79 @@ func TestTimeoutsFireOnceAcrossInstances(t *testing.T) {
 	}
 	if total != n || len(evs) != n {
 		t.Fatalf("%d timeouts applied (%v per instance), %d events; want %d each", total, fired, len(evs), n)
+	}
+}
+
+// TestExpiriesFireOnceAcrossInstances: several instances sweep and read the
+// same expired requests at once, some paused by their timeout before; each
+// is rejected by its expiry exactly once.
+func TestExpiriesFireOnceAcrossInstances(t *testing.T) {
+	dbs := instances(t, 4)
+	clock := testclock.New(time.Date(2025, 1, 15, 11, 0, 0, 0, time.UTC), 0)
+	var svcs []*core.Service
+	for _, db := range dbs {
+		svcs = append(svcs, core.New(core.Options{Store: db, Clock: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+	}
+	sess, err := svcs[0].CreateSession(admin, belay.CreateSessionInput{Title: "many"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	expires := clock.Now().Add(time.Hour)
+	var ids []string
+	for i := range n {
+		h := &belay.HITLInput{Required: true, OnReject: belay.OnRejectContinue}
+		if i%2 == 1 {
+			h.Timeout = &belay.TimeoutInput{Duration: 60, DefaultAction: belay.ActionPause}
+		}
+		cp, err := svcs[i%len(svcs)].CreateCheckpoint(admin, belay.CreateCheckpointInput{SessionID: sess.ID, Summary: "ask", ExpiresAt: &expires, HITL: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, cp.ID)
+	}
+	clock.Advance(2 * time.Hour)
+	var wg sync.WaitGroup
+	for _, s := range svcs {
+		wg.Go(func() {
+			for range 3 {
+				if _, err := s.Sweep(context.Background()); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+		wg.Go(func() {
+			for _, id := range ids {
+				if _, err := s.GetCheckpoint(admin, id); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	count := func(typ string) (expired, total int) {
+		evs, err := dbs[0].ListEvents(context.Background(), store.EventQuery{Scope: store.Everything, Types: []string{typ}, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			if strings.Contains(string(e.Data), `"reason":"expired"`) {
+				expired++
+			}
+		}
+		return expired, len(evs)
+	}
+	if expired, total := count(belay.EventHITLTimedOut); expired != n || total != n+n/2 {
+		t.Errorf("%d hitl.timed_out events, %d of them expiries; want %d, %d", total, expired, n+n/2, n)
+	}
+	if _, total := count(belay.EventHITLDecided); total != n {
+		t.Errorf("%d hitl.decided events, want %d", total, n)
+	}
+	for _, id := range ids {
+		cp, err := dbs[0].GetCheckpoint(context.Background(), id)
+		if err != nil || cp.Decision == nil || cp.Decision.Action != belay.ActionReject || !cp.Decision.AutoTriggered {
+			t.Errorf("request %s = %+v, %v; want rejected by its expiry", id, cp, err)
+		}
 	}
 }
 

@@ -250,16 +250,29 @@ func (r reader) PendingHITL(ctx context.Context, q store.PendingQuery) ([]*belay
 	return r.checkpointPage(ctx, q.Limit, q.MaxBytes, `SELECT `+checkpointCols+` FROM checkpoints WHERE `+where+` ORDER BY created_at, id LIMIT ?`, args...)
 }
 
+// dueAt is the deadline of an open request: the earlier of its timeout,
+// unless it fired, and its checkpoint's expiry (SQLite's MIN of several
+// values is NULL when one is).
+const dueAt = `COALESCE(MIN(CASE WHEN timeout_fired = 0 THEN hitl_expires_at END, expires_at),
+	CASE WHEN timeout_fired = 0 THEN hitl_expires_at END, expires_at)`
+
+// DueHITL finds timeouts by the checkpoints_due index and expiries by
+// checkpoints_expiring, one arm of the OR each.
 func (r reader) DueHITL(ctx context.Context, now time.Time, limit int) ([]*belay.Checkpoint, error) {
 	return r.queryCheckpoints(ctx, `SELECT `+checkpointCols+` FROM checkpoints
-		WHERE decided_at IS NULL AND timeout_fired = 0 AND hitl_expires_at IS NOT NULL AND hitl_expires_at <= ?
-		ORDER BY hitl_expires_at, id LIMIT ?`, ts(now), limit)
+		WHERE (hitl_expires_at IS NOT NULL AND decided_at IS NULL AND timeout_fired = 0 AND hitl_expires_at <= ?)
+			OR (expires_at IS NOT NULL AND hitl_required = 1 AND decided_at IS NULL AND expires_at <= ?)
+		ORDER BY `+dueAt+`, id LIMIT ?`, ts(now), ts(now), limit)
 }
 
 func (r reader) NextHITLDeadline(ctx context.Context) (time.Time, bool, error) {
 	var next sql.NullInt64
-	err := r.q.QueryRowContext(ctx, `SELECT MIN(hitl_expires_at) FROM checkpoints
-		WHERE decided_at IS NULL AND timeout_fired = 0 AND hitl_expires_at IS NOT NULL`).Scan(&next)
+	err := r.q.QueryRowContext(ctx, `SELECT MIN(deadline) FROM (
+		SELECT MIN(hitl_expires_at) AS deadline FROM checkpoints
+			WHERE hitl_expires_at IS NOT NULL AND decided_at IS NULL AND timeout_fired = 0
+		UNION ALL
+		SELECT MIN(expires_at) FROM checkpoints
+			WHERE expires_at IS NOT NULL AND hitl_required = 1 AND decided_at IS NULL) AS deadlines`).Scan(&next)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("sqlite: next deadline: %w", err)
 	}

@@ -46,6 +46,9 @@ func testHITL(t *testing.T, o opener) {
 		{"DueHITL", testDueHITL},
 		{"DueHITLConcurrentSweepers", testDueHITLConcurrent},
 		{"NextHITLDeadline", testNextHITLDeadline},
+		{"DueHITLByExpiry", testDueHITLByExpiry},
+		{"DueHITLByExpiryConcurrentSweepers", testDueHITLByExpiryConcurrent},
+		{"NextHITLDeadlineByExpiry", testNextHITLDeadlineByExpiry},
 		{"PendingHITL", testPendingHITL},
 	})
 }
@@ -289,6 +292,182 @@ func testNextHITLDeadline(t *testing.T, st store.Store) {
 	markFired(t, st, f.notDue.ID)
 	if d, ok, err := st.NextHITLDeadline(t.Context()); err != nil || ok {
 		t.Errorf("NextHITLDeadline with every timeout settled = (%v, %v, %v), want none", d, ok, err)
+	}
+}
+
+// withExpiry makes c's checkpoint expire at expiresAt.
+func withExpiry(c *belay.Checkpoint, expiresAt time.Time) *belay.Checkpoint {
+	c.ExpiresAt = &expiresAt
+	return c
+}
+
+// expiryFixture: requests due by their checkpoint's expiry (or their
+// timeout, whichever comes first) inserted in another order than their
+// deadlines, and rows that must never be due.
+type expiryFixture struct {
+	now      time.Time
+	due      []*belay.Checkpoint // in deadline order
+	notDue   *belay.Checkpoint   // expires after now, its timeout later still
+	paused   *belay.Checkpoint   // its timeout fired, its expiry after now
+	decided  *belay.Checkpoint   // expired, but decided
+	noReview *belay.Checkpoint   // expired, but asks no decision
+}
+
+func newExpiryFixture(t *testing.T, st store.Store) *expiryFixture {
+	t.Helper()
+	f := &expiryFixture{now: at(100)}
+	s := mustInsertSession(t, st, newSession("/p", at(0)))
+	seq := int64(0)
+	add := func(expires, deadline time.Time) *belay.Checkpoint {
+		seq++
+		return mustInsertCheckpoint(t, st, withExpiry(withHITL(newCheckpoint(s, seq, at(int(seq))), deadline), expires))
+	}
+	atNow := add(f.now, time.Time{})
+	byTimeout := add(f.now.Add(time.Hour), f.now.Add(-3*time.Minute)) // the timeout comes first
+	bare := add(f.now.Add(-4*time.Minute), time.Time{})               // no timeout
+	laterTimeout := add(f.now.Add(-2*time.Minute), f.now.Add(time.Hour))
+	firedTimeout := add(f.now.Add(-time.Minute), f.now.Add(-5*time.Minute))
+	if !markFired(t, st, firedTimeout.ID) {
+		t.Fatal("firing the fixture failed")
+	}
+	f.due = []*belay.Checkpoint{bare, byTimeout, laterTimeout, firedTimeout, atNow}
+	f.notDue = add(f.now.Add(1), f.now.Add(time.Hour))
+	f.paused = add(f.now.Add(2*time.Minute), f.now.Add(-10*time.Minute))
+	if !markFired(t, st, f.paused.ID) {
+		t.Fatal("firing the fixture failed")
+	}
+	f.decided = add(f.now.Add(-time.Hour), time.Time{})
+	if !decide(t, st, f.decided.ID, newDecision("bob", at(8))) {
+		t.Fatal("deciding the fixture failed")
+	}
+	seq++
+	f.noReview = mustInsertCheckpoint(t, st, withExpiry(newCheckpoint(s, seq, at(5)), f.now.Add(-2*time.Hour)))
+	return f
+}
+
+// testDueHITLByExpiry: a request no one decided is due at its checkpoint's
+// expiry, also when it has no timeout or its timeout fired (a pause).
+func testDueHITLByExpiry(t *testing.T, st store.Store) {
+	f := newExpiryFixture(t, st)
+	wantEqual(t, "due, deadline order", checkpointIDs(f.due), dueIDs(t, st, f.now, 10))
+	wantEqual(t, "due with limit 2", checkpointIDs(f.due[:2]), dueIDs(t, st, f.now, 2))
+	wantEqual(t, "due a nanosecond earlier", checkpointIDs(f.due[:4]), dueIDs(t, st, f.now.Add(-1), 10))
+	wantEqual(t, "due a nanosecond later", checkpointIDs(append(slices.Clone(f.due), f.notDue)), dueIDs(t, st, f.now.Add(1), 10))
+	due, err := st.DueHITL(t.Context(), f.now, 1)
+	if err != nil || len(due) != 1 {
+		t.Fatalf("DueHITL = %d rows, %v", len(due), err)
+	}
+	wantEqual(t, "due checkpoint", f.due[0], due[0])
+
+	for _, c := range f.due[:3] {
+		if !decide(t, st, c.ID, newDecision("system", f.now)) {
+			t.Fatal("DecideIfPending = false")
+		}
+	}
+	wantEqual(t, "due after three were decided", checkpointIDs(f.due[3:]), dueIDs(t, st, f.now, 10))
+	mustUpdate(t, st, func(tx store.Tx) error {
+		due, err := tx.DueHITL(t.Context(), f.now, 10)
+		wantEqual(t, "due inside a transaction", checkpointIDs(f.due[3:]), checkpointIDs(due))
+		return err
+	})
+}
+
+// testDueHITLByExpiryConcurrent runs sweepers that settle expired requests
+// the way core does (DueHITL then DecideIfPending in one transaction): each
+// request is decided exactly once, and DueHITL never returns one decided.
+func testDueHITLByExpiryConcurrent(t *testing.T, st store.Store) {
+	const requests, sweepers = 30, 4
+	s := mustInsertSession(t, st, newSession("/p", at(0)))
+	for i := range requests {
+		deadline := time.Time{}
+		if i%2 == 1 { // every other request paused by its timeout before its expiry
+			deadline = at(50 + i)
+		}
+		c := mustInsertCheckpoint(t, st, withExpiry(withHITL(newCheckpoint(s, int64(i+1), at(i)), deadline), at(100+i)))
+		if !deadline.IsZero() && !markFired(t, st, c.ID) {
+			t.Fatal("firing the fixture failed")
+		}
+	}
+	var mu sync.Mutex
+	claims := map[string]int{}
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range sweepers {
+		wg.Go(func() {
+			<-start
+			for {
+				var claimed []string
+				err := st.Update(t.Context(), func(tx store.Tx) error {
+					claimed = nil
+					due, err := tx.DueHITL(t.Context(), at(1000), 3)
+					if err != nil {
+						return err
+					}
+					for _, c := range due {
+						ok, err := tx.DecideIfPending(t.Context(), c.ID, newDecision("system", at(1000)))
+						if err != nil {
+							return err
+						}
+						if !ok {
+							t.Errorf("DueHITL returned %s, already decided", c.ID)
+							continue
+						}
+						claimed = append(claimed, c.ID)
+					}
+					return nil
+				})
+				if err != nil {
+					t.Errorf("sweep: %v", err)
+					return
+				}
+				if len(claimed) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, id := range claimed {
+					claims[id]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if len(claims) != requests {
+		t.Errorf("%d requests decided, want %d", len(claims), requests)
+	}
+	for id, n := range claims {
+		if n != 1 {
+			t.Errorf("request %s decided %d times", id, n)
+		}
+	}
+}
+
+// testNextHITLDeadlineByExpiry: the next deadline is the earliest timeout
+// not fired or expiry of a request no one decided.
+func testNextHITLDeadlineByExpiry(t *testing.T, st store.Store) {
+	f := newExpiryFixture(t, st)
+	next := func() time.Time {
+		t.Helper()
+		d, ok, err := st.NextHITLDeadline(t.Context())
+		if err != nil || !ok {
+			t.Fatalf("NextHITLDeadline = (%v, %v, %v)", d, ok, err)
+		}
+		wantUTC(t, "deadline", d)
+		return d
+	}
+	// The decided request, the one asking nothing and the fired timeouts
+	// have earlier deadlines; they do not count.
+	wantEqual(t, "next deadline", *f.due[0].ExpiresAt, next())
+	for _, c := range f.due {
+		decide(t, st, c.ID, newDecision("system", f.now))
+	}
+	wantEqual(t, "next deadline in the future", *f.notDue.ExpiresAt, next())
+	decide(t, st, f.notDue.ID, newDecision("system", f.now))
+	wantEqual(t, "a paused request's expiry", *f.paused.ExpiresAt, next())
+	decide(t, st, f.paused.ID, newDecision("system", f.now))
+	if d, ok, err := st.NextHITLDeadline(t.Context()); err != nil || ok {
+		t.Errorf("NextHITLDeadline with every request decided = (%v, %v, %v), want none", d, ok, err)
 	}
 }
 
