@@ -520,8 +520,10 @@ func TestWebhookAttemptsCountAcrossRestarts(t *testing.T) {
 			t.Errorf("delivery %d = attempt %d error %q, want failed attempt %d", i, d.Attempt, d.Error, i+1)
 		}
 	}
-	if got := len(failing.requests()); got != opts.MaxAttempts {
-		t.Errorf("the receiver got %d requests, want %d", got, opts.MaxAttempts)
+	// An attempt in flight when the first dispatcher stopped reached the
+	// receiver but was never recorded: it is made again after the restart.
+	if got := len(failing.requests()); got != opts.MaxAttempts && got != opts.MaxAttempts+1 {
+		t.Errorf("the receiver got %d requests, want %d (one more if an attempt was cut short by the stop)", got, opts.MaxAttempts)
 	}
 	if reqs := failing.requests(); reqs[len(reqs)-1].event.CheckpointID != cp.ID {
 		t.Errorf("the last attempt carried %+v, want the checkpoint's event", reqs[len(reqs)-1].event)
