@@ -794,6 +794,7 @@ type hashed struct {
 	path string
 	file *nativeFile // nil: gone, or not a file any more
 	skip string      // why it was not stored, if it was not
+	err  error       // what fails the snapshot: no fault of the file's
 }
 
 // hashFile stores the file at rel as a blob and returns its entry.
@@ -822,6 +823,9 @@ func (m *Manager) hashFile(s *shadow, objs *objectWriter, rel string, maxSize in
 			return hashed{path: rel, skip: fmt.Sprintf("larger than %d bytes (%d bytes)", maxSize, st.Size)}
 		}
 		f, err := m.openFile(name)
+		if outOfResources(err) {
+			return hashed{path: rel, err: fmt.Errorf("read %s: %w", rel, err)}
+		}
 		if err != nil {
 			return hashed{path: rel, skip: "unreadable: " + err.Error()}
 		}
@@ -844,7 +848,8 @@ func (m *Manager) hashFile(s *shadow, objs *objectWriter, rel string, maxSize in
 	}
 	id, err := objs.store("blob", body)
 	if err != nil {
-		return hashed{path: rel, skip: err.Error()}
+		// belay's own repository failed to take it: the snapshot fails.
+		return hashed{path: rel, err: err}
 	}
 	return hashed{path: rel, file: &nativeFile{mode: mode, oid: id, stat: statFrom(&st)}}
 }
@@ -1288,7 +1293,22 @@ func (m *Manager) hashFiles(ctx context.Context, s *shadow, objs *objectWriter, 
 			report(p)
 		}
 	}
-	return out, ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for _, h := range out {
+		if h.err != nil {
+			return nil, h.err
+		}
+	}
+	return out, nil
+}
+
+// outOfResources says whether err is the process's or the system's lack of
+// file descriptors or memory, no fault of the file being opened: a snapshot
+// fails on it rather than leave the file out.
+func outOfResources(err error) bool {
+	return errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) || errors.Is(err, unix.ENOMEM)
 }
 
 // setNativeEntries is setIndexEntries on the index in memory, written at

@@ -361,3 +361,39 @@ func TestNativeLooseObjectFailureFailsTheSnapshot(t *testing.T) {
 		t.Errorf("git fsck: %s", out)
 	}
 }
+
+// TestNativeOutOfFileDescriptorsFailsTheSnapshot: a snapshot that runs out
+// of file descriptors (the process's fault, not a file's) fails; it never
+// succeeds leaving the files it could not open out, as skipped. Whatever the
+// limit, a snapshot that succeeds is whole.
+func TestNativeOutOfFileDescriptorsFailsTheSnapshot(t *testing.T) {
+	for _, extra := range []int{maxOpenObjects, maxOpenObjects + maxOpenObjects/4} {
+		m, root, s1 := manyNewFiles(t)
+		open, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var was syscall.Rlimit
+		if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &was); err != nil {
+			t.Fatal(err)
+		}
+		low := was
+		low.Cur = uint64(len(open) + extra)
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+			t.Fatal(err)
+		}
+		snap, err := m.Snapshot(t.Context(), SnapshotRequest{Root: root, Ref: "refs/belay/s/2", Parent: s1.Commit})
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &was); err != nil {
+			t.Fatal(err)
+		}
+		if err != nil {
+			continue
+		}
+		if len(snap.Skipped) > 0 {
+			t.Errorf("%d descriptors more: the snapshot succeeded leaving %d files out, the first %+v", extra, len(snap.Skipped), snap.Skipped[0])
+		}
+		if want := gitTree(t, m, root); snap.Tree != want {
+			t.Errorf("%d descriptors more: tree %s, git records %s", extra, snap.Tree, want)
+		}
+	}
+}

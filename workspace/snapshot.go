@@ -686,6 +686,9 @@ func (m *Manager) classify(ctx context.Context, s *shadow, candidates []string, 
 			skipped = append(skipped, Skipped{Path: rel, Reason: fmt.Sprintf("larger than %d bytes (%d bytes)", maxFileSize, fi.Size())})
 		default:
 			f, err := m.openFile(name)
+			if outOfResources(err) {
+				return nil, nil, nil, nil, fmt.Errorf("read %s: %w", rel, err)
+			}
 			if err != nil {
 				skipped = append(skipped, Skipped{Path: rel, Reason: "unreadable: " + err.Error()})
 				continue
