@@ -525,8 +525,38 @@ type PendingSession struct {
 type PendingHITL struct {
 	Checkpoint *Checkpoint    `json:"checkpoint"`
 	Session    PendingSession `json:"session"`
-	// TimeRemaining is seconds until the default action, when a timeout is pending.
+	// Deadline is when and how the request is settled if no one decides it
+	// first, when it has a deadline.
+	Deadline *HITLDeadline `json:"deadline,omitempty"`
+	// TimeRemaining is seconds until Deadline, when there is one.
 	TimeRemaining *int64 `json:"timeRemaining,omitempty"`
+}
+
+// The deadlines of an open request (HITLDeadline.Reason), as its
+// hitl.timed_out event's reason names them.
+const (
+	// DeadlineTimeout is the request's timeout (HITLRequest.Timeout).
+	DeadlineTimeout = "timeout"
+	// DeadlineExpired is its checkpoint's expiresAt, after which no one may
+	// decide it.
+	DeadlineExpired = "expired"
+)
+
+// HITLDeadline is the next deadline of an open request: its timeout unless
+// applied, or its checkpoint's expiry, whichever comes first (the expiry
+// when both fall at once), and what it does.
+type HITLDeadline struct {
+	At time.Time `json:"at"`
+	// Reason is DeadlineTimeout or DeadlineExpired.
+	Reason string `json:"reason"`
+	// Action is what the deadline does: approve or reject decide the
+	// request; pause (a timeout's only) pauses the session and leaves the
+	// request open. The expiry decides with the timeout's default action
+	// when that approves or rejects, else rejects.
+	Action Action `json:"action"`
+	// Option is the option the decision picks; empty for a pause, or when
+	// no option offered has Action.
+	Option string `json:"option,omitempty"`
 }
 
 // WaitResult is what a waiting agent gets: the decision once there is one.

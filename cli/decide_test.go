@@ -217,6 +217,47 @@ func TestHITLCLIPending(t *testing.T) {
 	}
 }
 
+// TestHITLCLIPendingShowsTheExpiry: a request whose checkpoint expires before
+// its pause timeout shows the time to the expiry and the rejection it makes;
+// one that only expires shows its expiry too.
+func TestHITLCLIPendingShowsTheExpiry(t *testing.T) {
+	c := newHITLCLI(t)
+	ask := func(title string, timeout *belay.TimeoutInput) *belay.Checkpoint {
+		t.Helper()
+		sess, err := c.svc.CreateSession(hitlAgent, belay.CreateSessionInput{Title: title})
+		if err != nil {
+			t.Fatal(err)
+		}
+		exp := time.Now().Add(time.Hour)
+		cp, err := c.svc.CreateCheckpoint(hitlAgent, belay.CreateCheckpointInput{SessionID: sess.ID, Summary: "plan ready", ExpiresAt: &exp,
+			HITL: &belay.HITLInput{Required: true, Title: title, Options: hitlCLIOptions, Timeout: timeout}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cp
+	}
+	paused := ask("Pause later", &belay.TimeoutInput{Duration: 7200, DefaultAction: belay.ActionPause})
+	expiring := ask("Expires only", nil)
+	out := c.ok(t, nil, "pending")
+	for _, cp := range []*belay.Checkpoint{paused, expiring} {
+		row := regexp.MustCompile(regexp.QuoteMeta(cp.ID) + `.*\s(59m\d+s|1h0m0s) → reject \(expires\)\s+\ds ago\n`)
+		if !row.MatchString(out) {
+			t.Errorf("no row of %s counting down to the expiry's rejection:\n%s", cp.HITL.Title, out)
+		}
+	}
+
+	var list []belay.PendingHITL
+	if err := json.Unmarshal([]byte(c.ok(t, nil, "pending", "--json")), &list); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range list {
+		if d := p.Deadline; d == nil || !d.At.Equal(*p.Checkpoint.ExpiresAt) || d.Reason != belay.DeadlineExpired ||
+			d.Action != belay.ActionReject || d.Option != "no" || p.TimeRemaining == nil || *p.TimeRemaining > 3600 {
+			t.Errorf("pending --json: deadline %+v, time remaining %v; want the expiry's rejection", p.Deadline, p.TimeRemaining)
+		}
+	}
+}
+
 func TestHITLCLIDecideWithFlags(t *testing.T) {
 	c := newHITLCLI(t)
 

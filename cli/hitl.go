@@ -90,15 +90,24 @@ func (a *app) pendingCommand() *cobra.Command {
 	return cmd
 }
 
+// remaining is the time left of a pending request and what its next
+// deadline then does, e.g. "59m0s → approve" or "59m0s → reject (expires)".
 func remaining(p belay.PendingHITL) string {
-	if p.TimeRemaining == nil {
-		if p.Checkpoint.TimeoutFired {
-			return "paused"
+	var parts []string
+	if p.Checkpoint.TimeoutFired {
+		parts = append(parts, "paused")
+	}
+	if d := p.Deadline; d != nil && p.TimeRemaining != nil {
+		left := fmt.Sprintf("%s → %s", time.Duration(max(*p.TimeRemaining, 0))*time.Second, d.Action)
+		if d.Reason == belay.DeadlineExpired {
+			left += " (expires)"
 		}
+		parts = append(parts, left)
+	}
+	if len(parts) == 0 {
 		return "-"
 	}
-	d := time.Duration(max(*p.TimeRemaining, 0)) * time.Second
-	return fmt.Sprintf("%s → %s", d, p.Checkpoint.HITL.Timeout.DefaultAction)
+	return strings.Join(parts, ", ")
 }
 
 func (a *app) decideCommand() *cobra.Command {
@@ -141,7 +150,7 @@ decision's action is that option's own.`,
 				return err
 			}
 			if in.SelectedOption == "" {
-				if err := a.askDecision(ctx, cp, &in); err != nil {
+				if err := a.askDecision(ctx, svc, cp, &in); err != nil {
 					return err
 				}
 			}
@@ -206,9 +215,25 @@ func (a *app) choosePending(ctx context.Context, svc belay.Service, sessionID st
 	return nil, belay.Errorf(belay.CodeNotFound, "no pending request %s", id)
 }
 
+// deadlineOf is the next deadline of cp, a pending request, as the caller's
+// pending list gives it: nil when it has none, or the caller may not decide
+// it (which the decision then says).
+func deadlineOf(ctx context.Context, svc belay.Service, cp *belay.Checkpoint) (*belay.HITLDeadline, error) {
+	list, err := svc.PendingHITL(ctx, cp.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range list {
+		if p.Checkpoint.ID == cp.ID {
+			return p.Deadline, nil
+		}
+	}
+	return nil, nil
+}
+
 // askDecision shows a request as seed 000's CLI flow does and asks for the
 // option, feedback and (for modify) modifications.
-func (a *app) askDecision(ctx context.Context, cp *belay.Checkpoint, in *belay.DecideInput) error {
+func (a *app) askDecision(ctx context.Context, svc belay.Service, cp *belay.Checkpoint, in *belay.DecideInput) error {
 	h := cp.HITL
 	ids := make([]string, len(h.Options))
 	for i, o := range h.Options {
@@ -216,6 +241,10 @@ func (a *app) askDecision(ctx context.Context, cp *belay.Checkpoint, in *belay.D
 	}
 	instead := fmt.Sprintf("decide with `belay decide %s --option OPTION`, OPTION one of %s", cp.ID, strings.Join(ids, ", "))
 	if err := a.needTerminal(instead); err != nil {
+		return err
+	}
+	deadline, err := deadlineOf(ctx, svc, cp)
+	if err != nil {
 		return err
 	}
 	w := a.env.Stdout
@@ -226,14 +255,25 @@ func (a *app) askDecision(ctx context.Context, cp *belay.Checkpoint, in *belay.D
 	if len(h.Context) > 0 {
 		fmt.Fprintf(w, "\nContext:\n%s\n", indentJSON(h.Context, 4000, "belay show "+cp.ID+" --json"))
 	}
-	if h.Timeout != nil && !cp.TimeoutFired {
-		fmt.Fprintf(w, "\nIf nobody decides by %s: %s.\n", h.Timeout.ExpiresAt.Local().Format(time.Kitchen), h.Timeout.DefaultAction)
+	dflt := ""
+	for _, o := range h.Options {
+		if o.IsDefault {
+			dflt = o.ID
+		}
+	}
+	if d := deadline; d != nil {
+		when := d.At.Local().Format(time.Kitchen)
+		if d.Reason == belay.DeadlineExpired {
+			when += ", when the checkpoint expires"
+		}
+		fmt.Fprintf(w, "\nIf nobody decides by %s: %s.\n", when, d.Action)
+		dflt = d.Option
 	}
 	fmt.Fprintln(w)
 	opts := make([]huh.Option[string], len(h.Options))
 	for i, o := range h.Options {
 		label := fmt.Sprintf("[%s] %s", o.ID, o.Label)
-		if o.IsDefault {
+		if o.ID == dflt {
 			label += " (default)"
 			in.SelectedOption = o.ID
 		}

@@ -126,6 +126,40 @@ func TestHITLCLIInteractiveDecide(t *testing.T) {
 		}
 	})
 
+	t.Run("the expiry before a pause timeout", func(t *testing.T) {
+		sess, err := c.svc.CreateSession(hitlAgent, belay.CreateSessionInput{Title: "expiring"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		exp := time.Now().Add(time.Hour)
+		cp, err := c.svc.CreateCheckpoint(hitlAgent, belay.CreateCheckpointInput{SessionID: sess.ID, Summary: "plan ready", ExpiresAt: &exp,
+			HITL: &belay.HITLInput{Required: true, Title: "Expires first", Options: hitlCLIOptions[:3],
+				Timeout: &belay.TimeoutInput{Duration: 7200, DefaultAction: belay.ActionPause}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := c.startOnTerminal(t, ctx, "decide", cp.ID)
+		r.waitFor(t, "Enter a number between 1 and 3")
+		screen := r.shown()
+		for _, want := range []string{", when the checkpoint expires: reject.", "3. [no] Stop (default)"} {
+			if !strings.Contains(screen, want) {
+				t.Errorf("screen lacks %q:\n%s", want, screen)
+			}
+		}
+		if strings.Count(screen, "(default)") != 1 {
+			t.Errorf("(default) marks %d options, want 1", strings.Count(screen, "(default)"))
+		}
+		r.keys("\n")
+		r.waitFor(t, "Feedback (optional)")
+		r.keys("\n")
+		if code := r.exit(t); code != 0 {
+			t.Fatalf("exit %d\n%s", code, r.shown())
+		}
+		if d := c.decision(t, cp.ID); d == nil || d.SelectedOption != "no" {
+			t.Errorf("decision = %+v, want the preselected no", d)
+		}
+	})
+
 	t.Run("choose among pending requests", func(t *testing.T) {
 		a := c.request(t, "", belay.HITLInput{Title: "First question"})
 		b := c.request(t, "", belay.HITLInput{Title: "Second question"})

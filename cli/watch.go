@@ -85,7 +85,7 @@ func describe(e belay.Event, checkpoint string) string {
 			return fmt.Sprintf("%s: %v by %v", checkpoint, dec["action"], dec["userId"])
 		}
 	case belay.EventHITLTimedOut:
-		if str("reason") == "expired" {
+		if str("reason") == belay.DeadlineExpired {
 			return fmt.Sprintf("%s: expired, %s", checkpoint, str("defaultAction"))
 		}
 		return fmt.Sprintf("%s: default %s", checkpoint, str("defaultAction"))

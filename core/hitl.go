@@ -52,6 +52,12 @@ func hitlEventData(cp *belay.Checkpoint) map[string]any {
 		d["expiresAt"] = cp.HITL.Timeout.ExpiresAt
 		d["defaultAction"] = cp.HITL.Timeout.DefaultAction
 	}
+	if cp.ExpiresAt != nil {
+		d["checkpointExpiresAt"] = cp.ExpiresAt
+	}
+	if next, ok := nextDeadline(cp); ok {
+		d["deadline"] = next
+	}
 	return d
 }
 
@@ -386,20 +392,26 @@ func expiryDue(cp *belay.Checkpoint, now time.Time) bool {
 	return cp.Pending() && cp.ExpiresAt != nil && !now.Before(*cp.ExpiresAt)
 }
 
-// nextDeadline is when cp, undecided, is settled without a person: its
-// timeout unless applied, or its checkpoint's expiry, whichever comes first.
-func nextDeadline(cp *belay.Checkpoint) (time.Time, bool) {
+// nextDeadline is when and how cp, undecided, is settled without a person:
+// its timeout unless applied, or its checkpoint's expiry, whichever comes
+// first; the expiry when both fall at once, as applyDue applies them.
+func nextDeadline(cp *belay.Checkpoint) (belay.HITLDeadline, bool) {
 	if !cp.Pending() {
-		return time.Time{}, false
+		return belay.HITLDeadline{}, false
 	}
-	var next time.Time
-	if t := cp.HITL.Timeout; t != nil && !cp.TimeoutFired {
-		next = t.ExpiresAt
+	h := cp.HITL
+	t := h.Timeout
+	if cp.TimeoutFired {
+		t = nil
 	}
-	if e := cp.ExpiresAt; e != nil && (next.IsZero() || e.Before(next)) {
-		next = *e
+	if e := cp.ExpiresAt; e != nil && (t == nil || !t.ExpiresAt.Before(*e)) {
+		a := expiryAction(h)
+		return belay.HITLDeadline{At: *e, Reason: belay.DeadlineExpired, Action: a, Option: optionFor(h, a)}, true
 	}
-	return next, !next.IsZero()
+	if t != nil {
+		return belay.HITLDeadline{At: t.ExpiresAt, Reason: belay.DeadlineTimeout, Action: t.DefaultAction, Option: optionFor(h, t.DefaultAction)}, true
+	}
+	return belay.HITLDeadline{}, false
 }
 
 // applyDue applies what fell due of cp's deadlines, in their order: its
@@ -433,7 +445,7 @@ func (s *Service) applyTimeout(ctx context.Context, tx store.Tx, cp *belay.Check
 	}
 	t := cp.HITL.Timeout
 	if err := s.appendEvent(ctx, tx, belay.EventHITLTimedOut, sess.ID, cp.ID, withApprovers(cp, map[string]any{
-		"reason": "timeout", "defaultAction": t.DefaultAction, "expiresAt": t.ExpiresAt})); err != nil {
+		"reason": belay.DeadlineTimeout, "defaultAction": t.DefaultAction, "expiresAt": t.ExpiresAt})); err != nil {
 		return err
 	}
 	now := s.clock.Now()
@@ -474,7 +486,7 @@ func (s *Service) applyExpiry(ctx context.Context, tx store.Tx, cp *belay.Checkp
 		return err
 	}
 	if err := s.appendEvent(ctx, tx, belay.EventHITLTimedOut, sess.ID, cp.ID, withApprovers(cp, map[string]any{
-		"reason": "expired", "defaultAction": a, "expiresAt": cp.ExpiresAt})); err != nil {
+		"reason": belay.DeadlineExpired, "defaultAction": a, "expiresAt": cp.ExpiresAt})); err != nil {
 		return err
 	}
 	return s.decided(ctx, tx, sess, cp, d)
@@ -688,9 +700,9 @@ func (s *Service) pendingFor(ctx context.Context, c caller, now time.Time, sessi
 	if p.Session.Title == "" {
 		p.Session.Title = sess.ProjectPath
 	}
-	if t := cp.HITL.Timeout; t != nil && !cp.TimeoutFired {
-		left := int64(t.ExpiresAt.Sub(now).Seconds())
-		p.TimeRemaining = &left
+	if d, ok := nextDeadline(cp); ok {
+		left := int64(d.At.Sub(now).Seconds())
+		p.Deadline, p.TimeRemaining = &d, &left
 	}
 	return p, true, nil
 }
@@ -758,7 +770,7 @@ func (s *Service) WaitDecision(ctx context.Context, id string, wait time.Duratio
 		var expiry <-chan time.Time
 		var timer *time.Timer
 		if next, ok := nextDeadline(cp); ok {
-			timer = time.NewTimer(min(pollInterval, max(next.Sub(s.clock.Now()), time.Millisecond)))
+			timer = time.NewTimer(min(pollInterval, max(next.At.Sub(s.clock.Now()), time.Millisecond)))
 			expiry = timer.C
 		}
 		err = s.awaitEvent(ctx, &sub, id, deadline.C, expiry)

@@ -403,3 +403,103 @@ func TestAnExpiryFiresOnceAcrossProcesses(t *testing.T) {
 		t.Errorf("session = %s, want running", s)
 	}
 }
+
+// TestPendingShowsTheNextDeadline: a pending request carries the deadline
+// that settles it next and what that does — the timeout or the checkpoint's
+// expiry, whichever comes first — and its time remaining counts down to it.
+func TestPendingShowsTheNextDeadline(t *testing.T) {
+	cases := []struct {
+		name     string
+		expires  time.Duration // 0: the checkpoint does not expire
+		timeout  *belay.TimeoutInput
+		pauseNow bool // let the timeout pause the session first
+		want     *belay.HITLDeadline
+		left     int64
+	}{
+		{"no deadline", 0, nil, false, nil, 0},
+		{"a timeout only", 0, &belay.TimeoutInput{Duration: 600, DefaultAction: belay.ActionReject},
+			false, &belay.HITLDeadline{Reason: belay.DeadlineTimeout, Action: belay.ActionReject, Option: "no"}, 600},
+		{"an expiry only", time.Hour, nil,
+			false, &belay.HITLDeadline{Reason: belay.DeadlineExpired, Action: belay.ActionReject, Option: "no"}, 3600},
+		{"a pause timeout after the expiry", time.Hour, &belay.TimeoutInput{Duration: 7200, DefaultAction: belay.ActionPause},
+			false, &belay.HITLDeadline{Reason: belay.DeadlineExpired, Action: belay.ActionReject, Option: "no"}, 3600},
+		{"an approve timeout after the expiry", time.Hour, &belay.TimeoutInput{Duration: 7200, DefaultAction: belay.ActionApprove},
+			false, &belay.HITLDeadline{Reason: belay.DeadlineExpired, Action: belay.ActionApprove, Option: "ok"}, 3600},
+		{"a timeout at the expiry", time.Hour, &belay.TimeoutInput{Duration: 3600, DefaultAction: belay.ActionPause},
+			false, &belay.HITLDeadline{Reason: belay.DeadlineExpired, Action: belay.ActionReject, Option: "no"}, 3600},
+		{"a pause timeout before the expiry", time.Hour, &belay.TimeoutInput{Duration: 1800, DefaultAction: belay.ActionPause},
+			false, &belay.HITLDeadline{Reason: belay.DeadlineTimeout, Action: belay.ActionPause}, 1800},
+		{"the expiry after a pause", time.Hour, &belay.TimeoutInput{Duration: 1800, DefaultAction: belay.ActionPause},
+			true, &belay.HITLDeadline{Reason: belay.DeadlineExpired, Action: belay.ActionReject, Option: "no"}, 1200},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newHITLEnv(t)
+			sess := e.session(t, "alice")
+			var cp *belay.Checkpoint
+			h := belay.HITLInput{Timeout: tc.timeout}
+			if tc.expires > 0 {
+				cp = e.expiring(t, sess.ID, tc.expires, h)
+			} else {
+				cp = e.request(t, sess.ID, "alice", h)
+			}
+			if tc.pauseNow {
+				e.clock.Advance(40 * time.Minute)
+			}
+			list, err := e.svc.PendingHITL(hitlAs("alice"), sess.ID)
+			if err != nil || len(list) != 1 {
+				t.Fatalf("PendingHITL = %d, %v; want the request", len(list), err)
+			}
+			p := list[0]
+			if tc.want == nil {
+				if p.Deadline != nil || p.TimeRemaining != nil {
+					t.Errorf("deadline %+v, time remaining %v; want none", p.Deadline, p.TimeRemaining)
+				}
+				return
+			}
+			want := *tc.want
+			if want.Reason == belay.DeadlineExpired {
+				want.At = *cp.ExpiresAt
+			} else {
+				want.At = cp.HITL.Timeout.ExpiresAt
+			}
+			if p.Deadline == nil || !p.Deadline.At.Equal(want.At) || p.Deadline.Reason != want.Reason ||
+				p.Deadline.Action != want.Action || p.Deadline.Option != want.Option {
+				t.Errorf("deadline = %+v, want %+v", p.Deadline, want)
+			}
+			if p.TimeRemaining == nil || *p.TimeRemaining != tc.left {
+				t.Errorf("time remaining = %v, want %d", p.TimeRemaining, tc.left)
+			}
+		})
+	}
+}
+
+// TestHITLRequiredNamesTheExpiry: the hitl.required event of a request whose
+// checkpoint expires says when, and what its next deadline does.
+func TestHITLRequiredNamesTheExpiry(t *testing.T) {
+	e := newHITLEnv(t)
+	sess := e.session(t, "alice")
+	cp := e.expiring(t, sess.ID, time.Hour, belay.HITLInput{Timeout: &belay.TimeoutInput{Duration: 7200, DefaultAction: belay.ActionPause}})
+	evs, err := core.StoreOf(e.svc).ListEvents(localCtx, store.EventQuery{Scope: store.Everything, Types: []string{belay.EventHITLRequired}, Limit: 10})
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("hitl.required events = %d, %v; want 1", len(evs), err)
+	}
+	var d struct {
+		ExpiresAt           time.Time
+		DefaultAction       belay.Action
+		CheckpointExpiresAt *time.Time
+		Deadline            *belay.HITLDeadline
+	}
+	if err := json.Unmarshal(evs[0].Data, &d); err != nil {
+		t.Fatal(err)
+	}
+	if !d.ExpiresAt.Equal(cp.HITL.Timeout.ExpiresAt) || d.DefaultAction != belay.ActionPause {
+		t.Errorf("timeout in the event = %s %s, want %s pause", d.ExpiresAt, d.DefaultAction, cp.HITL.Timeout.ExpiresAt)
+	}
+	if d.CheckpointExpiresAt == nil || !d.CheckpointExpiresAt.Equal(*cp.ExpiresAt) {
+		t.Errorf("checkpointExpiresAt = %v, want %s", d.CheckpointExpiresAt, cp.ExpiresAt)
+	}
+	if dl := d.Deadline; dl == nil || !dl.At.Equal(*cp.ExpiresAt) || dl.Reason != belay.DeadlineExpired || dl.Action != belay.ActionReject || dl.Option != "no" {
+		t.Errorf("deadline in the event = %+v, want the expiry's rejection", d.Deadline)
+	}
+}

@@ -194,3 +194,43 @@ func TestBrowserExpiredSessionGoesToSignin(t *testing.T) {
 		t.Fatalf("at %s", loc)
 	}
 }
+
+// A request whose checkpoint expires before its pause timeout counts down to
+// the expiry and marks the option the expiry picks as the default.
+func TestBrowserInboxCountsDownToTheExpiry(t *testing.T) {
+	e := newEnv(t)
+	s, err := e.svc.CreateSession(agent(), belay.CreateSessionInput{Title: "expiring", ProjectPath: e.project})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := time.Now().Add(time.Hour)
+	cp, err := e.svc.CreateCheckpoint(agent(), belay.CreateCheckpointInput{SessionID: s.ID, Summary: "needs a person", ExpiresAt: &exp,
+		HITL: &belay.HITLInput{Required: true, Title: "Expires first?", Options: []belay.HITLOption{
+			{ID: "ship", Label: "Ship it", Action: belay.ActionApprove, IsDefault: true},
+			{ID: "stop", Label: "Stop", Action: belay.ActionReject},
+		}, Timeout: &belay.TimeoutInput{Duration: 7200, DefaultAction: belay.ActionPause}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := browser(t)
+	e.signInBrowser(t, ctx)
+	card := `#card-` + cp.ID
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(card)); err != nil {
+		t.Fatal(err)
+	}
+	countdown, err := chromedp.Run(ctx, chromedp.Poll[string](`(function(){ var el = document.querySelector("`+card+` .countdown");
+		return el && el.textContent.indexOf(" in ") > 0 ? el.textContent : "" })()`, chromedp.WithPollingInterval(50*time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(countdown, "Auto-reject in 59:") || !strings.HasSuffix(countdown, "(checkpoint expires)") {
+		t.Errorf("countdown %q, want the expiry's rejection within the hour", countdown)
+	}
+	dflt, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("`+card+` button.default")).map(function(b){ return b.value })`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dflt) != 1 || dflt[0] != "stop" {
+		t.Errorf("default options %v, want [stop], the option the expiry picks", dflt)
+	}
+}

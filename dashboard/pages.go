@@ -60,12 +60,18 @@ type cardView struct {
 
 // card is one pending decision in the inbox.
 type card struct {
-	CP       *belay.Checkpoint
-	Session  belay.PendingSession
-	Context  []kv
+	CP      *belay.Checkpoint
+	Session belay.PendingSession
+	Context []kv
+	// Deadline is the request's next deadline (RFC 3339), if any; Action
+	// what it does, Expires whether it is the checkpoint's expiry.
 	Deadline string
-	Default  belay.Action
-	Notice   string
+	Action   belay.Action
+	Expires  bool
+	// DefaultOption is the option marked the default: the one the deadline
+	// picks, or, with no deadline, the request's own default.
+	DefaultOption string
+	Notice        string
 }
 
 type kv struct{ Key, Value string }
@@ -102,10 +108,15 @@ func (d *Dashboard) cards(rq *request) ([]card, error) {
 		c := card{CP: p.Checkpoint, Session: p.Session}
 		if h := p.Checkpoint.HITL; h != nil {
 			c.Context = contextPairs(h.Context)
-			if t := h.Timeout; t != nil && !p.Checkpoint.TimeoutFired && p.TimeRemaining != nil {
-				c.Deadline = t.ExpiresAt.UTC().Format(time.RFC3339)
-				c.Default = t.DefaultAction
+			for _, o := range h.Options {
+				if o.IsDefault {
+					c.DefaultOption = o.ID
+				}
 			}
+		}
+		if dl := p.Deadline; dl != nil {
+			c.Deadline = dl.At.UTC().Format(time.RFC3339)
+			c.Action, c.Expires, c.DefaultOption = dl.Action, dl.Reason == belay.DeadlineExpired, dl.Option
 		}
 		out = append(out, c)
 	}

@@ -523,14 +523,17 @@ func TestHITLHTTPPending(t *testing.T) {
 	if p.TimeRemaining == nil || *p.TimeRemaining != 3000 {
 		t.Errorf("timeRemaining = %v, want 3000", p.TimeRemaining)
 	}
+	if d := p.Deadline; d == nil || !d.At.Equal(timed.HITL.Timeout.ExpiresAt) || d.Reason != belay.DeadlineTimeout || d.Action != belay.ActionReject {
+		t.Errorf("deadline = %+v, want the timeout's rejection", p.Deadline)
+	}
 	if p.Session != (belay.PendingSession{ID: sess.ID, Title: "alice's run", Status: belay.SessionAwaitingInput, Readable: true}) {
 		t.Errorf("session summary = %+v", p.Session)
 	}
 	if p.Checkpoint.HITL == nil || len(p.Checkpoint.HITL.Options) != len(hitlHTTPOptions) {
 		t.Errorf("checkpoint in pending lacks its request: %+v", p.Checkpoint)
 	}
-	if all.Items[1].TimeRemaining != nil {
-		t.Errorf("request without timeout has timeRemaining %d", *all.Items[1].TimeRemaining)
+	if all.Items[1].TimeRemaining != nil || all.Items[1].Deadline != nil {
+		t.Errorf("request without deadline has timeRemaining %v, deadline %+v", all.Items[1].TimeRemaining, all.Items[1].Deadline)
 	}
 	if one := get("alice", "?session="+other.ID); len(one.Items) != 1 || one.Items[0].Checkpoint.ID != open.ID {
 		t.Errorf("?session= filter: %+v", one.Items)

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/trpc"
@@ -101,4 +102,64 @@ func TestPendingSaysWhetherTheTaskIsReadable(t *testing.T) {
 			t.Errorf("%s's stream.hitlRequired sent %+v, want %s readable %v", user, ev, cp.ID, readable)
 		}
 	}
+}
+
+// TestPendingCountsDownToTheNextDeadline: a request whose checkpoint expires
+// before its pause timeout counts down to the expiry, which rejects it, in
+// checkpoints.getHITLPending and stream.hitlRequired alike.
+func TestPendingCountsDownToTheNextDeadline(t *testing.T) {
+	e := newEnv(t)
+	ctx := belay.WithActor(context.Background(), admin)
+	exp := time.Now().Add(time.Hour)
+	cp, err := e.svc.CreateCheckpoint(ctx, belay.CreateCheckpointInput{SessionID: e.sid, Summary: "may I?", ExpiresAt: &exp,
+		HITL: &belay.HITLInput{Required: true, Title: "Deploy?", Timeout: &belay.TimeoutInput{Duration: 7200, DefaultAction: belay.ActionPause}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type item struct {
+		Deadline      *belay.HITLDeadline `json:"deadline"`
+		TimeRemaining *int64              `json:"timeRemaining"`
+	}
+	check := func(what string, got item) {
+		t.Helper()
+		if d := got.Deadline; d == nil || !d.At.Equal(*cp.ExpiresAt) || d.Reason != belay.DeadlineExpired || d.Action != belay.ActionReject || d.Option != "reject" {
+			t.Errorf("%s: deadline %+v, want the expiry's rejection at %s", what, got.Deadline, cp.ExpiresAt)
+		}
+		if got.TimeRemaining == nil || *got.TimeRemaining > 3600 || *got.TimeRemaining < 3500 {
+			t.Errorf("%s: timeRemaining %v, want the hour to the expiry", what, got.TimeRemaining)
+		}
+	}
+	status, body := e.do(t, "/trpc/checkpoints.getHITLPending", "")
+	var out struct {
+		Result struct {
+			Data []item `json:"data"`
+		} `json:"result"`
+	}
+	if status != http.StatusOK || json.Unmarshal(body, &out) != nil || len(out.Result.Data) != 1 {
+		t.Fatalf("checkpoints.getHITLPending: %d %s", status, clip(body))
+	}
+	check("checkpoints.getHITLPending", out.Result.Data[0])
+
+	req, err := http.NewRequest(http.MethodGet, e.srv.URL+"/trpc/stream.hitlRequired", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer any")
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	for lines.Scan() {
+		if data, ok := strings.CutPrefix(lines.Text(), "data: "); ok && data != "{}" {
+			var ev item
+			if err := json.Unmarshal([]byte(data), &ev); err != nil {
+				t.Fatalf("%s: %v", data, err)
+			}
+			check("stream.hitlRequired", ev)
+			return
+		}
+	}
+	t.Fatalf("stream.hitlRequired sent nothing: %v", lines.Err())
 }

@@ -170,7 +170,7 @@ func pendingHITL(ctx context.Context, svc belay.Service, raw json.RawMessage) (a
 		out = append(out, PendingHITL{Checkpoint: toCheckpoint(p.Checkpoint),
 			Task: PendingTask{Task: Task{ID: p.Session.ID, Prompt: p.Session.Title, Status: p.Session.Status, Phase: p.Session.Phase},
 				Readable: p.Session.Readable},
-			TimeRemaining: p.TimeRemaining})
+			Deadline: p.Deadline, TimeRemaining: p.TimeRemaining})
 	}
 	return out, nil
 }
@@ -320,7 +320,7 @@ func hitlRequired(ctx context.Context, svc belay.Service, raw json.RawMessage, _
 		sent[p.Checkpoint.ID] = true
 		h := p.Checkpoint.HITL
 		return out.emit("", HITLRequiredEvent{CheckpointID: p.Checkpoint.ID, TaskID: p.Checkpoint.SessionID, Readable: p.Session.Readable, Title: h.Title,
-			Message: h.Message, Options: h.Options, TimeRemaining: p.TimeRemaining})
+			Message: h.Message, Options: h.Options, Deadline: p.Deadline, TimeRemaining: p.TimeRemaining})
 	}
 	f := belay.EventFilter{SessionID: in.TaskID, Types: []string{belay.EventHITLRequired}, After: belay.FromNow}
 	// The opening call sends what is pending now; after each new request the

@@ -76,11 +76,15 @@ type PendingTask struct {
 	Readable bool `json:"readable"`
 }
 
-// PendingHITL is seed 000's PendingHITL.
+// PendingHITL is seed 000's PendingHITL, with the request's next deadline.
 type PendingHITL struct {
-	Checkpoint    Checkpoint  `json:"checkpoint"`
-	Task          PendingTask `json:"task"`
-	TimeRemaining *int64      `json:"timeRemaining,omitempty"`
+	Checkpoint Checkpoint  `json:"checkpoint"`
+	Task       PendingTask `json:"task"`
+	// Deadline is when and how the request is settled if no one decides it
+	// first: its timeout or its checkpoint's expiry, whichever comes first.
+	Deadline *belay.HITLDeadline `json:"deadline,omitempty"`
+	// TimeRemaining is seconds until Deadline.
+	TimeRemaining *int64 `json:"timeRemaining,omitempty"`
 }
 
 // CheckpointList is checkpoints.list's answer.
@@ -112,12 +116,14 @@ type RestoreResult struct {
 // HITLRequiredEvent is what stream.hitlRequired sends for each request the
 // subscriber may decide.
 type HITLRequiredEvent struct {
-	CheckpointID  string             `json:"checkpointId"`
-	TaskID        string             `json:"taskId"`
-	Title         string             `json:"title"`
-	Message       string             `json:"message"`
-	Options       []belay.HITLOption `json:"options"`
-	TimeRemaining *int64             `json:"timeRemaining,omitempty"`
+	CheckpointID string             `json:"checkpointId"`
+	TaskID       string             `json:"taskId"`
+	Title        string             `json:"title"`
+	Message      string             `json:"message"`
+	Options      []belay.HITLOption `json:"options"`
+	// Deadline and TimeRemaining are PendingHITL's.
+	Deadline      *belay.HITLDeadline `json:"deadline,omitempty"`
+	TimeRemaining *int64              `json:"timeRemaining,omitempty"`
 	// Readable says the subscriber may read task TaskID, not only decide
 	// the request as one of its approvers.
 	Readable bool `json:"readable"`

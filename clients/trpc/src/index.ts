@@ -121,9 +121,17 @@ export interface PendingTask {
   readable: boolean;
 }
 
+export interface BelayHITLDeadline {
+  at: string;
+  reason: string;
+  action: "approve" | "reject" | "modify" | "retry" | "skip" | "escalate" | "pause";
+  option?: string;
+}
+
 export interface PendingHITL {
   checkpoint: Checkpoint;
   task: PendingTask;
+  deadline?: BelayHITLDeadline | null;
   timeRemaining?: number | null;
 }
 
@@ -268,6 +276,7 @@ export interface HITLRequiredEvent {
   title: string;
   message: string;
   options: Array<BelayHITLOption>;
+  deadline?: BelayHITLDeadline | null;
   timeRemaining?: number | null;
   readable: boolean;
 }
