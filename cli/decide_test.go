@@ -360,6 +360,20 @@ func (c *hitlCLI) interactiveRequest(t *testing.T) *belay.Checkpoint {
 	})
 }
 
+// TestHITLCLIWaitHelpListsEveryExitCode: belay wait's help lists every code
+// it ends with, wrong usage's 2 and an interruption's 130 among them, as the
+// root's help promises ("'belay wait --help' lists its own").
+func TestHITLCLIWaitHelpListsEveryExitCode(t *testing.T) {
+	c := newHITLCLI(t)
+	help := c.ok(t, nil, "wait", "--help")
+	for _, want := range []string{"0 approve", "10 reject", "11 modify", "12 retry", "13 skip", "14 escalate",
+		"3 no decision within --timeout", "1 error", "2 wrong usage", "130 interrupted"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("wait --help lacks %q:\n%s", want, help)
+		}
+	}
+}
+
 func TestHITLCLIWaitExitCodes(t *testing.T) {
 	cases := []struct {
 		option string

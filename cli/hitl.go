@@ -396,7 +396,8 @@ func (a *app) waitCommand() *cobra.Command {
 is) and print the decision. The exit code tells the action, so scripts can branch:
 
   0 approve   10 reject   11 modify   12 retry   13 skip   14 escalate
-  3 no decision within --timeout      1 error`,
+  3 no decision within --timeout      1 error   2 wrong usage
+  130 interrupted (Ctrl-C)`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if timeout < 0 {
