@@ -506,7 +506,11 @@ func (a *app) printCheckpoint(c *belay.Checkpoint) {
 		row("Step", strconv.Itoa(c.Step))
 	}
 	row("Parent", c.ParentID)
-	row("Workspace", c.WorkspaceRef)
+	if c.WorkspaceRef != "" && !c.HasSnapshot() {
+		row("Workspace", c.WorkspaceRef+" (a label: no snapshot)")
+	} else {
+		row("Workspace", c.WorkspaceRef)
+	}
 	row("Tags", strings.Join(c.Tags, ", "))
 	row("Created", c.CreatedAt.Local().Format(time.RFC3339)+" ("+ago(c.CreatedAt)+")")
 	if c.ExpiresAt != nil {

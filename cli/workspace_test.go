@@ -548,3 +548,30 @@ func TestWorkingThroughALink(t *testing.T) {
 		t.Errorf("a rollback in this project through the link names the project as another:\n%s", out)
 	}
 }
+
+// TestShowSaysALabelIsNoSnapshot: belay show prints a snapshot's commit as
+// it is, and a workspaceRef its caller named (a label) as one, so no one
+// takes it for files belay can restore.
+func TestShowSaysALabelIsNoSnapshot(t *testing.T) {
+	project := t.TempDir()
+	testtree.Write(t, project, map[string]string{"a.txt": "a\n"})
+	ws := newWSCLI(t, project)
+	snap := wsJSON[belay.Checkpoint](t, ws, "save", "-m", "one")
+	if out := ws.ok(t, "show", "1"); !strings.Contains(out, "  Workspace:    "+snap.WorkspaceRef+"\n") {
+		t.Errorf("show of a snapshot:\n%s", out)
+	}
+
+	c := newHITLCLI(t)
+	sess, err := c.svc.CreateSession(hitlAgent, belay.CreateSessionInput{Title: "labelled"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ref = "0123456789abcdef0123456789abcdef01234567"
+	cp, err := c.svc.CreateCheckpoint(hitlAgent, belay.CreateCheckpointInput{SessionID: sess.ID, Summary: "at a commit of mine", WorkspaceRef: ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := c.ok(t, nil, "show", cp.ID); !strings.Contains(out, "  Workspace:    "+ref+" (a label: no snapshot)\n") {
+		t.Errorf("show of a label:\n%s", out)
+	}
+}
