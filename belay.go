@@ -390,10 +390,13 @@ type Rollback struct {
 
 // Webhook receives every event of the listed types as a signed POST.
 type Webhook struct {
-	ID        string    `json:"id"`
-	URL       string    `json:"url"`
-	Secret    string    `json:"secret,omitempty"`
-	Events    []string  `json:"events,omitempty"`
+	ID     string   `json:"id"`
+	URL    string   `json:"url"`
+	Secret string   `json:"secret,omitempty"`
+	Events []string `json:"events,omitempty"`
+	// LastSeq is the number (Event.Seq) of the last event the webhook is
+	// done with (delivered, given up on, or of a type it does not take);
+	// a new webhook starts at the newest event. It counts no deliveries.
 	LastSeq   int64     `json:"lastSeq"`
 	CreatedAt time.Time `json:"createdAt"`
 }

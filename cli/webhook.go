@@ -134,7 +134,7 @@ func (a *app) webhookListCommand() *cobra.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tURL\tEVENTS\tDELIVERED TO\tCREATED")
+			fmt.Fprintln(tw, "ID\tURL\tEVENTS\tAT EVENT #\tCREATED")
 			for _, w := range hooks {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", w.ID, w.URL, webhookEventsText(w.Events), w.LastSeq, ago(w.CreatedAt))
 			}

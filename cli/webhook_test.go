@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -121,6 +122,10 @@ func TestWebhookCommands(t *testing.T) {
 	hitlID := strings.Fields(out)[1]
 
 	list := e.ok(t, "webhook", "list")
+	// The position is an event's number, not a count of deliveries.
+	if header := strings.SplitN(list, "\n", 2)[0]; !regexp.MustCompile(`^ID\s+URL\s+EVENTS\s+AT EVENT #\s+CREATED$`).MatchString(header) {
+		t.Errorf("webhook list header = %q", header)
+	}
 	for _, want := range []string{saves.ID, hitlID, rc.URL + "/saves", belay.EventCheckpointCreated, "hitl.required,hitl.decided"} {
 		if !strings.Contains(list, want) {
 			t.Errorf("webhook list lacks %q:\n%s", want, list)
