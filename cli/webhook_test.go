@@ -212,6 +212,7 @@ func TestWebhookCommandErrors(t *testing.T) {
 		{"remove without id", []string{"webhook", "remove"}, false, cli.ExitUsage, "accepts 1 arg"},
 		{"bad url", []string{"webhook", "add", "ftp://example.com/x"}, false, cli.ExitError, "VALIDATION_ERROR"},
 		{"bad port", []string{"webhook", "add", "http://127.0.0.1:99999/x"}, false, cli.ExitError, "port must be 1-65535, got 99999 (VALIDATION_ERROR)"},
+		{"empty port", []string{"webhook", "add", "http://127.0.0.1:/hook"}, false, cli.ExitError, "port must be 1-65535, got none after the colon (VALIDATION_ERROR)"},
 		{"unknown event", []string{"webhook", "add", "https://example.com/x", "--event", "nope"}, false, cli.ExitError, "VALIDATION_ERROR"},
 		{"remove unknown", []string{"webhook", "remove", "0000"}, false, cli.ExitError, "NOT_FOUND"},
 		{"remove unknown id", []string{"webhook", "remove", "01890000-0000-7000-8000-00000000abcd"}, false, cli.ExitError, "NOT_FOUND"},

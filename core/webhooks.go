@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/belayhq/belay"
@@ -50,8 +51,11 @@ func validWebhookURL(raw string) error {
 	if u.Hostname() == "" {
 		return belay.Invalid("url", "url must name a host, got %q", belay.Clip(raw, 200))
 	}
-	// url.Parse takes any digits as a port; a delivery cannot dial one
-	// outside 1-65535.
+	// url.Parse takes any digits as a port, and none after the colon; a
+	// delivery cannot dial one outside 1-65535.
+	if strings.HasSuffix(u.Host, ":") {
+		return belay.Invalid("url", "url's port must be 1-65535, got none after the colon")
+	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
 			return belay.Invalid("url", "url's port must be 1-65535, got %s", belay.Clip(p, 20))
