@@ -40,8 +40,9 @@ type LifeService interface {
 	// snapshots, and reports what it freed.
 	CleanupSessions(ctx context.Context, in CleanupInput) (*CleanupResult, error)
 	// SetRetention sets a project's retention policy (admins); a policy
-	// with neither KeepLast nor MaxAge removes it.
-	SetRetention(ctx context.Context, p RetentionPolicy) error
+	// with neither KeepLast nor MaxAge removes it. It returns the policy as
+	// stored: under the project's path with its links resolved.
+	SetRetention(ctx context.Context, p RetentionPolicy) (*RetentionPolicy, error)
 	// ListRetention lists the retention policies (admins).
 	ListRetention(ctx context.Context) ([]RetentionPolicy, error)
 }

@@ -401,6 +401,18 @@ func TestProjectDotEverywhere(t *testing.T) {
 	if out := h.ok(t, "", "retention"); !strings.Contains(out, h.project+"  keep last 5") {
 		t.Errorf("retention after --project .:\n%s", out)
 	}
+	// Set through a link, a policy is stored under the directory the link
+	// leads to, and said so.
+	link := filepath.Join(t.TempDir(), "linkdir")
+	if err := os.Symlink(h.project, link); err != nil {
+		t.Fatal(err)
+	}
+	if out := h.ok(t, "", "retention", "--project", link, "--keep-last", "6"); out != "Retention of "+h.project+": keep last 6, max age 0s.\n" {
+		t.Errorf("retention set through a link printed %q, want the path it is stored under, %s", out, h.project)
+	}
+	if p := okJSON[belay.RetentionPolicy](t, h, "retention", "--project", link, "--keep-last", "6"); p.ProjectPath != h.project || p.KeepLast != 6 {
+		t.Errorf("retention --json set through a link = %+v, want the policy of %s", p, h.project)
+	}
 	tk := okJSON[belay.NewToken](t, h, "token", "create", "--user", "bob", "--project", ".", "--json")
 	if len(tk.Projects) != 1 || tk.Projects[0] != h.project {
 		t.Errorf("token create --project . limited the token to %q, want %q", tk.Projects, h.project)

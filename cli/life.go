@@ -482,13 +482,14 @@ from are always kept. --keep-last 0 --max-age 0 removes the policy.`,
 			if p.ProjectPath, err = a.project(ctx, svc); err != nil {
 				return err
 			}
-			if err := svc.SetRetention(ctx, p); err != nil {
+			stored, err := svc.SetRetention(ctx, p)
+			if err != nil {
 				return err
 			}
 			if a.json {
-				return a.printJSON(p)
+				return a.printJSON(stored)
 			}
-			fmt.Fprintf(a.env.Stdout, "Retention of %s: keep last %d, max age %s.\n", belay.Printable(p.ProjectPath), p.KeepLast, p.MaxAge)
+			fmt.Fprintf(a.env.Stdout, "Retention of %s: keep last %d, max age %s.\n", belay.Printable(stored.ProjectPath), stored.KeepLast, stored.MaxAge)
 			return nil
 		},
 	}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -582,4 +583,26 @@ func TestLeaseIsNeverShorterThanAsked(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("ResumeSession", before, res.Session, nil)
+}
+
+// TestSetRetentionAnswersThePolicyAsStored: a policy set through a link to
+// the project comes back, over HTTP as from core, under the directory the
+// link leads to, where it is stored.
+func TestSetRetentionAnswersThePolicyAsStored(t *testing.T) {
+	e := newEnv(t, func(o *httpapi.Options) {
+		o.Authenticate = func(context.Context, string) (belay.Actor, error) {
+			return belay.Actor{UserID: "root", Admin: true}, nil
+		}
+	})
+	link := filepath.Join(t.TempDir(), "linkdir")
+	if err := os.Symlink(e.project, link); err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.remote.SetRetention(anonCtx, belay.RetentionPolicy{ProjectPath: link, KeepLast: 5, MaxAge: 48 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *p != (belay.RetentionPolicy{ProjectPath: e.project, KeepLast: 5, MaxAge: 48 * time.Hour}) {
+		t.Errorf("SetRetention through a link = %+v, want the policy of %s", p, e.project)
+	}
 }

@@ -136,10 +136,19 @@ type retentionBody struct {
 	MaxAgeSeconds int64  `json:"maxAgeSeconds,omitempty"`
 }
 
-// SetRetention sets a project's retention policy (admins).
-func (c *Client) SetRetention(ctx context.Context, p belay.RetentionPolicy) error {
-	return c.do(ctx, http.MethodPut, "/v1/retention", nil,
-		retentionBody{ProjectPath: p.ProjectPath, KeepLast: p.KeepLast, MaxAgeSeconds: wholeSeconds(p.MaxAge)}, nil)
+func (b retentionBody) policy() *belay.RetentionPolicy {
+	return &belay.RetentionPolicy{ProjectPath: b.ProjectPath, KeepLast: b.KeepLast, MaxAge: time.Duration(b.MaxAgeSeconds) * time.Second}
+}
+
+// SetRetention sets a project's retention policy (admins) and returns it as
+// the server stored it.
+func (c *Client) SetRetention(ctx context.Context, p belay.RetentionPolicy) (*belay.RetentionPolicy, error) {
+	var out retentionBody
+	if err := c.do(ctx, http.MethodPut, "/v1/retention", nil,
+		retentionBody{ProjectPath: p.ProjectPath, KeepLast: p.KeepLast, MaxAgeSeconds: wholeSeconds(p.MaxAge)}, &out); err != nil {
+		return nil, err
+	}
+	return out.policy(), nil
 }
 
 // ListRetention lists the retention policies (admins).
@@ -150,7 +159,7 @@ func (c *Client) ListRetention(ctx context.Context) ([]belay.RetentionPolicy, er
 	}
 	out := make([]belay.RetentionPolicy, len(list))
 	for i, p := range list {
-		out[i] = belay.RetentionPolicy{ProjectPath: p.ProjectPath, KeepLast: p.KeepLast, MaxAge: time.Duration(p.MaxAgeSeconds) * time.Second}
+		out[i] = *p.policy()
 	}
 	return out, nil
 }

@@ -64,8 +64,8 @@ func TestOneDirectoryByTwoPathsIsOneProject(t *testing.T) {
 	if sess.ProjectPath != real {
 		t.Errorf("a session created by the link has projectPath %q, want %q", sess.ProjectPath, real)
 	}
-	if err := svc.SetRetention(ctx, belay.RetentionPolicy{ProjectPath: via, KeepLast: 5}); err != nil {
-		t.Fatal(err)
+	if p, err := svc.SetRetention(ctx, belay.RetentionPolicy{ProjectPath: via, KeepLast: 5}); err != nil || p.ProjectPath != real || p.KeepLast != 5 {
+		t.Errorf("SetRetention by the link = %+v, %v; want the policy as stored, of %s", p, err, real)
 	}
 	if ps, err := svc.ListRetention(ctx); err != nil || len(ps) != 1 || ps[0].ProjectPath != real {
 		t.Errorf("retention policies = %+v, %v; want one for %s", ps, err, real)
@@ -226,7 +226,7 @@ func TestALegacyPolicyUnderALinkIsRemovable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.SetRetention(localCtx, belay.RetentionPolicy{ProjectPath: via}); err != nil {
+	if _, err := svc.SetRetention(localCtx, belay.RetentionPolicy{ProjectPath: via}); err != nil {
 		t.Fatal(err)
 	}
 	if ps, err := svc.ListRetention(localCtx); err != nil || len(ps) != 0 {

@@ -13,24 +13,25 @@ import (
 const RetentionInterval = time.Minute
 
 // SetRetention sets (or, with neither KeepLast nor MaxAge, removes) a
-// project's retention policy. Only an admin may.
-func (s *Service) SetRetention(ctx context.Context, p belay.RetentionPolicy) error {
+// project's retention policy and returns it as stored, under the project's
+// path with its links resolved. Only an admin may.
+func (s *Service) SetRetention(ctx context.Context, p belay.RetentionPolicy) (*belay.RetentionPolicy, error) {
 	c, err := authorizeAdmin(ctx, "set retention policies")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := belay.ValidateProjectPath("projectPath", p.ProjectPath); err != nil {
-		return err
+		return nil, err
 	}
 	if p.KeepLast < 0 || p.MaxAge < 0 {
-		return belay.Invalid("keepLast", "keepLast and maxAge must not be negative")
+		return nil, belay.Invalid("keepLast", "keepLast and maxAge must not be negative")
 	}
 	if p.MaxAge > 0 && p.MaxAge < time.Hour {
-		return belay.Invalid("maxAge", "maxAge must be at least an hour, got %s", p.MaxAge)
+		return nil, belay.Invalid("maxAge", "maxAge must be at least an hour, got %s", p.MaxAge)
 	}
 	given := filepath.Clean(p.ProjectPath)
 	p.ProjectPath = s.projectPath(c, p.ProjectPath)
-	return s.update(ctx, func(tx store.Tx) error {
+	err = s.update(ctx, func(tx store.Tx) error {
 		if p.KeepLast == 0 && p.MaxAge == 0 {
 			// A policy set before belay resolved links is kept under the
 			// path as given: removing it names that path.
@@ -43,6 +44,10 @@ func (s *Service) SetRetention(ctx context.Context, p belay.RetentionPolicy) err
 		}
 		return tx.PutRetention(ctx, p)
 	})
+	if err != nil {
+		return nil, err
+	}
+	return &p, nil
 }
 
 // ListRetention lists the retention policies. Only an admin may.

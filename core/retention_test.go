@@ -40,7 +40,7 @@ func TestRetentionKeepsWhatMattersAndDeletesTheRest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.SetRetention(localCtx, belay.RetentionPolicy{ProjectPath: project, KeepLast: 2, MaxAge: 72 * time.Hour}); err != nil {
+	if _, err := svc.SetRetention(localCtx, belay.RetentionPolicy{ProjectPath: project, KeepLast: 2, MaxAge: 72 * time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	n, err := svc.ApplyRetention(localCtx)
@@ -74,13 +74,16 @@ func TestRetentionKeepsWhatMattersAndDeletesTheRest(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].KeepLast != 2 {
 		t.Fatalf("policies = %+v, %v", list, err)
 	}
-	if err := svc.SetRetention(localCtx, belay.RetentionPolicy{ProjectPath: project}); err != nil {
+	if _, err := svc.SetRetention(localCtx, belay.RetentionPolicy{ProjectPath: project}); err != nil {
 		t.Fatal(err)
 	}
 	if list, _ := svc.ListRetention(localCtx); len(list) != 0 {
 		t.Errorf("a zero policy was kept: %+v", list)
 	}
-	testutil.WantCode(t, svc.SetRetention(localCtx, belay.RetentionPolicy{ProjectPath: "rel"}), belay.CodeValidation, "projectPath")
-	testutil.WantCode(t, svc.SetRetention(localCtx, belay.RetentionPolicy{ProjectPath: project, KeepLast: -1}), belay.CodeValidation)
-	testutil.WantCode(t, svc.SetRetention(hitlAs("alice"), belay.RetentionPolicy{ProjectPath: project, KeepLast: 1}), belay.CodeUnauthorized)
+	_, err = svc.SetRetention(localCtx, belay.RetentionPolicy{ProjectPath: "rel"})
+	testutil.WantCode(t, err, belay.CodeValidation, "projectPath")
+	_, err = svc.SetRetention(localCtx, belay.RetentionPolicy{ProjectPath: project, KeepLast: -1})
+	testutil.WantCode(t, err, belay.CodeValidation)
+	_, err = svc.SetRetention(hitlAs("alice"), belay.RetentionPolicy{ProjectPath: project, KeepLast: 1})
+	testutil.WantCode(t, err, belay.CodeUnauthorized)
 }

@@ -424,11 +424,11 @@ func (s *Server) setRetention(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p := belay.RetentionPolicy{ProjectPath: in.ProjectPath, KeepLast: in.KeepLast, MaxAge: maxAge}
-	if err := s.svc.SetRetention(r.Context(), p); err != nil {
+	p, err := s.svc.SetRetention(r.Context(), belay.RetentionPolicy{ProjectPath: in.ProjectPath, KeepLast: in.KeepLast, MaxAge: maxAge})
+	if err != nil {
 		return err
 	}
-	w.WriteHeader(http.StatusNoContent)
+	writeJSON(w, http.StatusOK, retentionBody{ProjectPath: p.ProjectPath, KeepLast: p.KeepLast, MaxAgeSeconds: int64(p.MaxAge / time.Second)})
 	return nil
 }
 
