@@ -301,10 +301,14 @@ func (s *Service) projectPath(c caller, p string) string {
 }
 
 // confined holds the workspace operations of a caller who is not an admin to
-// the server's workspace roots each time an operation resolves the
+// the server's workspace roots, and of a token limited to projects to those
+// (as resolved when it was created), each time an operation resolves the
 // workspace's path, so a symlink swapped in after mayUseWorkspace cannot lead
 // outside them.
 func (s *Service) confined(ctx context.Context, c caller) context.Context {
+	if len(c.Projects) > 0 {
+		ctx = workspace.ConfineFixed(ctx, c.Projects)
+	}
 	if c.Admin {
 		return ctx
 	}

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // InsideRoots reports whether the real path of path — absolute, with every
@@ -31,12 +32,7 @@ func InsideFixedRoots(path string, roots []string) bool {
 	if err != nil {
 		return false
 	}
-	for _, r := range roots {
-		if within(real, filepath.Clean(r)) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(roots, func(r string) bool { return within(real, filepath.Clean(r)) })
 }
 
 // RealInsideRoots reports whether real, a path RealPath returned, lies
@@ -78,6 +74,8 @@ func RealPath(p string) (string, error) {
 
 type confineKey struct{}
 
+type confineFixedKey struct{}
+
 // Confine returns a context under which every operation of a Manager refuses,
 // with code Forbidden, a workspace whose real path is not inside one of roots
 // (as InsideRoots judges). The real path is resolved when the operation uses
@@ -87,11 +85,21 @@ func Confine(ctx context.Context, roots []string) context.Context {
 	return context.WithValue(ctx, confineKey{}, append([]string{}, roots...))
 }
 
-// checkConfined enforces Confine for the workspace root resolved to canon.
-// The message names root as given, never where it leads.
+// ConfineFixed is Confine to directories taken as they are, not resolved
+// (see InsideFixedRoots): a token's projects, resolved when it was created.
+// It holds beside Confine's roots: a workspace must be inside both.
+func ConfineFixed(ctx context.Context, dirs []string) context.Context {
+	return context.WithValue(ctx, confineFixedKey{}, append([]string{}, dirs...))
+}
+
+// checkConfined enforces Confine and ConfineFixed for the workspace root
+// resolved to canon. The message names root as given, never where it leads.
 func checkConfined(ctx context.Context, root, canon string) error {
 	roots, ok := ctx.Value(confineKey{}).([]string)
-	if !ok || RealInsideRoots(canon, roots) {
+	inRoots := !ok || RealInsideRoots(canon, roots)
+	dirs, ok := ctx.Value(confineFixedKey{}).([]string)
+	inDirs := !ok || slices.ContainsFunc(dirs, func(d string) bool { return within(canon, filepath.Clean(d)) })
+	if inRoots && inDirs {
 		return nil
 	}
 	return errorf(Forbidden, nil, "workspace %s is outside the directories this caller may use", root)

@@ -108,6 +108,34 @@ func TestConfinedOperationsRefuseARootOutside(t *testing.T) {
 	}
 }
 
+// TestFixedConfinementFollowsNoLink: confined to directories taken as they
+// are (a token's projects), an operation through a link swapped in for the
+// project is refused, though the link's own path is the project's; under
+// both confinements a workspace must be inside both.
+func TestFixedConfinementFollowsNoLink(t *testing.T) {
+	m := newManager(t)
+	base := t.TempDir()
+	project, other := filepath.Join(base, "project"), filepath.Join(base, "other")
+	writeFiles(t, base, map[string]string{"project/a.txt": "a\n", "other/b.txt": "b\n"})
+	ctx := ConfineFixed(context.Background(), []string{project})
+	if _, err := m.Snapshot(ctx, SnapshotRequest{Root: project, Ref: "refs/belay/s/1", Message: "one\n"}); err != nil {
+		t.Fatalf("snapshot of the project itself: %v", err)
+	}
+	_, err := m.Snapshot(ctx, SnapshotRequest{Root: other, Ref: "refs/belay/s/2", Message: "two\n"})
+	wantCode(t, err, Forbidden)
+	// The project's directory replaced by a link to the other one.
+	if err := os.Rename(project, project+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(other, project); err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.Snapshot(ctx, SnapshotRequest{Root: project, Ref: "refs/belay/s/3", Message: "three\n"})
+	wantCode(t, err, Forbidden)
+	_, err = m.Snapshot(Confine(ctx, []string{base}), SnapshotRequest{Root: project, Ref: "refs/belay/s/3", Message: "three\n"})
+	wantCode(t, err, Forbidden)
+}
+
 // keyOf is the shadow directory name of a canonical root.
 func keyOf(root string) string {
 	sum := sha256.Sum256([]byte(root))
