@@ -276,3 +276,33 @@ func TestNoOneLearnsOfSnapshotsOutsideTheRoots(t *testing.T) {
 		t.Errorf("the admin's snapshot after alice's delete: %v", err)
 	}
 }
+
+// TestValidateLooksIntoNoWorkspaceTheCallerMayNotUse: validating a session
+// of a project outside the workspace roots tells its owner, who is not an
+// admin, nothing of the snapshot repository an admin keeps there.
+func TestValidateLooksIntoNoWorkspaceTheCallerMayNotUse(t *testing.T) {
+	e := newWSEnv(t)
+	outside, err := os.MkdirTemp("", "belay-outside-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(outside) })
+	mine, err := e.svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{ProjectPath: outside, Summary: "a name to alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := e.svc.Validate(alice, belay.ValidateInput{SessionID: mine.SessionID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.CreateCheckpoint(admin, belay.CreateCheckpointInput{ProjectPath: outside, Summary: "admin's", Snapshot: true}); err != nil {
+		t.Fatal(err)
+	}
+	after, err := e.svc.Validate(alice, belay.ValidateInput{SessionID: mine.SessionID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Workspaces != before.Workspaces || len(after.Problems) != len(before.Problems) {
+		t.Errorf("alice's validation before the admin's snapshot %+v, after %+v: want the same", before, after)
+	}
+}

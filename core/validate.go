@@ -71,9 +71,15 @@ func (s *Service) Validate(ctx context.Context, in belay.ValidateInput) (*belay.
 	// Workspaces first: a repaired repository lets the sessions' snapshots
 	// be checked, and a damaged one is reported once, not per session.
 	var wsProblems []belay.ValidationProblem
-	damaged := map[string]bool{}
+	damaged, hidden := map[string]bool{}, map[string]bool{}
 	for i, root := range roots {
 		belay.ReportProgress(ctx, belay.Progress{Phase: "checking snapshot repositories", Done: int64(i), Total: int64(len(roots))})
+		if s.mayUseWorkspace(c, root) != nil {
+			// Its snapshot repository, if any, may be another's: what it
+			// holds is none of this caller's business.
+			hidden[root] = true
+			continue
+		}
 		ps, err := s.validateWorkspace(ctx, c, root, in.Repair, bySession[root], rep)
 		if err != nil {
 			return nil, err
@@ -83,7 +89,7 @@ func (s *Service) Validate(ctx context.Context, in belay.ValidateInput) (*belay.
 	}
 	for i, sess := range sessions {
 		belay.ReportProgress(ctx, belay.Progress{Phase: "checking sessions", Done: int64(i), Total: int64(len(sessions))})
-		if err := s.validateSession(ctx, sess, in.Repair, damaged[sess.ProjectPath], rep); err != nil {
+		if err := s.validateSession(ctx, sess, in.Repair, damaged[sess.ProjectPath], hidden[sess.ProjectPath], rep); err != nil {
 			return nil, err
 		}
 	}
@@ -95,22 +101,17 @@ func (s *Service) Validate(ctx context.Context, in belay.ValidateInput) (*belay.
 	return rep, nil
 }
 
-// validateWorkspace checks a workspace's snapshot repository and returns its
-// problems: lock files git left when it was killed, a rollback a crash
-// interrupted, files a crash left empty (HEAD, settings, refs, the private
-// index) and missing objects. With repair — when the caller may use the
-// workspace — it first rebuilds what git can (a lost ref from the commit its
+// validateWorkspace checks the snapshot repository of a workspace the caller
+// may use and returns its problems: lock files git left when it was killed, a
+// rollback a crash interrupted, files a crash left empty (HEAD, settings,
+// refs, the private index) and missing objects. With repair it first rebuilds what git can (a lost ref from the commit its
 // checkpoint row names), finishes an interrupted rollback, and reports each
 // problem it fixed as repaired and what it could not fix as it is.
 func (s *Service) validateWorkspace(ctx context.Context, c caller, root string, repair bool, sessions []*belay.Session, rep *belay.ValidationReport) ([]belay.ValidationProblem, error) {
 	if s.ws == nil {
 		return nil, nil
 	}
-	if repair && s.mayUseWorkspace(c, root) == nil {
-		ctx = s.confined(ctx, c)
-	} else {
-		repair = false
-	}
+	ctx = s.confined(ctx, c)
 	var before, after, lost []workspace.Problem
 	err := func() error {
 		if !repair {
@@ -230,8 +231,9 @@ type found struct {
 
 // validateSession checks a session's checkpoints and their snapshots. When
 // the workspace's repository is damaged (reported with the workspace) and
-// its refs cannot be listed, only the checksums are checked.
-func (s *Service) validateSession(ctx context.Context, sess *belay.Session, repair, damagedWorkspace bool, rep *belay.ValidationReport) error {
+// its refs cannot be listed, or the caller may not use the workspace
+// (hiddenWorkspace), only the checksums are checked.
+func (s *Service) validateSession(ctx context.Context, sess *belay.Session, repair, damagedWorkspace, hiddenWorkspace bool, rep *belay.ValidationReport) error {
 	cps, err := sessionCheckpoints(ctx, s.store, sess.ID)
 	if err != nil {
 		return err
@@ -239,6 +241,9 @@ func (s *Service) validateSession(ctx context.Context, sess *belay.Session, repa
 	rep.Sessions++
 	rep.Checkpoints += len(cps)
 	root := sess.ProjectPath
+	if hiddenWorkspace {
+		root = ""
+	}
 	var refs map[string]string
 	if root != "" && s.ws != nil {
 		if refs, err = s.ws.Refs(ctx, root, sessionRefs(sess.ID)); err != nil {
