@@ -267,7 +267,9 @@ func (a *app) askDecision(ctx context.Context, svc belay.Service, cp *belay.Chec
 			when += ", when the checkpoint expires"
 		}
 		fmt.Fprintf(w, "\nIf nobody decides by %s: %s.\n", when, d.Action)
-		dflt = d.Option
+		if d.Option != "" {
+			dflt = d.Option // what happens if nobody decides (a pause picks none)
+		}
 	}
 	fmt.Fprintln(w)
 	opts := make([]huh.Option[string], len(h.Options))

@@ -160,6 +160,34 @@ func TestHITLCLIInteractiveDecide(t *testing.T) {
 		}
 	})
 
+	t.Run("a pause timeout keeps the request's default", func(t *testing.T) {
+		sess, err := c.svc.CreateSession(hitlAgent, belay.CreateSessionInput{Title: "pausing"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp, err := c.svc.CreateCheckpoint(hitlAgent, belay.CreateCheckpointInput{SessionID: sess.ID, Summary: "plan ready",
+			HITL: &belay.HITLInput{Required: true, Title: "Pauses", Options: hitlCLIOptions[:3],
+				Timeout: &belay.TimeoutInput{Duration: 3600, DefaultAction: belay.ActionPause}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := c.startOnTerminal(t, ctx, "decide", cp.ID)
+		r.waitFor(t, "Enter a number between 1 and 3")
+		if screen := r.shown(); !strings.Contains(screen, ": pause.") || strings.Count(screen, "(default)") != 1 ||
+			!strings.Contains(screen, "[ok] Ship it (default)") {
+			t.Errorf("a pause deadline: want the request's own default marked:\n%s", screen)
+		}
+		r.keys("\n")
+		r.waitFor(t, "Feedback (optional)")
+		r.keys("\n")
+		if code := r.exit(t); code != 0 {
+			t.Fatalf("exit %d\n%s", code, r.shown())
+		}
+		if d := c.decision(t, cp.ID); d == nil || d.SelectedOption != "ok" {
+			t.Errorf("decision = %+v, want the request's default, ok", d)
+		}
+	})
+
 	t.Run("choose among pending requests", func(t *testing.T) {
 		a := c.request(t, "", belay.HITLInput{Title: "First question"})
 		b := c.request(t, "", belay.HITLInput{Title: "Second question"})

@@ -116,7 +116,10 @@ func (d *Dashboard) cards(rq *request) ([]card, error) {
 		}
 		if dl := p.Deadline; dl != nil {
 			c.Deadline = dl.At.UTC().Format(time.RFC3339)
-			c.Action, c.Expires, c.DefaultOption = dl.Action, dl.Reason == belay.DeadlineExpired, dl.Option
+			c.Action, c.Expires = dl.Action, dl.Reason == belay.DeadlineExpired
+			if dl.Option != "" {
+				c.DefaultOption = dl.Option // a pause picks none
+			}
 		}
 		out = append(out, c)
 	}
