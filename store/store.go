@@ -176,7 +176,8 @@ type Tx interface {
 	// concurrent callers gets true.
 	DecideIfPending(ctx context.Context, id string, d *belay.Decision) (bool, error)
 	// MarkTimeoutFired records that the checkpoint's timeout was applied, when
-	// it was not yet, and reports whether it did.
+	// it was not yet and the request is undecided, and reports whether it
+	// did: a request a person decided meanwhile has no timeout to apply.
 	MarkTimeoutFired(ctx context.Context, id string) (bool, error)
 
 	// AppendEvent stores e and sets e.Seq to the next global sequence number.

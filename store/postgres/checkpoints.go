@@ -354,7 +354,7 @@ func (t *tx) DecideIfPending(ctx context.Context, id string, d *belay.Decision) 
 }
 
 func (t *tx) MarkTimeoutFired(ctx context.Context, id string) (bool, error) {
-	res, err := t.q.ExecContext(ctx, `UPDATE checkpoints SET timeout_fired = 1 WHERE id = ? AND timeout_fired = 0`, id)
+	res, err := t.q.ExecContext(ctx, `UPDATE checkpoints SET timeout_fired = 1 WHERE id = ? AND timeout_fired = 0 AND decided_at IS NULL`, id)
 	if err != nil {
 		return false, fmt.Errorf("postgres: mark timeout: %w", err)
 	}

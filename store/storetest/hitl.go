@@ -42,6 +42,14 @@ func testHITL(t *testing.T, o opener) {
 			if !decide(t, st, c.ID, newDecision("bob", at(3))) {
 				t.Error("DecideIfPending after the timeout fired = false, want true")
 			}
+			// A request decided before its timeout is applied keeps it unfired.
+			d := mustInsertCheckpoint(t, st, withHITL(newCheckpoint(s, 2, at(4)), at(5)))
+			if !decide(t, st, d.ID, newDecision("bob", at(6))) {
+				t.Fatal("DecideIfPending = false")
+			}
+			if markFired(t, st, d.ID) {
+				t.Error("MarkTimeoutFired of a decided request = true, want false")
+			}
 		}},
 		{"DueHITL", testDueHITL},
 		{"DueHITLConcurrentSweepers", testDueHITLConcurrent},
