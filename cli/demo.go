@@ -80,7 +80,7 @@ meanwhile or not.`,
 }
 
 // stoppedDemo finds the demo's run that a stopped 'belay demo' left in dir:
-// the newest session there the caller may write to, titled as the demo
+// the newest session there of the caller's own, titled as the demo
 // titles a run of this topic, not ended, its newest checkpoint one of the
 // workflow's — whatever other sessions began there since. It returns the
 // run's id and where it stands, or "" when there is none.
@@ -99,8 +99,8 @@ func stoppedDemo(ctx context.Context, svc belay.Service, flow *graph.Compiled[re
 			if err != nil {
 				return "", nil, err
 			}
-			if whole.Access == nil || !whole.Access.Write {
-				continue // another's run: not this demo's to continue
+			if whole.Access == nil || !whole.Access.Own {
+				continue // another's run, even one shared with the caller: not this demo's
 			}
 			snap, err := flow.GetState(ctx, svc, sess.ID)
 			if belay.IsCode(err, belay.CodeConflict) {
