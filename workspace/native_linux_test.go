@@ -300,11 +300,10 @@ func manyNewFiles(t *testing.T) (*Manager, string, *Snapshot) {
 	return m, root, s1
 }
 
-// TestNativeManyLooseObjectsStayWithinTheOpenFileLimit: a snapshot writing
-// thousands of loose objects holds a bounded number of files open, so it
-// succeeds under a low open-file limit.
-func TestNativeManyLooseObjectsStayWithinTheOpenFileLimit(t *testing.T) {
-	m, root, s1 := manyNewFiles(t)
+// withFileLimit runs fn with the process's open-file limit at extra more
+// descriptors than it holds open now, and puts the limit back after.
+func withFileLimit(t *testing.T, extra int, fn func()) {
+	t.Helper()
 	open, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Fatal(err)
@@ -314,22 +313,28 @@ func TestNativeManyLooseObjectsStayWithinTheOpenFileLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	low := was
-	// Room for the files the snapshot holds open at once, and a margin for
-	// descriptors the test binary's other goroutines may open meanwhile:
-	// far below the thousands an unbounded writer would hold.
-	low.Cur = uint64(len(open) + 2*maxOpenObjects + 128)
+	low.Cur = uint64(len(open) + extra)
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
+	defer func() {
 		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &was); err != nil {
 			t.Error(err)
 		}
-	})
-	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &was); err != nil {
-		t.Fatal(err)
-	}
+	}()
+	fn()
+}
+
+// TestNativeManyLooseObjectsStayWithinTheOpenFileLimit: a snapshot writing
+// thousands of loose objects holds a bounded number of files open, so it
+// succeeds under a low open-file limit.
+func TestNativeManyLooseObjectsStayWithinTheOpenFileLimit(t *testing.T) {
+	m, root, s1 := manyNewFiles(t)
+	// Room for the files the snapshot holds open at once, and a margin for
+	// descriptors the test binary's other goroutines may open meanwhile:
+	// far below the thousands an unbounded writer would hold.
+	var s2 *Snapshot
+	withFileLimit(t, 2*maxOpenObjects+128, func() { s2 = snapshot(t, m, root, "refs/belay/s/2", s1.Commit) })
 	if want := gitTree(t, m, root); s2.Tree != want {
 		t.Errorf("tree %s, git records %s", s2.Tree, want)
 	}
@@ -372,23 +377,11 @@ func TestNativeLooseObjectFailureFailsTheSnapshot(t *testing.T) {
 func TestNativeOutOfFileDescriptorsFailsTheSnapshot(t *testing.T) {
 	for _, extra := range []int{maxOpenObjects, maxOpenObjects + maxOpenObjects/4} {
 		m, root, s1 := manyNewFiles(t)
-		open, err := os.ReadDir("/proc/self/fd")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var was syscall.Rlimit
-		if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &was); err != nil {
-			t.Fatal(err)
-		}
-		low := was
-		low.Cur = uint64(len(open) + extra)
-		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
-			t.Fatal(err)
-		}
-		snap, err := m.Snapshot(t.Context(), SnapshotRequest{Root: root, Ref: "refs/belay/s/2", Parent: s1.Commit})
-		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &was); err != nil {
-			t.Fatal(err)
-		}
+		var snap *Snapshot
+		var err error
+		withFileLimit(t, extra, func() {
+			snap, err = m.Snapshot(t.Context(), SnapshotRequest{Root: root, Ref: "refs/belay/s/2", Parent: s1.Commit})
+		})
 		if err != nil {
 			continue
 		}

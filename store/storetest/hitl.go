@@ -216,11 +216,22 @@ func testDueHITL(t *testing.T, st store.Store) {
 // does (DueHITL then MarkTimeoutFired in one transaction): each request is
 // claimed exactly once.
 func testDueHITLConcurrent(t *testing.T, st store.Store) {
-	const requests, sweepers = 30, 4
+	const requests = 30
 	s := mustInsertSession(t, st, newSession("/p", at(0)))
 	for i := range requests {
 		mustInsertCheckpoint(t, st, withHITL(newCheckpoint(s, int64(i+1), at(i)), at(100+i)))
 	}
+	sweepConcurrently(t, st, requests, "fired", func(tx store.Tx, id string) (bool, error) {
+		return tx.MarkTimeoutFired(t.Context(), id)
+	})
+}
+
+// sweepConcurrently runs four sweepers at once over st, each claiming the
+// due requests three at a time with claim in its transaction, and checks
+// that each of the requests due was claimed exactly once (what says what a
+// claim does).
+func sweepConcurrently(t *testing.T, st store.Store, requests int, what string, claim func(tx store.Tx, id string) (bool, error)) {
+	const sweepers = 4
 	var mu sync.Mutex
 	claims := map[string]int{}
 	start := make(chan struct{})
@@ -237,12 +248,12 @@ func testDueHITLConcurrent(t *testing.T, st store.Store) {
 						return err
 					}
 					for _, c := range due {
-						ok, err := tx.MarkTimeoutFired(t.Context(), c.ID)
+						ok, err := claim(tx, c.ID)
 						if err != nil {
 							return err
 						}
 						if !ok {
-							t.Errorf("DueHITL returned %s, already fired", c.ID)
+							t.Errorf("DueHITL returned %s, already %s", c.ID, what)
 							continue
 						}
 						claimed = append(claimed, c.ID)
@@ -267,11 +278,11 @@ func testDueHITLConcurrent(t *testing.T, st store.Store) {
 	close(start)
 	wg.Wait()
 	if len(claims) != requests {
-		t.Errorf("%d requests claimed, want %d", len(claims), requests)
+		t.Errorf("%d requests %s, want %d", len(claims), what, requests)
 	}
 	for id, n := range claims {
 		if n != 1 {
-			t.Errorf("request %s claimed %d times", id, n)
+			t.Errorf("request %s %s %d times", id, what, n)
 		}
 	}
 }
@@ -384,7 +395,7 @@ func testDueHITLByExpiry(t *testing.T, st store.Store) {
 // the way core does (DueHITL then DecideIfPending in one transaction): each
 // request is decided exactly once, and DueHITL never returns one decided.
 func testDueHITLByExpiryConcurrent(t *testing.T, st store.Store) {
-	const requests, sweepers = 30, 4
+	const requests = 30
 	s := mustInsertSession(t, st, newSession("/p", at(0)))
 	for i := range requests {
 		deadline := time.Time{}
@@ -396,59 +407,9 @@ func testDueHITLByExpiryConcurrent(t *testing.T, st store.Store) {
 			t.Fatal("firing the fixture failed")
 		}
 	}
-	var mu sync.Mutex
-	claims := map[string]int{}
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for range sweepers {
-		wg.Go(func() {
-			<-start
-			for {
-				var claimed []string
-				err := st.Update(t.Context(), func(tx store.Tx) error {
-					claimed = nil
-					due, err := tx.DueHITL(t.Context(), at(1000), 3)
-					if err != nil {
-						return err
-					}
-					for _, c := range due {
-						ok, err := tx.DecideIfPending(t.Context(), c.ID, newDecision("system", at(1000)))
-						if err != nil {
-							return err
-						}
-						if !ok {
-							t.Errorf("DueHITL returned %s, already decided", c.ID)
-							continue
-						}
-						claimed = append(claimed, c.ID)
-					}
-					return nil
-				})
-				if err != nil {
-					t.Errorf("sweep: %v", err)
-					return
-				}
-				if len(claimed) == 0 {
-					return
-				}
-				mu.Lock()
-				for _, id := range claimed {
-					claims[id]++
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	if len(claims) != requests {
-		t.Errorf("%d requests decided, want %d", len(claims), requests)
-	}
-	for id, n := range claims {
-		if n != 1 {
-			t.Errorf("request %s decided %d times", id, n)
-		}
-	}
+	sweepConcurrently(t, st, requests, "decided", func(tx store.Tx, id string) (bool, error) {
+		return tx.DecideIfPending(t.Context(), id, newDecision("system", at(1000)))
+	})
 }
 
 // testNextHITLDeadlineByExpiry: the next deadline is the earliest timeout
