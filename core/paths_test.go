@@ -144,37 +144,56 @@ func TestATokenLimitedToALinkWorksInItsDirectory(t *testing.T) {
 	}
 }
 
-// TestATokenLimitFollowsNoLinkSwappedInLater: a token's limit is resolved
-// when it is created; its holder who replaces the limited project by a link
-// to another project reaches nothing there.
-func TestATokenLimitFollowsNoLinkSwappedInLater(t *testing.T) {
-	e := newWSEnv(t)
-	private := e.save(t, "alice's own", func(in *belay.CreateCheckpointInput) { in.Snapshot = false })
-	agentProj := filepath.Join(filepath.Dir(e.project), "agent-proj")
-	if err := os.Mkdir(agentProj, 0o700); err != nil {
+// limitedAgent is a token of user's limited to a new project under e's
+// workspace roots, acting as ctx; swap replaces that project's directory by
+// a link to e.project, as its holder could.
+type limitedAgent struct {
+	ctx     context.Context
+	project string
+}
+
+func newLimitedAgent(t *testing.T, e *wsEnv, user string) *limitedAgent {
+	t.Helper()
+	l := &limitedAgent{project: filepath.Join(filepath.Dir(e.project), "agent-proj")}
+	if err := os.Mkdir(l.project, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	tk, err := e.svc.CreateToken(localCtx, belay.CreateTokenInput{User: "alice", Projects: []string{agentProj},
+	tk, err := e.svc.CreateToken(localCtx, belay.CreateTokenInput{User: user, Projects: []string{l.project},
 		Scopes: []belay.Scope{belay.ScopeRead, belay.ScopeWrite}})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Remove(agentProj); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(e.project, agentProj); err != nil {
 		t.Fatal(err)
 	}
 	a, err := e.svc.Authenticate(context.Background(), tk.Secret)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := belay.WithActor(context.Background(), a)
-	if _, err := e.svc.GetCheckpoint(ctx, private.ID); !belay.IsCode(err, belay.CodeCheckpointNotFound) {
+	l.ctx = belay.WithActor(context.Background(), a)
+	return l
+}
+
+func (l *limitedAgent) swap(t *testing.T, e *wsEnv) {
+	t.Helper()
+	if err := os.Remove(l.project); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(e.project, l.project); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestATokenLimitFollowsNoLinkSwappedInLater: a token's limit is resolved
+// when it is created; its holder who replaces the limited project by a link
+// to another project reaches nothing there.
+func TestATokenLimitFollowsNoLinkSwappedInLater(t *testing.T) {
+	e := newWSEnv(t)
+	private := e.save(t, "alice's own", func(in *belay.CreateCheckpointInput) { in.Snapshot = false })
+	agent := newLimitedAgent(t, e, "alice")
+	agent.swap(t, e)
+	if _, err := e.svc.GetCheckpoint(agent.ctx, private.ID); !belay.IsCode(err, belay.CodeCheckpointNotFound) {
 		t.Errorf("the limited token reads a checkpoint of the project its link leads to: err = %v", err)
 	}
-	for _, p := range []string{agentProj, e.project} {
-		if _, err := e.svc.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: p, Summary: "in"}); !belay.IsCode(err, belay.CodeUnauthorized) {
+	for _, p := range []string{agent.project, e.project} {
+		if _, err := e.svc.CreateCheckpoint(agent.ctx, belay.CreateCheckpointInput{ProjectPath: p, Summary: "in"}); !belay.IsCode(err, belay.CodeUnauthorized) {
 			t.Errorf("a save by %s through the swapped-in link: err = %v, want UNAUTHORIZED", p, err)
 		}
 	}
@@ -185,31 +204,13 @@ func TestATokenLimitFollowsNoLinkSwappedInLater(t *testing.T) {
 // to another project, snapshots nothing there.
 func TestATokensWorkspaceFollowsNoLinkSwappedInLater(t *testing.T) {
 	e := newWSEnv(t)
-	agentProj := filepath.Join(filepath.Dir(e.project), "agent-proj")
-	if err := os.Mkdir(agentProj, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	tk, err := e.svc.CreateToken(localCtx, belay.CreateTokenInput{User: "bob", Projects: []string{agentProj},
-		Scopes: []belay.Scope{belay.ScopeRead, belay.ScopeWrite}})
+	agent := newLimitedAgent(t, e, "bob")
+	first, err := e.svc.CreateCheckpoint(agent.ctx, belay.CreateCheckpointInput{ProjectPath: agent.project, Summary: "mine", Snapshot: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := e.svc.Authenticate(context.Background(), tk.Secret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bob := belay.WithActor(context.Background(), a)
-	first, err := e.svc.CreateCheckpoint(bob, belay.CreateCheckpointInput{ProjectPath: agentProj, Summary: "mine", Snapshot: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Remove(agentProj); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(e.project, agentProj); err != nil {
-		t.Fatal(err)
-	}
-	_, err = e.svc.CreateCheckpoint(bob, belay.CreateCheckpointInput{SessionID: first.SessionID, Summary: "alice's files", Snapshot: true})
+	agent.swap(t, e)
+	_, err = e.svc.CreateCheckpoint(agent.ctx, belay.CreateCheckpointInput{SessionID: first.SessionID, Summary: "alice's files", Snapshot: true})
 	if !belay.IsCode(err, belay.CodeUnauthorized) {
 		t.Errorf("a snapshot of the project a link swapped in leads to: err = %v, want UNAUTHORIZED", err)
 	}
