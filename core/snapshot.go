@@ -179,6 +179,14 @@ func (s *Service) saveSnapshotLocked(ctx context.Context, ws *workspace.Manager,
 	if err != nil {
 		return err
 	}
+	if parent == "" {
+		// No snapshot behind the head (a rollback moved the agent state
+		// alone back to before the first): what changed is what changed
+		// since the session's last snapshot.
+		if parent, err = lastSnapshot(ctx, ws, root, sess); err != nil {
+			return err
+		}
+	}
 	cp.SessionID, cp.Seq, cp.ParentID = sess.ID, sess.LastSeq+1, sess.HeadCheckpointID
 	if cp.ProjectPath == "" {
 		cp.ProjectPath = sess.ProjectPath
@@ -224,6 +232,27 @@ func (s *Service) snapshotParent(ctx context.Context, id string) (string, error)
 		id = cp.ParentID
 	}
 	return "", nil
+}
+
+// lastSnapshot returns the commit of sess's newest snapshot in root's
+// shadow repository, up to its last checkpoint, or "" when it has none.
+func lastSnapshot(ctx context.Context, ws *workspace.Manager, root string, sess *belay.Session) (string, error) {
+	refs, err := ws.Refs(ctx, root, sessionRefs(sess.ID))
+	var we *workspace.Error
+	if errors.As(err, &we) && we.Code == workspace.NotFound {
+		return "", nil
+	}
+	if err != nil {
+		return "", WorkspaceError(err)
+	}
+	var commit string
+	newest := int64(0)
+	for ref, c := range refs {
+		if _, seq, ok := snapshotRefOf(ref); ok && seq <= sess.LastSeq && seq > newest {
+			newest, commit = seq, c
+		}
+	}
+	return commit, nil
 }
 
 // snapshotRecord snapshots root to cp's ref with a commit message that lists

@@ -651,3 +651,22 @@ func TestASessionOfLabelsAloneExportsAndImports(t *testing.T) {
 		t.Fatalf("import: %v", err)
 	}
 }
+
+// TestASnapshotAfterAStateOnlyRollbackListsWhatChanged: after a rollback
+// to a checkpoint with no snapshot behind it (the agent state alone moved
+// back; the files stayed), the next snapshot lists what changed since the
+// session's last snapshot, not every file as created.
+func TestASnapshotAfterAStateOnlyRollbackListsWhatChanged(t *testing.T) {
+	e := newWSEnv(t)
+	testtree.Write(t, e.project, map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
+	first := e.save(t, "state only", func(in *belay.CreateCheckpointInput) { in.Snapshot = false })
+	e.save(t, "files", func(in *belay.CreateCheckpointInput) { in.ProjectPath, in.SessionID = "", first.SessionID })
+	if res, err := e.svc.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: first.ID}); err != nil || !res.StateOnly {
+		t.Fatalf("rollback to the state-only checkpoint = %+v, %v", res, err)
+	}
+	testtree.Write(t, e.project, map[string]string{"a.txt": "changed\n"})
+	next := e.save(t, "after", func(in *belay.CreateCheckpointInput) { in.ProjectPath, in.SessionID = "", first.SessionID })
+	if f := next.Files; f == nil || !slices.Equal(f.Modified, []string{"a.txt"}) || len(f.Created)+len(f.Deleted) > 0 {
+		t.Errorf("the snapshot after the rollback changed %+v, want a.txt modified alone", f)
+	}
+}
