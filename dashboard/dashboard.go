@@ -40,6 +40,7 @@ import (
 	"unicode"
 
 	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/httpapi"
 	"github.com/belayhq/belay/internal/reqlog"
 )
 
@@ -441,19 +442,11 @@ func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, rq *request, er
 	var be *belay.Error
 	if errors.As(err, &be) {
 		msg = be.Message
-		switch be.Code {
-		case belay.CodeNotFound, belay.CodeCheckpointNotFound, belay.CodeSessionNotFound:
-			status = http.StatusNotFound
-		case belay.CodeUnauthorized:
-			status = http.StatusForbidden
-		case belay.CodeValidation:
-			status = http.StatusBadRequest
-		case belay.CodeUnauthenticated:
+		if be.Code == belay.CodeUnauthenticated {
 			d.toSignin(w, r)
 			return
-		default:
-			status = http.StatusConflict
 		}
+		status = httpapi.StatusOf(be.Code) // as the API answers it
 	} else {
 		d.log.Warn("dashboard request failed", "path", r.URL.Path, "error", err)
 	}

@@ -260,3 +260,32 @@ func TestReadOnlyTokenCannotDecide(t *testing.T) {
 	}
 	t.Logf("shown: %s", b)
 }
+
+// TestAnErrorPageAnswersTheAPIsStatus: a refusal the dashboard shows as a
+// page carries the status the API gives its code: a decision after the
+// request's checkpoint expired is 410 Gone, not a conflict.
+func TestAnErrorPageAnswersTheAPIsStatus(t *testing.T) {
+	e := newEnv(t)
+	s, err := e.svc.CreateSession(agent(), belay.CreateSessionInput{Title: "brief", ProjectPath: e.project})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := time.Now().Add(time.Second)
+	cp, err := e.svc.CreateCheckpoint(agent(), belay.CreateCheckpointInput{SessionID: s.ID, Summary: "brief", ExpiresAt: &exp,
+		HITL: &belay.HITLInput{Required: true, Title: "Soon gone", OnReject: belay.OnRejectContinue}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(exp) + 50*time.Millisecond)
+	c := e.client(t)
+	csrf := e.signIn(t, c)
+	res, err := c.PostForm(e.srv.URL+"/decide/"+cp.ID, url.Values{"option": {"approve"}, "csrf": {csrf}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusGone || !strings.Contains(string(b), "expired") {
+		t.Fatalf("a decision after the expiry: %s\n%.300s", res.Status, b)
+	}
+}
