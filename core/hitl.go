@@ -172,12 +172,17 @@ func retries(cp *belay.Checkpoint, d *belay.Decision, in belay.DecideInput) bool
 		bytes.Equal(compactJSON(in.Modifications), d.Modifications)
 }
 
+// instant formats a deadline to the millisecond, as it is kept: a message
+// in whole seconds would name a moment before it, when a decision was still
+// taken.
+const instant = "2006-01-02T15:04:05.000Z07:00"
+
 // pastExpiry refuses a decision of cp at now, once cp has expired
 // (CHECKPOINT_EXPIRED): the expiry decided it (applyExpiry), if no one did
 // before.
 func pastExpiry(cp *belay.Checkpoint, now time.Time) error {
 	if cp.ExpiresAt != nil && !now.Before(*cp.ExpiresAt) {
-		return belay.Errorf(belay.CodeCheckpointExpired, "checkpoint %s expired at %s; no one may decide it since", cp.ID, cp.ExpiresAt.Format(time.RFC3339)).
+		return belay.Errorf(belay.CodeCheckpointExpired, "checkpoint %s expired at %s; no one may decide it since", cp.ID, cp.ExpiresAt.Format(instant)).
 			With("checkpointId", cp.ID).With("expiresAt", cp.ExpiresAt).With("decision", cp.Decision)
 	}
 	return nil
@@ -474,7 +479,7 @@ func (s *Service) applyExpiry(ctx context.Context, tx store.Tx, cp *belay.Checkp
 	now := s.clock.Now()
 	d := &belay.Decision{
 		ID: newID(), UserID: SystemUser, Action: a, SelectedOption: optionFor(cp.HITL, a),
-		Feedback:  fmt.Sprintf("expired at %s with no decision; %s", cp.ExpiresAt.Format(time.RFC3339), expiryOutcome(cp.HITL, a)),
+		Feedback:  fmt.Sprintf("expired at %s with no decision; %s", cp.ExpiresAt.Format(instant), expiryOutcome(cp.HITL, a)),
 		DecidedAt: now, ResponseTime: now.Sub(cp.CreatedAt).Milliseconds(), AutoTriggered: true,
 	}
 	won, err := tx.DecideIfPending(ctx, cp.ID, d)

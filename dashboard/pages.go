@@ -115,7 +115,7 @@ func (d *Dashboard) cards(rq *request) ([]card, error) {
 			}
 		}
 		if dl := p.Deadline; dl != nil {
-			c.Deadline = dl.At.UTC().Format(time.RFC3339)
+			c.Deadline = dl.At.UTC().Format("2006-01-02T15:04:05.000Z07:00") // to the millisecond: the countdown ends at the deadline, not before
 			c.Action, c.Expires = dl.Action, dl.Reason == belay.DeadlineExpired
 			if dl.Option != "" {
 				c.DefaultOption = dl.Option // a pause picks none
