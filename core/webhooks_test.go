@@ -532,3 +532,33 @@ func TestWebhookAttemptsCountAcrossRestarts(t *testing.T) {
 		t.Errorf("the last attempt carried %+v, want the checkpoint's event", reqs[len(reqs)-1].event)
 	}
 }
+
+// TestAStoppedDispatcherReleasesItsWebhooks: a dispatcher that stops (a
+// server shut down for a restart) gives its leases up, so another instance
+// goes on delivering at once rather than after what was left of them.
+func TestAStoppedDispatcherReleasesItsWebhooks(t *testing.T) {
+	svc := newWebhookService(t)
+	failing := newHookReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	})
+	opts := fastWebhooks
+	opts.MaxAttempts, opts.Lease = 100, time.Hour
+	hook := addWebhook(t, svc, failing.srv.URL, belay.EventCheckpointCreated)
+	hookSave(t, svc, t.TempDir(), "one")
+	ctx, stop := context.WithCancel(localCtx)
+	stopped := make(chan struct{})
+	first := opts
+	first.Holder = "instance-1"
+	go func() {
+		webhook.Run(ctx, svc.WebhookSource(), first)
+		close(stopped)
+	}()
+	hookWait(t, "an attempt by the first instance", func() bool { return len(hookDeliveries(t, svc, hook.ID)) >= 1 })
+	stop()
+	<-stopped
+	before := len(hookDeliveries(t, svc, hook.ID))
+	second := opts
+	second.Holder = "instance-2"
+	runHookDispatcher(t, svc, second)
+	hookWait(t, "the second instance to take the webhook over", func() bool { return len(hookDeliveries(t, svc, hook.ID)) > before })
+}

@@ -180,6 +180,7 @@ func Run(ctx context.Context, src Source, opts Options) {
 			w.stop()
 		}
 		wg.Wait()
+		d.release(ctx, workers)
 	}()
 	for {
 		hooks, err := d.claim(ctx, workers)
@@ -277,6 +278,24 @@ func (d *dispatcher) claim(ctx context.Context, workers map[string]*worker) ([]*
 	}
 	return d.src.Webhooks(ctx)
 }
+
+// release ends this dispatcher's leases on the webhooks of workers, which
+// no longer deliver, so another dispatcher (or this one restarted) takes
+// them at once instead of after what is left of them.
+func (d *dispatcher) release(ctx context.Context, workers map[string]*worker) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	for id := range workers {
+		now := d.opts.Clock.Now()
+		if _, err := d.src.ClaimWebhook(ctx, id, d.opts.Holder, now, now); err != nil {
+			d.log.Warn("webhooks: release lease", "webhook", id, "error", err)
+		}
+	}
+}
+
+// releaseTimeout bounds how long a stopping dispatcher spends releasing its
+// leases; what it could not release lapses on its own.
+const releaseTimeout = 5 * time.Second
 
 // held reports whether enough of w's lease is left for one more attempt
 // (at most Timeout) and its record to end within it.
