@@ -172,10 +172,10 @@ func retries(cp *belay.Checkpoint, d *belay.Decision, in belay.DecideInput) bool
 		bytes.Equal(compactJSON(in.Modifications), d.Modifications)
 }
 
-// instant formats a deadline to the millisecond, as it is kept: a message
-// in whole seconds would name a moment before it, when a decision was still
+// instant formats a deadline as it is kept, to the nanosecond: a message in
+// whole seconds would name a moment before it, when a decision was still
 // taken.
-const instant = "2006-01-02T15:04:05.000Z07:00"
+const instant = time.RFC3339Nano
 
 // pastExpiry refuses a decision of cp at now, once cp has expired
 // (CHECKPOINT_EXPIRED): the expiry decided it (applyExpiry), if no one did

@@ -140,7 +140,7 @@ func TestAnExpiringRequestIsDecidedAtItsExpiry(t *testing.T) {
 				}
 				d := e.stored(t, cp.ID).Decision
 				if d == nil || !d.AutoTriggered || d.UserID != core.SystemUser || d.Action != tc.action || d.SelectedOption != tc.option ||
-					d.ResponseTime != time.Hour.Milliseconds() || !strings.Contains(d.Feedback, "expired at 2025-01-15T12:00:00.000Z with no decision") {
+					d.ResponseTime != time.Hour.Milliseconds() || !strings.Contains(d.Feedback, "expired at 2025-01-15T12:00:00Z with no decision") {
 					t.Fatalf("decision = %+v, want automatic %s (%s) by system at the expiry", d, tc.action, tc.option)
 				}
 				if got := e.status(t, sess.ID); got != tc.wantStatus {

@@ -183,9 +183,7 @@ func (s *Service) saveSnapshotLocked(ctx context.Context, ws *workspace.Manager,
 		// No snapshot behind the head (a rollback moved the agent state
 		// alone back to before the first): what changed is what changed
 		// since the session's last snapshot.
-		if parent, err = lastSnapshot(ctx, ws, root, sess); err != nil {
-			return err
-		}
+		parent = s.lastSnapshot(ctx, ws, root, sess)
 	}
 	cp.SessionID, cp.Seq, cp.ParentID = sess.ID, sess.LastSeq+1, sess.HeadCheckpointID
 	if cp.ProjectPath == "" {
@@ -234,25 +232,30 @@ func (s *Service) snapshotParent(ctx context.Context, id string) (string, error)
 	return "", nil
 }
 
-// lastSnapshot returns the commit of sess's newest snapshot in root's
-// shadow repository, up to its last checkpoint, or "" when it has none.
-func lastSnapshot(ctx context.Context, ws *workspace.Manager, root string, sess *belay.Session) (string, error) {
-	refs, err := ws.Refs(ctx, root, sessionRefs(sess.ID))
-	var we *workspace.Error
-	if errors.As(err, &we) && we.Code == workspace.NotFound {
-		return "", nil
+// lastSnapshot returns the snapshot of sess's newest checkpoint that has
+// one under its own ref (see ownSnapshot: a ref a failed save left behind
+// is no checkpoint's), or "" when there is none or it cannot be told: it
+// only says what a new snapshot's changes are measured from.
+func (s *Service) lastSnapshot(ctx context.Context, ws *workspace.Manager, root string, sess *belay.Session) string {
+	if sess.LastSeq == 0 {
+		return ""
 	}
+	refs, err := ws.Refs(ctx, root, sessionRefs(sess.ID))
 	if err != nil {
-		return "", WorkspaceError(err)
+		return ""
+	}
+	cps, err := sessionCheckpoints(ctx, s.store, sess.ID)
+	if err != nil {
+		return ""
 	}
 	var commit string
 	newest := int64(0)
-	for ref, c := range refs {
-		if _, seq, ok := snapshotRefOf(ref); ok && seq <= sess.LastSeq && seq > newest {
-			newest, commit = seq, c
+	for _, cp := range cps {
+		if cp.HasSnapshot() && cp.Seq > newest && refs[checkpointRef(sess.ID, cp.Seq)] == cp.WorkspaceRef {
+			newest, commit = cp.Seq, cp.WorkspaceRef
 		}
 	}
-	return commit, nil
+	return commit
 }
 
 // snapshotRecord snapshots root to cp's ref with a commit message that lists

@@ -24,6 +24,7 @@ import (
 	"github.com/belayhq/belay/internal/testtree"
 	"github.com/belayhq/belay/internal/testutil"
 	"github.com/belayhq/belay/store"
+	"github.com/belayhq/belay/workspace"
 )
 
 // admin imports: an archive brings files a rollback writes.
@@ -668,5 +669,32 @@ func TestASnapshotAfterAStateOnlyRollbackListsWhatChanged(t *testing.T) {
 	next := e.save(t, "after", func(in *belay.CreateCheckpointInput) { in.ProjectPath, in.SessionID = "", first.SessionID })
 	if f := next.Files; f == nil || !slices.Equal(f.Modified, []string{"a.txt"}) || len(f.Created)+len(f.Deleted) > 0 {
 		t.Errorf("the snapshot after the rollback changed %+v, want a.txt modified alone", f)
+	}
+}
+
+// TestALeftoverRefIsNoParent: a snapshot ref a failed save left behind, at
+// a seq a later checkpoint took without a snapshot, is no checkpoint's
+// snapshot: the snapshot after a state-only rollback is measured from the
+// session's last checkpoint snapshot, not from it.
+func TestALeftoverRefIsNoParent(t *testing.T) {
+	e := newWSEnv(t)
+	testtree.Write(t, e.project, map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
+	first := e.save(t, "state only", func(in *belay.CreateCheckpointInput) { in.Snapshot = false })
+	e.save(t, "files", func(in *belay.CreateCheckpointInput) { in.ProjectPath, in.SessionID = "", first.SessionID })
+	// A save that snapshotted as #3 and then failed.
+	testtree.Write(t, e.project, map[string]string{"a.txt": "stray\n"})
+	if _, err := e.ws.Snapshot(localCtx, workspace.SnapshotRequest{Root: e.project, Ref: "refs/belay/" + first.SessionID + "/3", Message: "failed save\n"}); err != nil {
+		t.Fatal(err)
+	}
+	testtree.Write(t, e.project, map[string]string{"a.txt": "a\n"})
+	e.save(t, "state only again", func(in *belay.CreateCheckpointInput) {
+		in.ProjectPath, in.SessionID, in.Snapshot = "", first.SessionID, false
+	})
+	if _, err := e.svc.RestoreCheckpoint(alice, belay.RestoreInput{CheckpointID: first.ID}); err != nil {
+		t.Fatal(err)
+	}
+	next := e.save(t, "after", func(in *belay.CreateCheckpointInput) { in.ProjectPath, in.SessionID = "", first.SessionID })
+	if f := next.Files; f == nil || len(f.Created)+len(f.Modified)+len(f.Deleted) > 0 {
+		t.Errorf("the snapshot after the rollback changed %+v, want nothing: the files are #2's", f)
 	}
 }

@@ -447,6 +447,9 @@ func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, rq *request, er
 			return
 		}
 		status = httpapi.StatusOf(be.Code) // as the API answers it
+		if status >= http.StatusInternalServerError {
+			d.log.Error("dashboard request failed", "path", r.URL.Path, "error", err)
+		}
 	} else {
 		d.log.Warn("dashboard request failed", "path", r.URL.Path, "error", err)
 	}

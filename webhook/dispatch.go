@@ -289,6 +289,9 @@ func (d *dispatcher) release(ctx context.Context, workers map[string]*worker) {
 		now := d.opts.Clock.Now()
 		if _, err := d.src.ClaimWebhook(ctx, id, d.opts.Holder, now, now); err != nil {
 			d.log.Warn("webhooks: release lease", "webhook", id, "error", err)
+			if ctx.Err() != nil {
+				return // out of time: the rest lapse on their own
+			}
 		}
 	}
 }

@@ -15,7 +15,7 @@
   function tick() {
     var now = Date.now();
     document.querySelectorAll(".countdown[data-deadline]").forEach(function (el) {
-      var left = Math.max(0, Math.floor((Date.parse(el.dataset.deadline) - now) / 1000));
+      var left = Math.max(0, Math.ceil((Date.parse(el.dataset.deadline) - now) / 1000));
       var h = Math.floor(left / 3600), m = Math.floor((left % 3600) / 60), s = left % 60;
       el.textContent = "Auto-" + el.dataset.action + " in " + (h > 0 ? h + ":" + pad(m) : pad(m)) + ":" + pad(s) +
         (el.hasAttribute("data-expires") ? " (checkpoint expires)" : "");
