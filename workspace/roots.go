@@ -29,10 +29,13 @@ func InsideRoots(path string, roots []string) bool {
 // one of them since must not move.
 func InsideFixedRoots(path string, roots []string) bool {
 	real, err := RealPath(path)
-	if err != nil {
-		return false
-	}
-	return slices.ContainsFunc(roots, func(r string) bool { return within(real, filepath.Clean(r)) })
+	return err == nil && realInsideFixed(real, roots)
+}
+
+// realInsideFixed reports whether real, a path RealPath returned, lies inside
+// one of dirs taken as they are.
+func realInsideFixed(real string, dirs []string) bool {
+	return slices.ContainsFunc(dirs, func(d string) bool { return within(real, filepath.Clean(d)) })
 }
 
 // RealInsideRoots reports whether real, a path RealPath returned, lies
@@ -98,7 +101,7 @@ func checkConfined(ctx context.Context, root, canon string) error {
 	roots, ok := ctx.Value(confineKey{}).([]string)
 	inRoots := !ok || RealInsideRoots(canon, roots)
 	dirs, ok := ctx.Value(confineFixedKey{}).([]string)
-	inDirs := !ok || slices.ContainsFunc(dirs, func(d string) bool { return within(canon, filepath.Clean(d)) })
+	inDirs := !ok || realInsideFixed(canon, dirs)
 	if inRoots && inDirs {
 		return nil
 	}
