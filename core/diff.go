@@ -93,13 +93,12 @@ const snapshotIncomplete = "snapshots of older belay versions read objects from 
 // repository: nothing resolves it. A lost ref is made again by validate
 // --repair.
 func ownSnapshot(ctx context.Context, ws *workspace.Manager, root string, cp *belay.Checkpoint) error {
-	ref := checkpointRef(cp.SessionID, cp.Seq)
-	refs, err := ws.Refs(ctx, root, ref)
+	refs, err := ws.Refs(ctx, root, checkpointRef(cp.SessionID, cp.Seq))
 	var we *workspace.Error
 	if err != nil && !(errors.As(err, &we) && we.Code == workspace.NotFound) {
 		return WorkspaceError(err)
 	}
-	if refs[ref] != cp.WorkspaceRef {
+	if !underItsRef(refs, cp) {
 		return belay.Errorf(belay.CodeNotFound,
 			"checkpoint #%d names commit %.12s, which is no snapshot belay took for it (if it was, validate --repair makes its lost ref again)",
 			cp.Seq, cp.WorkspaceRef).With("checkpointId", cp.ID).With("cause", "NOT_ITS_SNAPSHOT")

@@ -251,11 +251,18 @@ func (s *Service) lastSnapshot(ctx context.Context, ws *workspace.Manager, root 
 	var commit string
 	newest := int64(0)
 	for _, cp := range cps {
-		if cp.HasSnapshot() && cp.Seq > newest && refs[checkpointRef(sess.ID, cp.Seq)] == cp.WorkspaceRef {
+		if cp.Seq > newest && underItsRef(refs, cp) {
 			newest, commit = cp.Seq, cp.WorkspaceRef
 		}
 	}
 	return commit
+}
+
+// underItsRef says whether cp's snapshot is the one belay keeps for it under
+// its own ref in refs (its session's snapshot refs): a label, or a commit
+// another ref holds, is not.
+func underItsRef(refs map[string]string, cp *belay.Checkpoint) bool {
+	return cp.HasSnapshot() && refs[checkpointRef(cp.SessionID, cp.Seq)] == cp.WorkspaceRef
 }
 
 // snapshotRecord snapshots root to cp's ref with a commit message that lists

@@ -167,7 +167,7 @@ func (s *Service) ExportBranch(ctx context.Context, in belay.ExportBranchInput) 
 		}
 		// Only the snapshots belay took for the checkpoints (see
 		// ownSnapshot), not commits they named.
-		if cp.HasSnapshot() && have[checkpointRef(sess.ID, cp.Seq)] == cp.WorkspaceRef {
+		if underItsRef(have, cp) {
 			commits = append(commits, cp.WorkspaceRef)
 		}
 	}
