@@ -181,7 +181,7 @@ const instant = time.RFC3339Nano
 // (CHECKPOINT_EXPIRED): the expiry decided it (applyExpiry), if no one did
 // before.
 func pastExpiry(cp *belay.Checkpoint, now time.Time) error {
-	if cp.ExpiresAt != nil && !now.Before(*cp.ExpiresAt) {
+	if expiredAt(cp, now) {
 		return belay.Errorf(belay.CodeCheckpointExpired, "checkpoint %s expired at %s; no one may decide it since", cp.ID, cp.ExpiresAt.Format(instant)).
 			With("checkpointId", cp.ID).With("expiresAt", cp.ExpiresAt).With("decision", cp.Decision)
 	}
@@ -394,7 +394,12 @@ func timeoutDue(cp *belay.Checkpoint, now time.Time) bool {
 // expiryDue reports whether cp is still undecided at or after its
 // checkpoint's expiry, when no one may decide it any more.
 func expiryDue(cp *belay.Checkpoint, now time.Time) bool {
-	return cp.Pending() && cp.ExpiresAt != nil && !now.Before(*cp.ExpiresAt)
+	return cp.Pending() && expiredAt(cp, now)
+}
+
+// expiredAt says whether cp's checkpoint expiry has come at now.
+func expiredAt(cp *belay.Checkpoint, now time.Time) bool {
+	return cp.ExpiresAt != nil && !now.Before(*cp.ExpiresAt)
 }
 
 // nextDeadline is when and how cp, undecided, is settled without a person:

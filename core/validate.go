@@ -104,9 +104,10 @@ func (s *Service) Validate(ctx context.Context, in belay.ValidateInput) (*belay.
 // validateWorkspace checks the snapshot repository of a workspace the caller
 // may use and returns its problems: lock files git left when it was killed, a
 // rollback a crash interrupted, files a crash left empty (HEAD, settings,
-// refs, the private index) and missing objects. With repair it first rebuilds what git can (a lost ref from the commit its
-// checkpoint row names), finishes an interrupted rollback, and reports each
-// problem it fixed as repaired and what it could not fix as it is.
+// refs, the private index) and missing objects. With repair it first
+// rebuilds what git can (a lost ref from the commit its checkpoint row
+// names), finishes an interrupted rollback, and reports each problem it
+// fixed as repaired and what it could not fix as it is.
 func (s *Service) validateWorkspace(ctx context.Context, c caller, root string, repair bool, sessions []*belay.Session, rep *belay.ValidationReport) ([]belay.ValidationProblem, error) {
 	if s.ws == nil {
 		return nil, nil
