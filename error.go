@@ -3,10 +3,11 @@ package belay
 import (
 	"errors"
 	"fmt"
+	"net/http"
 )
 
-// Code is a machine-readable error class. Every transport maps a Code to its own
-// status (HTTP status, tRPC code, MCP error text) through one table.
+// Code is a machine-readable error class. Every transport answers a Code with
+// the same HTTP status (Code.HTTPStatus): /v1, tRPC and the dashboard.
 type Code string
 
 // Error codes, shared by every transport. They come from the seed specifications.
@@ -40,6 +41,40 @@ const (
 	CodeStorageUnavailable Code = "STORAGE_UNAVAILABLE"
 )
 
+// statusByCode is the one table from error code to HTTP status.
+var statusByCode = map[Code]int{
+	CodeValidation:         http.StatusBadRequest,
+	CodeNotFound:           http.StatusNotFound,
+	CodeCheckpointNotFound: http.StatusNotFound,
+	CodeSessionNotFound:    http.StatusNotFound,
+	CodeCheckpointExpired:  http.StatusGone,
+	CodeHITLNotRequired:    http.StatusBadRequest,
+	CodeHITLAlreadyDecided: http.StatusConflict,
+	CodeInvalidOption:      http.StatusBadRequest,
+	CodeRestoreFailed:      http.StatusInternalServerError,
+	CodeUnauthorized:       http.StatusForbidden,
+	CodeUnauthenticated:    http.StatusUnauthorized,
+	CodeRateLimited:        http.StatusTooManyRequests,
+	CodeTimeout:            http.StatusGatewayTimeout,
+	CodeCheckpointCorrupt:  http.StatusUnprocessableEntity,
+	CodeConflict:           http.StatusConflict,
+	CodeLeaseLost:          http.StatusConflict,
+	CodeBudgetExceeded:     http.StatusConflict,
+	CodeTooLarge:           http.StatusRequestEntityTooLarge,
+	CodeMethodNotAllowed:   http.StatusMethodNotAllowed,
+	CodeInternal:           http.StatusInternalServerError,
+	CodeStorageUnavailable: http.StatusServiceUnavailable,
+}
+
+// HTTPStatus returns the HTTP status an error of code c is answered with;
+// 500 for a code that is the server's failure or unknown.
+func (c Code) HTTPStatus() int {
+	if st, ok := statusByCode[c]; ok {
+		return st
+	}
+	return http.StatusInternalServerError
+}
+
 // Error is the one error type of belay. Message is meant for a person; Details
 // carries machine-readable context such as the offending field.
 type Error struct {
@@ -69,6 +104,13 @@ func (e *Error) With(key string, value any) *Error {
 	}
 	c.Details[key] = value
 	return &c
+}
+
+// RetryAfter returns the seconds e says to wait before trying again
+// (details.retryAfter, set on RATE_LIMITED), and whether it says so.
+func (e *Error) RetryAfter() (int, bool) {
+	after, ok := e.Details["retryAfter"].(int)
+	return after, ok
 }
 
 // Invalid returns a VALIDATION_ERROR naming the field that is wrong.

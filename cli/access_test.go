@@ -664,7 +664,7 @@ func statusOf(t *testing.T, err error) int {
 	if !errors.As(err, &be) {
 		t.Fatalf("error without code: %v", err)
 	}
-	return httpapi.StatusOf(be.Code)
+	return be.Code.HTTPStatus()
 }
 
 // clientCall is a cell that calls the Go client; success is the action's
@@ -710,7 +710,7 @@ func cliCall(argv func(accessScene) []string, count accessCount) accessCell {
 			}
 			return out
 		case cli.ExitError:
-			return accessOutcome{status: httpapi.StatusOf(wantErrorBody(t, []byte(res.stderr)).Code)}
+			return accessOutcome{status: wantErrorBody(t, []byte(res.stderr)).Code.HTTPStatus()}
 		}
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", res.code, res.stdout, res.stderr)
 		return accessOutcome{}
@@ -773,7 +773,7 @@ func clientWait(w *accessWorld, sc accessScene, r int) (int, bool, error) {
 	var be *belay.Error
 	switch {
 	case errors.As(err, &be):
-		return httpapi.StatusOf(be.Code), false, nil
+		return be.Code.HTTPStatus(), false, nil
 	case err != nil:
 		return 0, false, err
 	}

@@ -40,7 +40,6 @@ import (
 	"unicode"
 
 	"github.com/belayhq/belay"
-	"github.com/belayhq/belay/httpapi"
 	"github.com/belayhq/belay/internal/reqlog"
 )
 
@@ -446,7 +445,7 @@ func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, rq *request, er
 			d.toSignin(w, r)
 			return
 		}
-		status = httpapi.StatusOf(be.Code) // as the API answers it
+		status = be.Code.HTTPStatus() // as the API answers it
 		if status >= http.StatusInternalServerError {
 			d.log.Error("dashboard request failed", "path", r.URL.Path, "error", err)
 		}

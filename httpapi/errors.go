@@ -10,39 +10,6 @@ import (
 	"github.com/belayhq/belay"
 )
 
-// statusByCode is the one table from error code to HTTP status.
-var statusByCode = map[belay.Code]int{
-	belay.CodeValidation:         http.StatusBadRequest,
-	belay.CodeNotFound:           http.StatusNotFound,
-	belay.CodeCheckpointNotFound: http.StatusNotFound,
-	belay.CodeSessionNotFound:    http.StatusNotFound,
-	belay.CodeCheckpointExpired:  http.StatusGone,
-	belay.CodeHITLNotRequired:    http.StatusBadRequest,
-	belay.CodeHITLAlreadyDecided: http.StatusConflict,
-	belay.CodeInvalidOption:      http.StatusBadRequest,
-	belay.CodeRestoreFailed:      http.StatusInternalServerError,
-	belay.CodeUnauthorized:       http.StatusForbidden,
-	belay.CodeUnauthenticated:    http.StatusUnauthorized,
-	belay.CodeRateLimited:        http.StatusTooManyRequests,
-	belay.CodeTimeout:            http.StatusGatewayTimeout,
-	belay.CodeCheckpointCorrupt:  http.StatusUnprocessableEntity,
-	belay.CodeConflict:           http.StatusConflict,
-	belay.CodeLeaseLost:          http.StatusConflict,
-	belay.CodeBudgetExceeded:     http.StatusConflict,
-	belay.CodeTooLarge:           http.StatusRequestEntityTooLarge,
-	belay.CodeMethodNotAllowed:   http.StatusMethodNotAllowed,
-	belay.CodeInternal:           http.StatusInternalServerError,
-	belay.CodeStorageUnavailable: http.StatusServiceUnavailable,
-}
-
-// StatusOf returns the HTTP status for an error code.
-func StatusOf(code belay.Code) int {
-	if st, ok := statusByCode[code]; ok {
-		return st
-	}
-	return http.StatusInternalServerError
-}
-
 type errorBody struct {
 	Error *belay.Error `json:"error"`
 }
@@ -56,7 +23,7 @@ func (s *Server) publicError(r *http.Request, err error) *belay.Error {
 	var be *belay.Error
 	switch {
 	case errors.As(err, &be):
-		if StatusOf(be.Code) >= http.StatusInternalServerError {
+		if be.Code.HTTPStatus() >= http.StatusInternalServerError {
 			s.log.LogAttrs(r.Context(), slog.LevelError, "server error", slog.String("method", r.Method),
 				slog.String("path", r.URL.Path), slog.Any("error", err))
 		}
@@ -71,8 +38,8 @@ func (s *Server) publicError(r *http.Request, err error) *belay.Error {
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	be := s.publicError(r, err)
-	if after, ok := be.Details["retryAfter"].(int); ok {
+	if after, ok := be.RetryAfter(); ok {
 		w.Header().Set("Retry-After", strconv.Itoa(after))
 	}
-	writeJSON(w, StatusOf(be.Code), errorBody{Error: be})
+	writeJSON(w, be.Code.HTTPStatus(), errorBody{Error: be})
 }

@@ -8,7 +8,8 @@ import (
 )
 
 // tRPC's error codes: its name for a failure, the JSON-RPC number it sends,
-// and the HTTP status it implies.
+// and the HTTP status it implies (which an error of belay's answers with its
+// code's status instead, as /v1 does).
 type code struct {
 	name   string
 	number int
@@ -26,18 +27,21 @@ var (
 	tooLarge      = code{"PAYLOAD_TOO_LARGE", -32013, 413}
 	unprocessable = code{"UNPROCESSABLE_CONTENT", -32022, 422}
 	tooMany       = code{"TOO_MANY_REQUESTS", -32029, 429}
+	timeout       = code{"TIMEOUT", -32008, 408}
 	internal      = code{"INTERNAL_SERVER_ERROR", -32603, 500}
+	unavailable   = code{"SERVICE_UNAVAILABLE", -32603, 503}
 )
 
 // codeByCode is the one table from belay's codes to tRPC's. The HTTP status
-// is the seed's table's, so a tRPC client sees the same status as /v1; the
-// belay code travels in data.appCode.
+// is belay's (Code.HTTPStatus), so a tRPC client sees the same status as /v1
+// (410 for an expired checkpoint, which tRPC has no name for); the belay code
+// travels in data.appCode.
 var codeByCode = map[belay.Code]code{
 	belay.CodeValidation:         badRequest,
 	belay.CodeNotFound:           notFound,
 	belay.CodeCheckpointNotFound: notFound,
 	belay.CodeSessionNotFound:    notFound,
-	belay.CodeCheckpointExpired:  {"NOT_FOUND", -32004, 410},
+	belay.CodeCheckpointExpired:  notFound,
 	belay.CodeHITLNotRequired:    badRequest,
 	belay.CodeHITLAlreadyDecided: conflict,
 	belay.CodeInvalidOption:      badRequest,
@@ -45,7 +49,7 @@ var codeByCode = map[belay.Code]code{
 	belay.CodeUnauthorized:       forbidden,
 	belay.CodeUnauthenticated:    unauthorized,
 	belay.CodeRateLimited:        tooMany,
-	belay.CodeTimeout:            {"TIMEOUT", -32008, 504},
+	belay.CodeTimeout:            timeout,
 	belay.CodeCheckpointCorrupt:  unprocessable,
 	belay.CodeConflict:           conflict,
 	belay.CodeLeaseLost:          conflict,
@@ -53,7 +57,7 @@ var codeByCode = map[belay.Code]code{
 	belay.CodeTooLarge:           tooLarge,
 	belay.CodeMethodNotAllowed:   notSupported,
 	belay.CodeInternal:           internal,
-	belay.CodeStorageUnavailable: {"SERVICE_UNAVAILABLE", -32603, 503},
+	belay.CodeStorageUnavailable: unavailable,
 }
 
 // errorShape is tRPC's error object.
@@ -61,6 +65,9 @@ type errorShape struct {
 	Message string    `json:"message"`
 	Code    int       `json:"code"`
 	Data    errorData `json:"data"`
+	// retryAfter is the seconds to wait before trying again, when the error
+	// says so: the Retry-After header of an answer refused whole.
+	retryAfter int
 }
 
 type errorData struct {
@@ -83,8 +90,9 @@ func shape(log *slog.Logger, path string, err error) errorShape {
 	if !ok {
 		c = internal
 	}
-	return errorShape{Message: be.Message, Code: c.number,
-		Data: errorData{Code: c.name, HTTPStatus: c.status, Path: path, AppCode: be.Code, Details: be.Details}}
+	after, _ := be.RetryAfter()
+	return errorShape{Message: be.Message, Code: c.number, retryAfter: after,
+		Data: errorData{Code: c.name, HTTPStatus: be.Code.HTTPStatus(), Path: path, AppCode: be.Code, Details: be.Details}}
 }
 
 // protocolError is an error of the request itself, before any procedure.

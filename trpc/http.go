@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -104,10 +105,12 @@ type response struct {
 	status int
 }
 
-// answer is a call's answer encoded: its envelope and its HTTP status.
+// answer is a call's answer encoded: its envelope, its HTTP status and the
+// seconds its error says to wait before trying again.
 type answer struct {
-	envelope json.RawMessage
-	status   int
+	envelope   json.RawMessage
+	status     int
+	retryAfter int
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -312,7 +315,11 @@ func (h *Handler) encode(o response) answer {
 		env, _ = h.envelope(response{err: &e})
 		return answer{envelope: env, status: http.StatusInternalServerError}
 	}
-	return answer{envelope: env, status: o.status}
+	a := answer{envelope: env, status: o.status}
+	if o.err != nil {
+		a.retryAfter = o.err.retryAfter
+	}
+	return a
 }
 
 // writeOne sends the answer of a request that is no batch.
@@ -321,14 +328,19 @@ func (h *Handler) writeOne(w http.ResponseWriter, o response) {
 }
 
 // write sends the answers: one envelope, or an array for a batch, whose
-// status is the calls' common status, or 207 when they differ. The
-// envelopes are written one by one, never copied into one buffer.
+// status is the calls' common status, or 207 when they differ; refused
+// whole, with the longest wait any says (Retry-After). The envelopes are
+// written one by one, never copied into one buffer.
 func (h *Handler) write(w http.ResponseWriter, batch bool, out []answer) {
-	status := out[0].status
+	status, after := out[0].status, 0
 	for _, o := range out {
 		if o.status != status {
 			status = http.StatusMultiStatus
 		}
+		after = max(after, o.retryAfter)
+	}
+	if status != http.StatusMultiStatus && after > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(after))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Vary", "trpc-accept")

@@ -1,4 +1,4 @@
-package httpapi
+package belay
 
 import (
 	"os"
@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/belayhq/belay"
 )
 
 // readmeCodes matches README's error codes with their status: "A / B (404".
@@ -16,7 +14,7 @@ var readmeCodes = regexp.MustCompile(`((?:[A-Z][A-Z_]+[A-Z]\s*/\s*)*[A-Z][A-Z_]+
 // TestREADMEListsEveryErrorCode keeps README's list of error codes and their
 // statuses the same as the table the server answers with.
 func TestREADMEListsEveryErrorCode(t *testing.T) {
-	data, err := os.ReadFile("../README.md")
+	data, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,11 +23,11 @@ func TestREADMEListsEveryErrorCode(t *testing.T) {
 	if start < 0 {
 		t.Fatal("README.md has no HTTP API section")
 	}
-	listed := map[belay.Code]int{}
+	listed := map[Code]int{}
 	for _, m := range readmeCodes.FindAllStringSubmatch(text[start:], -1) {
 		status, _ := strconv.Atoi(m[2])
 		for code := range strings.SplitSeq(m[1], "/") {
-			listed[belay.Code(strings.TrimSpace(code))] = status
+			listed[Code(strings.TrimSpace(code))] = status
 		}
 	}
 	for code, status := range statusByCode {
