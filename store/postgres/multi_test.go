@@ -132,8 +132,11 @@ func TestEventsCommittedOutOfOrderAreNeverSkipped(t *testing.T) {
 
 // TestTimeoutsFireOnceAcrossInstances: several instances sweep the same due
 // requests at once; each request's default is applied exactly once.
-func TestTimeoutsFireOnceAcrossInstances(t *testing.T) {
-	dbs := instances(t, 4)
+// clockedInstances is n services on instances of one database, sharing a
+// fake clock, and a session to ask in.
+func clockedInstances(t *testing.T, n int) ([]*postgres.DB, []*core.Service, *testclock.Clock, *belay.Session) {
+	t.Helper()
+	dbs := instances(t, n)
 	clock := testclock.New(time.Date(2025, 1, 15, 11, 0, 0, 0, time.UTC), 0)
 	var svcs []*core.Service
 	for _, db := range dbs {
@@ -143,6 +146,11 @@ func TestTimeoutsFireOnceAcrossInstances(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dbs, svcs, clock, sess
+}
+
+func TestTimeoutsFireOnceAcrossInstances(t *testing.T) {
+	dbs, svcs, clock, sess := clockedInstances(t, 4)
 	const n = 40
 	for i := range n {
 		_, err := svcs[i%len(svcs)].CreateCheckpoint(admin, belay.CreateCheckpointInput{SessionID: sess.ID, Summary: "ask",
@@ -184,16 +192,7 @@ func TestTimeoutsFireOnceAcrossInstances(t *testing.T) {
 // same expired requests at once, some paused by their timeout before; each
 // is rejected by its expiry exactly once.
 func TestExpiriesFireOnceAcrossInstances(t *testing.T) {
-	dbs := instances(t, 4)
-	clock := testclock.New(time.Date(2025, 1, 15, 11, 0, 0, 0, time.UTC), 0)
-	var svcs []*core.Service
-	for _, db := range dbs {
-		svcs = append(svcs, core.New(core.Options{Store: db, Clock: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
-	}
-	sess, err := svcs[0].CreateSession(admin, belay.CreateSessionInput{Title: "many"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dbs, svcs, clock, sess := clockedInstances(t, 4)
 	const n = 40
 	expires := clock.Now().Add(time.Hour)
 	var ids []string
