@@ -39,7 +39,8 @@ func newToken() string {
 // CreateToken creates user in.User (when new) and returns a new API token for
 // it. Only an admin may. The token is shown once: only its hash is stored.
 func (s *Service) CreateToken(ctx context.Context, in belay.CreateTokenInput) (*belay.NewToken, error) {
-	if _, err := authorizeAdmin(ctx, "create tokens"); err != nil {
+	c, err := authorizeAdmin(ctx, belay.ScopeRead, "create tokens")
+	if err != nil {
 		return nil, err
 	}
 	if err := validUserName(in.User); err != nil {
@@ -48,8 +49,11 @@ func (s *Service) CreateToken(ctx context.Context, in belay.CreateTokenInput) (*
 	if err := validTokenInput(&in); err != nil {
 		return nil, err
 	}
+	if err := c.bounds(in); err != nil {
+		return nil, err
+	}
 	var tk *belay.NewToken
-	err := s.update(ctx, func(tx store.Tx) error {
+	err = s.update(ctx, func(tx store.Tx) error {
 		var err error
 		tk, err = s.putToken(ctx, tx, in)
 		return err
@@ -141,7 +145,7 @@ func defaultScopes(admin bool) []belay.Scope {
 
 // ListTokens lists every token, newest first, without secrets. Only an admin may.
 func (s *Service) ListTokens(ctx context.Context) ([]*belay.Token, error) {
-	if _, err := authorizeAdmin(ctx, "list tokens"); err != nil {
+	if _, err := authorizeAdmin(ctx, belay.ScopeRead, "list tokens"); err != nil {
 		return nil, err
 	}
 	list, err := s.store.ListTokens(ctx)
@@ -162,7 +166,7 @@ func (s *Service) ListTokens(ctx context.Context) ([]*belay.Token, error) {
 // RevokeToken makes token id unusable from the next call on. Only an admin
 // may; revoking a revoked token changes nothing.
 func (s *Service) RevokeToken(ctx context.Context, id string) error {
-	if _, err := authorizeAdmin(ctx, "revoke tokens"); err != nil {
+	if _, err := authorizeAdmin(ctx, belay.ScopeWrite, "revoke tokens"); err != nil {
 		return err
 	}
 	if err := belay.ValidateID("id", id); err != nil {

@@ -53,10 +53,28 @@ var scopeVerb = map[belay.Scope]string{
 	belay.ScopeAdmin:  "administer belay",
 }
 
-// admin refuses a caller who is not an admin (with an admin token).
+// admin refuses a caller who is not an admin (with an admin token), and an
+// admin's token limited to projects: what only admins may do (tokens,
+// webhooks, retention, garbage, the index, imports) concerns every project.
 func (c caller) admin(what string) error {
 	if !c.Admin {
 		return belay.Errorf(belay.CodeUnauthorized, "only an admin may %s", what)
+	}
+	if len(c.Projects) > 0 {
+		return belay.Errorf(belay.CodeUnauthorized, "a token limited to projects may not %s: use an admin token without project limits", what)
+	}
+	return nil
+}
+
+// bounds refuses a token in that would allow a scope the caller's token
+// does not: a token never makes one with more rights than its own.
+func (c caller) bounds(in belay.CreateTokenInput) error {
+	made := belay.Actor{Scopes: in.Scopes}
+	for _, sc := range belay.AllScopes[:3] {
+		if made.Has(sc) && !c.Has(sc) {
+			return belay.Errorf(belay.CodeUnauthorized, "this token may not create a token that may %s (its scopes: %v); name fewer scopes with --scope", scopeVerb[sc], c.Scopes).
+				With("scope", sc)
+		}
 	}
 	return nil
 }
@@ -347,9 +365,10 @@ func actor(ctx context.Context) belay.Actor {
 	return a
 }
 
-// authorizeAdmin lets in only an admin, for what only admins may do.
-func authorizeAdmin(ctx context.Context, what string) (caller, error) {
-	c, err := authorize(ctx, belay.ScopeRead)
+// authorizeAdmin lets in only an admin whose token has scope need too
+// (write for what changes belay), for what only admins may do.
+func authorizeAdmin(ctx context.Context, need belay.Scope, what string) (caller, error) {
+	c, err := authorize(ctx, need)
 	if err != nil {
 		return caller{}, err
 	}

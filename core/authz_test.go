@@ -801,3 +801,96 @@ func TestUserNamesAreOneWordOfText(t *testing.T) {
 		t.Errorf("a name of letters: %v", err)
 	}
 }
+
+// TestAnAdminTokenAdministersNoMoreThanItHolds: an admin's token limited
+// to a project administers nothing (tokens, webhooks, retention, garbage,
+// the index, imports are every project's), and one limited in scopes
+// creates no token with more and changes nothing without write.
+func TestAnAdminTokenAdministersNoMoreThanItHolds(t *testing.T) {
+	svc := newService(t, nil)
+	own, err := svc.CreateToken(localCtx, belay.CreateTokenInput{User: "admin", Admin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook, err := svc.AddWebhook(localCtx, "https://example.com/hook", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	project := t.TempDir()
+	limited := belay.WithActor(context.Background(), belay.Actor{UserID: "admin", Admin: true, Projects: []string{project}})
+	readAdmin := belay.WithActor(context.Background(), belay.Actor{UserID: "admin", Admin: true, Scopes: []belay.Scope{belay.ScopeRead, belay.ScopeAdmin}})
+	refusals := map[string]func(context.Context) error{
+		"create a token": func(ctx context.Context) error {
+			_, err := svc.CreateToken(ctx, belay.CreateTokenInput{User: "admin"})
+			return err
+		},
+		"revoke a token": func(ctx context.Context) error { return svc.RevokeToken(ctx, own.ID) },
+		"add a webhook": func(ctx context.Context) error {
+			_, err := svc.AddWebhook(ctx, "https://example.com/other", nil)
+			return err
+		},
+		"remove a webhook": func(ctx context.Context) error { return svc.RemoveWebhook(ctx, hook.ID) },
+		"set a retention policy": func(ctx context.Context) error {
+			_, err := svc.SetRetention(ctx, belay.RetentionPolicy{ProjectPath: project, KeepLast: 1})
+			return err
+		},
+		"collect garbage": func(ctx context.Context) error {
+			_, err := svc.CollectGarbage(ctx, belay.GCInput{})
+			return err
+		},
+		"rebuild the index": func(ctx context.Context) error {
+			_, err := svc.Reindex(ctx, belay.ReindexInput{})
+			return err
+		},
+	}
+	reads := map[string]func(context.Context) error{
+		"list tokens": func(ctx context.Context) error {
+			_, err := svc.ListTokens(ctx)
+			return err
+		},
+		"list webhooks": func(ctx context.Context) error {
+			_, err := svc.ListWebhooks(ctx)
+			return err
+		},
+		"read retention policies": func(ctx context.Context) error {
+			_, err := svc.ListRetention(ctx)
+			return err
+		},
+		"see the index": func(ctx context.Context) error {
+			_, err := svc.IndexStatus(ctx)
+			return err
+		},
+		"read the delivery log": func(ctx context.Context) error {
+			_, err := svc.ListDeliveries(ctx, "", 0)
+			return err
+		},
+	}
+	for what, call := range refusals {
+		for token, ctx := range map[string]context.Context{"limited to a project": limited, "of read and admin": readAdmin} {
+			if err := call(ctx); !belay.IsCode(err, belay.CodeUnauthorized) {
+				t.Errorf("%s with an admin token %s: %v; want UNAUTHORIZED", what, token, err)
+			}
+		}
+	}
+	for what, call := range reads {
+		if err := call(limited); !belay.IsCode(err, belay.CodeUnauthorized) {
+			t.Errorf("%s with an admin token limited to a project: %v; want UNAUTHORIZED", what, err)
+		}
+		if err := call(readAdmin); err != nil {
+			t.Errorf("%s with a read and admin token: %v", what, err)
+		}
+	}
+	// Within its scopes a scoped admin token creates tokens.
+	tk, err := svc.CreateToken(readAdmin, belay.CreateTokenInput{User: "admin", Scopes: []belay.Scope{belay.ScopeRead}})
+	if err != nil || !slices.Equal(tk.Scopes, []belay.Scope{belay.ScopeRead}) {
+		t.Errorf("a read token made by a read and admin token: %+v, %v", tk, err)
+	}
+	_, err = svc.CreateToken(readAdmin, belay.CreateTokenInput{User: "bob", Scopes: []belay.Scope{belay.ScopeDecide}})
+	testutil.WantCode(t, err, belay.CodeUnauthorized)
+	if list, err := svc.ListTokens(localCtx); err != nil || len(list) != 2 {
+		t.Errorf("tokens after the refusals: %d, %v; want own and the read one", len(list), err)
+	}
+	if hooks, err := svc.ListWebhooks(localCtx); err != nil || len(hooks) != 1 {
+		t.Errorf("webhooks after the refusals: %d, %v", len(hooks), err)
+	}
+}

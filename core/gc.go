@@ -16,7 +16,7 @@ import (
 // shadow repository, and the shadow repositories of workspaces no session
 // refers to. With DryRun it reports what it would free and changes nothing.
 func (s *Service) CollectGarbage(ctx context.Context, in belay.GCInput) (*belay.GCReport, error) {
-	if _, err := authorizeAdmin(ctx, "collect garbage"); err != nil {
+	if _, err := authorizeAdmin(ctx, belay.ScopeWrite, "collect garbage"); err != nil {
 		return nil, err
 	}
 	var chunks store.ChunkUsage

@@ -16,7 +16,7 @@ const RetentionInterval = time.Minute
 // project's retention policy and returns it as stored, under the project's
 // path with its links resolved. Only an admin may.
 func (s *Service) SetRetention(ctx context.Context, p belay.RetentionPolicy) (*belay.RetentionPolicy, error) {
-	c, err := authorizeAdmin(ctx, "set retention policies")
+	c, err := authorizeAdmin(ctx, belay.ScopeWrite, "set retention policies")
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +52,7 @@ func (s *Service) SetRetention(ctx context.Context, p belay.RetentionPolicy) (*b
 
 // ListRetention lists the retention policies. Only an admin may.
 func (s *Service) ListRetention(ctx context.Context) ([]belay.RetentionPolicy, error) {
-	if _, err := authorizeAdmin(ctx, "read retention policies"); err != nil {
+	if _, err := authorizeAdmin(ctx, belay.ScopeRead, "read retention policies"); err != nil {
 		return nil, err
 	}
 	list, err := s.store.ListRetention(ctx)

@@ -166,7 +166,7 @@ func sameModel(a, b store.IndexModel) bool {
 // Reindex makes the index this service's model's and queues checkpoints to
 // be embedded (admins).
 func (s *Service) Reindex(ctx context.Context, in belay.ReindexInput) (*belay.IndexStatus, error) {
-	if _, err := authorizeAdmin(ctx, "rebuild the search index"); err != nil {
+	if _, err := authorizeAdmin(ctx, belay.ScopeWrite, "rebuild the search index"); err != nil {
 		return nil, err
 	}
 	m := s.indexModel()
@@ -182,7 +182,7 @@ func (s *Service) Reindex(ctx context.Context, in belay.ReindexInput) (*belay.In
 
 // IndexStatus reports the search index (admins).
 func (s *Service) IndexStatus(ctx context.Context) (*belay.IndexStatus, error) {
-	if _, err := authorizeAdmin(ctx, "see the search index"); err != nil {
+	if _, err := authorizeAdmin(ctx, belay.ScopeRead, "see the search index"); err != nil {
 		return nil, err
 	}
 	return s.indexStatus(ctx)

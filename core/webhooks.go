@@ -31,9 +31,10 @@ func newWebhookSecret() string {
 	return webhookSecretPrefix + base64.RawURLEncoding.EncodeToString(b)
 }
 
-// webhookAdmin lets only an admin manage webhooks: they see every event.
-func webhookAdmin(ctx context.Context, what string) error {
-	_, err := authorizeAdmin(ctx, what)
+// webhookAdmin lets only an admin manage webhooks, which see every event;
+// need is write for what adds or removes one.
+func webhookAdmin(ctx context.Context, need belay.Scope, what string) error {
+	_, err := authorizeAdmin(ctx, need, what)
 	return err
 }
 
@@ -68,7 +69,7 @@ func validWebhookURL(raw string) error {
 // (all types when none are given). Only an admin may. The returned webhook
 // carries its signing secret; later reads do not.
 func (s *Service) AddWebhook(ctx context.Context, url string, events []string) (*belay.Webhook, error) {
-	if err := webhookAdmin(ctx, "add webhooks"); err != nil {
+	if err := webhookAdmin(ctx, belay.ScopeWrite, "add webhooks"); err != nil {
 		return nil, err
 	}
 	if err := validWebhookURL(url); err != nil {
@@ -102,7 +103,7 @@ func (s *Service) AddWebhook(ctx context.Context, url string, events []string) (
 // ListWebhooks returns the webhooks, oldest first, without their secrets.
 // Only an admin may.
 func (s *Service) ListWebhooks(ctx context.Context) ([]*belay.Webhook, error) {
-	if err := webhookAdmin(ctx, "list webhooks"); err != nil {
+	if err := webhookAdmin(ctx, belay.ScopeRead, "list webhooks"); err != nil {
 		return nil, err
 	}
 	hooks, err := s.store.ListWebhooks(ctx)
@@ -121,7 +122,7 @@ func (s *Service) ListWebhooks(ctx context.Context) ([]*belay.Webhook, error) {
 // RemoveWebhook deletes a webhook and its delivery log. Only an admin may.
 // Deliveries already in flight may still arrive.
 func (s *Service) RemoveWebhook(ctx context.Context, id string) error {
-	if err := webhookAdmin(ctx, "remove webhooks"); err != nil {
+	if err := webhookAdmin(ctx, belay.ScopeWrite, "remove webhooks"); err != nil {
 		return err
 	}
 	if err := belay.ValidateID("id", id); err != nil {
@@ -135,7 +136,7 @@ func (s *Service) RemoveWebhook(ctx context.Context, id string) error {
 // ListDeliveries returns the newest delivery attempts, of one webhook when
 // webhookID is set. limit 0 means belay.DefaultListLimit. Only an admin may.
 func (s *Service) ListDeliveries(ctx context.Context, webhookID string, limit int) ([]*belay.Delivery, error) {
-	if err := webhookAdmin(ctx, "read the webhook delivery log"); err != nil {
+	if err := webhookAdmin(ctx, belay.ScopeRead, "read the webhook delivery log"); err != nil {
 		return nil, err
 	}
 	if limit < 0 || limit > MaxDeliveryPage {
