@@ -507,8 +507,10 @@ type DecideInput struct {
 // DecideResult is the decided checkpoint, its session after the decision, and the decision.
 type DecideResult struct {
 	Checkpoint *Checkpoint `json:"checkpoint"`
-	Session    *Session    `json:"session"`
-	Decision   *Decision   `json:"decision"`
+	// Session is the whole session for a caller who may read it; for an
+	// approver who may not, only its id, title, status and phase.
+	Session  *Session  `json:"session"`
+	Decision *Decision `json:"decision"`
 }
 
 // PendingSession summarises the session of a pending request.
@@ -565,7 +567,8 @@ type WaitResult struct {
 	Decided    bool        `json:"decided"`
 	Decision   *Decision   `json:"decision,omitempty"`
 	Checkpoint *Checkpoint `json:"checkpoint"`
-	Session    *Session    `json:"session,omitempty"`
+	// Session, once decided, is as DecideResult's.
+	Session *Session `json:"session,omitempty"`
 }
 
 // MaxWait bounds one WaitDecision call: a long poll; a waiter asks again.

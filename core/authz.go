@@ -218,6 +218,17 @@ func readCheckpoint(ctx context.Context, r store.Reader, c caller, id string) (*
 	return cp, sess, rt, nil
 }
 
+// shownSession is sess as an answer about one of its requests shows it to a
+// caller with rights rt there: all of it to one who may read the session; to
+// an approver who may not, what its pending list says (id, title, status,
+// phase), none of its state, owner or checkpoints.
+func shownSession(sess *belay.Session, rt rights) *belay.Session {
+	if rt.read {
+		return sess
+	}
+	return &belay.Session{ID: sess.ID, Title: sess.Title, Status: sess.Status, Phase: sess.Phase}
+}
+
 // isApprover reports whether the caller is named among cp's approvers and its
 // token may decide.
 func isApprover(c caller, cp *belay.Checkpoint) bool {

@@ -894,3 +894,97 @@ func TestAnAdminTokenAdministersNoMoreThanItHolds(t *testing.T) {
 		t.Errorf("webhooks after the refusals: %d, %v", len(hooks), err)
 	}
 }
+
+// TestApproversLearnOnlyASummaryOfTheSession: an approver who may not read
+// the session gets, from its decision and from waiting for one, what its
+// pending list says of the session (id, title, status, phase), none of its
+// state, owner or checkpoints; the owner gets all of it.
+func TestApproversLearnOnlyASummaryOfTheSession(t *testing.T) {
+	svc := newService(t, nil)
+	if _, err := createToken(localCtx, svc, "carol", false); err != nil {
+		t.Fatal(err)
+	}
+	alice, carol := hitlAs("alice"), hitlAs("carol")
+	sess, err := svc.CreateSession(alice, belay.CreateSessionInput{Title: "deploys", ProjectPath: "/w/p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func() *belay.Checkpoint {
+		t.Helper()
+		cp, err := svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{SessionID: sess.ID, Summary: "deploy", Phase: "ship",
+			HITL: &belay.HITLInput{Required: true, Title: "Deploy?", Approvers: []string{"carol"}, OnReject: belay.OnRejectContinue}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.CreateCheckpoint(alice, belay.CreateCheckpointInput{SessionID: sess.ID, Summary: "later",
+			AgentState: json.RawMessage(`{"apiKey":"later and private"}`)}); err != nil {
+			t.Fatal(err)
+		}
+		return cp
+	}
+	summary := func(what string, got *belay.Session) {
+		t.Helper()
+		if got == nil {
+			t.Fatalf("%s: the approver got no session", what)
+		}
+		want := belay.Session{ID: sess.ID, Title: "deploys", Status: belay.SessionRunning, Phase: "ship"}
+		if !reflect.DeepEqual(*got, want) {
+			t.Errorf("%s: the approver got session %+v; want only its id, title, status and phase", what, got)
+		}
+	}
+	first := ask()
+	res, err := svc.Decide(carol, belay.DecideInput{CheckpointID: first.ID, SelectedOption: "approve"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	summary("decide", res.Session)
+	wr, err := svc.WaitDecision(carol, first.ID, 0)
+	if err != nil || !wr.Decided {
+		t.Fatalf("wait: %+v, %v", wr, err)
+	}
+	summary("wait", wr.Session)
+	second := ask()
+	res, err = svc.Decide(alice, belay.DecideInput{CheckpointID: second.ID, SelectedOption: "approve"})
+	if err != nil || res.Session.Owner != "alice" || !strings.Contains(string(res.Session.State), "later and private") {
+		t.Errorf("the owner's decision: session %+v, %v; want all of it", res.Session, err)
+	}
+}
+
+// TestRevokedTokenEndsItsWait: a long poll for a decision that began before
+// its token was revoked answers nothing of the decision made after.
+func TestRevokedTokenEndsItsWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		svc := bubbleService(t)
+		secret, err := createToken(localCtx, svc, "bob", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := svc.Authenticate(localCtx, secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bob := belay.WithActor(localCtx, a)
+		cp, err := svc.CreateCheckpoint(bob, belay.CreateCheckpointInput{ProjectPath: "/w/p", Summary: "ask",
+			HITL: &belay.HITLInput{Required: true, Title: "Go on?"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res *belay.WaitResult
+		done := make(chan error, 1)
+		go func() {
+			var err error
+			res, err = svc.WaitDecision(bob, cp.ID, time.Minute)
+			done <- err
+		}()
+		time.Sleep(time.Second) // the wait listens for the decision
+		if err := svc.RevokeToken(localCtx, a.TokenID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.Decide(localCtx, belay.DecideInput{CheckpointID: cp.ID, SelectedOption: "approve"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; !belay.IsCode(err, belay.CodeUnauthenticated) {
+			t.Errorf("the revoked token's wait: %+v, %v; want UNAUTHENTICATED", res, err)
+		}
+	})
+}

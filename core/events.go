@@ -340,15 +340,26 @@ func (s *Service) whileValid(ctx context.Context, c caller, emit func(int64, []b
 		return emit // a local caller, not a token's
 	}
 	return func(after int64, batch []belay.Event) error {
-		tk, err := s.store.GetToken(ctx, c.TokenID)
-		switch {
-		case belay.IsCode(err, belay.CodeNotFound), err == nil && tk.RevokedAt != nil:
-			return belay.Errorf(belay.CodeUnauthenticated, "the API token was revoked: the stream ends")
-		case err != nil:
+		if err := s.stillValid(ctx, c, "the stream ends"); err != nil {
 			return err
 		}
 		return emit(after, batch)
 	}
+}
+
+// stillValid refuses, UNAUTHENTICATED, a caller whose token was revoked or
+// deleted since its call began: a call that lasts (a stream, a long poll)
+// answers nothing more then. ending says what ends.
+func (s *Service) stillValid(ctx context.Context, c caller, ending string) error {
+	if c.TokenID == "" {
+		return nil // a local caller, not a token's
+	}
+	tk, err := s.store.GetToken(ctx, c.TokenID)
+	switch {
+	case belay.IsCode(err, belay.CodeNotFound), err == nil && tk.RevokedAt != nil:
+		return belay.Errorf(belay.CodeUnauthenticated, "the API token was revoked: %s", ending)
+	}
+	return err
 }
 
 // beat ticks after a stream has been idle for its interval; a zero interval

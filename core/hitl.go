@@ -143,7 +143,7 @@ func (s *Service) decideOnce(ctx context.Context, c caller, in belay.DecideInput
 					return belay.Errorf(belay.CodeHITLAlreadyDecided, "checkpoint %s was already decided under idempotency key %q (%s by %s), and this request asks for another decision",
 						cp.ID, belay.Clip(in.IdempotencyKey, 100), d.Action, d.UserID).With("checkpointId", cp.ID).With("decision", d)
 				}
-				res = belay.DecideResult{Checkpoint: cp, Session: sess, Decision: d}
+				res = belay.DecideResult{Checkpoint: cp, Session: shownSession(sess, rt), Decision: d}
 				return nil
 			}
 			return belay.Errorf(belay.CodeHITLAlreadyDecided, "checkpoint %s was already decided: %s by %s", cp.ID, d.Action, d.UserID).
@@ -153,7 +153,7 @@ func (s *Service) decideOnce(ctx context.Context, c caller, in belay.DecideInput
 		if err != nil {
 			return err
 		}
-		res = belay.DecideResult{Checkpoint: cp, Session: sess, Decision: d}
+		res = belay.DecideResult{Checkpoint: cp, Session: shownSession(sess, rt), Decision: d}
 		return nil
 	})
 	if err != nil || timedOut {
@@ -750,6 +750,12 @@ func (s *Service) WaitDecision(ctx context.Context, id string, wait time.Duratio
 		}
 	}()
 	for {
+		if sub != nil {
+			// Waited: the token that began the wait may have been revoked.
+			if err := s.stillValid(ctx, c, "the wait ends"); err != nil {
+				return nil, err
+			}
+		}
 		// Read after subscribing: a decision made in between is seen here.
 		cp, err := s.getCheckpoint(ctx, c, id)
 		if err != nil {
@@ -763,7 +769,11 @@ func (s *Service) WaitDecision(ctx context.Context, id string, wait time.Duratio
 			if err != nil {
 				return nil, err
 			}
-			return &belay.WaitResult{Decided: true, Decision: cp.Decision, Checkpoint: cp, Session: sess}, nil
+			rt, err := rightsIn(ctx, s.store, c, sess)
+			if err != nil {
+				return nil, err
+			}
+			return &belay.WaitResult{Decided: true, Decision: cp.Decision, Checkpoint: cp, Session: shownSession(sess, rt)}, nil
 		}
 		if sub == nil {
 			// The caller may read cp: its session's decision events are
