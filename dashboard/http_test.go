@@ -289,3 +289,37 @@ func TestAnErrorPageAnswersTheAPIsStatus(t *testing.T) {
 		t.Fatalf("a decision after the expiry: %s\n%.300s", res.Status, b)
 	}
 }
+
+// TestSigningOutEndsTheStreams: an event stream opened before its sign-in
+// was signed out (from this browser or another) ends at its next delivery.
+func TestSigningOutEndsTheStreams(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(t)
+	csrf := e.signIn(t, c)
+	res, err := c.Get(e.srv.URL + "/events?feed=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("open the stream: %s", res.Status)
+	}
+	ended := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, res.Body)
+		ended <- err
+	}()
+	out, err := c.PostForm(e.srv.URL+"/signout", url.Values{"csrf": {csrf}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Body.Close()
+	select {
+	case err := <-ended:
+		if err != nil {
+			t.Errorf("the stream ended with %v, want its end", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream of a signed-out sign-in goes on")
+	}
+}

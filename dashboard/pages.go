@@ -213,6 +213,9 @@ func (d *Dashboard) decide(w http.ResponseWriter, r *http.Request, rq *request) 
 // errPosition stops a Follow once it has told where the log ends.
 var errPosition = errors.New("position known")
 
+// errSignedOut ends a stream whose sign-in was signed out.
+var errSignedOut = errors.New("signed out")
+
 // feedBacklog is how many past events the event feed starts with.
 const feedBacklog = 50
 
@@ -245,6 +248,11 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request, rq *request) 
 	rc := http.NewResponseController(w)
 	started := false
 	err := d.svc.Follow(rq.ctx, f, d.heartbeat, func(after int64, batch []belay.Event) error {
+		// A sign-out (here or in another browser) ends the stream at its
+		// next delivery, as revoking the token does.
+		if out, err := d.signOuts.SignedOut(rq.ctx, rq.sess.ID); err != nil || out {
+			return errors.Join(errSignedOut, err)
+		}
 		_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
 		var b bytes.Buffer
 		switch {
@@ -281,7 +289,11 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request, rq *request) 
 		}
 		return rc.Flush()
 	})
-	if !started && err != nil {
+	switch {
+	case started || err == nil:
+	case errors.Is(err, errSignedOut):
+		d.toSignin(w, r)
+	default:
 		d.fail(w, r, rq, err)
 	}
 }
