@@ -346,8 +346,11 @@ type UpdateSessionInput struct {
 type ListSessionsInput struct {
 	ProjectPath string        `json:"projectPath,omitempty"`
 	Status      SessionStatus `json:"status,omitempty"`
-	Cursor      string        `json:"cursor,omitempty"`
-	Limit       int           `json:"limit,omitempty"`
+	// Own keeps the sessions a save naming only its project may continue:
+	// the caller's own and admins', never another user's who is not an admin.
+	Own    bool   `json:"own,omitempty"`
+	Cursor string `json:"cursor,omitempty"`
+	Limit  int    `json:"limit,omitempty"`
 }
 
 // SessionList is one page of sessions.

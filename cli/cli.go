@@ -582,7 +582,9 @@ func (a *app) project(ctx context.Context, svc belay.Service) (string, error) {
 	}
 	a.projectRoot = wd
 	for dir := wd; ; {
-		known, err := svc.ListSessions(ctx, belay.ListSessionsInput{ProjectPath: dir, Limit: 1})
+		// Only a session a save by this path would continue marks a project:
+		// another user's (who is no admin) above would widen it to theirs.
+		known, err := svc.ListSessions(ctx, belay.ListSessionsInput{ProjectPath: dir, Own: true, Limit: 1})
 		if err != nil {
 			return "", err
 		}

@@ -1,12 +1,15 @@
 package cli_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/internal/testtree"
+	"github.com/belayhq/belay/store/sqlite"
 )
 
 // TestSubdirectoryIsPartOfTheProject: like git, belay finds the project from
@@ -59,6 +62,34 @@ func TestSubdirectoryIsPartOfTheProject(t *testing.T) {
 		other := &wsCLI{project: t.TempDir(), data: top.data, home: top.home}
 		if got := wsJSON[belay.Checkpoint](t, other, "save", "-m", "elsewhere"); got.ProjectPath != other.project {
 			t.Errorf("save elsewhere = %+v", got)
+		}
+	})
+	t.Run("another user's session above", func(t *testing.T) {
+		// A session another user who is no admin began in a directory above
+		// is no sign of the project: saves by path never continue it, and
+		// taking its directory would snapshot (and roll back) the siblings.
+		above := t.TempDir()
+		project := filepath.Join(above, "mine")
+		testtree.Write(t, above, map[string]string{"mine/a.txt": "a\n", "sibling/work.txt": "theirs\n"})
+		cli := newWSCLI(t, project)
+		db, err := sqlite.Open(context.Background(), filepath.Join(cli.data, "belay.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		carol := belay.WithActor(context.Background(), belay.Actor{UserID: "carol"})
+		svc := core.New(core.Options{Store: db})
+		admin := belay.WithActor(context.Background(), belay.Actor{UserID: "admin", Admin: true})
+		if _, err := svc.CreateToken(admin, belay.CreateTokenInput{User: "carol"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.CreateSession(carol, belay.CreateSessionInput{ProjectPath: above}); err != nil {
+			t.Fatal(err)
+		}
+		svc.Close()
+		db.Close()
+		cp := wsJSON[belay.Checkpoint](t, cli, "save", "-m", "mine")
+		if cp.ProjectPath != project || cp.Files == nil || len(cp.Files.Created) != 1 {
+			t.Errorf("save = %+v, want project %s with its one file", cp, project)
 		}
 	})
 }

@@ -166,6 +166,9 @@ func (c *Client) ListSessions(ctx context.Context, in belay.ListSessionsInput) (
 	q := url.Values{}
 	set(q, "projectPath", in.ProjectPath)
 	set(q, "status", string(in.Status))
+	if in.Own {
+		set(q, "own", "true")
+	}
 	set(q, "cursor", in.Cursor)
 	setInt(q, "limit", in.Limit)
 	return call[belay.SessionList](ctx, c, http.MethodGet, "/v1/sessions", q, nil)

@@ -173,7 +173,11 @@ func (s *Service) ListSessions(ctx context.Context, in belay.ListSessionsInput) 
 	if limit == 0 {
 		limit = belay.DefaultListLimit
 	}
-	q := store.SessionQuery{Scope: c.scope(), ProjectPath: in.ProjectPath, Status: in.Status, Limit: limit, MaxBytes: store.PageBytes}
+	scope := c.scope()
+	if in.Own {
+		scope = c.own()
+	}
+	q := store.SessionQuery{Scope: scope, ProjectPath: in.ProjectPath, Status: in.Status, Limit: limit, MaxBytes: store.PageBytes}
 	if in.Cursor != "" {
 		c, err := decodeCursor(in.Cursor, "s")
 		if err != nil {

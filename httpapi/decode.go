@@ -209,6 +209,12 @@ func (q *query) boolPtr(name string) *bool {
 	return &b
 }
 
+// flag is a boolean parameter that is false when absent.
+func (q *query) flag(name string) bool {
+	b := q.boolPtr(name)
+	return b != nil && *b
+}
+
 func (q *query) time(name string) *time.Time {
 	s := q.str(name)
 	if s == "" {

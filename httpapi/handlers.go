@@ -40,7 +40,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 	q := newQuery(r)
 	in := belay.ListSessionsInput{ProjectPath: q.str("projectPath"), Status: belay.SessionStatus(q.str("status")),
-		Cursor: q.str("cursor"), Limit: q.limit()}
+		Own: q.flag("own"), Cursor: q.str("cursor"), Limit: q.limit()}
 	if err := q.done(); err != nil {
 		return err
 	}

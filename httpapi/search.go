@@ -10,9 +10,8 @@ import (
 // validation error about q names the field "query", as core does.
 func (s *Server) search(w http.ResponseWriter, r *http.Request) error {
 	q := newQuery(r)
-	explain := q.boolPtr("explain")
 	in := belay.SearchInput{Query: q.str("q"), ProjectPath: q.str("projectPath"), Tags: q.list("tag"), TopK: q.int("topK"),
-		Explain: explain != nil && *explain}
+		Explain: q.flag("explain")}
 	if err := q.done(); err != nil {
 		return err
 	}
