@@ -149,11 +149,20 @@ func usagef(format string, args ...any) error {
 	return usageError{fmt.Errorf(format, args...)}
 }
 
-// countFlag refuses a count flag (a page size, a number of results) below 1
-// as a usage error: 0 would otherwise quietly mean the service's default.
+// countFlag refuses a count flag (a page size, a number of results) outside
+// 1-max as a usage error: 0 would otherwise quietly mean the service's
+// default, and past max the service refuses it as any other bad input.
 func countFlag(name string, v, max int) error {
-	if v < 1 {
+	if v < 1 || v > max {
 		return usagef("--%s must be 1-%d, got %d", name, max, v)
+	}
+	return nil
+}
+
+// keepFlag refuses a negative number of things to keep as a usage error.
+func keepFlag(name string, v int) error {
+	if v < 0 {
+		return usagef("--%s must be 0 or more, got %d", name, v)
 	}
 	return nil
 }

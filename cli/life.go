@@ -381,6 +381,9 @@ with their checkpoints and snapshots. --dry-run lists them and deletes nothing.`
 				return err
 			}
 			in.OlderThan = d
+			if err := keepFlag("keep-last", in.KeepLast); err != nil {
+				return err
+			}
 			for _, s := range statuses {
 				for _, one := range strings.Split(s, ",") {
 					in.Statuses = append(in.Statuses, belay.SessionStatus(strings.TrimSpace(one)))
@@ -474,6 +477,9 @@ from are always kept. --keep-last 0 --max-age 0 removes the policy.`,
 					fmt.Fprintf(a.env.Stdout, "%s  keep last %d, max age %s\n", belay.Printable(p.ProjectPath), p.KeepLast, p.MaxAge)
 				}
 				return nil
+			}
+			if err := keepFlag("keep-last", keepLast); err != nil {
+				return err
 			}
 			p := belay.RetentionPolicy{KeepLast: keepLast}
 			if p.MaxAge, err = parseAge("max-age", maxAge); err != nil {
