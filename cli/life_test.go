@@ -121,6 +121,13 @@ func TestOrchestratorThroughTheCLI(t *testing.T) {
 	if stop.Checkpoint == nil || stop.Session.Status != belay.SessionAwaitingInput {
 		t.Fatalf("hard limit: %+v", stop)
 	}
+	// status says the session waits, and for what.
+	out = h.ok(t, "", "status")
+	for _, want := range []string{"is awaiting_input", "$4.00 spent", "1/4 tasks done", "1 decision waits", stop.Checkpoint.HITL.Title} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status at the hard limit lacks %q:\n%s", want, out)
+		}
+	}
 	r := h.run(t, "", "cost", "add", "0.01")
 	if r.code != cli.ExitError || !strings.Contains(r.stderr, "BUDGET_EXCEEDED") {
 		t.Fatalf("cost past the limit: exit %d %s", r.code, r.stderr)

@@ -459,7 +459,7 @@ func (a *app) statusCommand() *cobra.Command {
 	var sessionID string
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Progress and cost of the current session",
+		Short: "Progress, cost and what waits for a person in the current session",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, svc, err := a.open(cmd)
@@ -470,17 +470,40 @@ func (a *app) statusCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := map[string]any{"session": sess}
+			pending, err := svc.PendingHITL(ctx, sess.ID)
+			if err != nil {
+				return err
+			}
+			out := map[string]any{"session": sess, "pending": pending}
+			w := a.env.Stdout
 			line := fmt.Sprintf("Session %s is %s | %s spent", sess.ID, sess.Status, belay.FormatUSD(sess.CostMicros))
 			if sess.Plan != nil {
+				if limit := sess.Plan.Budget.HardLimitMicros; limit > 0 {
+					line += " | hard limit " + belay.FormatUSD(limit)
+				}
 				p := belay.ComputeProgress(sess.Plan, sess.CostMicros)
 				out["progress"] = p
-				line = belay.FormatProgress(p)
+				line += "\n" + belay.FormatProgress(p)
 			}
 			if a.json {
 				return a.printJSON(out)
 			}
-			fmt.Fprintln(a.env.Stdout, line)
+			fmt.Fprintln(w, line)
+			switch len(pending) {
+			case 0:
+				return nil
+			case 1:
+				fmt.Fprintln(w, "1 decision waits (belay decide):")
+			default:
+				fmt.Fprintf(w, "%d decisions wait (belay decide):\n", len(pending))
+			}
+			for _, p := range pending {
+				left := ""
+				if p.Deadline != nil {
+					left = " (" + remaining(p) + ")"
+				}
+				fmt.Fprintf(w, "  #%d %s%s\n", p.Checkpoint.Seq, belay.OneLine(p.Checkpoint.HITL.Title, 60), left)
+			}
 			return nil
 		},
 	}
