@@ -127,15 +127,28 @@ func validPlan(in belay.SetPlanInput) (*belay.Plan, error) {
 	default:
 		return nil, belay.Invalid("mode", "mode is every_task, every_n or triggers, got %q", belay.Clip(string(p.Mode), 40))
 	}
+	if p.Mode != belay.ModeEveryN && p.Every != 0 {
+		return nil, belay.Invalid("every", "every is for mode every_n, not %s; got %d", p.Mode, p.Every)
+	}
 	b := p.Budget
 	if b.WarnAtMicros < 0 || b.HardLimitMicros < 0 {
 		return nil, belay.Invalid("budget", "budget amounts must not be negative")
 	}
 	if b.HardLimitMicros > 0 && b.WarnAtMicros > b.HardLimitMicros {
 		return nil, belay.Invalid("budget.warnAtMicros", "the warning (%s) must not be above the hard limit (%s)",
-			belay.FormatUSD(b.WarnAtMicros), belay.FormatUSD(b.HardLimitMicros))
+			exactUSD(b.WarnAtMicros), exactUSD(b.HardLimitMicros))
 	}
 	return p, nil
+}
+
+// exactUSD writes a non-negative amount in millionths of a dollar as dollars
+// with every digit it has, at least cents: $0.0005, $1.50.
+func exactUSD(micros int64) string {
+	frac := strings.TrimRight(fmt.Sprintf("%06d", micros%1_000_000), "0")
+	for len(frac) < 2 {
+		frac += "0"
+	}
+	return fmt.Sprintf("$%d.%s", micros/1_000_000, frac)
 }
 
 // UpdateTask moves a task on: pending → running; pending or running →

@@ -2,7 +2,9 @@ package core_test
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/belayhq/belay"
@@ -102,20 +104,27 @@ func TestPlanInputRules(t *testing.T) {
 		in    belay.SetPlanInput
 		field string
 	}{
-		"no tasks":         {belay.SetPlanInput{SessionID: id}, "tasks"},
-		"duplicate id":     {belay.SetPlanInput{SessionID: id, Tasks: []belay.Task{{ID: "a", Title: "A"}, {ID: "a", Title: "B"}}}, "tasks[1].id"},
-		"no title":         {belay.SetPlanInput{SessionID: id, Tasks: []belay.Task{{ID: "a"}}}, "tasks[0].title"},
-		"bad mode":         {belay.SetPlanInput{SessionID: id, Tasks: one, Mode: "sometimes"}, "mode"},
-		"every_n needs n":  {belay.SetPlanInput{SessionID: id, Tasks: one, Mode: belay.ModeEveryN}, "every"},
-		"negative budget":  {belay.SetPlanInput{SessionID: id, Tasks: one, Budget: belay.Budget{WarnAtMicros: -1}}, "budget"},
-		"warn above limit": {belay.SetPlanInput{SessionID: id, Tasks: one, Budget: belay.Budget{WarnAtMicros: 5, HardLimitMicros: 4}}, "budget.warnAtMicros"},
+		"no tasks":          {belay.SetPlanInput{SessionID: id}, "tasks"},
+		"duplicate id":      {belay.SetPlanInput{SessionID: id, Tasks: []belay.Task{{ID: "a", Title: "A"}, {ID: "a", Title: "B"}}}, "tasks[1].id"},
+		"no title":          {belay.SetPlanInput{SessionID: id, Tasks: []belay.Task{{ID: "a"}}}, "tasks[0].title"},
+		"bad mode":          {belay.SetPlanInput{SessionID: id, Tasks: one, Mode: "sometimes"}, "mode"},
+		"every_n needs n":   {belay.SetPlanInput{SessionID: id, Tasks: one, Mode: belay.ModeEveryN}, "every"},
+		"negative every":    {belay.SetPlanInput{SessionID: id, Tasks: one, Every: -5}, "every"},
+		"every, no every_n": {belay.SetPlanInput{SessionID: id, Tasks: one, Mode: belay.ModeTriggers, Every: 2}, "every"},
+		"negative budget":   {belay.SetPlanInput{SessionID: id, Tasks: one, Budget: belay.Budget{WarnAtMicros: -1}}, "budget"},
+		"warn above limit":  {belay.SetPlanInput{SessionID: id, Tasks: one, Budget: belay.Budget{WarnAtMicros: 5, HardLimitMicros: 4}}, "budget.warnAtMicros"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := svc.SetPlan(localCtx, tc.in)
 			testutil.WantCode(t, err, belay.CodeValidation, tc.field)
 		})
 	}
-	_, err := svc.AddCost(localCtx, belay.CostInput{SessionID: id, Micros: 1})
+	// Amounts below a cent are told as they are, not rounded to the same $0.00.
+	_, err := svc.SetPlan(localCtx, belay.SetPlanInput{SessionID: id, Tasks: one, Budget: belay.Budget{WarnAtMicros: 500, HardLimitMicros: 100}})
+	if be := (*belay.Error)(nil); !errors.As(err, &be) || !strings.Contains(be.Message, "($0.0005)") || !strings.Contains(be.Message, "($0.0001)") {
+		t.Errorf("warning above the limit, under a cent: %v", err)
+	}
+	_, err = svc.AddCost(localCtx, belay.CostInput{SessionID: id, Micros: 1})
 	testutil.WantCode(t, err, belay.CodeValidation, "sessionId")
 	if _, err := svc.SetPlan(localCtx, belay.SetPlanInput{SessionID: id, Tasks: one}); err != nil {
 		t.Fatal(err)
