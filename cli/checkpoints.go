@@ -245,7 +245,12 @@ lists every project.
 			if a.json {
 				return a.printJSON(list)
 			}
+			filtered := in.Type != "" || len(in.Tags) > 0 || pending || in.Cursor != ""
 			return a.paged(func(bool) error {
+				if len(list.Items) == 0 && filtered {
+					fmt.Fprintln(a.env.Stdout, "No checkpoints match.")
+					return nil
+				}
 				a.printCheckpoints(list)
 				for _, e := range list.Corrupted {
 					fmt.Fprintf(a.env.Stdout, "⚠️  left out: %s\n", e.Message)

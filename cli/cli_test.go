@@ -348,8 +348,13 @@ func TestShowWithoutSession(t *testing.T) {
 	if r.code != cli.ExitError || !strings.Contains(r.stderr, "SESSION_NOT_FOUND") {
 		t.Errorf("show in a project without sessions: exit %d, %q", r.code, r.stderr)
 	}
-	if out := h.ok(t, "", "checkpoints"); !strings.HasPrefix(out, "No checkpoints.") {
+	if out := h.ok(t, "", "checkpoints"); !strings.HasPrefix(out, "No checkpoints. Save one") {
 		t.Errorf("checkpoints with none: %q", out)
+	}
+	h.ok(t, "", "save", "-m", "one", "--no-snapshot", "--tag", "t1")
+	// A filter that matches none says so, not that there are none to save.
+	if out := h.ok(t, "", "checkpoints", "--tag", "t1", "--tag", "t2"); out != "No checkpoints match.\n" {
+		t.Errorf("checkpoints matching no filter: %q", out)
 	}
 }
 

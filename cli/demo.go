@@ -17,7 +17,7 @@ func (a *app) demoCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run a research workflow that pauses for your decision",
-		Long: `Run seed 001's research workflow (plan_research → search → synthesize →
+		Long: `Run a research workflow (plan_research → search → synthesize →
 await_approval → generate_ideas) on an offline model, as a session of the
 current directory. It pauses at await_approval with the trends and three
 options; decide in another terminal with 'belay decide' (or through the API):
