@@ -279,7 +279,7 @@ func TestExitCodes(t *testing.T) {
 		{"missing state file", []string{"save", "-m", "x", "--state-file", filepath.Join(h.project, "nope.json")}, cli.ExitError, "VALIDATION_ERROR"},
 		{"state file not JSON", []string{"save", "-m", "x", "--state-file", badJSON}, cli.ExitError, "VALIDATION_ERROR"},
 		{"state on stdin not JSON", []string{"save", "-m", "x", "--state-file", "-"}, cli.ExitError, "VALIDATION_ERROR"},
-		{"limit out of range", []string{"checkpoints", "--limit", "101"}, cli.ExitError, "VALIDATION_ERROR"},
+		{"limit out of range", []string{"checkpoints", "--limit", "101"}, cli.ExitUsage, "--limit must be 1-100, got 101"},
 		{"relative project", []string{"save", "-m", "x", "--project", "rel"}, cli.ExitError, "VALIDATION_ERROR"},
 	}
 	for _, tt := range tests {

@@ -40,7 +40,7 @@ func TestSearchAndReindex(t *testing.T) {
 			t.Errorf("search %q: exit %d, stdout %q, stderr %q", q, r.code, r.stdout, r.stderr)
 		}
 	}
-	if r := h.run(t, "", "search", "x", "--top-k", "500"); r.code != cli.ExitError || !strings.Contains(r.stderr, "VALIDATION_ERROR") {
+	if r := h.run(t, "", "search", "x", "--top-k", "500"); r.code != cli.ExitUsage || !strings.Contains(r.stderr, "--top-k must be 1-100") {
 		t.Errorf("--top-k 500: exit %d, %s", r.code, r.stderr)
 	}
 

@@ -217,7 +217,7 @@ func TestWebhookCommandErrors(t *testing.T) {
 		{"remove unknown", []string{"webhook", "remove", "0000"}, false, cli.ExitError, "NOT_FOUND"},
 		{"remove unknown id", []string{"webhook", "remove", "01890000-0000-7000-8000-00000000abcd"}, false, cli.ExitError, "NOT_FOUND"},
 		{"deliveries of unknown", []string{"webhook", "deliveries", "--webhook", "zzz"}, false, cli.ExitError, "NOT_FOUND"},
-		{"limit too large", []string{"webhook", "deliveries", "--limit", "5000"}, false, cli.ExitError, "VALIDATION_ERROR"},
+		{"limit too large", []string{"webhook", "deliveries", "--limit", "5000"}, false, cli.ExitUsage, "--limit must be 1-1000, got 5000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			delete(e.env, "BELAY_URL")
