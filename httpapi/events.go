@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/coder/websocket"
@@ -119,6 +120,9 @@ func (s *Server) sse(w http.ResponseWriter, r *http.Request) error {
 // websocket serves the same stream as JSON messages over a WebSocket; resume
 // with ?after=SEQ.
 func (s *Server) websocket(w http.ResponseWriter, r *http.Request) error {
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		return belay.Invalid("Upgrade", "GET /v1/ws is a WebSocket: connect with a WebSocket client (Upgrade: websocket), or read the same events as Server-Sent Events from GET /v1/events")
+	}
 	f, err := streamFilter(r)
 	if err != nil {
 		return err

@@ -416,6 +416,18 @@ func TestHITLSSEHeartbeat(t *testing.T) {
 	}
 }
 
+// TestWebSocketRouteWithoutUpgrade: /v1/ws asked for as a plain request is
+// refused with the API's error body, not a text page.
+func TestWebSocketRouteWithoutUpgrade(t *testing.T) {
+	s := newHITLServer(t, nil)
+	s.activity(t)
+	status, body := s.call(t, http.MethodGet, "/v1/ws", "admin", nil, nil)
+	var e struct{ Error *belay.Error }
+	if status != http.StatusBadRequest || json.Unmarshal(body, &e) != nil || e.Error == nil || e.Error.Code != belay.CodeValidation {
+		t.Errorf("GET /v1/ws without an upgrade: %d %s; want 400 VALIDATION_ERROR", status, body)
+	}
+}
+
 func TestHITLWebSocketStream(t *testing.T) {
 	s := newHITLServer(t, nil)
 	s.activity(t)
