@@ -43,6 +43,8 @@ func WorkspaceError(err error) error {
 		return belay.Errorf(belay.CodeCheckpointCorrupt, "%s", we.Error())
 	case workspace.RestoreFailed:
 		return belay.Errorf(belay.CodeRestoreFailed, "%s", we.Error())
+	case workspace.UnsafePath:
+		return belay.Errorf(belay.CodeRestoreFailed, "%s", we.Error()).With("cause", "UNSAFE_PATH").With("paths", we.Paths)
 	case workspace.Forbidden:
 		return belay.Errorf(belay.CodeUnauthorized, "%s", we.Error())
 	}

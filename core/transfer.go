@@ -280,6 +280,10 @@ func (s *Service) ImportSession(ctx context.Context, in belay.ImportInput, r io.
 		unlock = sync.OnceFunc(release)
 		defer unlock()
 		refs, err := ws.ReadBundleLocked(ctx, sess.ProjectPath, bundle.path)
+		var we *workspace.Error
+		if errors.As(err, &we) && we.Code == workspace.InvalidBundle {
+			return nil, belay.Invalid("archive", "%s: %s", archive.BundleFile, we.Msg)
+		}
 		if err != nil {
 			return nil, WorkspaceError(err)
 		}

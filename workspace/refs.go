@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -338,8 +339,10 @@ func (m *Manager) WriteBundle(ctx context.Context, root string, refs []string, p
 }
 
 // ReadBundle verifies the bundle at path and fetches its refs into the
-// workspace's shadow repository (creating it if needed), checking every
-// object it receives. It returns the bundle's refs mapped to their commits.
+// workspace's shadow repository (creating it if needed). A bundle whose
+// trees hold a name no restore writes (see safeName) is an *Error with code
+// InvalidBundle, and none of its refs is made. It returns the bundle's refs
+// mapped to their commits.
 // An existing ref is only moved forward, never rewound. It takes the
 // workspace lock.
 func (m *Manager) ReadBundle(ctx context.Context, root, path string) (map[string]string, error) {
@@ -387,11 +390,69 @@ func (m *Manager) ReadBundleLocked(ctx context.Context, root, path string) (map[
 	if len(refs) == 0 {
 		return refs, nil
 	}
+	// git is no guard against a tree naming .git or ..: older versions
+	// fetching from a bundle ignore fetch.fsckObjects, and fsck takes those
+	// names for warnings. So the objects go in without a ref, their trees
+	// are checked, and only then are the refs fetched.
+	if _, err := m.run(ctx, s, runOpts{}, "bundle", "unbundle", abs); err != nil {
+		return nil, fmt.Errorf("read bundle %s: %w", abs, err)
+	}
+	bad, err := m.unsafeEntries(ctx, s, slices.Collect(maps.Values(refs)))
+	if err != nil {
+		return nil, fmt.Errorf("read bundle %s: %w", abs, err)
+	}
+	if len(bad) > 0 {
+		return nil, errorf(InvalidBundle, nil, "the bundle's snapshots hold names no restore writes (.git, empty, . or .., or with a slash): %s", strings.Join(bad, ", "))
+	}
 	if _, err := m.run(ctx, s, runOpts{stdin: refspecs.Bytes()},
 		"fetch", "-q", "--no-tags", "--no-write-fetch-head", "--no-auto-gc", "--no-write-commit-graph", "--stdin", abs); err != nil {
 		return nil, fmt.Errorf("read bundle %s: %w", abs, err)
 	}
 	return refs, nil
+}
+
+// unsafeEntries returns (up to ten of) the tree entries reachable from
+// commits whose names no restore writes (see safeName), each as its name in
+// its tree. Each tree is read once, however many commits hold it.
+func (m *Manager) unsafeEntries(ctx context.Context, s *shadow, commits []string) ([]string, error) {
+	objects, err := m.run(ctx, s, runOpts{stdin: []byte(strings.Join(commits, "\n") + "\n")}, "rev-list", "--objects", "--no-object-names", "--stdin")
+	if err != nil {
+		return nil, err
+	}
+	typed, err := m.run(ctx, s, runOpts{stdin: objects}, "cat-file", "--batch-check=%(objecttype) %(objectname)")
+	if err != nil {
+		return nil, err
+	}
+	var trees []string
+	for line := range strings.Lines(string(typed)) {
+		if id, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "tree "); ok {
+			trees = append(trees, id)
+		}
+	}
+	const most = 10
+	var bad []string
+	next := 0
+	err = m.catObjects(ctx, s, "tree", trees, func(r io.Reader, size int64) error {
+		id := trees[next]
+		next++
+		data, err := io.ReadAll(r)
+		if err != nil {
+			return err
+		}
+		// Entries are "<mode> <name>\0" and a 20-byte object name.
+		for len(data) > 0 && len(bad) < most {
+			sp, nul := bytes.IndexByte(data, ' '), bytes.IndexByte(data, 0)
+			if sp < 0 || nul < sp || len(data) < nul+21 {
+				return errorf(Corrupted, nil, "tree %s is damaged", id)
+			}
+			if name := string(data[sp+1 : nul]); !safeName(name) {
+				bad = append(bad, fmt.Sprintf("%q in tree %s", name, id))
+			}
+			data = data[nul+21:]
+		}
+		return nil
+	})
+	return bad, err
 }
 
 // DiskUsage returns the bytes used by the workspace's shadow directory

@@ -232,6 +232,17 @@ func (m *Manager) restore(ctx context.Context, s *shadow, from, target string, d
 	if err != nil {
 		return nil, fmt.Errorf("restore %s: %w", s.root, err)
 	}
+	var unsafe []string
+	for _, c := range changes {
+		if !safePath(c.path) {
+			unsafe = append(unsafe, c.path)
+		}
+	}
+	if len(unsafe) > 0 {
+		return nil, &Error{Code: UnsafePath, Paths: unsafe, Msg: fmt.Sprintf(
+			"restore %s: the snapshots hold paths no restore writes (a .git, empty, . or .. component, or an absolute path), so nothing was changed: %s",
+			s.root, quotedList(unsafe))}
+	}
 	var kept []string
 	if len(keep) > 0 {
 		keepSet := make(map[string]bool, len(keep))
@@ -257,6 +268,39 @@ func (m *Manager) restore(ctx context.Context, s *shadow, from, target string, d
 		return nil, err
 	}
 	return result, nil
+}
+
+// safeName reports whether a tree entry's name may be written in a work
+// tree: not empty, ".", ".." or .git in any case (git refuses all of them,
+// and .git on a case-insensitive file system is the repository), and
+// without a slash.
+func safeName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.EqualFold(name, ".git") && !strings.Contains(name, "/")
+}
+
+// safePath reports whether every component of a slash-separated path is a
+// safe name (see safeName): a relative path inside the work tree and
+// outside any .git.
+func safePath(p string) bool {
+	for name := range strings.SplitSeq(p, "/") {
+		if !safeName(name) {
+			return false
+		}
+	}
+	return true
+}
+
+// quotedList quotes paths for a message, the first ten of them.
+func quotedList(paths []string) string {
+	const most = 10
+	quoted := make([]string, 0, most)
+	for _, p := range paths[:min(len(paths), most)] {
+		quoted = append(quoted, strconv.Quote(p))
+	}
+	if len(paths) > most {
+		quoted = append(quoted, fmt.Sprintf("and %d more", len(paths)-most))
+	}
+	return strings.Join(quoted, ", ")
 }
 
 // restoreChanges lists what moving the work tree along changes does.
@@ -510,7 +554,7 @@ func (m *Manager) apply(ctx context.Context, s *shadow, ops []fileOp) (touched [
 		return touched, nil
 	}
 	next := 0
-	err = m.catBlobs(ctx, s, blobIDs(writes), func(r io.Reader, size int64) error {
+	err = m.catObjects(ctx, s, "blob", blobIDs(writes), func(r io.Reader, size int64) error {
 		op := writes[next]
 		next++
 		touched = append(touched, op)
@@ -570,7 +614,7 @@ func (m *Manager) rollBack(ctx context.Context, s *shadow, ops []fileOp, dirs []
 		return errors.Join(failed...)
 	}
 	next := 0
-	err = m.catBlobs(ctx, s, blobIDs(writes), func(r io.Reader, size int64) error {
+	err = m.catObjects(ctx, s, "blob", blobIDs(writes), func(r io.Reader, size int64) error {
 		op := writes[next]
 		next++
 		var err error
@@ -746,9 +790,11 @@ func (m *Manager) setIndexEntries(ctx context.Context, s *shadow, ops []fileOp) 
 	return nil
 }
 
-// catBlobs streams the contents of blobs, in order, to fn through one
-// `git cat-file --batch`. fn must consume exactly size bytes.
-func (m *Manager) catBlobs(ctx context.Context, s *shadow, ids []string, fn func(r io.Reader, size int64) error) error {
+// catObjects streams the contents of objects of one kind ("blob", "tree"),
+// in order, to fn through one `git cat-file --batch`. fn must consume
+// exactly size bytes. An object missing or of another kind is an *Error
+// with code NotFound.
+func (m *Manager) catObjects(ctx context.Context, s *shadow, kind string, ids []string, fn func(r io.Reader, size int64) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if err := s.checkRoot(); err != nil {
@@ -772,9 +818,9 @@ func (m *Manager) catBlobs(ctx context.Context, s *shadow, ids []string, fn func
 			if err != nil {
 				return fmt.Errorf("git cat-file: %w", err)
 			}
-			// "<id> blob <size>" or "<id> missing"
+			// "<id> <kind> <size>" or "<id> missing"
 			fields := strings.Fields(header)
-			if len(fields) != 3 || fields[1] != "blob" {
+			if len(fields) != 3 || fields[1] != kind {
 				return errorf(NotFound, nil, "object %s", strings.TrimSpace(header))
 			}
 			size, err := strconv.ParseInt(fields[2], 10, 64)
@@ -786,7 +832,7 @@ func (m *Manager) catBlobs(ctx context.Context, s *shadow, ids []string, fn func
 				return err
 			}
 			if lr.N != 0 {
-				return fmt.Errorf("git cat-file: blob %s not fully read", fields[0])
+				return fmt.Errorf("git cat-file: %s %s not fully read", kind, fields[0])
 			}
 			if _, err := br.Discard(1); err != nil { // the newline after the content
 				return fmt.Errorf("git cat-file: %w", err)

@@ -76,6 +76,11 @@ const (
 	// Forbidden: the workspace's real path lies outside the roots the
 	// operation is confined to (see Confine).
 	Forbidden Code = "Forbidden"
+	// UnsafePath: a snapshot holds a path no restore writes: one with a
+	// .git component (in any case, as git refuses it), an empty, "." or
+	// ".." component, or an absolute one. belay's snapshots never do; a
+	// crafted one (an imported archive's) may. Error.Paths lists them.
+	UnsafePath Code = "UnsafePath"
 )
 
 // Error is the error type returned for failures a caller may want to tell
@@ -84,6 +89,8 @@ type Error struct {
 	Code Code
 	Msg  string
 	Err  error // underlying cause, if any
+	// Paths are the paths the error is about, when it names some.
+	Paths []string
 }
 
 func (e *Error) Error() string {
@@ -349,7 +356,9 @@ var shadowConfig = [][2]string{
 	// We gc explicitly (DeleteRefs, Collect); auto gc would stall a snapshot.
 	{"gc.auto", "0"},
 	{"maintenance.auto", "false"},
-	// ReadBundle checks every object it imports.
+	// ReadBundle has git check the objects it fetches (from a bundle only
+	// newer versions of git do; the names in its trees ReadBundle checks
+	// itself).
 	{"fetch.fsckObjects", "true"},
 	// git syncs the objects, refs and index it writes, so a snapshot belay
 	// reported survives a crash; batch syncs all the objects of one command
