@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -334,6 +335,10 @@ type journal struct {
 	// Keep are paths From has and Target lacks that the restore leaves as
 	// they are, both ways (see BeginRestoreLocked).
 	Keep []string `json:"keep,omitempty"`
+	// Temp begins the name of every temporary file the restore writes
+	// through (see createTemp): finishing the restore after a crash removes
+	// those it left.
+	Temp string `json:"temp,omitempty"`
 }
 
 // kept returns changes without those of the paths j keeps.
@@ -384,10 +389,13 @@ func (m *Manager) runJournal(ctx context.Context, s *shadow, j journal, changes 
 		return false, fmt.Errorf("restore %s: %w", s.root, err)
 	}
 	j.Dirs = mergeSorted(j.Dirs, dirs)
+	if j.Temp == "" {
+		j.Temp = ".belay-" + rand.Text()[:10] + "-"
+	}
 	if err := writeJournal(s, j); err != nil {
 		return false, err
 	}
-	touched, applyErr := m.apply(ctx, s, forward)
+	touched, applyErr := m.apply(ctx, s, forward, j.Temp)
 	if applyErr == nil && len(forward) > 0 {
 		// The index follows the work tree, so the next snapshot re-hashes only
 		// the restored files. update-index replaces the index atomically: on
@@ -401,7 +409,7 @@ func (m *Manager) runJournal(ctx context.Context, s *shadow, j journal, changes 
 		}
 		// Roll back even if ctx is cancelled: a cancelled restore must not
 		// leave the work tree half-restored.
-		rollbackErr := m.rollBack(context.WithoutCancel(ctx), s, back, j.Dirs)
+		rollbackErr := m.rollBack(context.WithoutCancel(ctx), s, back, j.Dirs, j.Temp)
 		// The restore is over either way: retrying a rollback that failed
 		// would fail the same way at every later call, and the paths it
 		// could not put back are still in the snapshot j.From.
@@ -502,6 +510,9 @@ func (m *Manager) recoverRestore(ctx context.Context, s *shadow) (*journal, erro
 		return nil, fmt.Errorf("finish interrupted restore: %w", err)
 	}
 	changes = j.kept(changes)
+	if err := removeTemps(s, j); err != nil {
+		return nil, fmt.Errorf("finish interrupted restore: %w", err)
+	}
 	if rolledBack, err := m.runJournal(ctx, s, *j, changes); err != nil {
 		if rolledBack {
 			return nil, nil // the restore did not happen
@@ -513,6 +524,46 @@ func (m *Manager) recoverRestore(ctx context.Context, s *shadow) (*journal, erro
 	}
 	j.Applied = true
 	return j, nil
+}
+
+// removeTemps removes the temporary files a restore whose process died left
+// (their names begin with j.Temp) in the directories of the paths it
+// changes.
+func removeTemps(s *shadow, j *journal) error {
+	if j.Temp == "" {
+		return nil
+	}
+	root, err := s.openRoot()
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	seen := map[string]bool{}
+	for _, p := range j.Pending {
+		dir := path.Dir(p)
+		if seen[dir] {
+			continue
+		}
+		seen[dir] = true
+		d, err := root.Open(dir)
+		if err != nil {
+			continue // gone, or no directory: no temporary file is there
+		}
+		names, err := d.Readdirnames(-1)
+		d.Close()
+		if err != nil {
+			return fmt.Errorf("list %s: %w", dir, err)
+		}
+		for _, name := range names {
+			if !strings.HasPrefix(name, j.Temp) {
+				continue
+			}
+			if err := root.Remove(path.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("remove a temporary file: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // fileOp sets one path to a tree entry; mode "000000" means absent.
@@ -528,7 +579,7 @@ func (op fileOp) absent() bool { return op.mode == "000000" }
 // replace a directory and vice versa), then writes. It stops at the first
 // op that fails and returns the ops it started, in order — the failed op
 // included, as it may have half happened.
-func (m *Manager) apply(ctx context.Context, s *shadow, ops []fileOp) (touched []fileOp, err error) {
+func (m *Manager) apply(ctx context.Context, s *shadow, ops []fileOp, temp string) (touched []fileOp, err error) {
 	root, err := s.openRoot()
 	if err != nil {
 		return nil, err
@@ -558,7 +609,7 @@ func (m *Manager) apply(ctx context.Context, s *shadow, ops []fileOp) (touched [
 		op := writes[next]
 		next++
 		touched = append(touched, op)
-		return m.writeFile(root, op, r, size, false)
+		return m.writeFile(root, op, r, size, false, temp)
 	})
 	return touched, err
 }
@@ -584,7 +635,7 @@ func blobIDs(ops []fileOp) []string {
 // file it replaced cannot be written back, and the error says so. rollBack
 // carries on past a path it cannot put back and returns the failures, each
 // naming its path.
-func (m *Manager) rollBack(ctx context.Context, s *shadow, ops []fileOp, dirs []string) error {
+func (m *Manager) rollBack(ctx context.Context, s *shadow, ops []fileOp, dirs []string, temp string) error {
 	root, err := s.openRoot()
 	if err != nil {
 		return err
@@ -623,7 +674,7 @@ func (m *Manager) rollBack(ctx context.Context, s *shadow, ops []fileOp, dirs []
 				err = fmt.Errorf("write %s back: the directory the restore made there holds files it did not write; not removing them", op.path)
 			}
 		} else {
-			err = m.writeFile(root, op, r, size, true)
+			err = m.writeFile(root, op, r, size, true, temp)
 		}
 		if err != nil {
 			failed = append(failed, err)
@@ -709,9 +760,10 @@ func checkParents(root *os.Root, name string, create bool) error {
 
 // writeFile writes one tree entry to the work tree through a temporary file
 // (or symlink) renamed over the old one, so a reader never sees a partial
-// file. With rollback, a path whose parent is no longer a directory is
-// skipped (see rollBack).
-func (m *Manager) writeFile(root *os.Root, op fileOp, r io.Reader, size int64, rollback bool) error {
+// file; the temporary file's name begins with temp (see createTemp). With
+// rollback, a path whose parent is no longer a directory is skipped (see
+// rollBack).
+func (m *Manager) writeFile(root *os.Root, op fileOp, r io.Reader, size int64, rollback bool, temp string) error {
 	if m.beforeWrite != nil {
 		if err := m.beforeWrite(op.path); err != nil {
 			return err
@@ -726,19 +778,17 @@ func (m *Manager) writeFile(root *os.Root, op fileOp, r io.Reader, size int64, r
 	if fi, err := root.Lstat(op.path); err == nil && fi.IsDir() {
 		return fmt.Errorf("write %s: a directory is in the way; not replacing it", op.path)
 	}
-	// A fixed temporary name, so an interrupted restore leaves at most one
-	// per path and finishing it replaces that one.
-	tmp := path.Join(path.Dir(op.path), "."+path.Base(op.path)+".belay-restore")
-	if err := root.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("write %s: %w", op.path, err)
-	}
+	dir := path.Dir(op.path)
+	var tmp string
 	switch op.mode {
 	case "120000":
 		target := make([]byte, size)
 		if _, err := io.ReadFull(r, target); err != nil {
 			return fmt.Errorf("write %s: read blob: %w", op.path, err)
 		}
-		if err := root.Symlink(string(target), tmp); err != nil {
+		var err error
+		tmp, err = createTemp(dir, temp, func(name string) error { return root.Symlink(string(target), name) })
+		if err != nil {
 			return fmt.Errorf("write %s: %w", op.path, err)
 		}
 	case "100644", "100755":
@@ -746,7 +796,12 @@ func (m *Manager) writeFile(root *os.Root, op fileOp, r io.Reader, size int64, r
 		if op.mode == "100755" {
 			perm = 0o777
 		}
-		f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+		var f *os.File
+		var err error
+		tmp, err = createTemp(dir, temp, func(name string) (err error) {
+			f, err = root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("write %s: %w", op.path, err)
 		}
@@ -766,6 +821,21 @@ func (m *Manager) writeFile(root *os.Root, op fileOp, r io.Reader, size int64, r
 		return fmt.Errorf("write %s: %w", op.path, err)
 	}
 	return nil
+}
+
+// createTemp makes a temporary file in dir with create, named with prefix
+// (the restore's, journal.Temp) and a random suffix, never after the file
+// it stands for: it cannot be a file of the user's, and it is short enough
+// for a directory where the file's own name is as long as names may be. A
+// name already taken is tried again with another suffix.
+func createTemp(dir, prefix string, create func(name string) error) (string, error) {
+	for range 100 {
+		name := path.Join(dir, prefix+rand.Text()[:8])
+		if err := create(name); !errors.Is(err, fs.ErrExist) {
+			return name, err
+		}
+	}
+	return "", fmt.Errorf("no free temporary name in %s", dir)
 }
 
 // setIndexEntries makes the private index agree with ops without reading the

@@ -78,9 +78,9 @@ func TestRestoreJournalRecovery(t *testing.T) {
 	// A restore from s2 to s1 died after removing c.txt, while writing a.txt
 	// through its temporary file.
 	removeFiles(t, root, "c.txt")
-	writeFiles(t, root, map[string]string{".a.txt.belay-restore": "partial"})
+	writeFiles(t, root, map[string]string{".belay-0123456789-ABCDEFGH": "partial"})
 	s, _ := m.workspaceFor(context.Background(), root)
-	data, _ := json.Marshal(journal{From: s2.Commit, Target: s1.Commit, Pending: []string{"a.txt", "c.txt", "dir/b.txt"}})
+	data, _ := json.Marshal(journal{From: s2.Commit, Target: s1.Commit, Pending: []string{"a.txt", "c.txt", "dir/b.txt"}, Temp: ".belay-0123456789-"})
 	if err := os.WriteFile(s.journalPath(), data, 0o600); err != nil {
 		t.Fatal(err)
 	}
