@@ -775,9 +775,11 @@ func (m *Manager) writeFile(root *os.Root, op fileOp, r io.Reader, size int64, r
 		}
 		return fmt.Errorf("write %s: %w", op.path, err)
 	}
-	if fi, err := root.Lstat(op.path); err == nil && fi.IsDir() {
+	fi, err := root.Lstat(op.path)
+	if err == nil && fi.IsDir() {
 		return fmt.Errorf("write %s: a directory is in the way; not replacing it", op.path)
 	}
+	replacesFile := err == nil && fi.Mode().IsRegular()
 	dir := path.Dir(op.path)
 	var tmp string
 	switch op.mode {
@@ -786,7 +788,6 @@ func (m *Manager) writeFile(root *os.Root, op fileOp, r io.Reader, size int64, r
 		if _, err := io.ReadFull(r, target); err != nil {
 			return fmt.Errorf("write %s: read blob: %w", op.path, err)
 		}
-		var err error
 		tmp, err = createTemp(dir, temp, func(name string) error { return root.Symlink(string(target), name) })
 		if err != nil {
 			return fmt.Errorf("write %s: %w", op.path, err)
@@ -796,8 +797,10 @@ func (m *Manager) writeFile(root *os.Root, op fileOp, r io.Reader, size int64, r
 		if op.mode == "100755" {
 			perm = 0o777
 		}
+		if replacesFile {
+			perm = executable(fi.Mode().Perm(), op.mode == "100755")
+		}
 		var f *os.File
-		var err error
 		tmp, err = createTemp(dir, temp, func(name string) (err error) {
 			f, err = root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 			return err
@@ -805,7 +808,13 @@ func (m *Manager) writeFile(root *os.Root, op fileOp, r io.Reader, size int64, r
 		if err != nil {
 			return fmt.Errorf("write %s: %w", op.path, err)
 		}
-		_, err = io.CopyN(f, r, size)
+		if replacesFile {
+			// Exactly the old file's bits, which the umask would narrow.
+			err = f.Chmod(perm)
+		}
+		if err == nil {
+			_, err = io.CopyN(f, r, size)
+		}
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -821,6 +830,16 @@ func (m *Manager) writeFile(root *os.Root, op fileOp, r io.Reader, size int64, r
 		return fmt.Errorf("write %s: %w", op.path, err)
 	}
 	return nil
+}
+
+// executable returns perm with the executable bits of git's mode 100755
+// (where perm lets read, and the owner's at least) or 100644 (none).
+func executable(perm fs.FileMode, exec bool) fs.FileMode {
+	perm &^= 0o111
+	if exec {
+		perm |= (perm&0o444)>>2 | 0o100
+	}
+	return perm
 }
 
 // createTemp makes a temporary file in dir with create, named with prefix

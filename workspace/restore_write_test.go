@@ -2,6 +2,9 @@ package workspace
 
 import (
 	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -28,4 +31,49 @@ func TestRestoreTemporaryNamesAreNoUsersFiles(t *testing.T) {
 		t.Errorf("changes %v, want a.txt and the long name", res.Changes)
 	}
 	diffStates(t, "after restore", want, treeState(t, root))
+}
+
+// TestRestoreKeepsPermissions: a file written back keeps the permission
+// bits of the file it replaces (a private file stays private), with the
+// executable bits the snapshot's mode says.
+func TestRestoreKeepsPermissions(t *testing.T) {
+	m := newManager(t)
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{".env": "A=1\n", "tool": "v1\n"})
+	chmod := func(name string, mode fs.FileMode) {
+		t.Helper()
+		if err := os.Chmod(filepath.Join(root, name), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	perm := func(name string) fs.FileMode {
+		t.Helper()
+		fi, err := os.Lstat(filepath.Join(root, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Mode().Perm()
+	}
+	chmod(".env", 0o600)
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	writeFiles(t, root, map[string]string{".env": "A=2\n", "tool": "v2\n"})
+	chmod(".env", 0o600)
+	chmod("tool", 0o750)
+	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
+
+	if _, err := m.Restore(context.Background(), root, s2.Commit, s1.Commit, false); err != nil {
+		t.Fatal(err)
+	}
+	if p := perm(".env"); p != 0o600 {
+		t.Errorf(".env is %v after the restore, want -rw-------", p)
+	}
+	if p := perm("tool"); p != 0o640 {
+		t.Errorf("tool is %v after the restore to 100644, want -rw-r-----", p)
+	}
+	if _, err := m.Restore(context.Background(), root, s1.Commit, s2.Commit, false); err != nil {
+		t.Fatal(err)
+	}
+	if p := perm("tool"); p != 0o750 {
+		t.Errorf("tool is %v after the restore to 100755, want -rwxr-x---", p)
+	}
 }
