@@ -27,7 +27,8 @@ const SafetyCheckpointName = "pre-rollback"
 // session's head checkpoint, that checkpoint holds them and none is saved —
 // then moves the workspace to the checkpoint's snapshot
 // (touching only the files that differ; ignored files and files no snapshot
-// holds stay as they are) and the session's agent state, phase and step to
+// holds stay as they are, and a rollback that would write over one is
+// refused, cause WOULD_OVERWRITE) and the session's agent state, phase and step to
 // the checkpoint's. The checkpoint becomes the session's head, so the next
 // checkpoint descends from it and the timeline branches. A failed or paused
 // session runs again. A checkpoint without a snapshot restores state only.
@@ -114,6 +115,20 @@ func (s *Service) previewRestore(ctx context.Context, sess *belay.Session, targe
 	// From the target to the work tree: what was created since is removed,
 	// unless the target's snapshot left it out; what was modified or
 	// deleted since is restored.
+	// What the target has and the work tree's snapshot lacks, a rollback
+	// writes: it refuses when a file no snapshot holds is there.
+	var written []string
+	for _, f := range d.Files {
+		switch f.Status {
+		case belay.FileDeleted:
+			written = append(written, f.Path)
+		case belay.FileRenamed:
+			written = append(written, f.OldPath)
+		}
+	}
+	if err := ws.RefuseOverwrite(ctx, root, written); err != nil {
+		return nil, s.restoreFailed(ctx, err, target)
+	}
 	fc := changesFromDiff(d)
 	skipped := skippedPaths(target)
 	for _, p := range fc.Created {

@@ -45,6 +45,8 @@ func WorkspaceError(err error) error {
 		return belay.Errorf(belay.CodeRestoreFailed, "%s", we.Error())
 	case workspace.UnsafePath:
 		return belay.Errorf(belay.CodeRestoreFailed, "%s", we.Error()).With("cause", "UNSAFE_PATH").With("paths", we.Paths)
+	case workspace.WouldOverwrite:
+		return belay.Errorf(belay.CodeRestoreFailed, "%s", we.Error()).With("cause", "WOULD_OVERWRITE").With("paths", we.Paths)
 	case workspace.Forbidden:
 		return belay.Errorf(belay.CodeUnauthorized, "%s", we.Error())
 	}

@@ -258,6 +258,15 @@ func (m *Manager) restore(ctx context.Context, s *shadow, from, target string, d
 	}
 	j := journal{From: fromID, Target: targetID, Started: m.now().UTC(), Record: record, Keep: kept}
 	changes = j.kept(changes)
+	var added []string
+	for _, c := range changes {
+		if c.oldMode == "000000" && c.newMode != "000000" && c.newMode != "160000" {
+			added = append(added, c.path)
+		}
+	}
+	if err := refuseOverwrite(s, added); err != nil {
+		return nil, err
+	}
 	result := &RestoreResult{Changes: restoreChanges(changes), Kept: kept}
 	if dryRun || len(changes) == 0 && record == nil {
 		return result, nil
@@ -269,6 +278,45 @@ func (m *Manager) restore(ctx context.Context, s *shadow, from, target string, d
 		return nil, err
 	}
 	return result, nil
+}
+
+// RefuseOverwrite checks paths a restore would write that the snapshot it
+// starts from lacks, as Restore does before it changes anything: those the
+// work tree holds all the same, as a file or a symlink (ignored files, or
+// files that snapshot left out), are in no snapshot, and it returns an
+// *Error with code WouldOverwrite naming them. For a dry run that compares
+// the target with the work tree itself.
+func (m *Manager) RefuseOverwrite(ctx context.Context, root string, paths []string) error {
+	s, err := m.existing(ctx, root)
+	if err != nil {
+		return err
+	}
+	return refuseOverwrite(s, paths)
+}
+
+// refuseOverwrite is RefuseOverwrite on s: a restore must not write over a
+// file no snapshot holds, as git checkout will not.
+func refuseOverwrite(s *shadow, paths []string) error {
+	if len(paths) == 0 {
+		return nil
+	}
+	root, err := s.openRoot()
+	if err != nil {
+		return fmt.Errorf("restore %s: %w", s.root, err)
+	}
+	defer root.Close()
+	var unsaved []string
+	for _, p := range paths {
+		if fi, err := root.Lstat(p); err == nil && !fi.IsDir() {
+			unsaved = append(unsaved, p)
+		}
+	}
+	if len(unsaved) == 0 {
+		return nil
+	}
+	return &Error{Code: WouldOverwrite, Paths: unsaved, Msg: fmt.Sprintf(
+		"restore %s: it would overwrite files that are in no snapshot (ignored, or left out of the snapshot of the current state), so nothing was changed; move them away first: %s",
+		s.root, quotedList(unsaved))}
 }
 
 // safeName reports whether a tree entry's name may be written in a work

@@ -81,6 +81,11 @@ const (
 	// ".." component, or an absolute one. belay's snapshots never do; a
 	// crafted one (an imported archive's) may. Error.Paths lists them.
 	UnsafePath Code = "UnsafePath"
+	// WouldOverwrite: a restore would write over files that the snapshot it
+	// starts from does not hold (ignored ones, or ones that snapshot left
+	// out), so that no snapshot holds them; nothing was changed.
+	// Error.Paths lists them.
+	WouldOverwrite Code = "WouldOverwrite"
 )
 
 // Error is the error type returned for failures a caller may want to tell
