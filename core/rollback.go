@@ -415,6 +415,9 @@ func (s *Service) finishInterruptedRollback(ctx context.Context, ws *workspace.M
 		return err
 	}
 	s.log.Info("finished an interrupted rollback", "rollbackId", rec.RollbackID, "sessionId", rec.SessionID, "checkpointId", rec.TargetID)
+	if len(p.Left) > 0 {
+		s.log.Warn("finishing an interrupted rollback left the files changed since it was interrupted as they are", "rollbackId", rec.RollbackID, "paths", p.Left)
+	}
 	return WorkspaceError(ws.CommitRestoreLocked(ctx, root))
 }
 

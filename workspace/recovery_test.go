@@ -401,3 +401,78 @@ func TestRecordedRestoreKeepsWhatItIsTold(t *testing.T) {
 	}
 	diffStates(t, "after undo", atTwo, treeState(t, root))
 }
+
+// TestInterruptedRestoreLeavesLaterEditsAlone: finishing a restore whose
+// process died writes a path only while it holds what the restore found
+// there (or already what it writes): a file edited after the crash, reached
+// by the restore or not, stays as it is, and the pending restore names it;
+// undoing the restore leaves it too.
+func TestInterruptedRestoreLeavesLaterEditsAlone(t *testing.T) {
+	m := newManager(t)
+	root := t.TempDir()
+	ctx := context.Background()
+	files := map[string]string{}
+	for i := range 20 {
+		files["f"+string(rune('a'+i))+".txt"] = "one\n"
+	}
+	writeFiles(t, root, files)
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	for name := range files {
+		files[name] = "two\n"
+	}
+	writeFiles(t, root, files)
+	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
+
+	writes := 0
+	m.beforeWrite = func(string) error {
+		if writes++; writes == 7 {
+			runtime.Goexit()
+		}
+		return nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		unlock, err := m.Lock(ctx, root)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer unlock()
+		m.BeginRestoreLocked(ctx, root, s2.Commit, s1.Commit, []byte(`"rollback"`), nil)
+		t.Error("the restore was not interrupted")
+	}()
+	<-done
+	m.beforeWrite = nil
+	// fa.txt was restored before the crash, fs.txt was not reached: both
+	// are edited since.
+	writeFiles(t, root, map[string]string{"fa.txt": "edited\n", "fs.txt": "edited\n"})
+
+	unlock, err := m.Lock(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	p, err := m.PendingRestoreLocked(ctx, root)
+	if err != nil || p == nil {
+		t.Fatalf("pending = %+v, %v", p, err)
+	}
+	if !slices.Equal(p.Left, []string{"fa.txt", "fs.txt"}) || len(p.Changes) != 18 {
+		t.Errorf("pending restore left %q and changed %d files, want fa.txt and fs.txt left and 18 changed", p.Left, len(p.Changes))
+	}
+	want := map[string]string{}
+	for name := range files {
+		want[name] = "file 644 one\n"
+	}
+	want["fa.txt"], want["fs.txt"] = "file 644 edited\n", "file 644 edited\n"
+	diffStates(t, "after finishing the restore", want, treeState(t, root))
+
+	if err := m.UndoRestoreLocked(ctx, root); err != nil {
+		t.Fatal(err)
+	}
+	for name := range files {
+		want[name] = "file 644 two\n"
+	}
+	want["fa.txt"], want["fs.txt"] = "file 644 edited\n", "file 644 edited\n"
+	diffStates(t, "after undoing the restore", want, treeState(t, root))
+}

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha1"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -118,6 +121,10 @@ type PendingRestore struct {
 	Record []byte
 	// Changes lists what the restore changed, sorted by path.
 	Changes []Change
+	// Left are the paths the restore was to change that were changed after
+	// its process died, before it was finished: they are left as they
+	// were, by finishing and by undoing the restore alike.
+	Left []string
 }
 
 // PendingRestoreLocked first finishes moving the files of a restore whose
@@ -148,7 +155,7 @@ func (m *Manager) PendingRestoreLocked(ctx context.Context, root string) (*Pendi
 	if err != nil {
 		return nil, fmt.Errorf("pending restore of %s: %w", s.root, err)
 	}
-	return &PendingRestore{From: j.From, Target: j.Target, Record: j.Record, Changes: restoreChanges(j.kept(changes))}, nil
+	return &PendingRestore{From: j.From, Target: j.Target, Record: j.Record, Changes: restoreChanges(j.kept(changes)), Left: j.Left}, nil
 }
 
 // CommitRestoreLocked ends the pending restore: its caller recorded it. The
@@ -182,7 +189,7 @@ func (m *Manager) UndoRestoreLocked(ctx context.Context, root string) error {
 		return fmt.Errorf("undo restore of %s: %w", s.root, err)
 	}
 	changes = j.kept(changes)
-	back := journal{From: j.Target, Target: j.From, Started: m.now().UTC(), Keep: j.Keep}
+	back := journal{From: j.Target, Target: j.From, Started: m.now().UTC(), Keep: j.Keep, Left: j.Left}
 	for _, c := range changes {
 		back.Pending = append(back.Pending, c.path)
 	}
@@ -383,18 +390,24 @@ type journal struct {
 	// Keep are paths From has and Target lacks that the restore leaves as
 	// they are, both ways (see BeginRestoreLocked).
 	Keep []string `json:"keep,omitempty"`
+	// Left are paths changed after the process of the restore died, which
+	// finishing it found holding neither what the restore found there nor
+	// what it writes: they are left as they are, both ways.
+	Left []string `json:"left,omitempty"`
 	// Temp begins the name of every temporary file the restore writes
 	// through (see createTemp): finishing the restore after a crash removes
 	// those it left.
 	Temp string `json:"temp,omitempty"`
 }
 
-// kept returns changes without those of the paths j keeps.
+// kept returns changes without those of the paths j keeps or leaves.
 func (j *journal) kept(changes []treeChange) []treeChange {
-	if len(j.Keep) == 0 {
+	if len(j.Keep) == 0 && len(j.Left) == 0 {
 		return changes
 	}
-	return slices.DeleteFunc(changes, func(c treeChange) bool { return slices.Contains(j.Keep, c.path) })
+	return slices.DeleteFunc(changes, func(c treeChange) bool {
+		return slices.Contains(j.Keep, c.path) || slices.Contains(j.Left, c.path)
+	})
 }
 
 // readJournal returns the journal of s, or nil when there is none.
@@ -538,7 +551,10 @@ func writeJournal(s *shadow, j journal) error {
 }
 
 // recoverRestore finishes moving the files of a restore whose process died
-// (moving the work tree to the target again is idempotent) and returns the
+// (moving the work tree to the target again is idempotent), but for the
+// paths changed since (holding neither what the restore found there nor
+// what it writes), which it leaves as they are and lists in the journal's
+// Left; it removes the temporary files the process left, and returns the
 // journal when it carries a record and so waits for its caller (see
 // BeginRestoreLocked). A restore that cannot be finished is rolled back as
 // any failed restore; once rolled back it is over and recoverRestore returns
@@ -561,6 +577,14 @@ func (m *Manager) recoverRestore(ctx context.Context, s *shadow) (*journal, erro
 	if err := removeTemps(s, j); err != nil {
 		return nil, fmt.Errorf("finish interrupted restore: %w", err)
 	}
+	// A path edited since the process died is someone's work, in no
+	// snapshot: it is not written over.
+	left, err := changedSince(s, changes)
+	if err != nil {
+		return nil, fmt.Errorf("finish interrupted restore: %w", err)
+	}
+	j.Left = mergeSorted(j.Left, left)
+	changes = j.kept(changes)
 	if rolledBack, err := m.runJournal(ctx, s, *j, changes); err != nil {
 		if rolledBack {
 			return nil, nil // the restore did not happen
@@ -612,6 +636,66 @@ func removeTemps(s *shadow, j *journal) error {
 		}
 	}
 	return nil
+}
+
+// changedSince lists the paths of changes that hold neither what the
+// restore found there (the change's old entry) nor what it writes (its new
+// one): they changed after the restore's process died.
+func changedSince(s *shadow, changes []treeChange) ([]string, error) {
+	root, err := s.openRoot()
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	var changed []string
+	for _, c := range changes {
+		if !holds(root, c.path, c.oldMode, c.oldID) && !holds(root, c.path, c.newMode, c.newID) {
+			changed = append(changed, c.path)
+		}
+	}
+	return changed, nil
+}
+
+// holds reports whether the work tree holds the tree entry of mode and id
+// at name: nothing (or a directory) for an absent entry, a directory for a
+// gitlink, else a symlink or a file of that mode and content. What cannot
+// be read holds nothing known.
+func holds(root *os.Root, name, mode, id string) bool {
+	fi, err := root.Lstat(name)
+	switch {
+	case mode == "000000":
+		return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || err == nil && fi.IsDir()
+	case err != nil:
+		return false
+	case mode == "160000":
+		return fi.IsDir()
+	case mode == "120000":
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			return false
+		}
+		target, err := root.Readlink(name)
+		return err == nil && blobID(strings.NewReader(target), int64(len(target))) == id
+	}
+	if !fi.Mode().IsRegular() || (fi.Mode()&0o100 != 0) != (mode == "100755") {
+		return false
+	}
+	f, err := root.Open(name)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return blobID(f, fi.Size()) == id
+}
+
+// blobID returns the object name of a blob of size bytes read from r, or ""
+// when r holds another number of bytes or fails.
+func blobID(r io.Reader, size int64) string {
+	h := sha1.New()
+	fmt.Fprintf(h, "blob %d\x00", size)
+	if n, err := io.Copy(h, r); err != nil || n != size {
+		return ""
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // fileOp sets one path to a tree entry; mode "000000" means absent.
