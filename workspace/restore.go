@@ -52,8 +52,11 @@ type RestoreResult struct {
 // trees differ are touched: files modified or deleted since target are
 // written back (atomically, via a temporary file and rename), files created
 // since target are removed along with the directories that leaves empty.
-// Ignored files and files neither tree knows are never touched; a directory
-// is never removed unless empty. Nothing is written through a symlink: a
+// Ignored files and files neither tree knows are never touched, and a
+// restore that would write over one fails before it changes anything
+// (WouldOverwrite); a directory is never removed unless it holds no file
+// however deep (directories of empty directories in the way of a file give
+// way, as in git checkout, and are not made again if the restore fails). Nothing is written through a symlink: a
 // symlink is written as a symlink, and a path below one is never written.
 //
 // A journal (restore.json in the shadow directory) is written before the
@@ -909,7 +912,18 @@ func (m *Manager) writeFile(root *os.Root, op fileOp, r io.Reader, size int64, r
 	}
 	fi, err := root.Lstat(op.path)
 	if err == nil && fi.IsDir() {
-		return fmt.Errorf("write %s: a directory is in the way; not replacing it", op.path)
+		// Empty directories are nothing git (or a snapshot) keeps: as git
+		// checkout does, they give way; a directory holding a file does not.
+		dirs := emptyDirs(root, op.path)
+		if dirs == nil {
+			return fmt.Errorf("write %s: a directory holding files is in the way; not replacing it", op.path)
+		}
+		for _, dir := range slices.Backward(dirs) {
+			// rmdir fails on a directory a file was put in meanwhile.
+			if err := root.Remove(dir); err != nil {
+				return fmt.Errorf("write %s: a directory is in the way: %w", op.path, err)
+			}
+		}
 	}
 	replacesFile := err == nil && fi.Mode().IsRegular()
 	dir := path.Dir(op.path)
@@ -962,6 +976,33 @@ func (m *Manager) writeFile(root *os.Root, op fileOp, r io.Reader, size int64, r
 		return fmt.Errorf("write %s: %w", op.path, err)
 	}
 	return nil
+}
+
+// emptyDirs lists the directory dir and the directories below it, each
+// before those it holds, when they hold nothing else however deep (no file,
+// symlink or other entry); nil when they do, or cannot be read.
+func emptyDirs(root *os.Root, dir string) []string {
+	d, err := root.Open(dir)
+	if err != nil {
+		return nil
+	}
+	entries, err := d.ReadDir(-1)
+	d.Close()
+	if err != nil {
+		return nil
+	}
+	dirs := []string{dir}
+	for _, e := range entries {
+		if !e.IsDir() {
+			return nil
+		}
+		below := emptyDirs(root, path.Join(dir, e.Name()))
+		if below == nil {
+			return nil
+		}
+		dirs = append(dirs, below...)
+	}
+	return dirs
 }
 
 // executable returns perm with the executable bits of git's mode 100755

@@ -77,3 +77,38 @@ func TestRestoreKeepsPermissions(t *testing.T) {
 		t.Errorf("tool is %v after the restore to 100755, want -rwxr-x---", p)
 	}
 }
+
+// TestRestoreReplacesEmptyDirectories: a directory in the way of a file a
+// restore writes is removed when it holds no file at all, however deep (as
+// git checkout replaces it); one holding a file stays, and the restore
+// fails and is rolled back.
+func TestRestoreReplacesEmptyDirectories(t *testing.T) {
+	m := newManager(t)
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{"a.txt": "a\n", "b": "f\n"})
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	want := treeState(t, root)
+	removeFiles(t, root, "b")
+	if err := os.MkdirAll(filepath.Join(root, "b", "x", "y"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(root, "b", "z"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
+	if _, err := m.Restore(context.Background(), root, s2.Commit, s1.Commit, false); err != nil {
+		t.Fatal(err)
+	}
+	diffStates(t, "after restore", want, treeState(t, root))
+
+	removeFiles(t, root, "b")
+	writeFiles(t, root, map[string]string{"b/x/y/.keep.pyc": ""})
+	if err := os.WriteFile(filepath.Join(root, ".belayignore"), []byte("*.pyc\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s3 := snapshot(t, m, root, "refs/belay/s/3", s2.Commit)
+	before := treeState(t, root)
+	_, err := m.Restore(context.Background(), root, s3.Commit, s1.Commit, false)
+	wantCode(t, err, RestoreFailed)
+	diffStates(t, "after a failed restore", before, treeState(t, root))
+}
