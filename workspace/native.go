@@ -446,8 +446,11 @@ func (sc *scanner) scanDir(rel string, d *nativeDir) {
 	defer unix.Close(fd)
 	var seenFiles, seenDirs int
 	err = readDirents(fd, func(name []byte, typ uint8) bool {
-		if string(name) == ".git" {
-			if rel != "" && d == nil {
+		// git stores no .git in any case (.GIT is the repository on a
+		// case-insensitive file system), and a restore writes none; only
+		// .git itself makes a nested repository.
+		if strings.EqualFold(string(name), ".git") {
+			if string(name) == ".git" && rel != "" && d == nil {
 				nested = true
 			}
 			return true

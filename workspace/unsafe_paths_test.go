@@ -111,3 +111,23 @@ func TestReadBundleRefusesUnsafePaths(t *testing.T) {
 		})
 	}
 }
+
+// TestSnapshotsHoldNoDotGitInAnyCase: git stores no .git in any case (on a
+// case-insensitive file system .GIT is the repository), so neither does a
+// snapshot belay builds itself, and a restore never meets one in a tree of
+// its own.
+func TestSnapshotsHoldNoDotGitInAnyCase(t *testing.T) {
+	m := newManager(t)
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{"a.txt": "a\n", ".GIT/x": "x\n", "d/.Git/y": "y\n"})
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "") // through git
+	writeFiles(t, root, map[string]string{"b.txt": "b\n", ".GIT/z": "z\n"})
+	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit) // built by belay
+	for _, s := range []*Snapshot{s1, s2} {
+		for _, f := range treeFiles(t, m, root, s.Commit) {
+			if name := strings.Fields(f)[1]; !safePath(name) {
+				t.Errorf("snapshot %s holds %q", s.Commit, name)
+			}
+		}
+	}
+}
