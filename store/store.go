@@ -71,7 +71,13 @@ type Reader interface {
 	// never with UpdateSession.
 	GetSessionHead(ctx context.Context, id string) (*belay.Session, error)
 	// ActiveSession returns the newest open session (see SessionStatus.Open) of
-	// a project path within scope.
+	// a project path within scope. Inside a transaction it is a save's
+	// lookup: other writers to the session returned wait for the commit, as
+	// after GetSession, and so does another transaction's ActiveSession of
+	// the same project path, found or not. So of concurrent transactions
+	// that look a project's active session up and create one when there is
+	// none, exactly one creates it, and each numbers its checkpoints after
+	// those committed before it.
 	ActiveSession(ctx context.Context, projectPath string, scope Scope) (*belay.Session, error)
 	// ListSessions returns one page of sessions, newest first: up to
 	// q.Limit, ending early at q.MaxBytes. more reports whether sessions

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -344,6 +346,53 @@ func TestConcurrentSavesToOneSessionAcrossInstances(t *testing.T) {
 	}
 	if len(seen) != n {
 		t.Errorf("%d distinct seqs, want %d", len(seen), n)
+	}
+}
+
+// TestConcurrentSavesByProjectAcrossInstances: saves naming only their
+// project (no session yet) run at once on several instances: every save
+// succeeds, exactly one session is created, and its checkpoints are
+// numbered 1..n; a second burst, into the session now there, continues it.
+func TestConcurrentSavesByProjectAcrossInstances(t *testing.T) {
+	dbs := instances(t, 3)
+	var svcs []*core.Service
+	for _, db := range dbs {
+		svc := core.New(core.Options{Store: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		defer svc.Close()
+		svcs = append(svcs, svc)
+	}
+	project := t.TempDir()
+	const n = 12
+	sessions := map[string]bool{}
+	seen := map[int64]bool{}
+	for burst := range 2 {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				cp, err := svcs[i%len(svcs)].CreateCheckpoint(admin, belay.CreateCheckpointInput{ProjectPath: project, Summary: fmt.Sprint("c", i)})
+				if err != nil {
+					t.Errorf("burst %d, save %d: %v", burst, i, err)
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if seen[cp.Seq] {
+					t.Errorf("seq %d repeated", cp.Seq)
+				}
+				seen[cp.Seq], sessions[cp.SessionID] = true, true
+			})
+		}
+		wg.Wait()
+	}
+	if len(sessions) != 1 {
+		t.Errorf("the saves went to %d sessions, want 1", len(sessions))
+	}
+	for seq := range int64(2 * n) {
+		if !seen[seq+1] {
+			t.Errorf("no checkpoint #%d: seqs %v", seq+1, slices.Sorted(maps.Keys(seen)))
+			break
+		}
 	}
 }
 

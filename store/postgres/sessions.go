@@ -123,13 +123,37 @@ var closedStatuses = func() string {
 	return "(" + strings.Join(out, ", ") + ")"
 }()
 
+// activeLockSpace is the first key of the advisory lock ActiveSession takes
+// on a project path inside a transaction, the path's hash the second: a key
+// space of its own (migrate's lock has one key, a space apart).
+const activeLockSpace = 0x62656c61 // "bela"
+
 func (r reader) ActiveSession(ctx context.Context, projectPath string, scope store.Scope) (*belay.Session, error) {
 	where, args := "project_path = ? AND status NOT IN "+closedStatuses, []any{projectPath}
 	if cond, a := scopeFilter(scope, "id", "project_path", ""); cond != "" {
 		where, args = where+" AND "+cond, append(args, a...)
 	}
-	s, err := scanSession(r.q.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions
-		WHERE `+where+` ORDER BY created_at DESC, id DESC LIMIT 1`, args...))
+	q := `SELECT ` + sessionCols + ` FROM sessions WHERE ` + where + ` ORDER BY created_at DESC, id DESC LIMIT 1`
+	if !r.inTx {
+		return r.activeSession(ctx, projectPath, r.q.QueryRowContext(ctx, q, args...))
+	}
+	// A write transaction looks the active session up to save into it, or
+	// to create one when there is none. Saves by project take turns on the
+	// path (the lock lasts until the commit; the next statement's snapshot
+	// sees what the previous holder committed), so only one creates the
+	// session; the session found is locked as GetSession locks it, so
+	// saves naming it take turns with them too.
+	if _, err := r.q.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?, hashtext(?))`, activeLockSpace, projectPath); err != nil {
+		return nil, fmt.Errorf("postgres: lock project %s: %w", projectPath, err)
+	}
+	// A row a writer closes or deletes while this waits for its lock is
+	// passed over for the next open one (the lock is taken below the limit).
+	return r.activeSession(ctx, projectPath, r.q.QueryRowContext(ctx, q+` FOR UPDATE`, args...))
+}
+
+// activeSession reads ActiveSession's answer from its row.
+func (r reader) activeSession(ctx context.Context, projectPath string, found row) (*belay.Session, error) {
+	s, err := scanSession(found)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, belay.Errorf(belay.CodeSessionNotFound, "no active session for %s", projectPath).With("projectPath", projectPath)
 	}

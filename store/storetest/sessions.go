@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,6 +59,8 @@ func testSessions(t *testing.T, o opener) {
 		{"DeleteCascades", testSessionDeleteCascades},
 		{"ActiveSessionByStatus", testActiveSessionByStatus},
 		{"ActiveSessionNewestOpen", testActiveSessionNewestOpen},
+		{"ActiveSessionLookupOrCreate", testActiveSessionLookupOrCreate},
+		{"ActiveSessionBesideWriters", testActiveSessionBesideWriters},
 		{"List", testListSessions},
 		{"ListPaging", testListSessionsPaging},
 		{"ListBytes", testListSessionsBytes},
@@ -370,6 +373,144 @@ func testActiveSessionNewestOpen(t *testing.T, st store.Store) {
 		t.Fatal(err)
 	}
 	wantEqual(t, "ActiveSession of a tie", wantID, got.ID)
+}
+
+// saveByPath is a save naming only its project, as core makes it: in one
+// transaction, the project's active session, created when there is none,
+// takes the next checkpoint.
+func saveByPath(t *testing.T, st store.Store, project string, createdAt time.Time) error {
+	ctx := t.Context()
+	return st.Update(ctx, func(tx store.Tx) error {
+		s, err := tx.ActiveSession(ctx, project, store.Everything)
+		if belay.IsCode(err, belay.CodeSessionNotFound) {
+			s = newSession(project, createdAt)
+			err = tx.InsertSession(ctx, s)
+		}
+		if err != nil {
+			return err
+		}
+		return advance(t, tx, s, createdAt)
+	})
+}
+
+// saveByID is a save naming its session.
+func saveByID(t *testing.T, st store.Store, id string, createdAt time.Time) error {
+	ctx := t.Context()
+	return st.Update(ctx, func(tx store.Tx) error {
+		s, err := tx.GetSessionHead(ctx, id)
+		if err != nil {
+			return err
+		}
+		return advance(t, tx, s, createdAt)
+	})
+}
+
+// advance stores the next checkpoint of s and moves s's head to it.
+func advance(t *testing.T, tx store.Tx, s *belay.Session, createdAt time.Time) error {
+	c := seal(t, newCheckpoint(s, s.LastSeq+1, createdAt))
+	if err := tx.InsertCheckpoint(t.Context(), c); err != nil {
+		return err
+	}
+	s.LastSeq, s.HeadCheckpointID, s.CheckpointCount, s.UpdatedAt = c.Seq, c.ID, s.CheckpointCount+1, createdAt
+	return tx.AdvanceSession(t.Context(), s)
+}
+
+// wantGapFree fails unless the sessions of project are n and each one's
+// checkpoints are numbered 1..LastSeq, as many as it counts; it returns how
+// many checkpoints they hold in all.
+func wantGapFree(t *testing.T, st store.Store, project string, n int) int64 {
+	t.Helper()
+	sessions, _, _, err := st.ListSessions(t.Context(), store.SessionQuery{Scope: store.Everything, ProjectPath: project, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sessions) != n {
+		t.Errorf("%d sessions of %s, want %d", len(sessions), project, n)
+	}
+	var all int64
+	for _, s := range sessions {
+		cps, _, _, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: store.Everything, SessionID: s.ID, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seqs []int64
+		for _, c := range cps {
+			seqs = append(seqs, c.Seq)
+		}
+		for i, seq := range seqs {
+			if seq != int64(i+1) {
+				t.Errorf("session %s holds checkpoints %v, want 1..%d", s.ID, seqs, len(seqs))
+				break
+			}
+		}
+		if s.LastSeq != int64(len(seqs)) || s.CheckpointCount != int64(len(seqs)) {
+			t.Errorf("session %s: last seq %d, count %d; it holds %d checkpoints", s.ID, s.LastSeq, s.CheckpointCount, len(seqs))
+		}
+		all += int64(len(seqs))
+	}
+	return all
+}
+
+// testActiveSessionLookupOrCreate: saves naming only a project that has no
+// session yet run at once; inside a transaction ActiveSession makes them
+// take turns, so exactly one creates the session and the others number
+// their checkpoints after each other's.
+func testActiveSessionLookupOrCreate(t *testing.T, st store.Store) {
+	const saves = 16
+	var wg sync.WaitGroup
+	for i := range saves {
+		wg.Go(func() {
+			if err := saveByPath(t, st, "/p", at(i)); err != nil {
+				t.Errorf("save %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := wantGapFree(t, st, "/p", 1); n != saves {
+		t.Errorf("%d checkpoints, want %d", n, saves)
+	}
+}
+
+// testActiveSessionBesideWriters: saves by project run beside saves naming
+// the session and beside a writer that completes the session. None fails,
+// each session's checkpoints are gap-free, and the saves by project that
+// come after the completion go to the project's older open session, never
+// to a new one.
+func testActiveSessionBesideWriters(t *testing.T, st store.Store) {
+	mustInsertSession(t, st, newSession("/p", at(0)))
+	newest := mustInsertSession(t, st, newSession("/p", at(1)))
+	const saves = 24
+	var wg sync.WaitGroup
+	for i := range saves {
+		wg.Go(func() {
+			save := func() error { return saveByPath(t, st, "/p", at(10+i)) }
+			if i%3 == 0 {
+				save = func() error { return saveByID(t, st, newest.ID, at(10+i)) }
+			}
+			if err := save(); err != nil {
+				t.Errorf("save %d: %v", i, err)
+			}
+		})
+		if i == saves/2 {
+			wg.Go(func() {
+				err := st.Update(t.Context(), func(tx store.Tx) error {
+					s, err := tx.GetSession(t.Context(), newest.ID)
+					if err != nil {
+						return err
+					}
+					s.Status = belay.SessionCompleted
+					return tx.UpdateSession(t.Context(), s)
+				})
+				if err != nil {
+					t.Errorf("complete the session: %v", err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if n := wantGapFree(t, st, "/p", 2); n != saves {
+		t.Errorf("%d checkpoints, want %d", n, saves)
+	}
 }
 
 // sessionFixture inserts sessions over two projects and several statuses,
