@@ -426,16 +426,24 @@ func nextDeadline(cp *belay.Checkpoint) (belay.HITLDeadline, bool) {
 
 // applyDue applies what fell due of cp's deadlines, in their order: its
 // timeout (applyTimeout), then its checkpoint's expiry (applyExpiry), which
-// also decides a request its timeout paused.
+// also decides a request its timeout paused. It takes the session before the
+// request, the order every transaction that decides keeps (readCheckpoint,
+// then DecideIfPending): one that took the request first and then waited for
+// the session could be waiting for a decider that holds the session and
+// waits for the request (PostgreSQL: deadlock detected).
 func (s *Service) applyDue(ctx context.Context, tx store.Tx, cp *belay.Checkpoint) error {
+	sess, err := tx.GetSession(ctx, cp.SessionID)
+	if err != nil {
+		return err
+	}
 	now := s.clock.Now()
 	if timeoutDue(cp, now) {
-		if err := s.applyTimeout(ctx, tx, cp); err != nil {
+		if err := s.applyTimeout(ctx, tx, sess, cp); err != nil {
 			return err
 		}
 	}
 	if expiryDue(cp, now) {
-		return s.applyExpiry(ctx, tx, cp)
+		return s.applyExpiry(ctx, tx, sess, cp)
 	}
 	return nil
 }
@@ -443,16 +451,12 @@ func (s *Service) applyDue(ctx context.Context, tx store.Tx, cp *belay.Checkpoin
 // applyTimeout applies cp's default action exactly once: approve or reject
 // become an automatic decision; pause pauses the session and leaves the
 // request open for a human.
-func (s *Service) applyTimeout(ctx context.Context, tx store.Tx, cp *belay.Checkpoint) error {
+func (s *Service) applyTimeout(ctx context.Context, tx store.Tx, sess *belay.Session, cp *belay.Checkpoint) error {
 	fired, err := tx.MarkTimeoutFired(ctx, cp.ID)
 	if err != nil || !fired {
 		return err
 	}
 	cp.TimeoutFired = true
-	sess, err := tx.GetSession(ctx, cp.SessionID)
-	if err != nil {
-		return err
-	}
 	t := cp.HITL.Timeout
 	if err := s.appendEvent(ctx, tx, belay.EventHITLTimedOut, sess.ID, cp.ID, withApprovers(cp, map[string]any{
 		"reason": belay.DeadlineTimeout, "defaultAction": t.DefaultAction, "expiresAt": t.ExpiresAt})); err != nil {
@@ -479,7 +483,7 @@ func (s *Service) applyTimeout(ctx context.Context, tx store.Tx, cp *belay.Check
 // rejects, else (no timeout, or a pause) with a rejection. Only the
 // transaction that stores the decision records its events, so the expiry
 // fires once however many sweepers and readers notice it.
-func (s *Service) applyExpiry(ctx context.Context, tx store.Tx, cp *belay.Checkpoint) error {
+func (s *Service) applyExpiry(ctx context.Context, tx store.Tx, sess *belay.Session, cp *belay.Checkpoint) error {
 	a := expiryAction(cp.HITL)
 	now := s.clock.Now()
 	d := &belay.Decision{
@@ -489,10 +493,6 @@ func (s *Service) applyExpiry(ctx context.Context, tx store.Tx, cp *belay.Checkp
 	}
 	won, err := tx.DecideIfPending(ctx, cp.ID, d)
 	if err != nil || !won {
-		return err
-	}
-	sess, err := tx.GetSession(ctx, cp.SessionID)
-	if err != nil {
 		return err
 	}
 	if err := s.appendEvent(ctx, tx, belay.EventHITLTimedOut, sess.ID, cp.ID, withApprovers(cp, map[string]any{

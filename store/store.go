@@ -96,8 +96,12 @@ type Reader interface {
 	// DueHITL returns undecided HITL checkpoints with a deadline at or
 	// before now — a timeout that has not fired yet, or the checkpoint's
 	// expiry (also after its timeout fired) — earliest deadline first.
-	// Inside a transaction a driver locks them so concurrent callers do not
-	// get the same rows.
+	// Inside a transaction a driver locks them with their sessions, so
+	// concurrent callers do not get the same rows, and passes over a request
+	// whose session another transaction holds (the session first: every
+	// writer takes a session before its requests, see DecideIfPending, and a
+	// caller holding a request while it waited for the session could wait
+	// for one that waits for the request).
 	DueHITL(ctx context.Context, now time.Time, limit int) ([]*belay.Checkpoint, error)
 	// DueLeases returns open sessions whose lease expired at or before now,
 	// oldest first.
@@ -179,7 +183,10 @@ type Tx interface {
 	DeleteCheckpoint(ctx context.Context, id string) error
 	// DecideIfPending stores d as the decision of checkpoint id when it has
 	// none yet (its UpdatedAt becoming d.DecidedAt), and reports whether it did. Exactly one of any number of
-	// concurrent callers gets true.
+	// concurrent callers gets true. A caller reads the checkpoint's session
+	// (GetSession) first, here and before MarkTimeoutFired: writers that
+	// take a session and its requests in this one order never wait for each
+	// other in a circle.
 	DecideIfPending(ctx context.Context, id string, d *belay.Decision) (bool, error)
 	// MarkTimeoutFired records that the checkpoint's timeout was applied, when
 	// it was not yet and the request is undecided, and reports whether it

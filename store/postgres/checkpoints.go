@@ -246,13 +246,33 @@ func (r reader) PendingHITL(ctx context.Context, q store.PendingQuery) ([]*belay
 // unless it fired, and its checkpoint's expiry (LEAST skips a NULL).
 const dueAt = `LEAST(CASE WHEN timeout_fired = 0 THEN hitl_expires_at END, expires_at)`
 
+// dueCols are checkpointCols of the checkpoints named c.
+var dueCols = func() string {
+	cols := strings.Split(checkpointCols, ",")
+	for i, c := range cols {
+		cols[i] = "c." + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
+}()
+
 // DueHITL finds timeouts by the checkpoints_due index and expiries by
-// checkpoints_expiring, one arm of the OR each.
+// checkpoints_expiring, one arm of the OR each. Inside a transaction it
+// claims each request with its session, the session first (rows are locked
+// in the order the OF list names their tables), and passes over a request
+// whose session another transaction holds: every writer takes a session
+// before its requests (core's deciders lock the session, then decide), so a
+// sweeper that held requests and then waited for their sessions could
+// deadlock with one. Taking the session first, a sweeper that passes over a
+// request holds no lock on it that would make another pass it over too.
 func (r reader) DueHITL(ctx context.Context, now time.Time, limit int) ([]*belay.Checkpoint, error) {
-	return r.queryCheckpoints(ctx, `SELECT `+checkpointCols+` FROM checkpoints
-		WHERE (hitl_expires_at IS NOT NULL AND decided_at IS NULL AND timeout_fired = 0 AND hitl_expires_at <= ?)
-			OR (expires_at IS NOT NULL AND hitl_required = 1 AND decided_at IS NULL AND expires_at <= ?)
-		ORDER BY `+dueAt+`, id LIMIT ?`+r.claim(), ts(now), ts(now), limit)
+	claim := ""
+	if r.inTx {
+		claim = " FOR UPDATE OF s, c SKIP LOCKED"
+	}
+	return r.queryCheckpoints(ctx, `SELECT `+dueCols+` FROM checkpoints AS c JOIN sessions AS s ON s.id = c.session_id
+		WHERE (c.hitl_expires_at IS NOT NULL AND c.decided_at IS NULL AND c.timeout_fired = 0 AND c.hitl_expires_at <= ?)
+			OR (c.expires_at IS NOT NULL AND c.hitl_required = 1 AND c.decided_at IS NULL AND c.expires_at <= ?)
+		ORDER BY `+dueAt+`, c.id LIMIT ?`+claim, ts(now), ts(now), limit)
 }
 
 func (r reader) NextHITLDeadline(ctx context.Context) (time.Time, bool, error) {

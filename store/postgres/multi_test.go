@@ -254,6 +254,84 @@ func TestExpiriesFireOnceAcrossInstances(t *testing.T) {
 	}
 }
 
+// TestDecidesAtTheDeadlineAcrossInstances: people decide requests on two
+// instances while the requests expire, and both instances sweep and read
+// them meanwhile. Deciders, sweepers and readers lock a session and its
+// requests in one order, so none fails (PostgreSQL found deadlocks when the
+// expiry locked a request before its session and a decider the session
+// before the request); each request is decided once, by a person or by its
+// expiry.
+func TestDecidesAtTheDeadlineAcrossInstances(t *testing.T) {
+	dbs, svcs, clock, sess := clockedInstances(t, 2)
+	const requests, deciders = 12, 7
+	for round := range 3 {
+		expires := clock.Now().Add(2 * time.Second)
+		var ids []string
+		for i := range requests {
+			cp, err := svcs[i%len(svcs)].CreateCheckpoint(admin, belay.CreateCheckpointInput{SessionID: sess.ID, Summary: "ask", ExpiresAt: &expires,
+				HITL: &belay.HITLInput{Required: true, OnReject: belay.OnRejectContinue}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, cp.ID)
+		}
+		// The clock crosses the deadline while the decides run.
+		clock.Set(expires.Add(-20 * time.Millisecond))
+		ticking := make(chan struct{})
+		go func() {
+			defer close(ticking)
+			for range 40 {
+				time.Sleep(time.Millisecond)
+				clock.Advance(time.Millisecond)
+			}
+		}()
+		var wg sync.WaitGroup
+		for i, id := range ids {
+			for k := range deciders {
+				wg.Go(func() {
+					_, err := svcs[(i+k)%len(svcs)].Decide(admin, belay.DecideInput{CheckpointID: id, SelectedOption: "approve"})
+					if err != nil && !belay.IsCode(err, belay.CodeCheckpointExpired) && !belay.IsCode(err, belay.CodeHITLAlreadyDecided) {
+						t.Errorf("round %d: decide %s: %v", round, id, err)
+					}
+				})
+			}
+		}
+		for _, s := range svcs {
+			wg.Go(func() {
+				for done := false; !done; {
+					select {
+					case <-ticking:
+						done = true
+					default:
+					}
+					if _, err := s.Sweep(context.Background()); err != nil {
+						t.Errorf("round %d: sweep: %v", round, err)
+					}
+					for _, id := range ids {
+						if _, err := s.GetCheckpoint(admin, id); err != nil {
+							t.Errorf("round %d: read %s: %v", round, id, err)
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		for _, id := range ids {
+			cp, err := dbs[0].GetCheckpoint(context.Background(), id)
+			if err != nil || cp.Decision == nil {
+				t.Errorf("round %d: request %s = %+v, %v; want decided", round, id, cp, err)
+			}
+		}
+		evs, err := dbs[0].ListEvents(context.Background(), store.EventQuery{Scope: store.Everything, Types: []string{belay.EventHITLDecided}, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != (round+1)*requests {
+			t.Errorf("round %d: %d hitl.decided events, want %d", round, len(evs), (round+1)*requests)
+		}
+	}
+}
+
 // TestNotifyWakesAnotherInstance: a commit through one instance reaches a
 // stream following another at once (LISTEN/NOTIFY), not at its next poll.
 func TestNotifyWakesAnotherInstance(t *testing.T) {
