@@ -609,9 +609,11 @@ func (s *Service) RunSweeper(ctx context.Context) {
 	wake, cancel := s.Wake()
 	defer cancel()
 	var lastRetention time.Time
+	var backoff time.Duration
 	for {
-		if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
-			s.log.Error("hitl sweeper", "error", err)
+		_, sweepErr := s.Sweep(ctx)
+		if sweepErr != nil && ctx.Err() == nil {
+			s.log.Error("hitl sweeper", "error", sweepErr)
 		}
 		if _, err := s.sweepLeases(ctx); err != nil && ctx.Err() == nil {
 			s.log.Error("lease sweeper", "error", err)
@@ -622,9 +624,24 @@ func (s *Service) RunSweeper(ctx context.Context) {
 				s.log.Error("retention", "error", err)
 			}
 		}
-		sleep := SweepInterval
-		if next, ok, err := s.store.NextHITLDeadline(ctx); err == nil && ok {
-			sleep = min(sleep, max(next.Sub(s.clock.Now()), time.Millisecond))
+		sleep, stuck := SweepInterval, sweepErr != nil
+		if !stuck {
+			if next, ok, err := s.store.NextHITLDeadline(ctx); err == nil && ok {
+				wait := next.Sub(s.clock.Now())
+				stuck = wait <= 0
+				sleep = min(sleep, wait)
+			}
+		}
+		// A sweep that failed, or left a deadline past (a request another
+		// transaction holds, or one that fell due meanwhile), is tried again
+		// soon, but not at once: while the storage fails that would be
+		// hundreds of failures a second. The wait doubles from a millisecond
+		// up to the interval, and starts over once a sweep leaves nothing due.
+		if stuck {
+			backoff = min(max(2*backoff, time.Millisecond), SweepInterval)
+			sleep = backoff
+		} else {
+			backoff = 0
 		}
 		if !pause(ctx, wake, sleep) {
 			return

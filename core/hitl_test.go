@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -804,6 +805,79 @@ func TestHITLRunSweeperFiresOnTime(t *testing.T) {
 			if n := hitlCount(t, db, id, belay.EventHITLTimedOut); n != 1 {
 				t.Errorf("%s: %d hitl.timed_out events, want 1", id, n)
 			}
+		}
+	})
+}
+
+// sweeperErrors counts the records the HITL sweeper logs.
+type sweeperErrors struct{ n atomic.Int64 }
+
+func (h *sweeperErrors) Enabled(context.Context, slog.Level) bool { return true }
+func (h *sweeperErrors) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *sweeperErrors) WithGroup(string) slog.Handler            { return h }
+func (h *sweeperErrors) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "hitl sweeper" {
+		h.n.Add(1)
+	}
+	return nil
+}
+
+// TestHITLRunSweeperBacksOffWhileSweepsFail: a request falls due while
+// every write fails (a full disk). The sweeper tries again, each failure
+// logged once, backing off to once a SweepInterval rather than every
+// millisecond (the deadline stays past, and it slept 1 ms: 30,001 errors in
+// 30 s of the bubble's time); once writes work again it settles the request
+// within an interval.
+func TestHITLRunSweeperBacksOffWhileSweepsFail(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db, err := sqlite.Open(localCtx, filepath.Join(t.TempDir(), "belay.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		fs := &faultyStore{Store: db}
+		logged := &sweeperErrors{}
+		svc := core.New(core.Options{Store: fs, Clock: belay.SystemClock{}, Logger: slog.New(logged)})
+		sess, err := svc.CreateSession(hitlAdminCtx, belay.CreateSessionInput{Title: "full disk"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp, err := svc.CreateCheckpoint(hitlAdminCtx, belay.CreateCheckpointInput{SessionID: sess.ID, Summary: "wait",
+			HITL: &belay.HITLInput{Required: true, Timeout: &belay.TimeoutInput{Duration: 60, DefaultAction: belay.ActionApprove}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs.fail.Store(true)
+		ctx, stop := context.WithCancel(localCtx)
+		done := make(chan struct{})
+		go func() {
+			svc.RunSweeper(ctx)
+			close(done)
+		}()
+		defer func() { // before db.Close, also when a check fails
+			stop()
+			<-done
+		}()
+
+		const failing = 30 * time.Second
+		time.Sleep(60*time.Second + failing)
+		synctest.Wait()
+		// Doubling from a millisecond reaches the interval in about ten
+		// attempts; then one a second.
+		n := logged.n.Load()
+		t.Logf("%d sweeper errors logged in %v of failing writes", n, failing)
+		if n < int64(failing/core.SweepInterval) || n > int64(failing/core.SweepInterval)+12 {
+			t.Errorf("%d sweeper errors logged in %v of failing writes, want one per attempt, at most one a %v after backing off", n, failing, core.SweepInterval)
+		}
+		fs.fail.Store(false)
+		time.Sleep(core.SweepInterval)
+		synctest.Wait()
+		got, err := db.GetCheckpoint(localCtx, cp.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Decision == nil || !got.Decision.AutoTriggered {
+			t.Errorf("the timeout was not applied within %v of writes working again: %+v", core.SweepInterval, got.Decision)
 		}
 	})
 }
