@@ -282,6 +282,13 @@ func (s *Service) validateSession(ctx context.Context, sess *belay.Session, repa
 				return WorkspaceError(err)
 			}
 			if !ok {
+				gone, err := s.deletedSince(ctx, cp.ID)
+				if err != nil {
+					return err
+				}
+				if gone {
+					continue
+				}
 				p.Kind = belay.ProblemMissingCommit
 				p.Message = fmt.Sprintf("the snapshot of checkpoint #%d (commit %.12s) is missing or incomplete", cp.Seq, cp.WorkspaceRef)
 				f := found{problem: p, existing: cp}
@@ -294,6 +301,13 @@ func (s *Service) validateSession(ctx context.Context, sess *belay.Session, repa
 				continue
 			}
 			if ref := checkpointRef(sess.ID, cp.Seq); refs[ref] == "" && takenFor(message, ref, cp.WorkspaceRef) {
+				gone, err := s.deletedSince(ctx, cp.ID)
+				if err != nil {
+					return err
+				}
+				if gone {
+					continue
+				}
 				p.Kind = belay.ProblemMissingRef
 				p.Message = fmt.Sprintf("the ref of checkpoint #%d's snapshot is gone, though its commit %.12s is there: a repair, or gc, makes the ref again", cp.Seq, cp.WorkspaceRef)
 				refLost = append(refLost, found{problem: p, existing: cp, commit: cp.WorkspaceRef})
@@ -322,6 +336,21 @@ func (s *Service) validateSession(ctx context.Context, sess *belay.Session, repa
 		rep.Problems = append(rep.Problems, f.problem)
 	}
 	return nil
+}
+
+// deletedSince reports whether checkpoint id, read by validateSession, has
+// been deleted since. A delete (retention, a person, cleanup) removes the row
+// first and its snapshot's ref and commit after, so a snapshot or ref found
+// missing may be of a checkpoint no longer there: no finding.
+func (s *Service) deletedSince(ctx context.Context, id string) (bool, error) {
+	_, err := s.store.GetCheckpoint(ctx, id)
+	if belay.IsCode(err, belay.CodeCheckpointNotFound) {
+		return true, nil
+	}
+	if err != nil && corrupted(err) == nil {
+		return false, err
+	}
+	return false, nil
 }
 
 // restoreRefs offers a repair for checkpoints whose snapshot ref is lost
