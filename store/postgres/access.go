@@ -37,8 +37,8 @@ func scopeFilter(scope store.Scope, idCol, projectCol, approvers string) (string
 			idCol + " IN (SELECT session_id FROM session_grants WHERE user_name = ?)"
 		args = append(args, scope.User, scope.User)
 		if approvers != "" {
-			member += " OR EXISTS (SELECT 1 FROM jsonb_array_elements_text(convert_from(" + approvers +
-				", 'UTF8')::jsonb -> 'approvers') AS a(value) WHERE a.value = ?)"
+			member += " OR EXISTS (SELECT 1 FROM jsonb_array_elements_text(" + parsableJSON(approvers) +
+				"::jsonb -> 'approvers') AS a(value) WHERE a.value = ?)"
 			args = append(args, scope.User)
 		}
 		conds = append(conds, "("+member+")")
@@ -55,6 +55,18 @@ func scopeFilter(scope store.Scope, idCol, projectCol, approvers string) (string
 		conds = append(conds, "("+strings.Join(alts, " OR ")+")")
 	}
 	return strings.Join(conds, " AND "), args
+}
+
+// parsableJSON returns the text of the JSON document in the bytea column col
+// without its \u0000 and surrogate escapes: PostgreSQL's JSON parser refuses
+// the first and lone surrogates, and earlier versions stored both in a
+// request's context, so one such row failed every read that looked for
+// approvers. Escaped backslashes are matched as pairs and kept, so only real
+// escapes go; a string stays a string, the document keeps its shape, and
+// approvers (user names, never written with such escapes) their values.
+// belay refuses these escapes in what it stores now.
+func parsableJSON(col string) string {
+	return `regexp_replace(convert_from(` + col + `, 'UTF8'), '(\\\\)|\\u(0000|[dD][89a-fA-F][0-9a-fA-F]{2})', '\1', 'g')`
 }
 
 // likePrefix escapes s for a LIKE pattern with '\' as the escape character.

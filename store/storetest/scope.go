@@ -429,6 +429,12 @@ func testScopeApprovers(t *testing.T, st store.Store) {
 	c4 := request(sc, 4)
 	decided := request(sa, 5, "frank")
 	h6 := request(sh, 6, "frankie")
+	// A context PostgreSQL's JSON parser refuses (\u0000, lone surrogates),
+	// as earlier versions stored: it fails no one's read and hides nothing.
+	oddContext := json.RawMessage(`{"nul":"\u0000","lone":"\ud800","low":"\uDC00","text":"\\u0000"}`)
+	c7 := withHITL(newCheckpoint(sc, 7, at(7)), time.Time{})
+	c7.HITL.Approvers, c7.HITL.Context = []string{"gina", `h\u0000`}, oddContext
+	mustInsertCheckpoint(t, st, c7)
 	decide(t, st, decided.ID, newDecision("alice", at(7)))
 
 	ids := func(cs ...*belay.Checkpoint) []string { return checkpointIDs(cs) }
@@ -437,12 +443,13 @@ func testScopeApprovers(t *testing.T, st store.Store) {
 		q    store.PendingQuery
 		want []string
 	}{
-		{"All", store.PendingQuery{Scope: store.Everything}, ids(a1, a2, c3, c4, h6)},
+		{"All", store.PendingQuery{Scope: store.Everything}, ids(a1, a2, c3, c4, h6, c7)},
 		{"Owner", store.PendingQuery{Scope: store.Scope{User: "alice"}}, ids(a1, a2)},
 		{"Approver", store.PendingQuery{Scope: store.Scope{User: "frank"}}, ids(a2, c3)},
-		{"OtherApprover", store.PendingQuery{Scope: store.Scope{User: "gina"}}, ids(c3)},
+		{"OtherApprover", store.PendingQuery{Scope: store.Scope{User: "gina"}}, ids(c3, c7)},
 		{"ApproverIsExact", store.PendingQuery{Scope: store.Scope{User: "frankie"}}, ids(h6)},
-		{"ApproverAndGrantee", store.PendingQuery{Scope: store.Scope{User: "bob"}}, ids(c3, c4)},
+		{"ApproverWithBackslash", store.PendingQuery{Scope: store.Scope{User: `h\u0000`}}, ids(c7)},
+		{"ApproverAndGrantee", store.PendingQuery{Scope: store.Scope{User: "bob"}}, ids(c3, c4, c7)},
 		{"ApproverInSession", store.PendingQuery{Scope: store.Scope{User: "frank"}, SessionID: sa.ID}, ids(a2)},
 		{"ApproverInProjects", store.PendingQuery{Scope: store.Scope{User: "frank", Projects: []string{"/p/c"}}}, ids(c3)},
 		{"ApproverOutsideProjects", store.PendingQuery{Scope: store.Scope{User: "frank", Projects: []string{"/q"}}}, nil},
@@ -480,6 +487,7 @@ func testScopeApprovers(t *testing.T, st store.Store) {
 		{Type: belay.EventHITLTimedOut, SessionID: sh.ID, CheckpointID: h6.ID, Data: approvers("frankie"), CreatedAt: at(14)},
 		{Type: belay.EventHITLRequired, SessionID: sa.ID, CheckpointID: a1.ID, CreatedAt: at(15)},
 		{Type: belay.EventHITLRequired, SessionID: newID(), CheckpointID: newID(), Data: approvers("frank"), CreatedAt: at(16)}, // its session is gone
+		{Type: belay.EventHITLRequired, SessionID: sc.ID, CheckpointID: c7.ID, Data: json.RawMessage(`{"approvers":["gina"],"context":` + string(oddContext) + `}`), CreatedAt: at(17)},
 	}
 	first := lastSeq(t, st)
 	appendEvents(t, st, events...)
@@ -499,7 +507,8 @@ func testScopeApprovers(t *testing.T, st store.Store) {
 		{"Approver", store.EventQuery{Scope: frank, Approvals: true}, seq(0, 2, 3)},
 		{"ApproverIsExact", store.EventQuery{Scope: store.Scope{User: "frankie"}, Approvals: true}, seq(4)},
 		{"ApproverInProjects", store.EventQuery{Scope: store.Scope{User: "frank", Projects: []string{"/p/c"}}, Approvals: true}, seq(2)},
-		{"ApproverAndGrantee", store.EventQuery{Scope: store.Scope{User: "bob"}, Approvals: true}, seq(2)},
+		{"OddContext", store.EventQuery{Scope: store.Scope{User: "gina"}, Approvals: true}, seq(2, 7)},
+		{"ApproverAndGrantee", store.EventQuery{Scope: store.Scope{User: "bob"}, Approvals: true}, seq(2, 7)},
 		{"Type", store.EventQuery{Scope: frank, Approvals: true, Types: []string{belay.EventHITLDecided}}, seq(3)},
 		{"Session", store.EventQuery{Scope: frank, Approvals: true, SessionID: sc.ID}, seq(2)},
 	} {
