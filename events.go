@@ -98,6 +98,9 @@ func ValidateEvents(field string, events []EventRecord, thisCheckpoint bool) err
 		if len(e.Data) > MaxEventData {
 			return Invalid(field+".data", "event data is %d bytes, more than %d", len(e.Data), MaxEventData).With("max", MaxEventData)
 		}
+		if err := ValidateJSON(field+".data", e.Data); err != nil {
+			return err
+		}
 		if len(e.Data) > 0 {
 			var obj map[string]json.RawMessage
 			if err := json.Unmarshal(e.Data, &obj); err != nil || obj == nil {

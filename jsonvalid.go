@@ -1,6 +1,9 @@
 package belay
 
-import "reflect"
+import (
+	"bytes"
+	"reflect"
+)
 
 // validJSON reports whether data is one JSON value, exactly as json.Valid
 // does (FuzzValidJSON holds the two equal), in one pass that skips through
@@ -168,6 +171,56 @@ func skipString(data []byte, i int) int {
 			return -1 // a control character
 		}
 	}
+}
+
+// unstorableEscape returns the first \u escape in the valid JSON text data
+// that PostgreSQL's jsonb refuses, or "": \u0000 (its text holds no NUL) and
+// a surrogate not in a high-low pair (no character). Valid JSON has
+// backslashes only in strings, each beginning an escape.
+func unstorableEscape(data []byte) string {
+	for i := 0; ; {
+		j := bytes.IndexByte(data[i:], '\\')
+		if j < 0 {
+			return ""
+		}
+		i += j
+		if data[i+1] != 'u' {
+			i += 2
+			continue
+		}
+		switch r := hex4(data[i+2 : i+6]); {
+		case r == 0:
+			return string(data[i : i+6])
+		case r >= 0xd800 && r < 0xdc00: // high: a low one must follow
+			if i+12 > len(data) || data[i+6] != '\\' || data[i+7] != 'u' {
+				return string(data[i : i+6])
+			}
+			if low := hex4(data[i+8 : i+12]); low < 0xdc00 || low > 0xdfff {
+				return string(data[i : i+6])
+			}
+			i += 12
+		case r >= 0xdc00 && r <= 0xdfff:
+			return string(data[i : i+6])
+		default:
+			i += 6
+		}
+	}
+}
+
+// hex4 reads four hexadecimal digits.
+func hex4(h []byte) rune {
+	var r rune
+	for _, c := range h {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		default:
+			r = r<<4 | rune(c-'A'+10)
+		}
+	}
+	return r
 }
 
 func isHex(c byte) bool {

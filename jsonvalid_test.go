@@ -39,6 +39,35 @@ func FuzzValidJSON(f *testing.F) {
 	})
 }
 
+func TestUnstorableEscape(t *testing.T) {
+	for doc, want := range map[string]string{
+		`{}`:                     "",
+		`"\u0000"`:               `\u0000`,
+		`{"\u0000":1}`:           `\u0000`,
+		`["a\u00e9\n","\u0000"]`: `\u0000`,
+		`"\ud800"`:               `\ud800`,
+		`"\uDBFFx"`:              `\uDBFF`,
+		`"\ud800\u0041"`:         `\ud800`,
+		`"\ud800\n"`:             `\ud800`,
+		`"\ud800\ud800"`:         `\ud800`,
+		`"\udc00"`:               `\udc00`,
+		`"\uDFFF\ud800"`:         `\uDFFF`,
+		`"\ud83d\ude80"`:         "",
+		`"\uD83D\uDE80\u0001"`:   "",
+		`"\\u0000 \\ud800"`:      "", // escaped backslashes, then text
+		`"\\\u0000"`:             `\u0000`,
+		`"\"\u0000"`:             `\u0000`,
+		`"\/\b\f\r\t"`:           "",
+	} {
+		if !validJSON([]byte(doc)) {
+			t.Fatalf("case %s is not valid JSON", doc)
+		}
+		if got := unstorableEscape([]byte(doc)); got != want {
+			t.Errorf("unstorableEscape(%s) = %q, want %q", doc, got, want)
+		}
+	}
+}
+
 func BenchmarkValidJSON(b *testing.B) {
 	state := []byte(`{"messages":[{"role":"user","content":"` + strings.Repeat("lorem ipsum ", 170) + `"}],"step":3,"score":-1.5e-3}`)
 	b.Run("validJSON", func(b *testing.B) {

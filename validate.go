@@ -151,9 +151,12 @@ func ProjectDir(field, p string) error {
 }
 
 // ValidateJSON checks a JSON document given as is (agent state, outputs,
-// metadata, context, modifications): within the size limit and valid JSON
-// text, which is UTF-8. Invalid UTF-8 is refused rather than stored, since it
-// would be echoed as invalid JSON (json.Valid does not check it).
+// metadata, context, modifications, event data): within the size limit and
+// valid JSON text, which is UTF-8. Invalid UTF-8 is refused rather than
+// stored, since it would be echoed as invalid JSON (json.Valid does not check
+// it). So are the escapes \u0000 and lone surrogates, which JSON allows but
+// PostgreSQL's jsonb refuses: every document belay stores is one both drivers
+// store and query alike, and a SQLite database can move to PostgreSQL.
 func ValidateJSON(field string, raw json.RawMessage) error {
 	if raw == nil {
 		return nil
@@ -166,6 +169,9 @@ func ValidateJSON(field string, raw json.RawMessage) error {
 	}
 	if !validJSON(raw) {
 		return Invalid(field, "%s is not valid JSON", field)
+	}
+	if esc := unstorableEscape(raw); esc != "" {
+		return Invalid(field, "%s holds the escape %s, which names no character belay can store (NUL, or half a surrogate pair)", field, esc)
 	}
 	return nil
 }

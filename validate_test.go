@@ -144,6 +144,14 @@ func TestCreateCheckpointInputValidate(t *testing.T) {
 		{"AgentStateUTF8", func(in *belay.CreateCheckpointInput) { in.AgentState = json.RawMessage(`{"é":"\u00e9 🚀"}`) }, ""},
 		{"OutputsInvalidUTF8", func(in *belay.CreateCheckpointInput) { in.Outputs = json.RawMessage("[\"\xc3\"]") }, "outputs"},
 		{"MetadataInvalidUTF8", func(in *belay.CreateCheckpointInput) { in.Metadata = json.RawMessage("{\"\xed\xa0\x80\":1}") }, "metadata"},
+		{"AgentStateNULEscape", func(in *belay.CreateCheckpointInput) { in.AgentState = json.RawMessage(`{"a":"\u0000"}`) }, "agentState"},
+		{"AgentStateLoneSurrogate", func(in *belay.CreateCheckpointInput) { in.AgentState = json.RawMessage(`["\ud800"]`) }, "agentState"},
+		{"AgentStateSurrogatePair", func(in *belay.CreateCheckpointInput) { in.AgentState = json.RawMessage(`["\ud83d\ude80"]`) }, ""},
+		{"MetadataNULEscape", func(in *belay.CreateCheckpointInput) { in.Metadata = json.RawMessage(`{"\u0000":1}`) }, "metadata"},
+		{"HITLContextNULEscape", func(in *belay.CreateCheckpointInput) {
+			in.HITL = validHITL()
+			in.HITL.Context = json.RawMessage(`{"note":"\u0000"}`)
+		}, "hitl.context"},
 		{"AgentStateAtLimit", func(in *belay.CreateCheckpointInput) { in.AgentState = jsonString(belay.MaxStateBytes) }, ""},
 		{"AgentStateTooBig", func(in *belay.CreateCheckpointInput) { in.AgentState = jsonString(belay.MaxStateBytes + 1) }, "agentState"},
 		{"OutputsInvalid", func(in *belay.CreateCheckpointInput) { in.Outputs = json.RawMessage(`nope`) }, "outputs"},
