@@ -52,7 +52,8 @@ const (
 	MaxAnswers = 100
 	// MaxPaths bounds the touched paths given with a snapshot.
 	MaxPaths = 10000
-	// MaxPathLen bounds one such path, in bytes.
+	// MaxPathLen bounds one such path and a project's path, in bytes
+	// (Linux's PATH_MAX).
 	MaxPathLen = 4096
 	// MaxReason bounds the reason given for a rollback.
 	MaxReason = 2000
@@ -121,14 +122,38 @@ func ValidateID(field, id string) error {
 	return nil
 }
 
-// ValidateProjectPath checks that p is an absolute path. Whether it names a
-// directory is core's to check (ProjectDir), once it knows the caller may
-// look at the path.
+// ValidateProjectPath checks that p is an absolute path of UTF-8 without
+// NUL, at most MaxPathLen bytes, as both drivers store and index it. Whether
+// it names a directory is core's to check (ProjectDir), once it knows the
+// caller may look at the path.
 func ValidateProjectPath(field, p string) error {
-	if !filepath.IsAbs(p) {
+	switch {
+	case len(p) > MaxPathLen:
+		return Invalid(field, "%s is %d bytes, longer than %d", field, len(p), MaxPathLen)
+	case !utf8.ValidString(p) || strings.ContainsRune(p, 0):
+		return Invalid(field, "%s must be UTF-8 without NUL bytes", field)
+	case !filepath.IsAbs(p):
 		return Invalid(field, "%s must be an absolute path, got %q", field, Clip(p, 200))
 	}
 	return nil
+}
+
+// ValidateHolder checks the name of a process that holds a session's lease
+// (e.g. host:pid): 1 to MaxNameLen characters of UTF-8 without NUL.
+func ValidateHolder(field, holder string) error {
+	if holder == "" {
+		return Invalid(field, "%s must name the process holding the session (e.g. host:pid)", field)
+	}
+	return validText(field, holder, 1, MaxNameLen)
+}
+
+// ValidateEndReason checks why a session ends (or ended, in an archive):
+// UTF-8 without NUL, at most MaxEndReason bytes.
+func ValidateEndReason(field, reason string) error {
+	if len(reason) > MaxEndReason {
+		return Invalid(field, "%s must be at most %d bytes", field, MaxEndReason)
+	}
+	return validText(field, reason, 0, MaxEndReason)
 }
 
 // SeqRef reads ref as a checkpoint's number in its session, "4" or "#4". A
@@ -398,12 +423,13 @@ func (in *CreateCheckpointInput) validateLife() error {
 		return Invalid("end", "a session ends completed, failed or abandoned, not %q", Clip(string(in.End), 40))
 	case in.EndReason != "" && in.End == "":
 		return Invalid("endReason", "endReason goes with end")
-	case len(in.EndReason) > MaxEndReason:
-		return Invalid("endReason", "endReason must be at most %d bytes", MaxEndReason)
 	case len(in.Answers) > 0 && (in.Snapshot || in.SessionID == ""):
 		return Invalid("answers", "answers need the session named, and no snapshot")
 	case len(in.Answers) > MaxAnswers:
 		return Invalid("answers", "give at most %d answers, got %d", MaxAnswers, len(in.Answers))
+	}
+	if err := ValidateEndReason("endReason", in.EndReason); err != nil {
+		return err
 	}
 	for i := range in.Answers {
 		if err := in.Answers[i].Validate(); err != nil {
@@ -489,14 +515,60 @@ func (in *ValidateInput) Validate() error {
 	return nil
 }
 
-// Validate checks a resume request: the project whose newest interrupted
-// session to resume, when named, is an absolute path (a relative one would
-// name no project's sessions, whatever directory the caller means).
+// Validate checks a resume request: the holder, the lease, and the project
+// whose newest interrupted session to resume, when named, an absolute path
+// (a relative one would name no project's sessions, whatever directory the
+// caller means).
 func (in *ResumeInput) Validate() error {
+	if err := ValidateHolder("holder", in.Holder); err != nil {
+		return err
+	}
+	if err := ValidateLease("lease", in.Lease); err != nil {
+		return err
+	}
+	if in.SessionID != "" {
+		if err := ValidateID("sessionId", in.SessionID); err != nil {
+			return err
+		}
+	}
 	if in.ProjectPath != "" {
 		return ValidateProjectPath("projectPath", in.ProjectPath)
 	}
 	return nil
+}
+
+// Validate checks a lease request: the session, the holder and the lease.
+func (in *LeaseInput) Validate() error {
+	if err := ValidateID("sessionId", in.SessionID); err != nil {
+		return err
+	}
+	if err := ValidateHolder("holder", in.Holder); err != nil {
+		return err
+	}
+	if err := ValidateLease("lease", in.Lease); err != nil {
+		return err
+	}
+	if len(in.Events) > 0 && !in.Release {
+		return Invalid("events", "events ride only with a release")
+	}
+	return ValidateEvents("events", in.Events, false)
+}
+
+// Validate checks a request to end a session: completed, failed or
+// abandoned, with a reason of at most MaxEndReason bytes.
+func (in *EndSessionInput) Validate() error {
+	if err := ValidateID("sessionId", in.SessionID); err != nil {
+		return err
+	}
+	switch in.Status {
+	case SessionCompleted, SessionFailed, SessionAbandoned:
+	default:
+		return Invalid("status", "a session ends completed, failed or abandoned, not %q", Clip(string(in.Status), 40))
+	}
+	if err := ValidateEndReason("reason", in.Reason); err != nil {
+		return err
+	}
+	return ValidateEvents("events", in.Events, false)
 }
 
 // Validate checks an import request.

@@ -364,11 +364,57 @@ func TestCreateSessionInputValidate(t *testing.T) {
 		{"Zero", belay.CreateSessionInput{}, ""},
 		{"Everything", belay.CreateSessionInput{ProjectPath: dir, Title: rep(500), Phase: rep(200), Metadata: json.RawMessage(`{"a":1}`)}, ""},
 		{"RelativeProject", belay.CreateSessionInput{ProjectPath: "."}, "projectPath"},
+		{"ProjectNUL", belay.CreateSessionInput{ProjectPath: "/a\x00b"}, "projectPath"},
+		{"ProjectInvalidUTF8", belay.CreateSessionInput{ProjectPath: "/a\xffb"}, "projectPath"},
+		{"ProjectAtLimit", belay.CreateSessionInput{ProjectPath: "/" + strings.Repeat("a", belay.MaxPathLen-1)}, ""},
+		{"ProjectTooLong", belay.CreateSessionInput{ProjectPath: "/" + strings.Repeat("a", belay.MaxPathLen)}, "projectPath"},
 		{"Title501", belay.CreateSessionInput{Title: rep(501)}, "title"},
 		{"Phase201", belay.CreateSessionInput{Phase: rep(201)}, "phase"},
 		{"MetadataArray", belay.CreateSessionInput{Metadata: json.RawMessage(`[]`)}, "metadata"},
 		{"MetadataInvalid", belay.CreateSessionInput{Metadata: json.RawMessage(`{"a"}`)}, "metadata"},
 		{"MetadataInvalidUTF8", belay.CreateSessionInput{Metadata: json.RawMessage("{\"a\":\"\xff\"}")}, "metadata"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wantField(t, tc.in.Validate(), tc.field)
+		})
+	}
+}
+
+func TestLeaseInputValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		in    belay.LeaseInput
+		field string
+	}{
+		{"Valid", belay.LeaseInput{SessionID: uuid, Holder: "host:42", Lease: time.Minute}, ""},
+		{"BadSession", belay.LeaseInput{SessionID: "s", Holder: "h"}, "sessionId"},
+		{"NoHolder", belay.LeaseInput{SessionID: uuid}, "holder"},
+		{"HolderNUL", belay.LeaseInput{SessionID: uuid, Holder: "h\x00"}, "holder"},
+		{"HolderInvalidUTF8", belay.LeaseInput{SessionID: uuid, Holder: "h\xff"}, "holder"},
+		{"Holder200", belay.LeaseInput{SessionID: uuid, Holder: rep(200)}, ""},
+		{"Holder201", belay.LeaseInput{SessionID: uuid, Holder: rep(201)}, "holder"},
+		{"LeaseTooLong", belay.LeaseInput{SessionID: uuid, Holder: "h", Lease: time.Hour}, "lease"},
+		{"EventsWithoutRelease", belay.LeaseInput{SessionID: uuid, Holder: "h", Events: []belay.EventRecord{{Type: "graph.custom"}}}, "events"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wantField(t, tc.in.Validate(), tc.field)
+		})
+	}
+}
+
+func TestEndSessionInputValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		in    belay.EndSessionInput
+		field string
+	}{
+		{"Valid", belay.EndSessionInput{SessionID: uuid, Status: belay.SessionFailed, Reason: "tests fail"}, ""},
+		{"BadSession", belay.EndSessionInput{SessionID: "s", Status: belay.SessionFailed}, "sessionId"},
+		{"Running", belay.EndSessionInput{SessionID: uuid, Status: belay.SessionRunning}, "status"},
+		{"ReasonNUL", belay.EndSessionInput{SessionID: uuid, Status: belay.SessionFailed, Reason: "r\x00"}, "reason"},
+		{"ReasonInvalidUTF8", belay.EndSessionInput{SessionID: uuid, Status: belay.SessionFailed, Reason: "r\xff"}, "reason"},
+		{"ReasonAtLimit", belay.EndSessionInput{SessionID: uuid, Status: belay.SessionFailed, Reason: strings.Repeat("r", belay.MaxEndReason)}, ""},
+		{"ReasonTooLong", belay.EndSessionInput{SessionID: uuid, Status: belay.SessionFailed, Reason: strings.Repeat("r", belay.MaxEndReason+1)}, "reason"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wantField(t, tc.in.Validate(), tc.field)

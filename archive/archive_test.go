@@ -246,6 +246,18 @@ func TestReadRefusesMalformedArchives(t *testing.T) {
 		{"session state not UTF-8", edit("manifest.json", func(s string) string {
 			return strings.Replace(s, `"title":`, `"state": {"k": "`+"\xff"+`"}, "title":`, 1)
 		}), belay.CodeValidation, "session state"},
+		{"session state NUL escape", edit("manifest.json", func(s string) string {
+			return strings.Replace(s, `"title":`, `"state": {"k": "\u0000"}, "title":`, 1)
+		}), belay.CodeValidation, "session state"},
+		{"session project NUL", edit("manifest.json", func(s string) string {
+			return strings.Replace(s, `"projectPath":"/work/project"`, `"projectPath":"/work/project\u0000"`, 1)
+		}), belay.CodeValidation, "session project path"},
+		{"session end reason NUL", edit("manifest.json", func(s string) string {
+			return strings.Replace(s, `"title":`, `"endReason": "r\u0000", "title":`, 1)
+		}), belay.CodeValidation, "session end reason"},
+		{"session holder NUL", edit("manifest.json", func(s string) string {
+			return strings.Replace(s, `"title":`, `"holder": "h\u0000", "title":`, 1)
+		}), belay.CodeValidation, "session holder"},
 		{"rollback to no id", edit("rollback-history.json", func(s string) string {
 			return strings.Replace(s, "01900000-0000-7000-8000-000000000101", "../etc", 1)
 		}), belay.CodeValidation, "no id"},

@@ -3,8 +3,8 @@ package archive
 import (
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
 
 	"github.com/belayhq/belay"
@@ -123,8 +123,12 @@ func validSession(sess *belay.Session) error {
 	switch {
 	case !sess.Status.Valid():
 		return Invalid("session status %q is unknown", belay.Clip(string(sess.Status), 80))
-	case sess.ProjectPath != "" && !filepath.IsAbs(sess.ProjectPath):
-		return Invalid("session project path is not absolute")
+	case sess.ProjectPath != "" && belay.ValidateProjectPath("projectPath", sess.ProjectPath) != nil:
+		return Invalid("session project path is not an absolute path of UTF-8 without NUL within %d bytes", belay.MaxPathLen)
+	case sess.Holder != "" && belay.ValidateHolder("holder", sess.Holder) != nil:
+		return Invalid("session holder is not 1-%d characters of UTF-8 without NUL", belay.MaxNameLen)
+	case belay.ValidateEndReason("endReason", sess.EndReason) != nil:
+		return Invalid("session end reason is not UTF-8 without NUL within %d bytes", belay.MaxEndReason)
 	case sess.HeadCheckpointID != "" && !belay.IsUUID(sess.HeadCheckpointID):
 		return Invalid("session head is not a checkpoint id")
 	case belay.ValidateJSON("state", sess.State) != nil:
@@ -159,8 +163,8 @@ func validCheckpoint(cp *belay.Checkpoint) error {
 		return errors.New("type and trigger are required")
 	case cp.HITLRequired != (cp.HITL != nil) || cp.Decision != nil && cp.HITL == nil:
 		return errors.New("HITL fields disagree")
-	case cp.ProjectPath != "" && !filepath.IsAbs(cp.ProjectPath):
-		return errors.New("project path is not absolute")
+	case cp.ProjectPath != "" && belay.ValidateProjectPath("projectPath", cp.ProjectPath) != nil:
+		return fmt.Errorf("project path is not an absolute path of UTF-8 without NUL within %d bytes", belay.MaxPathLen)
 	case cp.WorkspaceRef != "" && (len(cp.WorkspaceRef) != 40 || !isHex(cp.WorkspaceRef)):
 		return errors.New("workspaceRef is not a commit id")
 	case len(cp.CreatedBy) > belay.MaxNameLen*4:

@@ -81,8 +81,8 @@ func validTokenInput(in *belay.CreateTokenInput) error {
 		return belay.Invalid("projects", "at most 100 projects may be given")
 	}
 	for i, p := range in.Projects {
-		if !filepath.IsAbs(p) {
-			return belay.Invalid("projects", "project %q must be an absolute path", belay.Clip(p, 200))
+		if err := belay.ValidateProjectPath("projects", p); err != nil {
+			return err
 		}
 		in.Projects[i] = filepath.Clean(p)
 	}

@@ -886,6 +886,27 @@ func TestSessionInputRules(t *testing.T) {
 		}, belay.CodeSessionNotFound, ""},
 		{"active without project", func() error { _, err := svc.ActiveSession(ctx, ""); return err }, belay.CodeValidation, "projectPath"},
 		{"active relative", func() error { _, err := svc.ActiveSession(ctx, "a/b"); return err }, belay.CodeValidation, "projectPath"},
+		{"active NUL", func() error { _, err := svc.ActiveSession(ctx, "/a\x00b"); return err }, belay.CodeValidation, "projectPath"},
+		{"token project NUL", func() error {
+			_, err := svc.CreateToken(ctx, belay.CreateTokenInput{User: "bob", Projects: []string{"/a\x00b"}})
+			return err
+		}, belay.CodeValidation, "projects"},
+		{"token project too long", func() error {
+			_, err := svc.CreateToken(ctx, belay.CreateTokenInput{User: "bob", Projects: []string{"/" + strings.Repeat("a", belay.MaxPathLen)}})
+			return err
+		}, belay.CodeValidation, "projects"},
+		{"retention project NUL", func() error {
+			_, err := svc.SetRetention(ctx, belay.RetentionPolicy{ProjectPath: "/a\x00b", KeepLast: 3})
+			return err
+		}, belay.CodeValidation, "projectPath"},
+		{"heartbeat holder NUL", func() error {
+			_, err := svc.Heartbeat(ctx, belay.LeaseInput{SessionID: "01890000-0000-7000-8000-000000000000", Holder: "h\x00"})
+			return err
+		}, belay.CodeValidation, "holder"},
+		{"end reason NUL", func() error {
+			_, err := svc.EndSession(ctx, belay.EndSessionInput{SessionID: "01890000-0000-7000-8000-000000000000", Status: belay.SessionFailed, Reason: "r\x00"})
+			return err
+		}, belay.CodeValidation, "reason"},
 		{"bad status", func() error {
 			_, err := svc.ListSessions(ctx, belay.ListSessionsInput{Status: "asleep"})
 			return err

@@ -27,18 +27,7 @@ func (s *Service) EndSession(ctx context.Context, in belay.EndSessionInput) (*be
 	if err != nil {
 		return nil, err
 	}
-	if err := belay.ValidateID("sessionId", in.SessionID); err != nil {
-		return nil, err
-	}
-	switch in.Status {
-	case belay.SessionCompleted, belay.SessionFailed, belay.SessionAbandoned:
-	default:
-		return nil, belay.Invalid("status", "a session ends completed, failed or abandoned, not %q", belay.Clip(string(in.Status), 40))
-	}
-	if len(in.Reason) > maxReason {
-		return nil, belay.Invalid("reason", "reason must be at most %d bytes", maxReason)
-	}
-	if err := belay.ValidateEvents("events", in.Events, false); err != nil {
+	if err := in.Validate(); err != nil {
 		return nil, err
 	}
 	var sess *belay.Session
@@ -71,8 +60,8 @@ func (s *Service) endSession(ctx context.Context, tx store.Tx, sess *belay.Sessi
 
 // leaseFor checks a lease request and returns its length.
 func leaseFor(holder string, d time.Duration) (time.Duration, error) {
-	if holder == "" || len(holder) > belay.MaxNameLen {
-		return 0, belay.Invalid("holder", "holder must be 1-%d characters naming the process (e.g. host:pid)", belay.MaxNameLen)
+	if err := belay.ValidateHolder("holder", holder); err != nil {
+		return 0, err
 	}
 	if err := belay.ValidateLease("lease", d); err != nil {
 		return 0, err
@@ -92,17 +81,11 @@ func (s *Service) Heartbeat(ctx context.Context, in belay.LeaseInput) (*belay.Se
 	if err != nil {
 		return nil, err
 	}
-	if err := belay.ValidateID("sessionId", in.SessionID); err != nil {
+	if err := in.Validate(); err != nil {
 		return nil, err
 	}
 	d, err := leaseFor(in.Holder, in.Lease)
 	if err != nil {
-		return nil, err
-	}
-	if len(in.Events) > 0 && !in.Release {
-		return nil, belay.Invalid("events", "events ride only with a release")
-	}
-	if err := belay.ValidateEvents("events", in.Events, false); err != nil {
 		return nil, err
 	}
 	var sess *belay.Session

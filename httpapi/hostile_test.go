@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/belayhq/belay"
@@ -54,6 +55,36 @@ func TestHostileInput(t *testing.T) {
 			body:       `{"projectPath":"{project}","summary":"s","agentState":{"a":"\ud83d\ude80 \\u0000 \\ud800"}}`,
 			wantStatus: 201},
 
+		// Text PostgreSQL cannot store (NUL) or index (a path over 2 KB).
+		{name: "checkpoint projectPath NUL", method: "POST", path: "/v1/checkpoints",
+			body:       `{"projectPath":"{project}\u0000b","summary":"s"}`,
+			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "projectPath"},
+		{name: "session projectPath NUL", method: "POST", path: "/v1/sessions",
+			body:       `{"projectPath":"{project}\u0000b"}`,
+			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "projectPath"},
+		{name: "checkpoint projectPath too long", method: "POST", path: "/v1/checkpoints",
+			body:       `{"projectPath":"/` + strings.Repeat("p", belay.MaxPathLen) + `","summary":"s"}`,
+			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "projectPath"},
+		{name: "sessions projectPath NUL", method: "GET", path: "/v1/sessions?projectPath=/a%00b",
+			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "projectPath"},
+		{name: "checkpoints projectPath NUL", method: "GET", path: "/v1/checkpoints?projectPath=/a%00b",
+			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "projectPath"},
+		{name: "search projectPath NUL", method: "GET", path: "/v1/search?q=x&projectPath=/a%00b",
+			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "projectPath"},
+		{name: "active session projectPath NUL", method: "GET", path: "/v1/sessions/active?projectPath=/a%00b",
+			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "projectPath"},
+		{name: "heartbeat holder NUL", method: "POST", path: "/v1/sessions/{sid}/heartbeat",
+			body:       `{"holder":"h\u0000"}`,
+			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "holder"},
+		{name: "resume holder NUL", method: "POST", path: "/v1/sessions/resume",
+			body:       `{"holder":"h\u0000"}`,
+			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "holder"},
+		{name: "fail reason NUL", method: "POST", path: "/v1/sessions/{sid}/fail",
+			body:       `{"reason":"r\u0000"}`,
+			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "reason"},
+		{name: "checkpoint endReason NUL", method: "POST", path: "/v1/checkpoints",
+			body:       `{"sessionId":"{sid}","summary":"s","end":"failed","endReason":"r\u0000"}`,
+			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "endReason"},
 		{name: "malformed cursor encoding", method: "GET", path: "/v1/checkpoints?cursor=%%%%",
 			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "cursor"},
 		{name: "malformed value encoding", method: "GET", path: "/v1/sessions?limit=1&projectPath=%zz",
