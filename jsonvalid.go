@@ -2,7 +2,11 @@ package belay
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"reflect"
+	"strings"
+	"unicode/utf8"
 )
 
 // validJSON reports whether data is one JSON value, exactly as json.Valid
@@ -299,4 +303,238 @@ func JSONKind(t reflect.Type) string {
 		return "an object"
 	}
 	return "of another type"
+}
+
+// InvalidUTF8 returns nil when data, a JSON text decoded into dst (a
+// pointer), is UTF-8; else a VALIDATION_ERROR naming the field whose text
+// holds its first invalid byte. encoding/json reads such bytes in a string as
+// U+FFFD, so a transport that decodes with it must ask, or it would store
+// text other than what was sent (belay's own CLI refuses it). The field is
+// named as Validate names it: "summary", "tags[1]", "context.k", and a JSON
+// document ("agentState", "hitl.context") whole.
+func InvalidUTF8(data []byte, dst any) error {
+	if utf8.Valid(data) {
+		return nil
+	}
+	field := fieldOf(reflect.TypeOf(dst), jsonPathAt(data, invalidAt(data)))
+	return Invalid(field, "%s is not valid UTF-8", field)
+}
+
+// invalidAt returns the index of data's first byte that is not UTF-8.
+func invalidAt(data []byte) int {
+	for i := 0; i < len(data); {
+		r, n := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return len(data)
+}
+
+// jsonPathAt returns the keys and indexes leading to the string of the JSON
+// text data that holds byte off: the object's path for a key, the value's
+// own for a value.
+func jsonPathAt(data []byte, off int) []any {
+	type frame struct {
+		object  bool
+		key     string
+		index   int
+		wantKey bool
+	}
+	var stack []frame
+	path := func(value bool) []any {
+		var out []any
+		for i, f := range stack {
+			if i == len(stack)-1 && !value {
+				break
+			}
+			if f.object {
+				out = append(out, f.key)
+			} else {
+				out = append(out, f.index)
+			}
+		}
+		return out
+	}
+	// after marks a value done in the container holding it.
+	after := func() {
+		if len(stack) == 0 {
+			return
+		}
+		if f := &stack[len(stack)-1]; f.object {
+			f.wantKey = true
+		} else {
+			f.index++
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		isKey := len(stack) > 0 && stack[len(stack)-1].object && stack[len(stack)-1].wantKey
+		if dec.InputOffset() > int64(off) {
+			return path(!isKey)
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			stack = append(stack, frame{object: tok == json.Delim('{'), wantKey: true})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			after()
+			continue
+		}
+		if isKey {
+			f := &stack[len(stack)-1]
+			f.key, f.wantKey = tok.(string), false
+			continue
+		}
+		after()
+	}
+}
+
+var rawMessageType = reflect.TypeFor[json.RawMessage]()
+
+// fieldOf names the field at path in a value of type t as Validate does:
+// down to a JSON document (a json.RawMessage), or as far as t has fields.
+func fieldOf(t reflect.Type, path []any) string {
+	var b strings.Builder
+	for _, seg := range path {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t == rawMessageType {
+			break
+		}
+		switch seg := seg.(type) {
+		case int:
+			if t.Kind() != reflect.Slice && t.Kind() != reflect.Array {
+				return orBody(b.String())
+			}
+			fmt.Fprintf(&b, "[%d]", seg)
+			t = t.Elem()
+			continue
+		case string:
+			next, ok := jsonField(t, seg)
+			if !ok {
+				return orBody(b.String())
+			}
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(seg)
+			t = next
+		}
+	}
+	return orBody(b.String())
+}
+
+// orBody is field, or "body" for the whole input.
+func orBody(field string) string {
+	if field == "" {
+		return "body"
+	}
+	return field
+}
+
+// jsonField returns the type of the value under key in a value of type t:
+// a map's element, or the struct field encoding/json would decode key into.
+func jsonField(t reflect.Type, key string) (reflect.Type, bool) {
+	switch t.Kind() {
+	case reflect.Map:
+		return t.Elem(), true
+	case reflect.Struct:
+		for _, f := range reflect.VisibleFields(t) {
+			if !f.IsExported() || f.Anonymous && f.Tag.Get("json") == "" {
+				continue
+			}
+			n, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if n == "-" {
+				continue
+			}
+			if n == "" {
+				n = f.Name
+			}
+			if strings.EqualFold(n, key) {
+				return f.Type, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// InvalidText returns nil when all text in v is UTF-8; else a
+// VALIDATION_ERROR naming the first field (a string, a map's key, a JSON
+// document) whose text is not, as InvalidUTF8 names it in the bytes. A
+// client encoding v with encoding/json asks first: it would send such text
+// as U+FFFD, which the service would store as if it had been given.
+func InvalidText(v any) error {
+	if field, bad := invalidText(reflect.ValueOf(v), ""); bad {
+		field = orBody(field)
+		return Invalid(field, "%s is not valid UTF-8", field)
+	}
+	return nil
+}
+
+func invalidText(v reflect.Value, field string) (string, bool) {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return "", false
+		}
+		return invalidText(v.Elem(), field)
+	case reflect.String:
+		return field, !utf8.ValidString(v.String())
+	case reflect.Slice, reflect.Array:
+		if v.Type() == rawMessageType {
+			return field, !utf8.Valid(v.Bytes())
+		}
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return "", false // bytes, sent as base64
+		}
+		for i := range v.Len() {
+			if f, bad := invalidText(v.Index(i), fmt.Sprintf("%s[%d]", field, i)); bad {
+				return f, true
+			}
+		}
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			k := it.Key()
+			if k.Kind() == reflect.String && !utf8.ValidString(k.String()) {
+				return field, true
+			}
+			if f, bad := invalidText(it.Value(), dotted(field, fmt.Sprint(k.Interface()))); bad {
+				return f, true
+			}
+		}
+	case reflect.Struct:
+		for _, sf := range reflect.VisibleFields(v.Type()) {
+			n, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+			if !sf.IsExported() || sf.Anonymous || n == "-" {
+				continue
+			}
+			if n == "" {
+				n = sf.Name
+			}
+			fv, err := v.FieldByIndexErr(sf.Index)
+			if err != nil {
+				continue // in a nil embedded pointer
+			}
+			if f, bad := invalidText(fv, dotted(field, n)); bad {
+				return f, true
+			}
+		}
+	}
+	return "", false
+}
+
+// dotted is field.name, or name at the top.
+func dotted(field, name string) string {
+	if field == "" {
+		return name
+	}
+	return field + "." + name
 }

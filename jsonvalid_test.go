@@ -97,3 +97,66 @@ func TestJSONKind(t *testing.T) {
 		}
 	}
 }
+
+func TestInvalidUTF8(t *testing.T) {
+	const bad = "\xff"
+	for body, want := range map[string]string{
+		`{"summary":"ok"}`:                                                   "",
+		`{"summary":"a` + bad + `"}`:                                         "summary",
+		`{"projectPath":"/p","summary":"` + bad + `"}`:                       "summary",
+		`{"tags":["a","b` + bad + `"]}`:                                      "tags[1]",
+		`{"context":{"k":"` + bad + `"}}`:                                    "context.k",
+		`{"context":{"` + bad + `":"v"}}`:                                    "context",
+		`{"agentState":{"a":[1,"` + bad + `"]}}`:                             "agentState",
+		`{"hitl":{"title":"t","context":{"x":"` + bad + `"}}}`:               "hitl.context",
+		`{"hitl":{"options":[{"id":"a"},{"id":"b","label":"` + bad + `"}]}}`: "hitl.options[1].label",
+		`{"HITL":{"Message":"` + bad + `"}}`:                                 "HITL.Message",
+		`{"summary":"x","events":[{"type":"t","data":{"a":"` + bad + `"}}]}`: "events[0].data",
+		`"` + bad + `"`: "body",
+	} {
+		var in CreateCheckpointInput
+		if body[0] == '{' && json.Unmarshal([]byte(body), &in) != nil {
+			t.Fatalf("case %q does not decode", body)
+		}
+		err := InvalidUTF8([]byte(body), &in)
+		if want == "" {
+			if err != nil {
+				t.Errorf("InvalidUTF8(%q) = %v, want nil", body, err)
+			}
+			continue
+		}
+		if e, ok := err.(*Error); !ok || e.Code != CodeValidation || e.Details["field"] != want {
+			t.Errorf("InvalidUTF8(%q) = %v, want a VALIDATION_ERROR naming %s", body, err, want)
+		}
+	}
+}
+
+func TestInvalidText(t *testing.T) {
+	const bad = "\xff"
+	for _, c := range []struct {
+		in   any
+		want string
+	}{
+		{CreateCheckpointInput{Summary: "ok", Tags: []string{"a"}, Context: map[string]string{"k": "v"}}, ""},
+		{CreateCheckpointInput{Summary: "a" + bad}, "summary"},
+		{&CreateCheckpointInput{Tags: []string{"a", bad}}, "tags[1]"},
+		{CreateCheckpointInput{Context: map[string]string{"k": bad}}, "context.k"},
+		{CreateCheckpointInput{Context: map[string]string{bad: "v"}}, "context"},
+		{CreateCheckpointInput{AgentState: json.RawMessage(`{"a":"` + bad + `"}`)}, "agentState"},
+		{CreateCheckpointInput{HITL: &HITLInput{Options: []HITLOption{{}, {Label: bad}}}}, "hitl.options[1].label"},
+		{CreateSessionInput{Holder: bad}, ""}, // not sent
+		{map[string]any{"reason": bad}, "reason"},
+		{bad, "body"},
+	} {
+		err := InvalidText(c.in)
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("InvalidText(%+v) = %v, want nil", c.in, err)
+			}
+			continue
+		}
+		if e, ok := err.(*Error); !ok || e.Code != CodeValidation || e.Details["field"] != c.want {
+			t.Errorf("InvalidText(%+v) = %v, want a VALIDATION_ERROR naming %s", c.in, err, c.want)
+		}
+	}
+}

@@ -57,6 +57,11 @@ func (c *Client) doHeaders(ctx context.Context, method, path string, q url.Value
 	}
 	var body io.Reader
 	if in != nil {
+		// Refused as the server refuses the bytes: encoding/json would
+		// send them as U+FFFD, and the server store that.
+		if err := belay.InvalidText(in); err != nil {
+			return err
+		}
 		b, err := json.Marshal(in)
 		if err != nil {
 			return fmt.Errorf("encode request: %w", err)

@@ -322,6 +322,25 @@ func TestErrorsMatchLocalService(t *testing.T) {
 		call func(context.Context, belay.Service) error
 	}{
 		{"create session relative project", belay.CodeValidation, createSession(belay.CreateSessionInput{ProjectPath: "rel"})},
+		// encoding/json would send text that is not UTF-8 as U+FFFD.
+		{"create session title not UTF-8", belay.CodeValidation, createSession(belay.CreateSessionInput{Title: "bad \xff utf"})},
+		{"create session project NUL", belay.CodeValidation, createSession(belay.CreateSessionInput{ProjectPath: e.project + "\x00"})},
+		{"create summary not UTF-8", belay.CodeValidation, createCP(valid(func(in *belay.CreateCheckpointInput) { in.Summary = "bad \xff utf" }))},
+		{"create tag not UTF-8", belay.CodeValidation, createCP(valid(func(in *belay.CreateCheckpointInput) { in.Tags = []string{"a", "\xff"} }))},
+		{"create agent state NUL escape", belay.CodeValidation, createCP(valid(func(in *belay.CreateCheckpointInput) { in.AgentState = json.RawMessage(`{"a":"\u0000"}`) }))},
+		{"heartbeat holder not UTF-8", belay.CodeValidation, func(ctx context.Context, s belay.Service) error {
+			_, err := s.Heartbeat(ctx, belay.LeaseInput{SessionID: seed.SessionID, Holder: "h\xff"})
+			return err
+		}},
+		{"fail reason not UTF-8", belay.CodeValidation, func(ctx context.Context, s belay.Service) error {
+			_, err := s.EndSession(ctx, belay.EndSessionInput{SessionID: seed.SessionID, Status: belay.SessionFailed, Reason: "r\xff"})
+			return err
+		}},
+		{"rename session not UTF-8", belay.CodeValidation, func(ctx context.Context, s belay.Service) error {
+			title := "t\xff"
+			_, err := s.UpdateSession(ctx, seed.SessionID, belay.UpdateSessionInput{Title: &title})
+			return err
+		}},
 		{"create session metadata array", belay.CodeValidation, createSession(belay.CreateSessionInput{Metadata: json.RawMessage(`[1]`)})},
 		{"create session long title", belay.CodeValidation, createSession(belay.CreateSessionInput{Title: strings.Repeat("t", 501)})},
 		{"create session lease under a second", belay.CodeValidation, createSession(belay.CreateSessionInput{Holder: "h", Lease: 500 * time.Millisecond})},

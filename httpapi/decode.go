@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -16,22 +17,24 @@ import (
 
 // decodeJSON reads exactly one JSON object into dst (whatever the
 // Content-Type says, so a plain `curl -d` works), rejecting unknown fields,
-// trailing data and oversize bodies with coded errors that name the field.
+// trailing data, text that is not UTF-8 and oversize bodies with coded
+// errors that name the field.
 func decodeJSON(w http.ResponseWriter, r *http.Request, dst any) error {
-	body := http.MaxBytesReader(w, r.Body, belay.MaxBodyBytes)
-	dec := json.NewDecoder(body)
+	// Read whole: the decoder buffers a value whole anyway, and the bytes
+	// are what tells whether a string was UTF-8 before it was decoded.
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, belay.MaxBodyBytes))
+	if err != nil {
+		return decodeError(err, "")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
 		return decodeError(err, timeField(dst))
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return decodeError(err, "")
-		}
 		return belay.Invalid("body", "request body must hold exactly one JSON object")
 	}
-	return nil
+	return belay.InvalidUTF8(data, dst)
 }
 
 // decodeOptionalJSON is decodeJSON for a body that may be left out.

@@ -31,6 +31,24 @@ func TestHostileInput(t *testing.T) {
 		{name: "modifications invalid UTF-8", method: "POST", path: "/v1/checkpoints/{cp3}/decide",
 			body:       `{"action":"modify","selectedOption":"modify","modifications":{"a":"` + bad + `"}}`,
 			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "modifications"},
+		// encoding/json reads invalid UTF-8 in a string as U+FFFD: it is
+		// refused instead, as the local CLI refuses it.
+		{name: "summary invalid UTF-8", method: "POST", path: "/v1/checkpoints",
+			body:       `{"projectPath":"{project}","summary":"bad ` + bad + ` utf"}`,
+			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "summary"},
+		{name: "tag invalid UTF-8", method: "POST", path: "/v1/checkpoints",
+			body:       `{"projectPath":"{project}","summary":"s","tags":["a","` + bad + `"]}`,
+			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "tags[1]"},
+		{name: "option label invalid UTF-8", method: "POST", path: "/v1/checkpoints",
+			body:       `{"projectPath":"{project}","summary":"s","hitl":{"required":true,"options":[{"id":"a","label":"` + bad + `","action":"approve"}]}}`,
+			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "hitl.options[0].label"},
+		{name: "session title invalid UTF-8", method: "PATCH", path: "/v1/sessions/{sid}",
+			body:       `{"title":"` + bad + `"}`,
+			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "title"},
+		{name: "feedback invalid UTF-8", method: "POST", path: "/v1/checkpoints/{cp3}/decide",
+			body:       `{"action":"approve","selectedOption":"approve","feedback":"` + bad + `"}`,
+			wantStatus: 400, wantCode: belay.CodeValidation, wantField: "feedback"},
+
 		// PostgreSQL's jsonb refuses \u0000 and lone surrogates: neither
 		// driver stores them, so a database can move between the two.
 		{name: "hitl.context NUL escape", method: "POST", path: "/v1/checkpoints",

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -162,6 +163,16 @@ func TestStdioAnswersMalformedLinesAndKeepsServing(t *testing.T) {
 	}
 	if r := exchange(`{"jsonrpc":"2.0","id":4,"method":"ping"}`); string(r.ID) != "4" || r.Error != nil {
 		t.Fatalf("ping after a batch: %+v", r)
+	}
+	// Text that is not UTF-8 is refused, naming its field, not read as
+	// U+FFFD and saved.
+	if _, err := io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	save := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"checkpoint_save","arguments":{"summary":"bad ` + "\xff" + ` utf","project_path":` + strconv.Quote(e.project) + `}}}`
+	if r := exchange(save); string(r.ID) != "5" || r.Error != nil || !strings.Contains(string(r.Result), `"isError":true`) ||
+		!strings.Contains(string(r.Result), `VALIDATION_ERROR`) || !strings.Contains(string(r.Result), `\"field\":\"summary\"`) {
+		t.Fatalf("a save with invalid UTF-8: %+v %s", r, r.Result)
 	}
 	inW.Close()
 	select {

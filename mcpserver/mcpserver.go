@@ -144,7 +144,7 @@ func decodeArgs(raw json.RawMessage, dst any) error {
 		}
 		return belay.Invalid("arguments", "arguments must be a JSON object: %v", err)
 	}
-	return nil
+	return belay.InvalidUTF8(raw, dst)
 }
 
 // codeByCode is the one table from belay's codes to the codes MCP clients

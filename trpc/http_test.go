@@ -561,3 +561,23 @@ func TestRelativeProjectPathIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestInvalidUTF8IsRefused: text that is not UTF-8 is refused, naming its
+// field, not read as U+FFFD and stored, in plain JSON and in superjson.
+func TestInvalidUTF8IsRefused(t *testing.T) {
+	e := newEnv(t)
+	for _, c := range []struct{ path, body, prefix, suffix string }{
+		{"/trpc/sessions.create", `{"title":"bad ` + "\xff" + ` utf"}`, `{"error":`, `}`},
+		{"/trpc-superjson/sessions.create", `{"json":{"title":"bad ` + "\xff" + ` utf"}}`, `{"error":{"json":`, `}}`},
+	} {
+		status, b := e.do(t, c.path, c.body)
+		var out tRPCError
+		inner := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(string(b)), c.prefix), c.suffix)
+		if err := json.Unmarshal([]byte(inner), &out); err != nil {
+			t.Fatalf("%s: %v in %s", c.path, err, b)
+		}
+		if d := out.Data; status != http.StatusBadRequest || d.AppCode != string(belay.CodeValidation) || d.Details["field"] != "title" {
+			t.Errorf("%s: %d %s, want VALIDATION_ERROR on title", c.path, status, b)
+		}
+	}
+}

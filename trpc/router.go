@@ -86,7 +86,7 @@ func decodeInput(raw json.RawMessage, dst any) error {
 		}
 		return belay.Invalid("input", "input is not valid JSON for this procedure: %v", err)
 	}
-	return nil
+	return belay.InvalidUTF8(raw, dst)
 }
 
 // uuidInput reads an input that is one id, as seed 000's z.string().uuid().
