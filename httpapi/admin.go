@@ -126,9 +126,6 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) error {
-	if err := newQuery(r).done(); err != nil {
-		return err
-	}
 	list, err := s.svc.ListTokens(r.Context())
 	if err != nil {
 		return err
@@ -169,9 +166,6 @@ func (s *Server) addWebhook(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request) error {
-	if err := newQuery(r).done(); err != nil {
-		return err
-	}
 	list, err := s.svc.ListWebhooks(r.Context())
 	if err != nil {
 		return err
@@ -433,9 +427,6 @@ func (s *Server) setRetention(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listRetention(w http.ResponseWriter, r *http.Request) error {
-	if err := newQuery(r).done(); err != nil {
-		return err
-	}
 	list, err := s.svc.ListRetention(r.Context())
 	if err != nil {
 		return err

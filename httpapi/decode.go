@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -111,26 +113,32 @@ func timeField(dst any) string {
 	return name
 }
 
-// query reads typed query parameters, remembering the first error and
-// rejecting parameters nobody asked for.
+// checkQuery refuses a query string that does not parse (a bad %-escape, a
+// ';' separator) or that holds a parameter not among params, naming the
+// parameter, or "query" when its name is what is malformed: r.URL.Query
+// would drop a malformed pair and answer as if it had not been sent.
+func checkQuery(raw string, params []string) error {
+	values, err := url.ParseQuery(raw)
+	if err != nil {
+		return malformedQuery(raw)
+	}
+	for _, name := range slices.Sorted(maps.Keys(values)) {
+		if !slices.Contains(params, name) {
+			return belay.Invalid(name, "unknown query parameter %q", name)
+		}
+	}
+	return nil
+}
+
+// query reads typed query parameters, remembering the first error. The
+// route has checked the query string (checkQuery).
 type query struct {
-	values map[string][]string
-	used   map[string]bool
+	values url.Values
 	err    error
 }
 
-// newQuery reads r's query string. A malformed one (a bad %-escape, a ';'
-// separator) is an error naming the parameter, or "query" when its name is
-// what is malformed: r.URL.Query would drop the pair and answer as if it had
-// not been sent.
 func newQuery(r *http.Request) *query {
-	q := &query{used: map[string]bool{}}
-	values, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		q.fail(malformedQuery(r.URL.RawQuery))
-	}
-	q.values = values
-	return q
+	return &query{values: r.URL.Query()}
 }
 
 // malformedQuery names the first parameter of a query string that does not
@@ -156,7 +164,6 @@ func (q *query) fail(err error) {
 }
 
 func (q *query) str(name string) string {
-	q.used[name] = true
 	v := q.values[name]
 	if len(v) == 0 {
 		return ""
@@ -169,7 +176,6 @@ func (q *query) str(name string) string {
 
 // list accepts both ?tag=a&tag=b and ?tag=a,b.
 func (q *query) list(name string) []string {
-	q.used[name] = true
 	var out []string
 	for _, v := range q.values[name] {
 		// Empty items are kept, so validation refuses them as core does.
@@ -231,18 +237,8 @@ func (q *query) time(name string) *time.Time {
 	return &t
 }
 
-// done returns the first error, or one for a parameter nobody read.
-func (q *query) done() error {
-	if q.err != nil {
-		return q.err
-	}
-	for name := range q.values {
-		if !q.used[name] {
-			return belay.Invalid(name, "unknown query parameter %q", name)
-		}
-	}
-	return nil
-}
+// done returns the first error.
+func (q *query) done() error { return q.err }
 
 func pathID(r *http.Request, name string) (string, error) {
 	id := r.PathValue(name)

@@ -20,6 +20,9 @@ import (
 // id it saw, so nothing is lost and the server never buffers without bound.
 const writeTimeout = 10 * time.Second
 
+// streamParams are the query parameters of the event streams (streamFilter).
+var streamParams = []string{"session", "type", "after"}
+
 // streamFilter parses the filters shared by SSE and WebSocket streams;
 // without after (or Last-Event-ID) a stream starts at the newest event.
 func streamFilter(r *http.Request) (belay.EventFilter, error) {

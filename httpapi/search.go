@@ -40,9 +40,6 @@ func (s *Server) reindex(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) indexStatus(w http.ResponseWriter, r *http.Request) error {
-	if err := newQuery(r).done(); err != nil {
-		return err
-	}
 	st, err := s.svc.IndexStatus(r.Context())
 	if err != nil {
 		return err

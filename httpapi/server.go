@@ -85,35 +85,36 @@ func (s *Server) routes() {
 		return nil
 	})
 	s.api("POST /v1/sessions", s.createSession)
-	s.api("GET /v1/sessions", s.listSessions)
-	s.api("GET /v1/sessions/active", s.activeSession)
+	s.api("GET /v1/sessions", s.listSessions, "projectPath", "status", "cursor", "limit")
+	s.api("GET /v1/sessions/active", s.activeSession, "projectPath")
 	s.api("GET /v1/sessions/{id}", s.getSession)
 	s.api("GET /v1/sessions/{id}/checkpoints/{seq}", s.getCheckpointBySeq)
 	s.api("POST /v1/checkpoints", s.createCheckpoint)
-	s.api("GET /v1/checkpoints", s.listCheckpoints)
+	s.api("GET /v1/checkpoints", s.listCheckpoints, "sessionId", "projectPath", "type", "hitlRequired", "hitlDecided",
+		"createdAfter", "createdBefore", "tags", "cursor", "offset", "limit", "orderBy", "orderDir")
 	s.api("GET /v1/checkpoints/{id}", s.getCheckpoint)
 	s.api("DELETE /v1/checkpoints/{id}", s.deleteCheckpoint)
 	s.api("POST /v1/checkpoints/{id}/decide", s.decide)
-	s.stream("GET /v1/checkpoints/{id}/decision", s.waitDecision)
-	s.api("GET /v1/hitl/pending", s.pending)
+	s.stream("GET /v1/checkpoints/{id}/decision", s.waitDecision, "wait")
+	s.api("GET /v1/hitl/pending", s.pending, "session")
 	s.api("POST /v1/checkpoints/{id}/restore", s.restoreCheckpoint)
-	s.api("GET /v1/checkpoints/{id}/diff", s.diffCheckpoint)
+	s.api("GET /v1/checkpoints/{id}/diff", s.diffCheckpoint, "to")
 	s.api("GET /v1/sessions/{id}/rollbacks", s.listRollbacks)
 	s.api("DELETE /v1/sessions/{id}", s.deleteSession)
 	s.api("POST /v1/sessions/{id}/export-branch", s.exportBranch)
 	// Exports, imports, checks and sizes take as long as the data is big.
 	s.stream("GET /v1/sessions/{id}/export", s.exportSession)
-	s.stream("POST /v1/sessions/import", s.importSession)
-	s.stream("GET /v1/validate", s.validate)
+	s.stream("POST /v1/sessions/import", s.importSession, "projectPath")
+	s.stream("GET /v1/validate", s.validate, "session")
 	s.stream("POST /v1/validate", s.validate)
 	s.stream("GET /v1/usage", s.diskUsage)
 	s.stream("POST /v1/gc", s.collectGarbage)
-	s.stream("GET /v1/events", s.sse)
+	s.stream("GET /v1/events", s.sse, streamParams...)
 	s.api("POST /v1/sessions/{id}/events", s.appendEvents)
-	s.stream("GET /v1/ws", s.websocket)
-	s.api("GET /v1/checkpoints/resolve", s.resolveCheckpoint)
-	s.api("GET /v1/sessions/current", s.currentSession)
-	s.api("GET /v1/sessions/resolve", s.resolveSession)
+	s.stream("GET /v1/ws", s.websocket, streamParams...)
+	s.api("GET /v1/checkpoints/resolve", s.resolveCheckpoint, "ref", "step", "sessionId", "projectPath")
+	s.api("GET /v1/sessions/current", s.currentSession, "projectPath")
+	s.api("GET /v1/sessions/resolve", s.resolveSession, "ref")
 	s.api("PATCH /v1/sessions/{id}", s.updateSession)
 	s.api("GET /v1/sessions/{id}/grants", s.listGrants)
 	s.api("POST /v1/sessions/{id}/grants", s.grantSession)
@@ -124,7 +125,7 @@ func (s *Server) routes() {
 	s.api("POST /v1/webhooks", s.addWebhook)
 	s.api("GET /v1/webhooks", s.listWebhooks)
 	s.api("DELETE /v1/webhooks/{id}", s.removeWebhook)
-	s.api("GET /v1/webhooks/deliveries", s.listDeliveries)
+	s.api("GET /v1/webhooks/deliveries", s.listDeliveries, "webhookId", "limit")
 	s.api("POST /v1/sessions/{id}/complete", s.endSession(belay.SessionCompleted))
 	s.api("POST /v1/sessions/{id}/fail", s.endSession(belay.SessionFailed))
 	s.api("POST /v1/sessions/{id}/abandon", s.endSession(belay.SessionAbandoned))
@@ -139,7 +140,7 @@ func (s *Server) routes() {
 	s.api("GET /v1/sessions/{id}/context", s.taskContext)
 	s.api("PUT /v1/retention", s.setRetention)
 	s.api("GET /v1/retention", s.listRetention)
-	s.api("GET /v1/search", s.search)
+	s.api("GET /v1/search", s.search, "q", "projectPath", "tag", "topK", "explain")
 	s.api("POST /v1/search/reindex", s.reindex)
 	s.api("GET /v1/search/index", s.indexStatus)
 }
@@ -147,19 +148,32 @@ func (s *Server) routes() {
 // apiHandler handles one API call; a returned error becomes the error body.
 type apiHandler func(w http.ResponseWriter, r *http.Request) error
 
-// api registers an API route with authentication, the request deadline and
-// error handling.
-func (s *Server) api(pattern string, h apiHandler) {
+// api registers an API route with authentication, its query parameters, the
+// request deadline and error handling.
+func (s *Server) api(pattern string, h apiHandler, params ...string) {
 	s.stream(pattern, func(w http.ResponseWriter, r *http.Request) error {
 		ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
 		defer cancel()
 		return h(w, r.WithContext(ctx))
+	}, params...)
+}
+
+// stream registers a route with authentication, its query parameters and
+// error handling but no deadline: long polls and event streams bound their
+// own time. params are the query parameters the route reads: a query string
+// that does not parse, or holds any other parameter, is refused before h
+// runs, so no route acts on a request it half understood.
+func (s *Server) stream(pattern string, h apiHandler, params ...string) {
+	s.authenticated(pattern, func(w http.ResponseWriter, r *http.Request) error {
+		if err := checkQuery(r.URL.RawQuery, params); err != nil {
+			return err
+		}
+		return h(w, r)
 	})
 }
 
-// stream registers a route with authentication and error handling but no
-// deadline: long polls and event streams bound their own time.
-func (s *Server) stream(pattern string, h apiHandler) {
+// authenticated registers a route with authentication and error handling.
+func (s *Server) authenticated(pattern string, h apiHandler) {
 	s.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a, err := s.authenticate(r)
 		if err != nil {
@@ -192,9 +206,10 @@ func (s *Server) authenticate(r *http.Request) (belay.Actor, error) {
 }
 
 // Handle mounts another handler on the server's mux behind the same
-// authentication as the API: h finds the caller with belay.ActorFrom.
+// authentication as the API: h finds the caller with belay.ActorFrom, and
+// reads its query string itself.
 func (s *Server) Handle(pattern string, h http.Handler) {
-	s.stream(pattern, func(w http.ResponseWriter, r *http.Request) error {
+	s.authenticated(pattern, func(w http.ResponseWriter, r *http.Request) error {
 		h.ServeHTTP(w, r)
 		return nil
 	})

@@ -156,9 +156,6 @@ func (s *Server) exportBranch(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) diskUsage(w http.ResponseWriter, r *http.Request) error {
-	if err := newQuery(r).done(); err != nil {
-		return err
-	}
 	rep, err := s.svc.DiskUsage(r.Context())
 	if err != nil {
 		return err
