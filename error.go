@@ -25,12 +25,16 @@ const (
 	CodeUnauthenticated    Code = "UNAUTHENTICATED"
 	CodeRateLimited        Code = "RATE_LIMITED"
 	CodeTimeout            Code = "TIMEOUT_ERROR"
-	CodeCheckpointCorrupt  Code = "CHECKPOINT_CORRUPTED"
-	CodeConflict           Code = "CONFLICT"
-	CodeLeaseLost          Code = "LEASE_LOST"
-	CodeBudgetExceeded     Code = "BUDGET_EXCEEDED"
-	CodeTooLarge           Code = "PAYLOAD_TOO_LARGE"
-	CodeMethodNotAllowed   Code = "METHOD_NOT_ALLOWED"
+	// CodeRequestTimeout: the client sent its request too slowly (its body
+	// fell below the server's minimum rate); HTTP answers it with 408, where
+	// TIMEOUT_ERROR (504) is the server's own slowness.
+	CodeRequestTimeout    Code = "REQUEST_TIMEOUT"
+	CodeCheckpointCorrupt Code = "CHECKPOINT_CORRUPTED"
+	CodeConflict          Code = "CONFLICT"
+	CodeLeaseLost         Code = "LEASE_LOST"
+	CodeBudgetExceeded    Code = "BUDGET_EXCEEDED"
+	CodeTooLarge          Code = "PAYLOAD_TOO_LARGE"
+	CodeMethodNotAllowed  Code = "METHOD_NOT_ALLOWED"
 	// CodeSchemaTooNew: the database was migrated by a newer belay; this
 	// one refuses to run on it rather than misread it.
 	CodeSchemaTooNew Code = "SCHEMA_TOO_NEW"
@@ -56,6 +60,7 @@ var statusByCode = map[Code]int{
 	CodeUnauthenticated:    http.StatusUnauthorized,
 	CodeRateLimited:        http.StatusTooManyRequests,
 	CodeTimeout:            http.StatusGatewayTimeout,
+	CodeRequestTimeout:     http.StatusRequestTimeout,
 	CodeCheckpointCorrupt:  http.StatusUnprocessableEntity,
 	CodeConflict:           http.StatusConflict,
 	CodeLeaseLost:          http.StatusConflict,

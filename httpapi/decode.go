@@ -51,6 +51,10 @@ func decodeOptionalJSON(w http.ResponseWriter, r *http.Request, dst any) error {
 // PAYLOAD_TOO_LARGE) naming the field. encoding/json does not say which field
 // a time failed in, so timeField names it when the input has only one.
 func decodeError(err error, timeField string) error {
+	var coded *belay.Error
+	if errors.As(err, &coded) {
+		return coded // the body's own (REQUEST_TIMEOUT)
+	}
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	var tooBig *http.MaxBytesError

@@ -34,7 +34,21 @@ type Options struct {
 	Authenticate func(ctx context.Context, token string) (belay.Actor, error)
 	// Heartbeat is the interval of keep-alive pings on event streams; 15 s when zero.
 	Heartbeat time.Duration
+	// BodyGrace is how long a request body may take before MinBodyRate
+	// applies (DefaultBodyGrace when zero), and MinBodyRate the bytes a
+	// second it must average from then on (DefaultMinBodyRate when zero): a
+	// body that arrives slower is REQUEST_TIMEOUT and its connection closed.
+	BodyGrace   time.Duration
+	MinBodyRate int
 }
+
+// The default pace a request body must keep: a connection trickling a byte
+// now and then would otherwise be held for as long as its client likes,
+// while a large import over a slow link still arrives.
+const (
+	DefaultBodyGrace   = 10 * time.Second
+	DefaultMinBodyRate = 16 << 10
+)
 
 // Server is belay's HTTP API. Further handlers (MCP, tRPC, the dashboard)
 // mount on the same mux through Handle.
@@ -44,6 +58,8 @@ type Server struct {
 	beat    time.Duration
 	log     *slog.Logger
 	timeout time.Duration
+	grace   time.Duration
+	rate    int
 	version string
 	mux     *http.ServeMux
 	reg     *prometheus.Registry
@@ -54,7 +70,13 @@ type Server struct {
 // New returns a Server with every route registered.
 func New(opts Options) *Server {
 	s := &Server{svc: opts.Service, auth: opts.Authenticate, beat: opts.Heartbeat, log: opts.Logger,
-		timeout: opts.Timeout, version: opts.Version, mux: http.NewServeMux()}
+		timeout: opts.Timeout, grace: opts.BodyGrace, rate: opts.MinBodyRate, version: opts.Version, mux: http.NewServeMux()}
+	if s.grace == 0 {
+		s.grace = DefaultBodyGrace
+	}
+	if s.rate == 0 {
+		s.rate = DefaultMinBodyRate
+	}
 	if s.beat == 0 {
 		s.beat = 15 * time.Second
 	}
@@ -218,11 +240,17 @@ func (s *Server) Handle(pattern string, h http.Handler) {
 // HandlePublic mounts a handler that needs no token (e.g. static assets).
 func (s *Server) HandlePublic(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
-// Handler returns the root handler: panic recovery, metrics, then routes.
+// Handler returns the root handler: the request body's pace, panic
+// recovery, metrics, then routes.
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		if r.Body != nil && r.Body != http.NoBody {
+			rec.body = &pacedBody{ReadCloser: r.Body, rc: http.NewResponseController(w), start: start, grace: s.grace, rate: int64(s.rate)}
+			r.Body = rec.body
+			defer rec.body.abandon()
+		}
 		ctx, user := reqlog.WithSlot(r.Context())
 		r = r.WithContext(ctx)
 		defer func() {
@@ -298,18 +326,34 @@ type statusRecorder struct {
 	http.ResponseWriter
 	status int
 	wrote  bool
+	// body is the request's body, nil when it has none.
+	body *pacedBody
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
 	if !r.wrote {
+		r.closeIfUnread()
 		r.status, r.wrote = code, true
 	}
 	r.ResponseWriter.WriteHeader(code)
 }
 
 func (r *statusRecorder) Write(b []byte) (int, error) {
-	r.wrote = true
+	if !r.wrote {
+		r.closeIfUnread()
+		r.wrote = true
+	}
 	return r.ResponseWriter.Write(b)
+}
+
+// closeIfUnread closes the connection after an answer given before the
+// request's body was read to its end (a refused token, no route, a body
+// too slow): net/http would otherwise read up to 256 KiB of it first, as
+// slowly as the client sends it.
+func (r *statusRecorder) closeIfUnread() {
+	if r.body != nil && r.body.unread() {
+		r.Header().Set("Connection", "close")
+	}
 }
 
 func (r *statusRecorder) Flush() {

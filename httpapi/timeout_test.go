@@ -1,11 +1,16 @@
 package httpapi_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -51,5 +56,126 @@ func TestHandlerTimeout(t *testing.T) {
 	list, _, _, err := db.ListSessions(context.Background(), store.SessionQuery{Scope: store.Everything, Limit: 10})
 	if err != nil || len(list) != 0 {
 		t.Errorf("sessions after timed-out requests: %d, %v; want none written", len(list), err)
+	}
+}
+
+// slowServer serves a fresh service on loopback. Only the token "good" is
+// let in; a request body must average rate bytes a second after grace.
+func slowServer(t *testing.T, grace time.Duration, rate int) string {
+	t.Helper()
+	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "belay.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	auth := func(ctx context.Context, token string) (belay.Actor, error) {
+		if token != "good" {
+			return belay.Actor{}, belay.Errorf(belay.CodeUnauthenticated, "a valid API token is required")
+		}
+		return anyToken(ctx, token)
+	}
+	api := httpapi.New(httpapi.Options{Service: core.New(core.Options{Store: db}), Authenticate: auth, BodyGrace: grace, MinBodyRate: rate})
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().String()
+}
+
+// rawRequest sends head (a request line and headers) and the first bytes of
+// a body, then trickles the rest a byte every pause, until the server
+// answers; it returns the answer and whether the server closed the
+// connection after it.
+func rawRequest(t *testing.T, addr, head, first, rest string, pause time.Duration) (string, bool) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, head+"\r\n"+first); err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan struct{})
+	go func() {
+		for i := range len(rest) {
+			select {
+			case <-answered:
+				return
+			case <-time.After(pause):
+			}
+			if _, err := io.WriteString(conn, rest[i:i+1]); err != nil {
+				return
+			}
+		}
+	}()
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	close(answered)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	_, err = br.ReadByte()
+	return resp.Status + " " + string(body), errors.Is(err, io.EOF)
+}
+
+// TestUnauthenticatedBodyIsNotWaitedFor: a request without a valid token is
+// answered 401 at once, without waiting for a body that may never come, and
+// its connection closed; so is one for no route.
+func TestUnauthenticatedBodyIsNotWaitedFor(t *testing.T) {
+	addr := slowServer(t, time.Hour, 1)
+	for _, path := range []string{"/v1/checkpoints", "/v1/nowhere"} {
+		start := time.Now()
+		head := "POST " + path + " HTTP/1.1\r\nHost: belay\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n"
+		answer, closed := rawRequest(t, addr, head, "{", "", 0)
+		want := "401"
+		if path == "/v1/nowhere" {
+			want = "404"
+		}
+		if !strings.HasPrefix(answer, want) || !closed || time.Since(start) > 10*time.Second {
+			t.Errorf("%s: %q after %s, closed %v; want %s at once and the connection closed", path, answer, time.Since(start), closed, want)
+		}
+	}
+}
+
+// TestSlowBodyIsRefused: a body arriving slower than the minimum rate once
+// the grace is over is answered 408 REQUEST_TIMEOUT, nothing saved, the
+// connection closed; one arriving faster is read whole, however long it
+// takes.
+func TestSlowBodyIsRefused(t *testing.T) {
+	addr := slowServer(t, 300*time.Millisecond, 50)
+	doc := `{"summary":"slow","projectPath":"/p","metadata":{"pad":"` + strings.Repeat("x", 80) + `"}}`
+	head := "POST /v1/checkpoints HTTP/1.1\r\nHost: belay\r\nAuthorization: Bearer good\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(doc)) + "\r\n"
+
+	start := time.Now()
+	answer, closed := rawRequest(t, addr, head, doc[:1], doc[1:], 100*time.Millisecond) // 10 bytes a second
+	if !strings.HasPrefix(answer, "408") || !strings.Contains(answer, `"REQUEST_TIMEOUT"`) || !closed || time.Since(start) > 5*time.Second {
+		t.Errorf("a trickled body: %q after %s, closed %v; want 408 REQUEST_TIMEOUT soon and the connection closed", answer, time.Since(start), closed)
+	}
+
+	// 10 bytes every 100 ms is 100 a second: it takes longer than the grace.
+	var chunks []string
+	for i := 0; i < len(doc); i += 10 {
+		chunks = append(chunks, doc[i:min(i+10, len(doc))])
+	}
+	start = time.Now()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	io.WriteString(conn, head+"\r\n")
+	for _, c := range chunks {
+		time.Sleep(100 * time.Millisecond)
+		io.WriteString(conn, c)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || time.Since(start) < 300*time.Millisecond {
+		t.Errorf("a body at twice the rate: %s after %s; want 201", resp.Status, time.Since(start))
 	}
 }

@@ -50,6 +50,7 @@ var codeByCode = map[belay.Code]code{
 	belay.CodeUnauthenticated:    unauthorized,
 	belay.CodeRateLimited:        tooMany,
 	belay.CodeTimeout:            timeout,
+	belay.CodeRequestTimeout:     timeout,
 	belay.CodeCheckpointCorrupt:  unprocessable,
 	belay.CodeConflict:           conflict,
 	belay.CodeLeaseLost:          conflict,

@@ -1,0 +1,63 @@
+package httpapi
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/belayhq/belay"
+)
+
+// pacedBody is a request body that must keep a pace: after grace, at least
+// rate bytes a second on average since the request began. Each read moves
+// the connection's read deadline to when the bytes read so far stop
+// covering the time taken, so a client trickling a byte now and then (a
+// slowloris) is cut off, while a large upload that keeps the pace, however
+// long, is not. A body that does not keep it fails with REQUEST_TIMEOUT.
+type pacedBody struct {
+	io.ReadCloser
+	rc    *http.ResponseController
+	start time.Time
+	grace time.Duration
+	rate  int64
+	read  int64
+	ended atomic.Bool
+}
+
+func (b *pacedBody) Read(p []byte) (int, error) {
+	perByte := time.Second / time.Duration(b.rate) // whole seconds first: read may be large
+	due := b.start.Add(b.grace + time.Duration(b.read/b.rate)*time.Second + time.Duration(b.read%b.rate)*perByte)
+	// Not every connection takes deadlines (HTTP/2 may not); it then
+	// reads as before.
+	_ = b.rc.SetReadDeadline(due)
+	n, err := b.ReadCloser.Read(p)
+	b.read += int64(n)
+	switch {
+	case errors.Is(err, io.EOF):
+		b.ended.Store(true)
+		// The server reads on in the background to notice a client that
+		// goes away while the handler runs: no deadline for that.
+		_ = b.rc.SetReadDeadline(time.Time{})
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return n, belay.Errorf(belay.CodeRequestTimeout, "the request body arrived too slowly: %d bytes in %s; after the first %s send at least %d bytes a second",
+			b.read, time.Since(b.start).Round(time.Millisecond), b.grace, b.rate).With("minBytesPerSecond", b.rate)
+	}
+	return n, err
+}
+
+// unread reports whether the body may hold bytes the handler did not read:
+// an answer then closes the connection instead of reading them first, as
+// the server would, at the client's pace.
+func (b *pacedBody) unread() bool { return !b.ended.Load() }
+
+// abandon, once the handler is done, stops net/http from reading what is
+// left of an unread body (up to 256 KiB, with no deadline) before it closes
+// the connection.
+func (b *pacedBody) abandon() {
+	if b.unread() {
+		_ = b.rc.SetReadDeadline(time.Now())
+	}
+}
