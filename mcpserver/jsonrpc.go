@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -131,7 +132,11 @@ func checkBody(next http.Handler) http.Handler {
 			return
 		}
 		body, err := io.ReadAll(io.LimitReader(r.Body, belay.MaxBodyBytes+1))
+		var coded *belay.Error
 		switch {
+		case errors.As(err, &coded): // the body's own: REQUEST_TIMEOUT
+			writeRPCError(w, coded.Code.HTTPStatus(), newRPCError(nil, jsonrpc.CodeInvalidRequest, "Invalid Request: "+coded.Message))
+			return
 		case err != nil:
 			// Unreadable: the SDK reads it again and answers as it does.
 			r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}

@@ -11,6 +11,7 @@ package trpc
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -185,7 +186,12 @@ func (h *Handler) calls(r *http.Request, paths string, batch bool) ([]call, *err
 		raw = []byte(r.URL.Query().Get("input"))
 	case http.MethodPost:
 		b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
-		if err != nil {
+		var coded *belay.Error
+		switch {
+		case errors.As(err, &coded): // the body's own: REQUEST_TIMEOUT
+			e := shape(h.opts.Logger, paths, coded)
+			return nil, &e
+		case err != nil:
 			e := protocolError(tooLarge, fmt.Sprintf("the request body is over %d bytes", maxBody), paths)
 			return nil, &e
 		}
