@@ -148,7 +148,7 @@ func TestRoundTrip(t *testing.T) {
 	if _, err := e.remote.CreateSession(ctx, belay.CreateSessionInput{Title: "other"}); err != nil {
 		t.Fatal(err)
 	}
-	sessIn := belay.ListSessionsInput{Limit: 1}
+	sessIn := belay.ListSessionsInput{Own: true, Limit: 1}
 	for page := 0; ; page++ {
 		r, err := e.remote.ListSessions(ctx, sessIn)
 		if err != nil {

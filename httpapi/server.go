@@ -107,7 +107,7 @@ func (s *Server) routes() {
 		return nil
 	})
 	s.api("POST /v1/sessions", s.createSession)
-	s.api("GET /v1/sessions", s.listSessions, "projectPath", "status", "cursor", "limit")
+	s.api("GET /v1/sessions", s.listSessions, "projectPath", "status", "own", "cursor", "limit")
 	s.api("GET /v1/sessions/active", s.activeSession, "projectPath")
 	s.api("GET /v1/sessions/{id}", s.getSession)
 	s.api("GET /v1/sessions/{id}/checkpoints/{seq}", s.getCheckpointBySeq)
