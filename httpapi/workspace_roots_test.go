@@ -19,18 +19,18 @@ import (
 	"github.com/belayhq/belay/workspace"
 )
 
-// TestWorkspaceRootSymlinkEscapeOverHTTP: a token holder who is not an admin
-// cannot snapshot or roll back a directory outside the server's workspace
-// root by naming a symlink under the root that points out of it.
-func TestWorkspaceRootSymlinkEscapeOverHTTP(t *testing.T) {
-	ctx := context.Background()
+// newRootsServer is a real HTTP server whose users who are not admins may
+// use workspaces under roots only; outside is a directory outside them.
+// Tokens are user names; "root" is an admin.
+func newRootsServer(t *testing.T) (s *wsServer, roots, outside string) {
+	t.Helper()
 	data, roots := t.TempDir(), t.TempDir()
 	outside, err := os.MkdirTemp("", "belay-outside-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(outside) })
-	db, err := sqlite.Open(ctx, filepath.Join(data, "belay.db"))
+	db, err := sqlite.Open(context.Background(), filepath.Join(data, "belay.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,15 +47,22 @@ func TestWorkspaceRootSymlinkEscapeOverHTTP(t *testing.T) {
 		}})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
-	s := &wsServer{url: srv.URL}
+	return &wsServer{url: srv.URL}, roots, outside
+}
 
+// TestWorkspaceRootSymlinkEscapeOverHTTP: a token holder who is not an admin
+// cannot snapshot or roll back a directory outside the server's workspace
+// root by naming a symlink under the root that points out of it.
+func TestWorkspaceRootSymlinkEscapeOverHTTP(t *testing.T) {
+	ctx := context.Background()
+	s, roots, outside := newRootsServer(t)
 	testtree.Write(t, outside, map[string]string{"victim.txt": "precious"})
 	link := filepath.Join(roots, "project")
 	if err := os.Symlink(outside, link); err != nil {
 		t.Fatal(err)
 	}
 	alice := s.as(t, "alice")
-	_, err = alice.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: link, Summary: "steal", Snapshot: true})
+	_, err := alice.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: link, Summary: "steal", Snapshot: true})
 	testutil.WantCode(t, err, belay.CodeUnauthorized)
 
 	plain, err := alice.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: link, Summary: "no snapshot"})
@@ -74,5 +81,82 @@ func TestWorkspaceRootSymlinkEscapeOverHTTP(t *testing.T) {
 	testutil.WantCode(t, err, belay.CodeUnauthorized)
 	if got := testtree.Read(t, outside); !maps.Equal(got, before) {
 		t.Errorf("files outside the root changed:\n got %v\nwant %v", got, before)
+	}
+}
+
+// TestExportBranchRunsNothingOfTheRepositoryOverHTTP: export-branch by a
+// user who is not an admin runs none of the hooks or commands the project's
+// repository configures, and refuses a .git (a gitfile or a symlink) that
+// leads out of the workspace roots, writing nothing there; so does the first
+// snapshot, which would otherwise borrow that repository's objects and index.
+func TestExportBranchRunsNothingOfTheRepositoryOverHTTP(t *testing.T) {
+	ctx := context.Background()
+	s, roots, outside := newRootsServer(t)
+	bob := s.as(t, "bob")
+	ran := filepath.Join(outside, "ran")
+	hook := "#!/bin/sh\necho \"$0\" >>" + ran + "\n"
+	project := filepath.Join(roots, "p")
+	testtree.Write(t, project, map[string]string{"a.txt": "alpha", "hooks/reference-transaction": hook, "hooks/post-index-change": hook})
+	testtree.Git(t, project, "init", "-q")
+	testtree.Git(t, project, "add", "a.txt")
+	testtree.Git(t, project, "commit", "-q", "-m", "initial")
+	if err := os.WriteFile(filepath.Join(project, ".git", "hooks", "reference-transaction"), []byte(hook), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"reference-transaction", "post-index-change"} {
+		if err := os.Chmod(filepath.Join(project, "hooks", name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cp, err := bob.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: project, Summary: "work", Snapshot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.ExportBranch(ctx, belay.ExportBranchInput{SessionID: cp.SessionID}); err != nil {
+		t.Fatal(err)
+	}
+	testtree.Git(t, project, "config", "core.hooksPath", "hooks")
+	testtree.Git(t, project, "config", "core.fsmonitor", "sh -c 'echo fsmonitor >>"+ran+"'")
+	if _, err := bob.ExportBranch(ctx, belay.ExportBranchInput{SessionID: cp.SessionID, Branch: "again"}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := os.ReadFile(ran); err == nil {
+		t.Errorf("export-branch ran the repository's commands:\n%s", out)
+	}
+	if got := testtree.Git(t, project, "rev-parse", "again"); got != testtree.Git(t, project, "rev-parse", "belay/"+cp.SessionID) {
+		t.Errorf("branch again = %s", got)
+	}
+
+	// The repository moves out of the roots; the project keeps a gitfile
+	// or a symlink to it.
+	elsewhere := filepath.Join(outside, "repo.git")
+	if err := os.Rename(filepath.Join(project, ".git"), elsewhere); err != nil {
+		t.Fatal(err)
+	}
+	before := testtree.Digest(t, elsewhere)
+	for name, link := range map[string]func(dir string) error{
+		"gitfile": func(dir string) error {
+			return os.WriteFile(filepath.Join(dir, ".git"), []byte("gitdir: "+elsewhere+"\n"), 0o644)
+		},
+		"symlink": func(dir string) error { return os.Symlink(elsewhere, filepath.Join(dir, ".git")) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := link(project); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Remove(filepath.Join(project, ".git")) })
+			_, err := bob.ExportBranch(ctx, belay.ExportBranchInput{SessionID: cp.SessionID, Branch: "out-" + name})
+			testutil.WantCode(t, err, belay.CodeUnauthorized)
+			fresh := filepath.Join(roots, "fresh-"+name)
+			testtree.Write(t, fresh, map[string]string{"a.txt": "alpha"})
+			if err := link(fresh); err != nil {
+				t.Fatal(err)
+			}
+			_, err = bob.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: fresh, Summary: "first", Snapshot: true})
+			testutil.WantCode(t, err, belay.CodeUnauthorized)
+			if testtree.Digest(t, elsewhere) != before {
+				t.Error("the repository outside the roots changed")
+			}
+		})
 	}
 }

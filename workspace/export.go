@@ -10,10 +10,6 @@ import (
 	"strings"
 )
 
-// exportRef is the shadow ref the exported chain hangs from while it is
-// fetched into the user's repository; the workspace lock covers its use.
-const exportRef = "refs/belay-export/tip"
-
 // ExportBranch writes branch refs/heads/<branch> in the user's repository
 // (the workspace's own .git) pointing at a linear chain of new commits, one
 // per checkpoint commit in commits, in order: each has that checkpoint's
@@ -23,12 +19,15 @@ const exportRef = "refs/belay-export/tip"
 // chain is deterministic, so exporting again with more commits
 // fast-forwards the branch; a branch that has diverged is not overwritten.
 //
-// The objects are fetched from the shadow repository into the user's
-// repository; HEAD, the index, the work tree and every other ref are left
-// alone. It refuses the checked-out branch and a name that is not a valid
-// branch name or reads as another ref (HEAD, @, refs/...), and fails with
-// code InvalidWorkspace then and when the workspace is not the top of a git
-// repository.
+// The objects are written into the user's repository as one pack, and the
+// branch moves only from the value it was read at; HEAD, the index, the
+// work tree and every other ref are left alone. Nothing the user's
+// repository configures runs (hooks, fsmonitor, transports: see
+// userRepoArgs). It refuses a branch checked out in any worktree and a name
+// that is not a valid branch name or reads as another ref (HEAD, @,
+// refs/...), and fails with code InvalidWorkspace then and when the
+// workspace is not the top of a git repository. Under Confine, a git
+// directory outside the roots fails with code Forbidden (findUserRepo).
 // It takes the workspace lock.
 func (m *Manager) ExportBranch(ctx context.Context, root, branch string, commits []string) error {
 	s, err := m.existing(ctx, root)
@@ -64,18 +63,21 @@ func (m *Manager) ExportBranch(ctx context.Context, root, branch string, commits
 	if err != nil || code != 0 || strings.HasPrefix(branch, "-") || branch == "HEAD" || branch == "@" || strings.HasPrefix(branch, "refs/") {
 		return errorf(InvalidWorkspace, err, "export %s: invalid branch name %q", s.root, branch)
 	}
-	out, _, err := m.runCode(ctx, s, inUser, "symbolic-ref", "-q", "HEAD")
+	out, err := m.run(ctx, s, runOpts{gitDir: user.gitDir}, "worktree", "list", "--porcelain")
 	if err != nil {
-		return fmt.Errorf("export %s: read HEAD: %w", s.root, err)
+		return fmt.Errorf("export %s: list worktrees: %w", s.root, err)
 	}
-	if strings.TrimSpace(string(out)) == ref {
-		return errorf(InvalidWorkspace, nil, "export %s: branch %q is checked out; choose another name", s.root, branch)
+	for line := range strings.Lines(string(out)) {
+		if strings.TrimSuffix(line, "\n") == "branch "+ref {
+			return errorf(InvalidWorkspace, nil, "export %s: branch %q is checked out; choose another name", s.root, branch)
+		}
 	}
 	out, _, err = m.runCode(ctx, s, inUser, "rev-parse", "-q", "--verify", "HEAD^{commit}")
 	if err != nil {
 		return fmt.Errorf("export %s: read HEAD: %w", s.root, err)
 	}
 	parent := strings.TrimSpace(string(out))
+	base := parent
 
 	// The chain's first parent lives in the user's repository: borrow its
 	// objects for as long as the export runs unless already borrowing.
@@ -105,16 +107,13 @@ func (m *Manager) ExportBranch(ctx context.Context, root, branch string, commits
 			return fmt.Errorf("export %s: %w", s.root, err)
 		}
 	}
-	if err := m.updateRef(ctx, s, exportRef, parent); err != nil {
-		return fmt.Errorf("export %s: %w", s.root, err)
-	}
-	defer m.run(context.WithoutCancel(ctx), s, runOpts{}, "update-ref", "-d", exportRef)
 	// A branch there already moves only forward, to an export that holds it.
 	out, _, err = m.runCode(ctx, s, inUser, "rev-parse", "-q", "--verify", ref+"^{commit}")
 	if err != nil {
 		return fmt.Errorf("export %s: read branch %q: %w", s.root, branch, err)
 	}
-	if old := strings.TrimSpace(string(out)); old != "" {
+	old := strings.TrimSpace(string(out))
+	if old != "" {
 		_, code, err := m.runCode(ctx, s, runOpts{okCodes: []int{1}}, "merge-base", "--is-ancestor", old, parent)
 		if err != nil {
 			return fmt.Errorf("export %s: compare with branch %q: %w", s.root, branch, err)
@@ -123,14 +122,26 @@ func (m *Manager) ExportBranch(ctx context.Context, root, branch string, commits
 			return errorf(InvalidWorkspace, nil, "export %s: branch %q exists and has commits this export does not hold; choose another name, or delete the branch first", s.root, branch)
 		}
 	}
-	// Fetching (not pushing) runs no hooks of the user's repository, and
-	// without "+" git refuses to rewind a diverged branch; it also refuses a
-	// branch checked out in another worktree. Its message names belay's
-	// data directory, which is not the caller's to see.
+	// The chain's objects go straight into the user's object directory:
+	// pack-objects runs with the shadow repository's configuration, its
+	// temporary file beside the pack (the same file system), and reads the
+	// shadow's objects as an alternate. No transport runs, so nothing the
+	// user's configuration names for one (upload-pack, URL rewrites, ssh,
+	// alternate refs commands) can.
+	revs := parent + "\n"
+	if base != "" {
+		revs += "^" + base + "\n"
+	}
+	if _, err := m.run(ctx, s, runOpts{stdin: []byte(revs), env: []string{
+		"GIT_OBJECT_DIRECTORY=" + userObjects, "GIT_ALTERNATE_OBJECT_DIRECTORIES=" + filepath.Join(s.repo, "objects"),
+	}}, "pack-objects", "-q", "--revs", filepath.Join(userObjects, "pack", "pack")); err != nil {
+		return fmt.Errorf("export %s: write objects: %w", s.root, err)
+	}
+	// The ref moves from the value read above or not at all (a branch
+	// made or moved meanwhile is left alone).
 	if _, err := m.run(ctx, s, runOpts{gitDir: user.gitDir},
-		"fetch", "-q", "--no-tags", "--no-prune", "--no-write-fetch-head", "--no-auto-gc", "--no-write-commit-graph",
-		"--no-recurse-submodules", "--", s.repo, exportRef+":"+ref); err != nil {
-		return errorf(InvalidWorkspace, nil, "export %s: git could not write branch %q (is it checked out in another worktree?)", s.root, branch)
+		"update-ref", "-m", "belay: export", "--", ref, parent, old); err != nil {
+		return errorf(InvalidWorkspace, nil, "export %s: git could not write branch %q (was it changed meanwhile?)", s.root, branch)
 	}
 	return nil
 }

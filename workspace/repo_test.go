@@ -356,13 +356,16 @@ func TestExportBranch(t *testing.T) {
 	if got := userGit(t, root, "status", "--porcelain"); got != status {
 		t.Errorf("status changed:\n%s\nwas:\n%s", got, status)
 	}
-	// A diverged branch is not overwritten; the checked-out one is refused.
+	// A diverged branch is not overwritten; a checked-out one, here or in
+	// another worktree, is refused.
 	err := m.ExportBranch(ctx, root, "belay/s", []string{s2.Commit})
 	wantCode(t, err, InvalidWorkspace)
 	if err == nil || !strings.Contains(err.Error(), "exists and has commits this export does not hold") || strings.Contains(err.Error(), m.dataDir) {
 		t.Errorf("export over a diverged branch: %v", err)
 	}
 	wantCode(t, m.ExportBranch(ctx, root, "main", []string{s1.Commit}), InvalidWorkspace)
+	userGit(t, root, "worktree", "add", "-q", "-b", "elsewhere", filepath.Join(t.TempDir(), "wt"))
+	wantCode(t, m.ExportBranch(ctx, root, "elsewhere", []string{s1.Commit}), InvalidWorkspace)
 	wantCode(t, m.ExportBranch(ctx, root, "bad..name", []string{s1.Commit}), InvalidWorkspace)
 
 	plain := t.TempDir()

@@ -98,14 +98,38 @@ func ConfineFixed(ctx context.Context, dirs []string) context.Context {
 // checkConfined enforces Confine and ConfineFixed for the workspace root
 // resolved to canon. The message names root as given, never where it leads.
 func checkConfined(ctx context.Context, root, canon string) error {
-	roots, ok := ctx.Value(confineKey{}).([]string)
-	inRoots := !ok || RealInsideRoots(canon, roots)
-	dirs, ok := ctx.Value(confineFixedKey{}).([]string)
-	inDirs := !ok || realInsideFixed(canon, dirs)
-	if inRoots && inDirs {
+	if confined(ctx, canon) {
 		return nil
 	}
 	return errorf(Forbidden, nil, "workspace %s is outside the directories this caller may use", root)
+}
+
+// confined reports whether real, a path RealPath returned, lies inside what
+// Confine and ConfineFixed allow under ctx.
+func confined(ctx context.Context, real string) bool {
+	roots, ok := ctx.Value(confineKey{}).([]string)
+	inRoots := !ok || RealInsideRoots(real, roots)
+	dirs, ok := ctx.Value(confineFixedKey{}).([]string)
+	inDirs := !ok || realInsideFixed(real, dirs)
+	return inRoots && inDirs
+}
+
+// checkUserGitDir enforces Confine and ConfineFixed for a git directory of
+// the user's repository at the workspace root s (its own, or the common
+// one of a linked worktree), which a .git file or symlink may place
+// anywhere: belay reads and writes it as the workspace's. The message
+// names the workspace, never where its .git leads.
+func checkUserGitDir(ctx context.Context, s *shadow, dir string) error {
+	_, inRoots := ctx.Value(confineKey{}).([]string)
+	_, inDirs := ctx.Value(confineFixedKey{}).([]string)
+	if !inRoots && !inDirs {
+		return nil // a path that leads nowhere is git's to report
+	}
+	real, err := RealPath(dir)
+	if err == nil && confined(ctx, real) {
+		return nil
+	}
+	return errorf(Forbidden, err, "the git directory of workspace %s is outside the directories this caller may use", s.root)
 }
 
 // checkRoot makes sure the workspace root still resolves to itself: s.root

@@ -364,7 +364,7 @@ type builtTree struct {
 // flushing the disk cache (runOpts.writeoutOnly): a caller that needs it
 // durable syncs something afterwards (a snapshot, its commit and ref).
 func (m *Manager) buildTree(ctx context.Context, s *shadow, indexPath string, opts treeOpts) (builtTree, error) {
-	excludesChanged, err := syncExcludes(s)
+	excludesChanged, err := syncExcludes(ctx, s)
 	if err != nil {
 		return builtTree{}, err
 	}
@@ -914,10 +914,16 @@ type userRepo struct {
 }
 
 // findUserRepo returns the repository whose work tree top is the workspace
-// root, or nil when there is none.
+// root, or nil when there is none. Under Confine, one whose git directories
+// lie outside the roots (a .git file or symlink leads there) fails with code
+// Forbidden before git reads them.
 func (m *Manager) findUserRepo(ctx context.Context, s *shadow) (*userRepo, error) {
-	if _, err := os.Lstat(filepath.Join(s.root, ".git")); err != nil {
+	gitDir := userGitDir(s.root)
+	if gitDir == "" {
 		return nil, nil
+	}
+	if err := checkUserGitDir(ctx, s, gitDir); err != nil {
+		return nil, err
 	}
 	out, _, err := m.runCode(ctx, s, runOpts{discover: true, okCodes: []int{128}},
 		"rev-parse", "--absolute-git-dir", "--git-common-dir", "--show-toplevel", "--show-object-format")
@@ -935,6 +941,11 @@ func (m *Manager) findUserRepo(ctx context.Context, s *shadow) (*userRepo, error
 	common := lines[1]
 	if !filepath.IsAbs(common) {
 		common = filepath.Join(s.root, common)
+	}
+	for _, dir := range []string{lines[0], common} {
+		if err := checkUserGitDir(ctx, s, dir); err != nil {
+			return nil, err
+		}
 	}
 	return &userRepo{gitDir: lines[0], commonDir: common, sha1: lines[3] == "sha1"}, nil
 }

@@ -16,7 +16,9 @@
 // Every git call runs the git binary with GIT_DIR, GIT_WORK_TREE and
 // GIT_INDEX_FILE pointing at the shadow repository, the workspace and the
 // private index, and with system and global git configuration disabled, so
-// the user's hooks, filters, excludes and identity never apply. git syncs
+// the user's hooks, filters, excludes and identity never apply. The few
+// commands run in the user's repository (finding it, ExportBranch) override
+// its hooks and fsmonitor (userRepoArgs). git syncs
 // what it writes there (core.fsync), and a git command inherits the
 // workspace lock, so lock files it leaves when killed are known to be stale
 // and removed by the next command (see Lock, Check and RepairLocked).
@@ -73,8 +75,9 @@ const (
 	// typically ones borrowed from the user's repository that the user's git
 	// pruned.
 	Corrupted Code = "Corrupted"
-	// Forbidden: the workspace's real path lies outside the roots the
-	// operation is confined to (see Confine).
+	// Forbidden: the workspace's real path, or that of the git directory
+	// its .git leads to, lies outside the roots the operation is confined
+	// to (see Confine).
 	Forbidden Code = "Forbidden"
 	// UnsafePath: a snapshot holds a path no restore writes: one with a
 	// .git component (in any case, as git refuses it), an empty, "." or
@@ -566,9 +569,13 @@ func (m *Manager) requireShadow(s *shadow) error {
 // .git/info/exclude (which git would not read, the shadow repository being
 // another repository) followed by <root>/.belayignore, so .belayignore can
 // re-include what the former excludes. It reports whether the file changed.
-func syncExcludes(s *shadow) (bool, error) {
+func syncExcludes(ctx context.Context, s *shadow) (bool, error) {
+	userExclude, err := userExcludeFile(ctx, s)
+	if err != nil {
+		return false, err
+	}
 	var want []byte
-	for _, name := range []string{userExcludeFile(s.root), filepath.Join(s.root, ".belayignore")} {
+	for _, name := range []string{userExclude, filepath.Join(s.root, ".belayignore")} {
 		if name == "" {
 			continue
 		}
@@ -592,15 +599,40 @@ func syncExcludes(s *shadow) (bool, error) {
 // userExcludeFile returns the info/exclude file of the git repository whose
 // work tree root is, found without running git: <root>/.git/info/exclude,
 // or for a linked worktree (.git is a file naming its git dir) the main
-// repository's. "" when root holds no .git.
-func userExcludeFile(root string) string {
+// repository's. "" when root holds no .git. Under Confine, a git directory
+// outside the roots fails with code Forbidden (checkUserGitDir).
+func userExcludeFile(ctx context.Context, s *shadow) (string, error) {
+	gitDir := userGitDir(s.root)
+	if gitDir == "" {
+		return "", nil
+	}
+	if err := checkUserGitDir(ctx, s, gitDir); err != nil {
+		return "", err
+	}
+	if common, err := os.ReadFile(filepath.Join(gitDir, "commondir")); err == nil {
+		c := strings.TrimSpace(string(common))
+		if !filepath.IsAbs(c) {
+			c = filepath.Join(gitDir, c)
+		}
+		gitDir = c
+		if err := checkUserGitDir(ctx, s, gitDir); err != nil {
+			return "", err
+		}
+	}
+	return filepath.Join(gitDir, "info", "exclude"), nil
+}
+
+// userGitDir returns the git directory that <root>/.git is or leads to (a
+// symlink, or a file naming it as git does), found without running git; ""
+// when there is none.
+func userGitDir(root string) string {
 	dotGit := filepath.Join(root, ".git")
-	fi, err := os.Lstat(dotGit)
+	fi, err := os.Stat(dotGit)
 	if err != nil {
 		return ""
 	}
 	if fi.IsDir() {
-		return filepath.Join(dotGit, "info", "exclude")
+		return dotGit
 	}
 	data, err := os.ReadFile(dotGit)
 	if err != nil {
@@ -613,14 +645,7 @@ func userExcludeFile(root string) string {
 	if !filepath.IsAbs(gitDir) {
 		gitDir = filepath.Join(root, gitDir)
 	}
-	if common, err := os.ReadFile(filepath.Join(gitDir, "commondir")); err == nil {
-		c := strings.TrimSpace(string(common))
-		if !filepath.IsAbs(c) {
-			c = filepath.Join(gitDir, c)
-		}
-		gitDir = c
-	}
-	return filepath.Join(gitDir, "info", "exclude")
+	return gitDir
 }
 
 // writeFileAtomic replaces path with data via a temporary file and rename, so
@@ -675,6 +700,16 @@ func syncDir(dir string) error {
 	}
 	return err
 }
+
+// userRepoArgs come first in every git command that may read the user's
+// repository's configuration (runOpts.gitDir, runOpts.discover): settings on
+// the command line outrank the repository's, so none of the commands it
+// configures runs as belay's user. Those commands only read refs and write
+// one (ExportBranch): hooks (reference-transaction runs on any ref update)
+// and fsmonitor are the configured commands they could start; they run no
+// transport, filter, pager or editor, and gc.auto is for commands that
+// write objects, which never run there.
+var userRepoArgs = []string{"-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"}
 
 // runOpts tailors one git invocation.
 type runOpts struct {
@@ -783,6 +818,9 @@ func (m *Manager) command(ctx context.Context, s *shadow, o runOpts, args ...str
 	}
 	if o.writeoutOnly {
 		args = append([]string{"-c", "core.fsyncMethod=writeout-only"}, args...)
+	}
+	if o.gitDir != "" || o.discover {
+		args = append(slices.Clone(userRepoArgs), args...)
 	}
 	cmd := exec.CommandContext(ctx, m.git, args...)
 	cmd.Env = m.env(s, o)
