@@ -88,7 +88,8 @@ func TestWorkspaceRootSymlinkEscapeOverHTTP(t *testing.T) {
 // user who is not an admin runs none of the hooks or commands the project's
 // repository configures, and refuses a .git (a gitfile or a symlink) that
 // leads out of the workspace roots, writing nothing there; so does the first
-// snapshot, which would otherwise borrow that repository's objects and index.
+// snapshot, which would otherwise borrow that repository's objects and index,
+// and of a repository borrowing objects from one outside the roots.
 func TestExportBranchRunsNothingOfTheRepositoryOverHTTP(t *testing.T) {
 	ctx := context.Background()
 	s, roots, outside := newRootsServer(t)
@@ -159,4 +160,12 @@ func TestExportBranchRunsNothingOfTheRepositoryOverHTTP(t *testing.T) {
 			}
 		})
 	}
+	// A repository under the roots that borrows objects from one outside
+	// them (objects/info/alternates) would lend them to a snapshot.
+	borrower := filepath.Join(roots, "borrower")
+	testtree.Write(t, borrower, map[string]string{"a.txt": "alpha"})
+	testtree.Git(t, borrower, "init", "-q")
+	testtree.Write(t, filepath.Join(borrower, ".git", "objects", "info"), map[string]string{"alternates": filepath.Join(elsewhere, "objects") + "\n"})
+	_, err = bob.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: borrower, Summary: "first", Snapshot: true})
+	testutil.WantCode(t, err, belay.CodeUnauthorized)
 }

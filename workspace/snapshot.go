@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -947,7 +948,48 @@ func (m *Manager) findUserRepo(ctx context.Context, s *shadow) (*userRepo, error
 			return nil, err
 		}
 	}
+	if err := checkUserAlternates(ctx, s, filepath.Join(common, "objects")); err != nil {
+		return nil, err
+	}
 	return &userRepo{gitDir: lines[0], commonDir: common, sha1: lines[3] == "sha1"}, nil
+}
+
+// checkUserAlternates enforces Confine for the object directories the
+// user's object directory borrows from (objects/info/alternates, followed
+// as git does, five deep): a snapshot borrowing the user's objects, and
+// export-branch writing there, read them too.
+func checkUserAlternates(ctx context.Context, s *shadow, objects string) error {
+	dirs := []string{objects}
+	for depth := 0; depth <= 5 && len(dirs) > 0; depth++ {
+		var next []string
+		for _, dir := range dirs {
+			data, err := os.ReadFile(filepath.Join(dir, "info", "alternates"))
+			if err != nil {
+				continue
+			}
+			for line := range strings.Lines(string(data)) {
+				alt := strings.TrimSpace(line)
+				if alt == "" || strings.HasPrefix(alt, "#") {
+					continue
+				}
+				if strings.HasPrefix(alt, `"`) {
+					// git's C-style quoting, which Go's matches
+					if alt, err = strconv.Unquote(alt); err != nil {
+						return errorf(Forbidden, err, "the git directory of workspace %s borrows objects from a directory belay cannot read", s.root)
+					}
+				}
+				if !filepath.IsAbs(alt) {
+					alt = filepath.Join(dir, alt)
+				}
+				if err := checkUserGitDir(ctx, s, alt); err != nil {
+					return err
+				}
+				next = append(next, alt)
+			}
+		}
+		dirs = next
+	}
+	return nil
 }
 
 // seedIndex prepares a missing private index. For a workspace that is a git
