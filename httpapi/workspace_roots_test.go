@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/belayhq/belay"
@@ -47,7 +48,7 @@ func newRootsServer(t *testing.T) (s *wsServer, roots, outside string) {
 		}})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
-	return &wsServer{url: srv.URL}, roots, outside
+	return &wsServer{url: srv.URL, data: data}, roots, outside
 }
 
 // TestWorkspaceRootSymlinkEscapeOverHTTP: a token holder who is not an admin
@@ -168,4 +169,52 @@ func TestExportBranchRunsNothingOfTheRepositoryOverHTTP(t *testing.T) {
 	testtree.Write(t, filepath.Join(borrower, ".git", "objects", "info"), map[string]string{"alternates": filepath.Join(elsewhere, "objects") + "\n"})
 	_, err = bob.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: borrower, Summary: "first", Snapshot: true})
 	testutil.WantCode(t, err, belay.CodeUnauthorized)
+}
+
+// sharedWorkspace has alice and bob each save a snapshot of one workspace
+// under the roots, then empties the file of alice's snapshot ref, as a crash
+// can (validate --repair rebuilds it from her checkpoint's row).
+func sharedWorkspace(t *testing.T) (s *wsServer, aliceCP, bobCP *belay.Checkpoint) {
+	t.Helper()
+	ctx := context.Background()
+	s, roots, _ := newRootsServer(t)
+	project := filepath.Join(roots, "shared")
+	testtree.Write(t, project, map[string]string{"a.txt": "alice's"})
+	aliceCP, err := s.as(t, "alice").CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: project, Summary: "alice", Snapshot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testtree.Write(t, project, map[string]string{"a.txt": "bob's"})
+	bobCP, err = s.as(t, "bob").CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: project, Summary: "bob", Snapshot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs, err := filepath.Glob(filepath.Join(s.data, "workspaces", "*", "repo.git", "refs", "belay", aliceCP.SessionID, "1"))
+	if err != nil || len(refs) != 1 {
+		t.Fatalf("alice's ref: %v, %v", refs, err)
+	}
+	if err := os.Truncate(refs[0], 0); err != nil {
+		t.Fatal(err)
+	}
+	return s, aliceCP, bobCP
+}
+
+// TestDeleteSessionKeepsAnotherUsersDamagedSnapshotOverHTTP: bob deleting his
+// session in a workspace he shares with alice does not reclaim her snapshot
+// while its ref is damaged; her repair rebuilds the ref afterwards.
+func TestDeleteSessionKeepsAnotherUsersDamagedSnapshotOverHTTP(t *testing.T) {
+	ctx := context.Background()
+	s, aliceCP, bobCP := sharedWorkspace(t)
+	alice := s.as(t, "alice")
+	if _, err := s.as(t, "bob").DeleteSession(ctx, bobCP.SessionID); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := alice.Validate(ctx, belay.ValidateInput{SessionID: aliceCP.SessionID, Repair: true})
+	if err != nil || !rep.OK {
+		t.Fatalf("alice's repair = %+v, %v", rep, err)
+	}
+	d, err := alice.DiffCheckpoint(ctx, belay.DiffInput{CheckpointID: aliceCP.ID})
+	if err != nil || !strings.Contains(d.Patch, "+bob's") {
+		t.Errorf("alice's diff = %+v, %v", d, err)
+	}
 }

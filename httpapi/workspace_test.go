@@ -30,7 +30,8 @@ import (
 // wsServer is a real HTTP server with workspace snapshots. Tokens are user
 // names; "root" is an admin.
 type wsServer struct {
-	url string
+	url  string
+	data string // the data directory, when the test needs it
 }
 
 func newWSServer(t *testing.T, withGit bool) *wsServer {

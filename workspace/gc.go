@@ -237,7 +237,7 @@ func unfinishedRestore(s *shadow) bool {
 
 // reclaim is Collect with the lock held, after deleting the refs drop (in a
 // dry run, counting without them, and with the refs made, name to commit,
-// that the run makes again).
+// that the run makes again). While a ref is damaged it deletes only drop.
 func (m *Manager) reclaim(ctx context.Context, s *shadow, dryRun bool, drop []string, made map[string]string) (*Reclaimed, error) {
 	before, err := dirBytes(ctx, s.dir)
 	if err != nil {
@@ -261,6 +261,15 @@ func (m *Manager) reclaim(ctx context.Context, s *shadow, dryRun bool, drop []st
 	}
 	if unfinishedRestore(s) {
 		return rec, nil // the restore needs its objects; the next snapshot finishes it
+	}
+	// git passes over a damaged ref (a file a crash left empty) as if it
+	// were not there, so its snapshot would go with the unreachable objects,
+	// or the whole repository as left without snapshots; a checkpoint (of
+	// this database or of another sharing the data directory) may need it,
+	// and validate --repair rebuilds the ref from its row. Nothing is
+	// reclaimed until then.
+	if broken, err := brokenRefs(s); err != nil || len(broken) > 0 {
+		return rec, err
 	}
 	refs, err := m.refs(ctx, s, "refs/")
 	if err != nil {

@@ -172,7 +172,8 @@ func (m *Manager) refs(ctx context.Context, s *shadow, prefix string) (map[strin
 // what only they used, as Collect does: when no snapshot is left, the whole
 // shadow directory goes; otherwise the private index lets go of the deleted
 // snapshots' files, the repository is repacked (copying in objects borrowed
-// from the user's repository, so the borrowing ends) and pruned. The
+// from the user's repository, so the borrowing ends) and pruned; while a
+// ref of the repository is damaged, only the refs go (see reclaim). The
 // workspace itself may be gone. It takes the workspace lock.
 func (m *Manager) DeleteRefs(ctx context.Context, root, prefix string) (*Reclaimed, error) {
 	if !strings.HasPrefix(prefix, "refs/") {
