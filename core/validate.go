@@ -70,6 +70,9 @@ func (s *Service) Validate(ctx context.Context, in belay.ValidateInput) (*belay.
 	}
 	// Workspaces first: a repaired repository lets the sessions' snapshots
 	// be checked, and a damaged one is reported once, not per session.
+	// An admin validating every session answers for every ref; anyone else
+	// only for the refs of the sessions validated.
+	every := in.SessionID == "" && c.Admin && len(c.Projects) == 0
 	var wsProblems []belay.ValidationProblem
 	damaged, hidden := map[string]bool{}, map[string]bool{}
 	for i, root := range roots {
@@ -80,7 +83,7 @@ func (s *Service) Validate(ctx context.Context, in belay.ValidateInput) (*belay.
 			hidden[root] = true
 			continue
 		}
-		ps, err := s.validateWorkspace(ctx, c, root, in.Repair, bySession[root], rep)
+		ps, err := s.validateWorkspace(ctx, c, root, in.Repair, every, bySession[root], rep)
 		if err != nil {
 			return nil, err
 		}
@@ -107,22 +110,33 @@ func (s *Service) Validate(ctx context.Context, in belay.ValidateInput) (*belay.
 // refs, the private index) and missing objects. With repair it first
 // rebuilds what git can (a lost ref from the commit its checkpoint row
 // names), finishes an interrupted rollback, and reports each problem it
-// fixed as repaired and what it could not fix as it is.
-func (s *Service) validateWorkspace(ctx context.Context, c caller, root string, repair bool, sessions []*belay.Session, rep *belay.ValidationReport) ([]belay.ValidationProblem, error) {
+// fixed as repaired and what it could not fix as it is. A damaged ref is
+// shown and repaired only when it is a snapshot ref of one of sessions, or
+// with every (an admin validating everything) whatever it is: the refs of
+// others sharing the workspace name their sessions, and their rows, which
+// the caller does not read, are what rebuilds them.
+func (s *Service) validateWorkspace(ctx context.Context, c caller, root string, repair, every bool, sessions []*belay.Session, rep *belay.ValidationReport) ([]belay.ValidationProblem, error) {
 	if s.ws == nil {
 		return nil, nil
 	}
 	ctx = s.confined(ctx, c)
+	ids := make([]string, len(sessions))
+	for i, sess := range sessions {
+		ids[i] = sess.ID
+	}
+	var mine func(ref string) bool
+	if !every {
+		mine = func(ref string) bool {
+			id, _, ok := snapshotRefOf(ref)
+			return ok && slices.Contains(ids, id)
+		}
+	}
 	var before, after, lost []workspace.Problem
 	err := func() error {
 		if !repair {
 			var err error
 			after, err = s.ws.Check(ctx, root)
 			return err
-		}
-		ids := make([]string, len(sessions))
-		for i, sess := range sessions {
-			ids[i] = sess.ID
 		}
 		known, _, err := knownSnapshots(ctx, s.store, ids)
 		if err != nil {
@@ -136,7 +150,7 @@ func (s *Service) validateWorkspace(ctx context.Context, c caller, root string, 
 		if before, err = s.ws.CheckLocked(ctx, root); err != nil {
 			return err
 		}
-		if lost, err = s.ws.RepairLocked(ctx, root, known); err != nil {
+		if lost, err = s.ws.RepairLocked(ctx, root, known, mine); err != nil {
 			return err
 		}
 		if err := s.finishInterruptedRollback(ctx, s.ws, root); err != nil {
@@ -153,6 +167,10 @@ func (s *Service) validateWorkspace(ctx context.Context, c caller, root string, 
 		return nil, WorkspaceError(err)
 	}
 	rep.Workspaces++
+	if mine != nil {
+		others := func(p workspace.Problem) bool { return p.Kind == workspace.BrokenRef && !mine(p.Name) }
+		before, after = slices.DeleteFunc(before, others), slices.DeleteFunc(after, others)
+	}
 	left := map[string]bool{}
 	for _, p := range after {
 		left[string(p.Kind)+" "+p.Name] = true

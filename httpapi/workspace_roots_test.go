@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"maps"
@@ -216,5 +217,31 @@ func TestDeleteSessionKeepsAnotherUsersDamagedSnapshotOverHTTP(t *testing.T) {
 	d, err := alice.DiffCheckpoint(ctx, belay.DiffInput{CheckpointID: aliceCP.ID})
 	if err != nil || !strings.Contains(d.Patch, "+bob's") {
 		t.Errorf("alice's diff = %+v, %v", d, err)
+	}
+}
+
+// TestValidateShowsAndRepairsOnlyTheCallersRefsOverHTTP: in a workspace
+// bob shares with alice, bob's validate neither names alice's damaged ref
+// (her session's id) nor removes it on repair; her repair rebuilds it.
+func TestValidateShowsAndRepairsOnlyTheCallersRefsOverHTTP(t *testing.T) {
+	ctx := context.Background()
+	s, aliceCP, bobCP := sharedWorkspace(t)
+	bob := s.as(t, "bob")
+	for _, repair := range []bool{false, true} {
+		rep, err := bob.Validate(ctx, belay.ValidateInput{SessionID: bobCP.SessionID, Repair: repair})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text, _ := json.Marshal(rep); !rep.OK || strings.Contains(string(text), aliceCP.SessionID) {
+			t.Errorf("bob's validate (repair %v) = %s", repair, text)
+		}
+	}
+	alice := s.as(t, "alice")
+	rep, err := alice.Validate(ctx, belay.ValidateInput{SessionID: aliceCP.SessionID, Repair: true})
+	if err != nil || !rep.OK || len(rep.Problems) != 1 || !rep.Problems[0].Repaired {
+		t.Fatalf("alice's repair = %+v, %v", rep, err)
+	}
+	if _, err := alice.DiffCheckpoint(ctx, belay.DiffInput{CheckpointID: aliceCP.ID}); err != nil {
+		t.Errorf("alice's diff: %v", err)
 	}
 }

@@ -362,9 +362,11 @@ func (m *Manager) updateRef(ctx context.Context, s *shadow, ref, commit string) 
 // (one begun with BeginRestoreLocked stays pending for its caller, see
 // PendingRestoreLocked). It returns what it could not rebuild: a broken ref
 // whose commit nobody knows is removed, so the repository works again, and
-// is returned as lost. Missing objects cannot be rebuilt; Check still lists
+// is returned as lost. A broken ref mine says is not the caller's (another
+// session's, in a shared workspace) is left as it is; nil mine takes every
+// ref for the caller's. Missing objects cannot be rebuilt; Check still lists
 // them. The caller holds Lock(root).
-func (m *Manager) RepairLocked(ctx context.Context, root string, known map[string]string) ([]Problem, error) {
+func (m *Manager) RepairLocked(ctx context.Context, root string, known map[string]string, mine func(ref string) bool) ([]Problem, error) {
 	s, err := m.lockedWorkspace(ctx, root, "RepairLocked")
 	if err != nil {
 		return nil, err
@@ -398,7 +400,7 @@ func (m *Manager) RepairLocked(ctx context.Context, root string, known map[strin
 			return nil, fmt.Errorf("remove %s: %w", name, err)
 		}
 	}
-	lost, err := m.repairRefs(ctx, s, known)
+	lost, err := m.repairRefs(ctx, s, known, mine)
 	if err != nil {
 		return nil, err
 	}
@@ -420,15 +422,18 @@ func (m *Manager) RepairLocked(ctx context.Context, root string, known map[strin
 	return lost, nil
 }
 
-// repairRefs repairs the broken refs (see RepairLocked) and returns the ones
-// it could not rebuild.
-func (m *Manager) repairRefs(ctx context.Context, s *shadow, known map[string]string) ([]Problem, error) {
+// repairRefs repairs the broken refs mine says are the caller's (see
+// RepairLocked) and returns the ones it could not rebuild.
+func (m *Manager) repairRefs(ctx context.Context, s *shadow, known map[string]string, mine func(string) bool) ([]Problem, error) {
 	broken, err := brokenRefs(s)
 	if err != nil {
 		return nil, err
 	}
 	var lost []Problem
 	for _, ref := range broken {
+		if mine != nil && !mine(ref) {
+			continue
+		}
 		if err := removeDurably(filepath.Join(s.repo, filepath.FromSlash(ref))); err != nil {
 			return nil, fmt.Errorf("remove the damaged ref %s: %w", ref, err)
 		}

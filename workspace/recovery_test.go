@@ -83,7 +83,7 @@ func repair(t *testing.T, m *Manager, root string, known map[string]string) []Pr
 		t.Fatal(err)
 	}
 	defer unlock()
-	lost, err := m.RepairLocked(ctx, root, known)
+	lost, err := m.RepairLocked(ctx, root, known, nil)
 	if err != nil {
 		t.Fatalf("repair: %v", err)
 	}
