@@ -39,9 +39,10 @@ const (
 	// one refuses to run on it rather than misread it.
 	CodeSchemaTooNew Code = "SCHEMA_TOO_NEW"
 	CodeInternal     Code = "INTERNAL_ERROR"
-	// CodeStorageUnavailable: the database's storage failed the request (disk
-	// full, read-only file system, I/O error); it lasts until the storage is
-	// fixed. HTTP answers it with 503.
+	// CodeStorageUnavailable: the storage of the database or of the
+	// workspace snapshots failed the request (disk full, read-only file
+	// system, I/O error); it lasts until the storage is fixed. HTTP answers
+	// it with 503.
 	CodeStorageUnavailable Code = "STORAGE_UNAVAILABLE"
 )
 

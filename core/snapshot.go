@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/store"
@@ -27,11 +28,21 @@ func (s *Service) workspaces() (*workspace.Manager, error) {
 // WorkspaceError maps an error of the workspace package to a belay error:
 // a bad workspace is the caller's mistake, missing objects are corruption,
 // a missing git binary is internal but said plainly. The service maps its
-// own; a program using the workspace package beside it maps with this.
+// own; a program using the workspace package beside it maps with this. A
+// storage fault of the shadow repository (a full disk or quota, a read-only
+// file system, an I/O error, from belay or from git) is STORAGE_UNAVAILABLE,
+// as the database's are, unless the workspace package gave it a code of its
+// own (a restore that failed writing the work tree is RESTORE_FAILED).
 func WorkspaceError(err error) error {
 	var be *belay.Error
 	var we *workspace.Error
-	if err == nil || errors.As(err, &be) || !errors.As(err, &we) {
+	if err == nil || errors.As(err, &be) {
+		return err
+	}
+	if !errors.As(err, &we) {
+		if msg := shadowFault(err); msg != "" {
+			return store.Fault(msg, err)
+		}
 		return err
 	}
 	switch we.Code {
@@ -51,6 +62,20 @@ func WorkspaceError(err error) error {
 		return belay.Errorf(belay.CodeUnauthorized, "%s", we.Error())
 	}
 	return err
+}
+
+// shadowFault says what storage fault err is, for the person reading it
+// (never a path), or "" when it is none.
+func shadowFault(err error) string {
+	switch {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT), errors.Is(err, syscall.EFBIG):
+		return "the disk of belay's data directory is full"
+	case errors.Is(err, syscall.EROFS):
+		return "belay's data directory cannot be written: read-only file system"
+	case errors.Is(err, syscall.EIO):
+		return "storage I/O error in belay's data directory"
+	}
+	return ""
 }
 
 // checkpointRef is the private ref of a checkpoint's snapshot.

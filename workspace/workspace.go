@@ -755,7 +755,19 @@ func (e *gitError) Error() string {
 	return fmt.Sprintf("git %s: %s", strings.Join(e.args, " "), msg)
 }
 
-func (e *gitError) Unwrap() error { return e.err }
+// Unwrap returns the exit error and, when git's message names one, the
+// storage fault it met (its strerror text, which Go's errno texts match
+// but for case), so callers see git's faults as belay's own writes'.
+func (e *gitError) Unwrap() []error {
+	errs := []error{e.err}
+	stderr := strings.ToLower(e.stderr)
+	for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EROFS, syscall.EIO} {
+		if strings.Contains(stderr, errno.Error()) {
+			errs = append(errs, errno)
+		}
+	}
+	return errs
+}
 
 // run executes git and returns its stdout. The environment is built from
 // scratch for git: any GIT_* variable of the caller (e.g. when belay runs in
