@@ -2,9 +2,11 @@ package workspace
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -183,5 +185,77 @@ func TestFirstSnapshotOfAGitProjectReportsTheCopy(t *testing.T) {
 	writeFiles(t, root, map[string]string{"c.txt": "c\n"})
 	if again, _ := phases("refs/belay/s/2", s1.Commit); slices.Contains(again, "copying") {
 		t.Errorf("a later snapshot's phases = %q, want no copying", again)
+	}
+}
+
+// TestUnreadableDirectoriesAreReported: a new directory the snapshot cannot
+// read is reported as skipped, as an unreadable file is, unless an ignore
+// rule covers it.
+func TestUnreadableDirectoriesAreReported(t *testing.T) {
+	if os.Geteuid() == 0 {
+		// Root reads every directory, and git's scan is another process:
+		// the test runs again as nobody.
+		runAsNobody(t)
+		return
+	}
+	m := newManager(t)
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{"a.txt": "a\n", "locked/secret.txt": "s\n", "deep/er/locked/x.txt": "x\n",
+		"ignored/y.txt": "y\n", ".gitignore": "ignored/\n"})
+	for _, dir := range []string{"locked", "deep/er/locked", "ignored"} {
+		path := filepath.Join(root, dir)
+		if err := os.Chmod(path, 0); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Chmod(path, 0o755) })
+	}
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	if want := []string{".gitignore", "a.txt"}; !slices.Equal(s1.Created, want) {
+		t.Errorf("stored %q, want %q", s1.Created, want)
+	}
+	var skipped []string
+	for _, sk := range s1.Skipped {
+		skipped = append(skipped, sk.Path)
+		if !strings.HasPrefix(sk.Reason, "unreadable") || strings.Contains(sk.Reason, root) {
+			t.Errorf("%s skipped for %q", sk.Path, sk.Reason)
+		}
+	}
+	if want := []string{"deep/er/locked", "locked"}; !slices.Equal(skipped, want) {
+		t.Errorf("skipped %+v, want %q", s1.Skipped, want)
+	}
+}
+
+// runAsNobody runs the test t again in a child process as the user nobody,
+// from a copy of the test binary nobody may run, and fails t as it fails;
+// it skips t when that cannot be done.
+func runAsNobody(t *testing.T) {
+	dir, err := os.MkdirTemp("", "belay-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	bin, err := os.ReadFile(os.Args[0])
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "test"), bin, 0o755)
+	}
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(dir, "test"), "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "HOME="+dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		t.Errorf("as nobody:\n%s", out)
+	case err != nil:
+		t.Skipf("cannot run the test as nobody: %v", err)
+	case !strings.Contains(string(out), "--- PASS: "+t.Name()):
+		t.Skipf("the test did not run as nobody:\n%s", out)
 	}
 }

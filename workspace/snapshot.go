@@ -79,8 +79,10 @@ type Snapshot struct {
 	Created, Modified, Deleted []string
 	// Skipped lists new or changed files that were not stored: larger than
 	// MaxFileSize, unreadable, or not a regular file or symlink (a named
-	// pipe, a socket, a device). A skipped file that an earlier snapshot
-	// stored keeps its earlier content in this snapshot.
+	// pipe, a socket, a device); and, from a scan of the whole work tree,
+	// the directories that could not be read, by their path. A skipped file
+	// that an earlier snapshot stored keeps its earlier content in this
+	// snapshot.
 	Skipped []Skipped
 }
 
@@ -751,23 +753,37 @@ var unsearched = map[string]bool{".git": true, "node_modules": true, ".venv": tr
 	"target": true, "dist": true, "build": true, ".belay": true}
 
 // specialScan is what walkSpecials found: special files by path (relative,
-// slash separated) with their type.
+// slash separated) with their type, and the directories it could not read
+// with the reason.
 type specialScan struct {
-	found map[string]fs.FileMode
-	err   error
+	found      map[string]fs.FileMode
+	unreadable map[string]string
+	err        error
 }
 
 // walkSpecials looks for the named pipes, sockets and devices in the work
-// tree. It reads directories only (their entries carry the file type),
-// never a file's inode.
+// tree, and the directories it cannot read, which git's scan passes over
+// with a warning nobody sees. It reads directories only (their entries
+// carry the file type), never a file's inode.
 func (m *Manager) walkSpecials(ctx context.Context, s *shadow) specialScan {
-	found := map[string]fs.FileMode{}
+	found, unreadable := map[string]fs.FileMode{}, map[string]string{}
 	err := filepath.WalkDir(s.root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p == s.root {
 				return err
 			}
-			return nil // unreadable: git reports what it cannot read
+			// A directory that cannot be read; the reason without the path,
+			// which names the workspace.
+			rel, rerr := filepath.Rel(s.root, p)
+			if rerr != nil {
+				return rerr
+			}
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			unreadable[filepath.ToSlash(rel)] = "unreadable directory: " + err.Error()
+			return nil
 		}
 		if err := ctx.Err(); err != nil {
 			return err
@@ -790,16 +806,20 @@ func (m *Manager) walkSpecials(ctx context.Context, s *shadow) specialScan {
 	if err != nil {
 		err = fmt.Errorf("look for special files: %w", err)
 	}
-	return specialScan{found: found, err: err}
+	return specialScan{found: found, unreadable: unreadable, err: err}
 }
 
-// reportSpecials turns the special files no ignore rule covers into skipped
-// files.
+// reportSpecials turns the special files and unreadable directories no
+// ignore rule covers into skipped files.
 func (m *Manager) reportSpecials(ctx context.Context, s *shadow, o runOpts, scan specialScan) ([]Skipped, error) {
-	if scan.err != nil || len(scan.found) == 0 {
+	if scan.err != nil || len(scan.found)+len(scan.unreadable) == 0 {
 		return nil, scan.err
 	}
-	paths := slices.Sorted(maps.Keys(scan.found))
+	reasons := maps.Clone(scan.unreadable)
+	for rel, mode := range scan.found {
+		reasons[rel] = specialReason(mode)
+	}
+	paths := slices.Sorted(maps.Keys(reasons))
 	ignored, err := m.ignored(ctx, s, o, paths)
 	if err != nil {
 		return nil, err
@@ -807,7 +827,7 @@ func (m *Manager) reportSpecials(ctx context.Context, s *shadow, o runOpts, scan
 	var out []Skipped
 	for _, rel := range paths {
 		if !ignored[rel] {
-			out = append(out, Skipped{Path: rel, Reason: specialReason(scan.found[rel])})
+			out = append(out, Skipped{Path: rel, Reason: reasons[rel]})
 		}
 	}
 	return out, nil
