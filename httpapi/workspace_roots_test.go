@@ -170,6 +170,35 @@ func TestExportBranchRunsNothingOfTheRepositoryOverHTTP(t *testing.T) {
 	testtree.Write(t, filepath.Join(borrower, ".git", "objects", "info"), map[string]string{"alternates": filepath.Join(elsewhere, "objects") + "\n"})
 	_, err = bob.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: borrower, Summary: "first", Snapshot: true})
 	testutil.WantCode(t, err, belay.CodeUnauthorized)
+
+	// Nor may a directory of the repository export-branch writes to lead
+	// out of them: its refs, reflogs or objects.
+	for _, sub := range []string{"refs", "logs", "objects"} {
+		t.Run(sub, func(t *testing.T) {
+			linked := filepath.Join(roots, "linked-"+sub)
+			testtree.Write(t, linked, map[string]string{"a.txt": "alpha"})
+			testtree.Git(t, linked, "init", "-q")
+			testtree.Git(t, linked, "add", "a.txt")
+			testtree.Git(t, linked, "commit", "-q", "-m", "initial")
+			cp, err := bob.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: linked, Summary: "work", Snapshot: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			moved := filepath.Join(outside, "linked-"+sub)
+			if err := os.Rename(filepath.Join(linked, ".git", sub), moved); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(moved, filepath.Join(linked, ".git", sub)); err != nil {
+				t.Fatal(err)
+			}
+			before := testtree.Digest(t, moved)
+			_, err = bob.ExportBranch(ctx, belay.ExportBranchInput{SessionID: cp.SessionID})
+			testutil.WantCode(t, err, belay.CodeUnauthorized)
+			if testtree.Digest(t, moved) != before {
+				t.Errorf("%s outside the roots changed", sub)
+			}
+		})
+	}
 }
 
 // sharedWorkspace has alice and bob each save a snapshot of one workspace

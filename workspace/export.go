@@ -27,7 +27,8 @@ import (
 // that is not a valid branch name or reads as another ref (HEAD, @,
 // refs/...), and fails with code InvalidWorkspace then and when the
 // workspace is not the top of a git repository. Under Confine, a git
-// directory outside the roots fails with code Forbidden (findUserRepo).
+// directory outside the roots, or one whose refs, reflogs or objects lead
+// out of them, fails with code Forbidden.
 // It takes the workspace lock.
 func (m *Manager) ExportBranch(ctx context.Context, root, branch string, commits []string) error {
 	s, err := m.existing(ctx, root)
@@ -78,6 +79,13 @@ func (m *Manager) ExportBranch(ctx context.Context, root, branch string, commits
 	}
 	parent := strings.TrimSpace(string(out))
 	base := parent
+	// What update-ref writes (the objects were checked by findUserRepo)
+	// lies where the workspace does, whatever links lead there.
+	for _, p := range []string{ref, "logs/" + ref, "packed-refs"} {
+		if err := checkUserGitDir(ctx, s, filepath.Join(user.commonDir, filepath.FromSlash(p))); err != nil {
+			return err
+		}
+	}
 
 	// The chain's first parent lives in the user's repository: borrow its
 	// objects for as long as the export runs unless already borrowing.

@@ -974,15 +974,18 @@ func (m *Manager) findUserRepo(ctx context.Context, s *shadow) (*userRepo, error
 	return &userRepo{gitDir: lines[0], commonDir: common, sha1: lines[3] == "sha1"}, nil
 }
 
-// checkUserAlternates enforces Confine for the object directories the
-// user's object directory borrows from (objects/info/alternates, followed
-// as git does, five deep): a snapshot borrowing the user's objects, and
-// export-branch writing there, read them too.
+// checkUserAlternates enforces Confine for the user's object directory and
+// those it borrows from (objects/info/alternates, followed as git does,
+// five deep): a snapshot borrowing the user's objects, and export-branch
+// writing there, read them too.
 func checkUserAlternates(ctx context.Context, s *shadow, objects string) error {
 	dirs := []string{objects}
 	for depth := 0; depth <= 5 && len(dirs) > 0; depth++ {
 		var next []string
 		for _, dir := range dirs {
+			if err := checkUserGitDir(ctx, s, dir); err != nil {
+				return err
+			}
 			data, err := os.ReadFile(filepath.Join(dir, "info", "alternates"))
 			if err != nil {
 				continue
@@ -1000,9 +1003,6 @@ func checkUserAlternates(ctx context.Context, s *shadow, objects string) error {
 				}
 				if !filepath.IsAbs(alt) {
 					alt = filepath.Join(dir, alt)
-				}
-				if err := checkUserGitDir(ctx, s, alt); err != nil {
-					return err
 				}
 				next = append(next, alt)
 			}
