@@ -3,7 +3,9 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"net/http/httptest"
@@ -169,6 +171,20 @@ func TestExportBranchRunsNothingOfTheRepositoryOverHTTP(t *testing.T) {
 	testtree.Git(t, borrower, "init", "-q")
 	testtree.Write(t, filepath.Join(borrower, ".git", "objects", "info"), map[string]string{"alternates": filepath.Join(elsewhere, "objects") + "\n"})
 	_, err = bob.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: borrower, Summary: "first", Snapshot: true})
+	testutil.WantCode(t, err, belay.CodeUnauthorized)
+	// Nor one whose info/exclude, which a snapshot reads, is a link out.
+	excluder := filepath.Join(roots, "excluder")
+	testtree.Write(t, excluder, map[string]string{"a.txt": "alpha"})
+	testtree.Git(t, excluder, "init", "-q")
+	testtree.Write(t, outside, map[string]string{"exclude": "a.txt\n"})
+	exclude := filepath.Join(excluder, ".git", "info", "exclude")
+	if err := os.Remove(exclude); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(outside, "exclude"), exclude); err != nil {
+		t.Fatal(err)
+	}
+	_, err = bob.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: excluder, Summary: "first", Snapshot: true})
 	testutil.WantCode(t, err, belay.CodeUnauthorized)
 
 	// Nor may a directory of the repository export-branch writes to lead

@@ -600,7 +600,8 @@ func syncExcludes(ctx context.Context, s *shadow) (bool, error) {
 // work tree root is, found without running git: <root>/.git/info/exclude,
 // or for a linked worktree (.git is a file naming its git dir) the main
 // repository's. "" when root holds no .git. Under Confine, a git directory
-// outside the roots fails with code Forbidden (checkUserGitDir).
+// or an exclude file outside the roots (links lead anywhere) fails with
+// code Forbidden (checkUserGitDir).
 func userExcludeFile(ctx context.Context, s *shadow) (string, error) {
 	gitDir := userGitDir(s.root)
 	if gitDir == "" {
@@ -615,11 +616,12 @@ func userExcludeFile(ctx context.Context, s *shadow) (string, error) {
 			c = filepath.Join(gitDir, c)
 		}
 		gitDir = c
-		if err := checkUserGitDir(ctx, s, gitDir); err != nil {
-			return "", err
-		}
 	}
-	return filepath.Join(gitDir, "info", "exclude"), nil
+	exclude := filepath.Join(gitDir, "info", "exclude")
+	if err := checkUserGitDir(ctx, s, exclude); err != nil {
+		return "", err
+	}
+	return exclude, nil
 }
 
 // userGitDir returns the git directory that <root>/.git is or leads to (a
