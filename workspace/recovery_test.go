@@ -203,43 +203,9 @@ func TestRecordedRestoreWaitsToBeCommitted(t *testing.T) {
 // runs no error handling); the next caller finishes moving them and gets
 // the record back.
 func TestRecordedRestoreInterruptedMidwayIsFinished(t *testing.T) {
-	m := newManager(t)
-	root := t.TempDir()
+	m, root := newManager(t), t.TempDir()
 	ctx := context.Background()
-	files := map[string]string{}
-	for i := range 20 {
-		files["f"+string(rune('a'+i))+".txt"] = "one\n"
-	}
-	writeFiles(t, root, files)
-	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
-	atOne := treeState(t, root)
-	for name := range files {
-		files[name] = "two\n"
-	}
-	writeFiles(t, root, files)
-	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
-
-	writes := 0
-	m.beforeWrite = func(string) error {
-		if writes++; writes == 7 {
-			runtime.Goexit()
-		}
-		return nil
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		unlock, err := m.Lock(ctx, root)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer unlock()
-		m.BeginRestoreLocked(ctx, root, s2.Commit, s1.Commit, []byte(`"rollback"`), nil)
-		t.Error("the restore was not interrupted")
-	}()
-	<-done
-	m.beforeWrite = nil
+	_, s2, atOne := interruptRecordedRestore(t, m, root)
 	if got := problemNames(mustCheck(t, m, root)); !slices.Equal(got, []string{"unfinished-restore restore.json"}) {
 		t.Errorf("check = %q", got)
 	}
@@ -408,42 +374,9 @@ func TestRecordedRestoreKeepsWhatItIsTold(t *testing.T) {
 // by the restore or not, stays as it is, and the pending restore names it;
 // undoing the restore leaves it too.
 func TestInterruptedRestoreLeavesLaterEditsAlone(t *testing.T) {
-	m := newManager(t)
-	root := t.TempDir()
+	m, root := newManager(t), t.TempDir()
 	ctx := context.Background()
-	files := map[string]string{}
-	for i := range 20 {
-		files["f"+string(rune('a'+i))+".txt"] = "one\n"
-	}
-	writeFiles(t, root, files)
-	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
-	for name := range files {
-		files[name] = "two\n"
-	}
-	writeFiles(t, root, files)
-	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
-
-	writes := 0
-	m.beforeWrite = func(string) error {
-		if writes++; writes == 7 {
-			runtime.Goexit()
-		}
-		return nil
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		unlock, err := m.Lock(ctx, root)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer unlock()
-		m.BeginRestoreLocked(ctx, root, s2.Commit, s1.Commit, []byte(`"rollback"`), nil)
-		t.Error("the restore was not interrupted")
-	}()
-	<-done
-	m.beforeWrite = nil
+	files, _, _ := interruptRecordedRestore(t, m, root)
 	// fa.txt was restored before the crash, fs.txt was not reached: both
 	// are edited since.
 	writeFiles(t, root, map[string]string{"fa.txt": "edited\n", "fs.txt": "edited\n"})
@@ -475,4 +408,49 @@ func TestInterruptedRestoreLeavesLaterEditsAlone(t *testing.T) {
 	}
 	want["fa.txt"], want["fs.txt"] = "file 644 edited\n", "file 644 edited\n"
 	diffStates(t, "after undoing the restore", want, treeState(t, root))
+}
+
+// interruptRecordedRestore snapshots 20 files in root twice, then begins a
+// recorded restore from the second snapshot to the first whose process dies
+// (its goroutine ends on the spot, running no error handling) at its
+// seventh write. It returns the files as the first snapshot holds them (by
+// name), the second snapshot, and the tree at the first.
+func interruptRecordedRestore(t *testing.T, m *Manager, root string) (map[string]string, *Snapshot, map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	files := map[string]string{}
+	for i := range 20 {
+		files["f"+string(rune('a'+i))+".txt"] = "one\n"
+	}
+	writeFiles(t, root, files)
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	atOne := treeState(t, root)
+	two := map[string]string{}
+	for name := range files {
+		two[name] = "two\n"
+	}
+	writeFiles(t, root, two)
+	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
+	writes := 0
+	m.beforeWrite = func(string) error {
+		if writes++; writes == 7 {
+			runtime.Goexit()
+		}
+		return nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		unlock, err := m.Lock(ctx, root)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer unlock()
+		m.BeginRestoreLocked(ctx, root, s2.Commit, s1.Commit, []byte(`"rollback"`), nil)
+		t.Error("the restore was not interrupted")
+	}()
+	<-done
+	m.beforeWrite = nil
+	return files, s2, atOne
 }
