@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +17,7 @@ import (
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/httpapi"
+	"github.com/belayhq/belay/internal/testutil"
 	"github.com/belayhq/belay/store"
 	"github.com/belayhq/belay/store/sqlite"
 )
@@ -80,46 +80,6 @@ func slowServer(t *testing.T, grace time.Duration, rate int) string {
 	return srv.Listener.Addr().String()
 }
 
-// rawRequest sends head (a request line and headers) and the first bytes of
-// a body, then trickles the rest a byte every pause, until the server
-// answers; it returns the answer and whether the server closed the
-// connection after it.
-func rawRequest(t *testing.T, addr, head, first, rest string, pause time.Duration) (string, bool) {
-	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := io.WriteString(conn, head+"\r\n"+first); err != nil {
-		t.Fatal(err)
-	}
-	answered := make(chan struct{})
-	go func() {
-		for i := range len(rest) {
-			select {
-			case <-answered:
-				return
-			case <-time.After(pause):
-			}
-			if _, err := io.WriteString(conn, rest[i:i+1]); err != nil {
-				return
-			}
-		}
-	}()
-	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
-	br := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(br, nil)
-	close(answered)
-	if err != nil {
-		t.Fatalf("no answer: %v", err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	_, err = br.ReadByte()
-	return resp.Status + " " + string(body), errors.Is(err, io.EOF)
-}
-
 // TestUnauthenticatedBodyIsNotWaitedFor: a request without a valid token is
 // answered 401 at once, without waiting for a body that may never come, and
 // its connection closed; so is one for no route.
@@ -128,13 +88,13 @@ func TestUnauthenticatedBodyIsNotWaitedFor(t *testing.T) {
 	for _, path := range []string{"/v1/checkpoints", "/v1/nowhere"} {
 		start := time.Now()
 		head := "POST " + path + " HTTP/1.1\r\nHost: belay\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n"
-		answer, closed := rawRequest(t, addr, head, "{", "", 0)
-		want := "401"
+		status, body, closed := testutil.RawRequest(t, addr, head, "{", "", 0)
+		want := http.StatusUnauthorized
 		if path == "/v1/nowhere" {
-			want = "404"
+			want = http.StatusNotFound
 		}
-		if !strings.HasPrefix(answer, want) || !closed || time.Since(start) > 10*time.Second {
-			t.Errorf("%s: %q after %s, closed %v; want %s at once and the connection closed", path, answer, time.Since(start), closed, want)
+		if status != want || !closed || time.Since(start) > 10*time.Second {
+			t.Errorf("%s: %d %q after %s, closed %v; want %d at once and the connection closed", path, status, body, time.Since(start), closed, want)
 		}
 	}
 }
@@ -149,9 +109,9 @@ func TestSlowBodyIsRefused(t *testing.T) {
 	head := "POST /v1/checkpoints HTTP/1.1\r\nHost: belay\r\nAuthorization: Bearer good\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(doc)) + "\r\n"
 
 	start := time.Now()
-	answer, closed := rawRequest(t, addr, head, doc[:1], doc[1:], 100*time.Millisecond) // 10 bytes a second
-	if !strings.HasPrefix(answer, "408") || !strings.Contains(answer, `"REQUEST_TIMEOUT"`) || !closed || time.Since(start) > 5*time.Second {
-		t.Errorf("a trickled body: %q after %s, closed %v; want 408 REQUEST_TIMEOUT soon and the connection closed", answer, time.Since(start), closed)
+	status, body, closed := testutil.RawRequest(t, addr, head, doc[:1], doc[1:], 100*time.Millisecond) // 10 bytes a second
+	if status != http.StatusRequestTimeout || !strings.Contains(body, `"REQUEST_TIMEOUT"`) || !closed || time.Since(start) > 5*time.Second {
+		t.Errorf("a trickled body: %d %q after %s, closed %v; want 408 REQUEST_TIMEOUT soon and the connection closed", status, body, time.Since(start), closed)
 	}
 
 	// 10 bytes every 100 ms is 100 a second: it takes longer than the grace.

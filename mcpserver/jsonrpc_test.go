@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -261,34 +260,11 @@ func TestHTTPSlowBodyIsRequestTimeout(t *testing.T) {
 	api.Handle("/mcp", mcpserver.HTTPHandler(mcpserver.New(mcpserver.Options{Service: e.svc})))
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
-	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	body := `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"` + strings.Repeat("p", 100) + `"}}`
-	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: belay\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n", token, len(body))
-	answered := make(chan struct{})
-	go func() {
-		for i := range len(body) { // 10 bytes a second
-			select {
-			case <-answered:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-			io.WriteString(conn, body[i:i+1])
-		}
-	}()
-	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	close(answered)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	head := fmt.Sprintf("POST /mcp HTTP/1.1\r\nHost: belay\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n", token, len(body))
+	status, b, _ := testutil.RawRequest(t, srv.Listener.Addr().String(), head, "", body, 100*time.Millisecond) // 10 bytes a second
 	var r testutil.RPCReply
-	if resp.StatusCode != http.StatusRequestTimeout || json.Unmarshal(b, &r) != nil || r.Error == nil || !strings.Contains(r.Error.Message, "too slowly") {
-		t.Errorf("a trickled body: %s %s; want 408 with a JSON-RPC error", resp.Status, b)
+	if status != http.StatusRequestTimeout || json.Unmarshal([]byte(b), &r) != nil || r.Error == nil || !strings.Contains(r.Error.Message, "too slowly") {
+		t.Errorf("a trickled body: %d %s; want 408 with a JSON-RPC error", status, b)
 	}
 }

@@ -1,13 +1,11 @@
 package trpc_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -24,6 +22,7 @@ import (
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/httpapi"
+	"github.com/belayhq/belay/internal/testutil"
 	"github.com/belayhq/belay/store/sqlite"
 	"github.com/belayhq/belay/trpc"
 )
@@ -594,33 +593,10 @@ func TestSlowBodyIsRequestTimeout(t *testing.T) {
 	api.HandlePublic("/trpc/", trpc.New("/trpc/", trpc.Options{Service: e.svc, Authenticate: anyToken}))
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
-	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	body := `{"title":"` + strings.Repeat("t", 100) + `"}`
-	fmt.Fprintf(conn, "POST /trpc/sessions.create HTTP/1.1\r\nHost: belay\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
-	answered := make(chan struct{})
-	go func() {
-		for i := range len(body) { // 10 bytes a second
-			select {
-			case <-answered:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-			io.WriteString(conn, body[i:i+1])
-		}
-	}()
-	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	close(answered)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), `"appCode":"REQUEST_TIMEOUT"`) {
-		t.Errorf("a trickled body: %s %s; want 408 with REQUEST_TIMEOUT", resp.Status, b)
+	head := fmt.Sprintf("POST /trpc/sessions.create HTTP/1.1\r\nHost: belay\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", len(body))
+	status, b, _ := testutil.RawRequest(t, srv.Listener.Addr().String(), head, "", body, 100*time.Millisecond) // 10 bytes a second
+	if status != http.StatusRequestTimeout || !strings.Contains(b, `"appCode":"REQUEST_TIMEOUT"`) {
+		t.Errorf("a trickled body: %d %s; want 408 with REQUEST_TIMEOUT", status, b)
 	}
 }
