@@ -248,7 +248,7 @@ func TestReadRefusesMalformedArchives(t *testing.T) {
 		}), belay.CodeValidation, "session state"},
 		{"session state NUL escape", edit("manifest.json", func(s string) string {
 			return strings.Replace(s, `"title":`, `"state": {"k": "\u0000"}, "title":`, 1)
-		}), belay.CodeValidation, "session state"},
+		}), belay.CodeValidation, `session state holds the escape \u0000`},
 		{"session project NUL", edit("manifest.json", func(s string) string {
 			return strings.Replace(s, `"projectPath":"/work/project"`, `"projectPath":"/work/project\u0000"`, 1)
 		}), belay.CodeValidation, "session project path"},

@@ -131,10 +131,12 @@ func validSession(sess *belay.Session) error {
 		return Invalid("session end reason is not UTF-8 without NUL within %d bytes", belay.MaxEndReason)
 	case sess.HeadCheckpointID != "" && !belay.IsUUID(sess.HeadCheckpointID):
 		return Invalid("session head is not a checkpoint id")
-	case belay.ValidateJSON("state", sess.State) != nil:
-		return Invalid("session state is not valid JSON (UTF-8) within %d bytes", belay.MaxStateBytes)
 	case sess.LastSeq < 0 || sess.CurrentStep < 0 || len(sess.Owner) > belay.MaxNameLen*4:
 		return Invalid("session counters are out of range")
+	}
+	var be *belay.Error
+	if err := belay.ValidateJSON("state", sess.State); errors.As(err, &be) {
+		return Invalid("session %s", be.Message)
 	}
 	return nil
 }

@@ -25,14 +25,22 @@ type pacedBody struct {
 	rate  int64
 	read  int64
 	ended atomic.Bool
+	// relaxed bodies keep no pace (see relax).
+	relaxed bool
+}
+
+// relax lets the body take its time: an import's archive may be piped from
+// an export still gathering it. Only an answer given before the body ends
+// is still bounded (see answered).
+func (b *pacedBody) relax() {
+	b.relaxed = true
+	_ = b.rc.SetReadDeadline(time.Time{})
 }
 
 func (b *pacedBody) Read(p []byte) (int, error) {
-	perByte := time.Second / time.Duration(b.rate) // whole seconds first: read may be large
-	due := b.start.Add(b.grace + time.Duration(b.read/b.rate)*time.Second + time.Duration(b.read%b.rate)*perByte)
-	// Not every connection takes deadlines (HTTP/2 may not); it then
-	// reads as before.
-	_ = b.rc.SetReadDeadline(due)
+	if !b.relaxed {
+		b.bound()
+	}
 	n, err := b.ReadCloser.Read(p)
 	b.read += int64(n)
 	switch {
@@ -48,16 +56,25 @@ func (b *pacedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// unread reports whether the body may hold bytes the handler did not read:
-// an answer then closes the connection instead of reading them first, as
-// the server would, at the client's pace.
+// bound sets the connection's read deadline to when the bytes read so far
+// stop covering the time taken. Not every connection takes deadlines
+// (HTTP/2 may not); it then reads as before.
+func (b *pacedBody) bound() {
+	perByte := time.Second / time.Duration(b.rate) // whole seconds first: read may be large
+	_ = b.rc.SetReadDeadline(b.start.Add(b.grace + time.Duration(b.read/b.rate)*time.Second + time.Duration(b.read%b.rate)*perByte))
+}
+
+// unread reports whether the body may hold bytes the handler did not read.
 func (b *pacedBody) unread() bool { return !b.ended.Load() }
 
-// abandon, once the handler is done, stops net/http from reading what is
-// left of an unread body (up to 256 KiB, with no deadline) before it closes
-// the connection.
-func (b *pacedBody) abandon() {
+// answered is called as the answer begins. What is left of an unread body
+// net/http reads before it answers (up to 256 KiB; a larger rest closes the
+// connection after a linger), so that the client, still sending, reads the
+// answer instead of a reset: the pace bounds that read too, so a client
+// that declared a body it never sends holds the connection no longer than
+// the pace allows.
+func (b *pacedBody) answered() {
 	if b.unread() {
-		_ = b.rc.SetReadDeadline(time.Now())
+		b.bound()
 	}
 }

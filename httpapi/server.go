@@ -249,7 +249,7 @@ func (s *Server) Handler() http.Handler {
 		if r.Body != nil && r.Body != http.NoBody {
 			rec.body = &pacedBody{ReadCloser: r.Body, rc: http.NewResponseController(w), start: start, grace: s.grace, rate: int64(s.rate)}
 			r.Body = rec.body
-			defer rec.body.abandon()
+			defer rec.body.answered()
 		}
 		ctx, user := reqlog.WithSlot(r.Context())
 		r = r.WithContext(ctx)
@@ -332,7 +332,7 @@ type statusRecorder struct {
 
 func (r *statusRecorder) WriteHeader(code int) {
 	if !r.wrote {
-		r.closeIfUnread()
+		r.answering()
 		r.status, r.wrote = code, true
 	}
 	r.ResponseWriter.WriteHeader(code)
@@ -340,19 +340,17 @@ func (r *statusRecorder) WriteHeader(code int) {
 
 func (r *statusRecorder) Write(b []byte) (int, error) {
 	if !r.wrote {
-		r.closeIfUnread()
+		r.answering()
 		r.wrote = true
 	}
 	return r.ResponseWriter.Write(b)
 }
 
-// closeIfUnread closes the connection after an answer given before the
-// request's body was read to its end (a refused token, no route, a body
-// too slow): net/http would otherwise read up to 256 KiB of it first, as
-// slowly as the client sends it.
-func (r *statusRecorder) closeIfUnread() {
-	if r.body != nil && r.body.unread() {
-		r.Header().Set("Connection", "close")
+// answering bounds, by the body's pace, what net/http reads of a body the
+// handler left unread before it answers (a refused token, no route).
+func (r *statusRecorder) answering() {
+	if r.body != nil {
+		r.body.answered()
 	}
 }
 
