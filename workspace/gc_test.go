@@ -117,11 +117,6 @@ func TestDeleteRefsReclaimsWhatOnlyThoseRefsUsed(t *testing.T) {
 	}
 }
 
-func isCode(err error, code Code) bool {
-	e, ok := err.(*Error)
-	return ok && e.Code == code
-}
-
 // TestShadowsAndCollect lists every shadow directory, removes one whose
 // workspace is gone, and collects a live one's unreferenced objects.
 func TestShadowsAndCollect(t *testing.T) {

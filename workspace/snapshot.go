@@ -1022,6 +1022,12 @@ func checkUserAlternates(ctx context.Context, s *shadow, objects string) error {
 // storing objects the user's repository already has.
 func (m *Manager) seedIndex(ctx context.Context, s *shadow, indexPath string) error {
 	user, err := m.findUserRepo(ctx, s)
+	if isCode(err, Forbidden) {
+		// The repository lies outside what the caller may use (a linked
+		// worktree's main repository, borrowed objects): the snapshot reads
+		// nothing of it and adds every file itself.
+		return nil
+	}
 	if err != nil || user == nil || !user.sha1 {
 		return err
 	}

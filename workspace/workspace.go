@@ -101,6 +101,12 @@ type Error struct {
 	Paths []string
 }
 
+// isCode reports whether err is an *Error with code.
+func isCode(err error, code Code) bool {
+	var we *Error
+	return errors.As(err, &we) && we.Code == code
+}
+
 func (e *Error) Error() string {
 	if e.Err != nil {
 		return e.Msg + ": " + e.Err.Error()
@@ -571,7 +577,10 @@ func (m *Manager) requireShadow(s *shadow) error {
 // re-include what the former excludes. It reports whether the file changed.
 func syncExcludes(ctx context.Context, s *shadow) (bool, error) {
 	userExclude, err := userExcludeFile(ctx, s)
-	if err != nil {
+	switch {
+	case isCode(err, Forbidden):
+		userExclude = "" // outside what the caller may use: not read
+	case err != nil:
 		return false, err
 	}
 	var want []byte
