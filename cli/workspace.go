@@ -93,8 +93,10 @@ named pre-rollback: rolling back to it undoes the rollback.
 
 Only the files that differ are touched: files modified or deleted since the
 checkpoint are written back, files created since are removed. Ignored files
-and files no snapshot holds are left alone; your git repository is never
-touched. New checkpoints descend from the checkpoint rolled back to.`,
+and files no snapshot holds are left alone, and a rollback that would write
+over one is refused before it changes anything (move it away, then roll
+back); your git repository is never touched. New checkpoints descend from
+the checkpoint rolled back to.`,
 		Example: `  belay rollback 3 --reason "wrong direction"
   belay rollback 3 --dry-run`,
 		Args: oneCheckpoint(&step),

@@ -317,7 +317,7 @@ func refuseOverwrite(s *shadow, paths []string) error {
 	defer root.Close()
 	var unsaved []string
 	for _, p := range paths {
-		if fi, err := root.Lstat(p); err == nil && !fi.IsDir() {
+		if fi, err := root.Lstat(p); err == nil && !fi.IsDir() && !belowLink(root, p) {
 			unsaved = append(unsaved, p)
 		}
 	}
@@ -327,6 +327,18 @@ func refuseOverwrite(s *shadow, paths []string) error {
 	return &Error{Code: WouldOverwrite, Paths: unsaved, Msg: fmt.Sprintf(
 		"restore %s: it would overwrite files that are in no snapshot (ignored, or left out of the snapshot of the current state), so nothing was changed; move them away first: %s",
 		s.root, quotedList(unsaved))}
+}
+
+// belowLink reports whether a directory on the way to p in the work tree
+// is a symlink: a restore replaces the link and writes nothing through it,
+// so what it shows at p is no file of p's.
+func belowLink(root *os.Root, p string) bool {
+	for dir := path.Dir(p); dir != "."; dir = path.Dir(dir) {
+		if fi, err := root.Lstat(dir); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // safeName reports whether a tree entry's name may be written in a work

@@ -47,3 +47,28 @@ func TestRestoreRefusesToOverwriteUnsavedFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRestoreThroughALinkedDirectoryOverwritesNothing: a directory that has
+// become a link to another in the work tree (old -> new) holds none of the
+// paths below it: the restore replaces the link, writing nothing through
+// it, so the files the link shows (new's, in the snapshot) are no reason to
+// refuse.
+func TestRestoreThroughALinkedDirectoryOverwritesNothing(t *testing.T) {
+	m := newManager(t)
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{"old/a.go": "a\n", "old/b.go": "b\n"})
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	if err := os.Rename(filepath.Join(root, "old"), filepath.Join(root, "new")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("new", filepath.Join(root, "old")); err != nil {
+		t.Fatal(err)
+	}
+	s2 := snapshot(t, m, root, "refs/belay/s/2", s1.Commit)
+	if _, err := m.Restore(context.Background(), root, s2.Commit, s1.Commit, false); err != nil {
+		t.Fatalf("restore across the link: %v", err)
+	}
+	if fi, err := os.Lstat(filepath.Join(root, "old")); err != nil || !fi.IsDir() {
+		t.Errorf("old after the restore: %v, %v; want a directory again", fi, err)
+	}
+}
