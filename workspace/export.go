@@ -140,9 +140,20 @@ func (m *Manager) ExportBranch(ctx context.Context, root, branch string, commits
 	if base != "" {
 		revs += "^" + base + "\n"
 	}
+	// The pack gets the permissions the user's repository asks of its
+	// files (core.sharedRepository: a group's repository is readable by the
+	// group), as a fetch there would give it.
+	packArgs := []string{"pack-objects", "-q", "--revs", filepath.Join(userObjects, "pack", "pack")}
+	shared, _, err := m.runCode(ctx, s, runOpts{gitDir: user.gitDir, okCodes: []int{1}}, "config", "--get", "core.sharedRepository")
+	if err != nil {
+		return fmt.Errorf("export %s: read core.sharedRepository: %w", s.root, err)
+	}
+	if v := strings.TrimSpace(string(shared)); v != "" {
+		packArgs = append([]string{"-c", "core.sharedRepository=" + v}, packArgs...)
+	}
 	if _, err := m.run(ctx, s, runOpts{stdin: []byte(revs), env: []string{
 		"GIT_OBJECT_DIRECTORY=" + userObjects, "GIT_ALTERNATE_OBJECT_DIRECTORIES=" + filepath.Join(s.repo, "objects"),
-	}}, "pack-objects", "-q", "--revs", filepath.Join(userObjects, "pack", "pack")); err != nil {
+	}}, packArgs...); err != nil {
 		return fmt.Errorf("export %s: write objects: %w", s.root, err)
 	}
 	// The ref moves from the value read above or not at all (a branch

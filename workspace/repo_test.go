@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -506,5 +507,34 @@ func TestExportBranchRefusesAmbiguousNames(t *testing.T) {
 	}
 	if got := userGit(t, root, "for-each-ref"); got != refs {
 		t.Errorf("refs changed:\n%s\nwant\n%s", got, refs)
+	}
+}
+
+// TestExportBranchIntoASharedRepository: the objects an export writes into
+// a repository shared with a group (core.sharedRepository) are the group's
+// to read, whatever belay's umask, as a fetch there would make them.
+func TestExportBranchIntoASharedRepository(t *testing.T) {
+	m := newManager(t)
+	root := userRepoWorkspace(t, 3)
+	userGit(t, root, "config", "core.sharedRepository", "group")
+	s1 := snapshot(t, m, root, "refs/belay/s/1", "")
+	old := syscall.Umask(0o077)
+	err := m.ExportBranch(context.Background(), root, "belay/s", []string{s1.Commit})
+	syscall.Umask(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	packs, err := filepath.Glob(filepath.Join(root, ".git", "objects", "pack", "*"))
+	if err != nil || len(packs) == 0 {
+		t.Fatalf("packs: %v, %v", packs, err)
+	}
+	for _, p := range packs {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm()&0o040 == 0 {
+			t.Errorf("%s is %v: the group cannot read it", filepath.Base(p), fi.Mode().Perm())
+		}
 	}
 }
