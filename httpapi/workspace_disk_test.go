@@ -28,7 +28,7 @@ import (
 // snapshot and validate go through.
 func TestSnapshotOnAFullDiskOverHTTP(t *testing.T) {
 	ctx := context.Background()
-	tiny, project := smallDisk(t), t.TempDir()
+	tiny, project := testutil.SmallDisk(t), t.TempDir()
 	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "belay.db"))
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"testing"
 
 	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/internal/testutil"
 	"github.com/belayhq/belay/store"
 )
 
@@ -198,7 +199,7 @@ func TestIOErrorMidTransaction(t *testing.T) {
 func TestFullDiskMidTransaction(t *testing.T) {
 	for _, shared := range []bool{false, true} {
 		t.Run(map[bool]string{false: "Alone", true: "Shared"}[shared], func(t *testing.T) {
-			dir := smallDisk(t)
+			dir := testutil.SmallDisk(t)
 			ctx := t.Context()
 			db := mustOpen(t, filepath.Join(dir, "belay.db"))
 			defer db.Close()
