@@ -451,19 +451,25 @@ func jsonField(t reflect.Type, key string) (reflect.Type, bool) {
 			if !f.IsExported() || f.Anonymous && f.Tag.Get("json") == "" {
 				continue
 			}
-			n, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if n == "-" {
-				continue
-			}
-			if n == "" {
-				n = f.Name
-			}
-			if strings.EqualFold(n, key) {
+			if n := jsonKey(f); n != "" && strings.EqualFold(n, key) {
 				return f.Type, true
 			}
 		}
 	}
 	return nil, false
+}
+
+// jsonKey is the key encoding/json reads and writes field f under: its
+// tag's name, else its Go name; "" when the tag skips it ("-").
+func jsonKey(f reflect.StructField) string {
+	n, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	switch n {
+	case "-":
+		return ""
+	case "":
+		return f.Name
+	}
+	return n
 }
 
 // InvalidText returns nil when all text in v is UTF-8; else a
@@ -512,12 +518,9 @@ func invalidText(v reflect.Value, field string) (string, bool) {
 		}
 	case reflect.Struct:
 		for _, sf := range reflect.VisibleFields(v.Type()) {
-			n, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
-			if !sf.IsExported() || sf.Anonymous || n == "-" {
+			n := jsonKey(sf)
+			if !sf.IsExported() || sf.Anonymous || n == "" {
 				continue
-			}
-			if n == "" {
-				n = sf.Name
 			}
 			fv, err := v.FieldByIndexErr(sf.Index)
 			if err != nil {
