@@ -774,19 +774,19 @@ func (s *Service) WaitDecision(ctx context.Context, id string, wait time.Duratio
 			}
 		}
 		// Read after subscribing: a decision made in between is seen here.
-		cp, err := s.getCheckpoint(ctx, c, id)
+		cp, _, rt, err := readCheckpoint(ctx, s.store, c, id)
 		if err != nil {
+			return nil, err
+		}
+		if cp, err = s.settle(ctx, cp); err != nil {
 			return nil, err
 		}
 		if !cp.HITLRequired {
 			return nil, belay.Errorf(belay.CodeHITLNotRequired, "checkpoint %s does not ask for a decision", cp.ID).With("checkpointId", cp.ID)
 		}
 		if cp.Decision != nil {
+			// Read again: settling may have moved the session on.
 			sess, err := s.store.GetSession(ctx, cp.SessionID)
-			if err != nil {
-				return nil, err
-			}
-			rt, err := rightsIn(ctx, s.store, c, sess)
 			if err != nil {
 				return nil, err
 			}
