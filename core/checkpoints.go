@@ -41,7 +41,13 @@ func (s *Service) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpoin
 	if err != nil {
 		return nil, err
 	}
-	err = s.update(ctx, func(tx store.Tx) error {
+	// A save alone acts only through tx and assigns anew all it reports, so
+	// it may run again (see store.Batcher); answers may not.
+	write := s.batch
+	if whole {
+		write = s.update
+	}
+	err = write(ctx, func(tx store.Tx) error {
 		sess, started, err := s.sessionFor(ctx, tx, c, in.SessionID, in.ProjectPath, whole)
 		if err != nil {
 			return err

@@ -149,7 +149,19 @@ func pause(ctx context.Context, wake <-chan struct{}, d time.Duration) bool {
 // update runs fn in a write transaction and wakes event readers after it
 // commits. Its outcome feeds Health.
 func (s *Service) update(ctx context.Context, fn func(tx store.Tx) error) error {
-	err := s.store.Update(ctx, fn)
+	return s.write(ctx, s.store.Update, fn)
+}
+
+// batch is update for a fn that may run more than once (see store.Batcher).
+func (s *Service) batch(ctx context.Context, fn func(tx store.Tx) error) error {
+	if b, ok := s.store.(store.Batcher); ok {
+		return s.write(ctx, b.Batch, fn)
+	}
+	return s.update(ctx, fn)
+}
+
+func (s *Service) write(ctx context.Context, run func(context.Context, func(store.Tx) error) error, fn func(tx store.Tx) error) error {
+	err := run(ctx, fn)
 	s.health.note(err)
 	if err != nil {
 		return err

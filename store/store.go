@@ -21,6 +21,15 @@ type Store interface {
 	Close() error
 }
 
+// Batcher is a Store that can spare a write the cost of being undone alone,
+// when its fn may run more than once.
+type Batcher interface {
+	// Batch runs fn as Update does, but fn may run more than once, each time
+	// after the writes of the runs before were undone: it must act only
+	// through tx, and assign anew on each run whatever it reports.
+	Batch(ctx context.Context, fn func(tx Tx) error) error
+}
+
 // Notifier is what a store offers when processes sharing its database can
 // hear of each other's commits at once (PostgreSQL's LISTEN/NOTIFY): the
 // store announces every committed Update itself, as part of the commit. It

@@ -2,7 +2,11 @@ package sqlite
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"testing"
 	"testing/synctest"
 
@@ -116,5 +120,158 @@ func TestLostTransactionKeepsNothing(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// queuedWrite is one write a batch test queues behind a busy writer.
+type queuedWrite struct {
+	name  string
+	again bool // Batch, not Update
+	// fail ends the fn, after it wrote when write is set: "" succeeds,
+	// "error", "panic" or "goexit".
+	fail  string
+	write bool
+}
+
+// runQueued holds the writer with a first transaction, queues ws in order,
+// then lets them run as one batch. It returns each write's outcome, how many
+// times its fn ran, and which of the sessions the writes insert (one each,
+// named after the write) exist afterwards.
+func runQueued(t *testing.T, ws []queuedWrite) (outcomes []string, runs []int, kept []bool) {
+	t.Helper()
+	outcomes, runs, kept = make([]string, len(ws)), make([]int, len(ws)), make([]bool, len(ws))
+	synctest.Test(t, func(t *testing.T) {
+		db, err := Open(context.Background(), filepath.Join(t.TempDir(), "belay.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		ctx := context.Background()
+		release := make(chan struct{})
+		first := make(chan error, 1)
+		go func() { first <- db.Update(ctx, func(store.Tx) error { <-release; return nil }) }()
+		synctest.Wait() // the writer is busy with the first batch
+		ids := make([]string, len(ws))
+		done := make(chan int, len(ws))
+		for i, w := range ws {
+			ids[i] = fmt.Sprintf("0190c2a0-0000-7000-8000-%012d", i+1)
+			fn := func(stx store.Tx) error {
+				runs[i]++
+				if w.write || w.fail == "" {
+					if err := stx.InsertSession(ctx, &belay.Session{ID: ids[i], Status: belay.SessionRunning}); err != nil {
+						return err
+					}
+				}
+				switch w.fail {
+				case "error":
+					return errors.New(w.name + " failed")
+				case "panic":
+					panic(w.name + " panicked")
+				case "goexit":
+					runtime.Goexit()
+				}
+				return nil
+			}
+			go func() {
+				outcomes[i] = "goexit"
+				defer func() {
+					if r := recover(); r != nil {
+						outcomes[i] = fmt.Sprint("panic: ", r)
+					}
+					done <- i
+				}()
+				var err error
+				if w.again {
+					err = db.Batch(ctx, fn)
+				} else {
+					err = db.Update(ctx, fn)
+				}
+				outcomes[i] = fmt.Sprint(err)
+			}()
+			synctest.Wait() // queued in order
+		}
+		close(release)
+		if err := <-first; err != nil {
+			t.Errorf("first batch: %v", err)
+		}
+		for range ws {
+			<-done
+		}
+		for i, id := range ids {
+			_, err := db.GetSession(ctx, id)
+			kept[i] = err == nil
+			if err != nil && !belay.IsCode(err, belay.CodeSessionNotFound) {
+				t.Errorf("GetSession %s: %v", ws[i].name, err)
+			}
+		}
+		// The writer carries on.
+		if err := db.Batch(ctx, func(store.Tx) error { return nil }); err != nil {
+			t.Errorf("Batch after the batch: %v", err)
+		}
+	})
+	return outcomes, runs, kept
+}
+
+// TestBatchUndoesAFailedWriteAlone: in a batch of Batch calls, which share
+// no savepoints, one that fails after it wrote leaves nothing behind, however
+// it fails: the transaction is undone and the others run again; one that
+// fails before it writes costs the others nothing.
+func TestBatchUndoesAFailedWriteAlone(t *testing.T) {
+	for _, how := range []string{"error", "panic", "goexit"} {
+		t.Run(how, func(t *testing.T) {
+			outcomes, runs, kept := runQueued(t, []queuedWrite{
+				{name: "a", again: true},
+				{name: "early", again: true, fail: "error"},
+				{name: "b", again: true},
+				{name: "late", again: true, fail: how, write: true},
+				{name: "c", again: true},
+			})
+			want := map[string]string{"error": "late failed", "panic": "panic: late panicked", "goexit": "goexit"}[how]
+			wantOutcomes := []string{"<nil>", "early failed", "<nil>", want, "<nil>"}
+			// a and b ran before late failed, and again after; early failed
+			// before it wrote and does not run again; c ran once, after.
+			wantRuns := []int{2, 1, 2, 1, 1}
+			wantKept := []bool{true, false, true, false, true}
+			if !slices.Equal(outcomes, wantOutcomes) || !slices.Equal(runs, wantRuns) || !slices.Equal(kept, wantKept) {
+				t.Errorf("outcomes %q, runs %v, kept %v; want %q, %v, %v", outcomes, runs, kept, wantOutcomes, wantRuns, wantKept)
+			}
+		})
+	}
+}
+
+// TestBatchBesideUpdateKeepsSavepoints: an Update's fn runs once, so a batch
+// holding one keeps a savepoint for each write, and a write that fails after
+// it wrote is undone alone, no fn running again.
+func TestBatchBesideUpdateKeepsSavepoints(t *testing.T) {
+	outcomes, runs, kept := runQueued(t, []queuedWrite{
+		{name: "a", again: true},
+		{name: "u", again: false},
+		{name: "late", again: true, fail: "error", write: true},
+		{name: "c", again: true},
+	})
+	wantOutcomes := []string{"<nil>", "<nil>", "late failed", "<nil>"}
+	wantRuns := []int{1, 1, 1, 1}
+	wantKept := []bool{true, true, false, true}
+	if !slices.Equal(outcomes, wantOutcomes) || !slices.Equal(runs, wantRuns) || !slices.Equal(kept, wantKept) {
+		t.Errorf("outcomes %q, runs %v, kept %v; want %q, %v, %v", outcomes, runs, kept, wantOutcomes, wantRuns, wantKept)
+	}
+}
+
+// TestBatchRunsAgainOnce: after one undone transaction the writes run again
+// with savepoints, so a second failure after a write undoes that write alone
+// and no fn runs a third time.
+func TestBatchRunsAgainOnce(t *testing.T) {
+	outcomes, runs, kept := runQueued(t, []queuedWrite{
+		{name: "a", again: true},
+		{name: "late1", again: true, fail: "error", write: true},
+		{name: "b", again: true},
+		{name: "late2", again: true, fail: "error", write: true},
+		{name: "c", again: true},
+	})
+	wantOutcomes := []string{"<nil>", "late1 failed", "<nil>", "late2 failed", "<nil>"}
+	wantRuns := []int{2, 1, 1, 1, 1}
+	wantKept := []bool{true, false, true, false, true}
+	if !slices.Equal(outcomes, wantOutcomes) || !slices.Equal(runs, wantRuns) || !slices.Equal(kept, wantKept) {
+		t.Errorf("outcomes %q, runs %v, kept %v; want %q, %v, %v", outcomes, runs, kept, wantOutcomes, wantRuns, wantKept)
 	}
 }
