@@ -332,6 +332,24 @@ type pendingWrite struct {
 type fnOutcome struct {
 	err    error
 	failed bool // fn returned an error, panicked or called runtime.Goexit
+	// panicked and value tell a panic of a fn run on the writer's goroutine.
+	panicked bool
+	value    any
+}
+
+// ranHere is what the writer sends a caller of Batch whose fn it ran on its
+// own goroutine and which failed: the error fn returned, or its panic, which
+// continues in the caller.
+type ranHere fnOutcome
+
+func (r *ranHere) Error() string { return fmt.Sprint("sqlite: fn failed: ", r.err) }
+
+// resume returns the error fn returned, or panics as fn did.
+func (r *ranHere) resume() error {
+	if r.panicked {
+		panic(r.value)
+	}
+	return r.err
 }
 
 // Update runs fn atomically and returns after its writes are committed and,
@@ -366,6 +384,11 @@ func (db *DB) Update(ctx context.Context, fn func(store.Tx) error) error {
 // others nothing. (Savepoints cost a save at 16 writers a tenth of its time
 // in the writer's serial section: two statements and the copies of the pages
 // the batch's saves before it wrote, in the sub-journal.)
+//
+// fn may also run on another goroutine than the caller's, sparing the
+// writer two hand-offs between goroutines, each a thread's wake-up: a panic
+// in fn continues in the caller, but fn must not call runtime.Goexit (as
+// t.FailNow does): the process panics.
 func (db *DB) Batch(ctx context.Context, fn func(store.Tx) error) error {
 	return db.update(ctx, fn, true)
 }
@@ -401,16 +424,23 @@ func (db *DB) update(ctx context.Context, fn func(store.Tx) error, again bool) e
 	// before handing it over, and leaving early could report a failure for a
 	// write that then commits.
 	for {
-		t := <-w.turn
-		if t == nil {
-			return storageFault(<-w.committed)
+		var err error
+		select {
+		case t := <-w.turn:
+			if t == nil {
+				return storageFault(<-w.committed)
+			}
+			if err := w.run(db, t); err != nil {
+				return err
+			}
+			err = <-w.committed
+		case err = <-w.committed: // fn ran on the writer's goroutine
 		}
-		if err := w.run(db, t); err != nil {
-			return err
-		}
-		err := <-w.committed
 		if err == errRunAgain {
 			continue
+		}
+		if r, ok := err.(*ranHere); ok {
+			return r.resume()
 		}
 		if err != nil {
 			return storageFault(err)
@@ -453,6 +483,25 @@ func (w *pendingWrite) run(db *DB, t *tx) error {
 	normal = true
 	w.ran <- fnOutcome{err: err, failed: err != nil}
 	return err
+}
+
+// runHere runs the fn of a Batch call on the writer's goroutine and
+// recovers its panic (see Batch).
+func (db *DB) runHere(w *pendingWrite, t *tx) (out fnOutcome) {
+	normal := false
+	defer func() {
+		if normal {
+			return
+		}
+		r := recover()
+		if r == nil {
+			panic("sqlite: a fn of Batch called runtime.Goexit on the writer's goroutine")
+		}
+		out = fnOutcome{failed: true, panicked: true, value: r}
+	}()
+	err := w.fn(t)
+	normal = true
+	return fnOutcome{err: err, failed: err != nil}
 }
 
 var errClosed = fmt.Errorf("sqlite: database is closed")
@@ -671,10 +720,23 @@ func (db *DB) runOne(t *tx, w *pendingWrite, alone, bare bool) (bool, error) {
 		}
 	}
 	before := db.mayHaveWritten
-	w.turn <- t
-	out := <-w.ran
+	here := bare && w.again
+	var out fnOutcome
+	if here {
+		out = db.runHere(w, t)
+	} else {
+		w.turn <- t
+		out = <-w.ran
+	}
 	if db.txLost {
-		return false, db.lostError(out.err)
+		out.failed, out.err = true, db.lostError(out.err)
+	}
+	if here && out.failed {
+		r := ranHere(out)
+		w.committed <- &r
+	}
+	if db.txLost {
+		return false, out.err
 	}
 	if alone {
 		return !out.failed, nil
