@@ -423,6 +423,12 @@ func (db *DB) update(ctx context.Context, fn func(store.Tx) error, again bool) e
 	// Once queued, wait for the turn even if ctx ends: the writer checks ctx
 	// before handing it over, and leaving early could report a failure for a
 	// write that then commits.
+	return w.outcome(db)
+}
+
+// outcome runs fn when the writer hands the caller its turn, as often as the
+// writer asks, and returns the outcome of the write.
+func (w *pendingWrite) outcome(db *DB) error {
 	for {
 		var err error
 		select {
