@@ -1,15 +1,12 @@
 package core_test
 
 import (
-	"path/filepath"
 	"testing"
 	"testing/synctest"
-	"time"
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/store"
-	"github.com/belayhq/belay/store/sqlite"
 )
 
 // TestSavesRunAgainAfterAnUndoneBatch: saves share a transaction without
@@ -18,15 +15,8 @@ import (
 // run once: seqs in order, parents, checksums, a session started once.
 func TestSavesRunAgainAfterAnUndoneBatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		db, err := sqlite.Open(localCtx, filepath.Join(t.TempDir(), "belay.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			time.Sleep(time.Second)
-			db.Close()
-		})
-		svc := core.New(core.Options{Store: db})
+		svc := bubbleService(t)
+		db := core.StoreOf(svc)
 		sess, err := svc.CreateSession(localCtx, belay.CreateSessionInput{Title: "batch"})
 		if err != nil {
 			t.Fatal(err)

@@ -25,16 +25,8 @@ func TestBatchLostTransactionAnswersEveryone(t *testing.T) {
 
 func testLostTransactionAnswersEveryone(t *testing.T, batch bool) {
 	synctest.Test(t, func(t *testing.T) {
-		db, err := Open(context.Background(), filepath.Join(t.TempDir(), "belay.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
+		db, release := busyWriter(t)
 		ctx := context.Background()
-		release := make(chan struct{})
-		first := make(chan error, 1)
-		go func() { first <- db.Update(ctx, func(store.Tx) error { <-release; return nil }) }()
-		synctest.Wait() // the writer is busy with the first batch
 		lost, after := make(chan error, 1), make(chan error, 1)
 		update := db.Update
 		if batch {
@@ -54,10 +46,7 @@ func testLostTransactionAnswersEveryone(t *testing.T, batch bool) {
 		synctest.Wait()
 		go func() { after <- update(ctx, func(store.Tx) error { return nil }) }()
 		synctest.Wait() // both queued: they share the next batch
-		close(release)
-		if err := <-first; err != nil {
-			t.Errorf("first batch: %v", err)
-		}
+		release()
 		if err := <-lost; err == nil {
 			t.Error("the caller whose transaction was lost got no error")
 		}
@@ -75,16 +64,8 @@ func TestLostTransactionKeepsNothing(t *testing.T) {
 	for _, shared := range []bool{false, true} {
 		t.Run(map[bool]string{false: "Alone", true: "Shared"}[shared], func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				db, err := Open(context.Background(), filepath.Join(t.TempDir(), "belay.db"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer db.Close()
+				db, release := busyWriter(t)
 				ctx := context.Background()
-				release := make(chan struct{})
-				first := make(chan error, 1)
-				go func() { first <- db.Update(ctx, func(store.Tx) error { <-release; return nil }) }()
-				synctest.Wait() // the writer is busy with the first batch
 				sess := &belay.Session{ID: "0190c2a0-0000-7000-8000-000000000001", Status: belay.SessionRunning}
 				lost := make(chan error, 1)
 				go func() {
@@ -106,10 +87,7 @@ func TestLostTransactionKeepsNothing(t *testing.T) {
 					go func() { after <- db.Update(ctx, func(store.Tx) error { return nil }) }()
 					synctest.Wait()
 				}
-				close(release)
-				if err := <-first; err != nil {
-					t.Errorf("first batch: %v", err)
-				}
+				release()
 				if err := <-lost; err == nil {
 					t.Error("the caller whose transaction was lost got no error")
 				}
@@ -151,16 +129,8 @@ func runQueued(t *testing.T, ws []queuedWrite) (outcomes []string, runs []int, k
 	t.Helper()
 	outcomes, runs, kept = make([]string, len(ws)), make([]int, len(ws)), make([]bool, len(ws))
 	synctest.Test(t, func(t *testing.T) {
-		db, err := Open(context.Background(), filepath.Join(t.TempDir(), "belay.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
+		db, release := busyWriter(t)
 		ctx := context.Background()
-		release := make(chan struct{})
-		first := make(chan error, 1)
-		go func() { first <- db.Update(ctx, func(store.Tx) error { <-release; return nil }) }()
-		synctest.Wait() // the writer is busy with the first batch
 		ids := make([]string, len(ws))
 		done := make(chan int, len(ws))
 		for i, w := range ws {
@@ -200,10 +170,7 @@ func runQueued(t *testing.T, ws []queuedWrite) (outcomes []string, runs []int, k
 			}()
 			synctest.Wait() // queued in order
 		}
-		close(release)
-		if err := <-first; err != nil {
-			t.Errorf("first batch: %v", err)
-		}
+		release()
 		for range ws {
 			<-done
 		}
@@ -284,5 +251,26 @@ func TestBatchRunsAgainOnce(t *testing.T) {
 	wantKept := []bool{true, false, true, false, true}
 	if !slices.Equal(outcomes, wantOutcomes) || !slices.Equal(runs, wantRuns) || !slices.Equal(kept, wantKept) {
 		t.Errorf("outcomes %q, runs %v, kept %v; want %q, %v, %v", outcomes, runs, kept, wantOutcomes, wantRuns, wantKept)
+	}
+}
+
+// busyWriter opens a database in a synctest bubble and keeps its writer busy
+// with a first transaction until release, so that the writes queued meanwhile
+// share the next batch.
+func busyWriter(t *testing.T) (*DB, func()) {
+	t.Helper()
+	db, err := Open(context.Background(), filepath.Join(t.TempDir(), "belay.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	hold, first := make(chan struct{}), make(chan error, 1)
+	go func() { first <- db.Update(context.Background(), func(store.Tx) error { <-hold; return nil }) }()
+	synctest.Wait() // the writer is busy with the first batch
+	return db, func() {
+		close(hold)
+		if err := <-first; err != nil {
+			t.Errorf("first batch: %v", err)
+		}
 	}
 }
