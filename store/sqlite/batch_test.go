@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 
@@ -156,7 +157,15 @@ func runQueued(t *testing.T, ws []queuedWrite) (outcomes []string, runs []int, k
 				outcomes[i] = "goexit"
 				defer func() {
 					if r := recover(); r != nil {
-						outcomes[i] = fmt.Sprint("panic: ", r)
+						outcomes[i] = fmt.Sprint("panic on the caller's goroutine: ", r)
+						// A panic on the writer's goroutine comes with the
+						// stack it was raised on.
+						if p, ok := r.(*fnPanic); ok {
+							if !strings.Contains(string(p.stack), "runQueued") {
+								t.Errorf("the panic's stack does not show the fn:\n%s", p.stack)
+							}
+							outcomes[i] = fmt.Sprint("panic: ", p.value)
+						}
 					}
 					done <- i
 				}()
@@ -272,5 +281,50 @@ func busyWriter(t *testing.T) (*DB, func()) {
 		if err := <-first; err != nil {
 			t.Errorf("first batch: %v", err)
 		}
+	}
+}
+
+// TestRunAgainNotTakenForTheOutcome: a caller of Batch told to run again
+// while it was not yet waiting, whose context then ends before its turn,
+// gets its context's error, not the leftover word to run again (both of the
+// caller's channels are ready then; repeated, so that a random choice of the
+// wrong one shows).
+func TestRunAgainNotTakenForTheOutcome(t *testing.T) {
+	for range 20 {
+		synctest.Test(t, func(t *testing.T) {
+			db, release := busyWriter(t)
+			bg := context.Background()
+			ctx, cancel := context.WithCancel(bg)
+			fn := func(stx store.Tx) error {
+				if err := stx.InsertSession(bg, &belay.Session{ID: "0190c2a0-0000-7000-8000-000000000001", Status: belay.SessionRunning}); err != nil {
+					return err
+				}
+				cancel() // the caller's request ends before the run again
+				return nil
+			}
+			// Queued as update queues it, but not yet waiting in outcome.
+			w := &pendingWrite{ctx: ctx, fn: fn, again: true, turn: make(chan *tx), ran: make(chan fnOutcome, 1), committed: make(chan error, 1)}
+			db.queued.Add(1)
+			defer db.queued.Add(-1)
+			db.writes <- w
+			late := make(chan error, 1)
+			go func() {
+				late <- db.Batch(bg, func(stx store.Tx) error {
+					if err := stx.InsertSession(bg, &belay.Session{ID: "0190c2a0-0000-7000-8000-000000000002", Status: belay.SessionRunning}); err != nil {
+						return err
+					}
+					return errors.New("late failed")
+				})
+			}()
+			synctest.Wait()
+			release()
+			synctest.Wait() // w ran, late failed after writing, w's turn to run again waits
+			if err := w.outcome(db); !errors.Is(err, context.Canceled) {
+				t.Errorf("outcome %v; want %v", err, context.Canceled)
+			}
+			if err := <-late; err == nil || err.Error() != "late failed" {
+				t.Errorf("the failing write: %v", err)
+			}
+		})
 	}
 }

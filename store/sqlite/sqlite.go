@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -319,12 +320,15 @@ type pendingWrite struct {
 	// again says fn may run more than once (Batch).
 	again bool
 	// turn hands the transaction to the caller when its fn may run, or nil
-	// when it must not run (its context ended while it waited).
+	// when it must not run (its context ended while it waited, or the
+	// batch's transaction could not begin or was lost).
 	turn chan *tx
 	// ran reports how fn ended back to the writer.
 	ran chan fnOutcome
 	// committed reports the outcome of the commit to a caller whose fn
-	// succeeded; after a successful one, seq numbers the commit for walSync.
+	// succeeded (after a successful one, seq numbers the commit for
+	// walSync), errRunAgain when the batch was undone and fn must run again,
+	// or a *ranHere when fn ran on the writer's goroutine and failed.
 	committed chan error
 	seq       uint64
 }
@@ -332,9 +336,26 @@ type pendingWrite struct {
 type fnOutcome struct {
 	err    error
 	failed bool // fn returned an error, panicked or called runtime.Goexit
-	// panicked and value tell a panic of a fn run on the writer's goroutine.
-	panicked bool
-	value    any
+	// panicked tells a panic of a fn run on the writer's goroutine.
+	panicked *fnPanic
+}
+
+// fnPanic is the panic of a Batch fn run on the writer's goroutine, raised
+// again in its caller: what fn panicked with, and the stack it panicked on,
+// which the caller's own would not show.
+type fnPanic struct {
+	value any
+	stack []byte
+}
+
+func (p *fnPanic) Error() string {
+	return fmt.Sprintf("%v\n\n[the fn panicked on the writer's goroutine]\n%s", p.value, p.stack)
+}
+
+// Unwrap returns what fn panicked with, when it is an error.
+func (p *fnPanic) Unwrap() error {
+	err, _ := p.value.(error)
+	return err
 }
 
 // ranHere is what the writer sends a caller of Batch whose fn it ran on its
@@ -346,8 +367,8 @@ func (r *ranHere) Error() string { return fmt.Sprint("sqlite: fn failed: ", r.er
 
 // resume returns the error fn returned, or panics as fn did.
 func (r *ranHere) resume() error {
-	if r.panicked {
-		panic(r.value)
+	if r.panicked != nil {
+		panic(r.panicked)
 	}
 	return r.err
 }
@@ -379,8 +400,9 @@ func (db *DB) Update(ctx context.Context, fn func(store.Tx) error) error {
 // after the writes of the runs before were undone: it must act only through
 // its tx, and assign anew on each run whatever it reports. A batch of such
 // calls runs without a savepoint for each: when one of them fails after it
-// wrote, the whole transaction is rolled back and the others run again, each
-// in a savepoint of its own. One that fails before it writes costs the
+// wrote, the whole transaction is rolled back and the others run again,
+// each in a savepoint of its own (unless only one is left). One that fails
+// before it writes costs the
 // others nothing. (Savepoints cost a save at 16 writers a tenth of its time
 // in the writer's serial section: two statements and the copies of the pages
 // the batch's saves before it wrote, in the sub-journal.)
@@ -434,7 +456,13 @@ func (w *pendingWrite) outcome(db *DB) error {
 		select {
 		case t := <-w.turn:
 			if t == nil {
-				return storageFault(<-w.committed)
+				// fn may not run (again): the outcome follows, after a word
+				// to run again this caller may not have read yet.
+				err := <-w.committed
+				if err == errRunAgain {
+					err = <-w.committed
+				}
+				return storageFault(err)
 			}
 			if err := w.run(db, t); err != nil {
 				return err
@@ -503,7 +531,7 @@ func (db *DB) runHere(w *pendingWrite, t *tx) (out fnOutcome) {
 		if r == nil {
 			panic("sqlite: a fn of Batch called runtime.Goexit on the writer's goroutine")
 		}
-		out = fnOutcome{failed: true, panicked: true, value: r}
+		out = fnOutcome{failed: true, panicked: &fnPanic{value: r, stack: debug.Stack()}}
 	}()
 	err := w.fn(t)
 	normal = true
@@ -771,7 +799,8 @@ func (db *DB) runOne(t *tx, w *pendingWrite, alone, bare bool) (bool, error) {
 }
 
 // writerQuerier runs statements on the writer connection, prepared once per
-// query text. Only the writer goroutine uses it. Its statements ignore the
+// query text. Only the holder of the writer's turn uses it: the writer
+// goroutine, or the caller whose fn runs. Its statements ignore the
 // caller's cancellation: interrupting one would roll back the whole shared
 // transaction, other callers' writes too; a caller's context is checked
 // before its turn instead.
