@@ -10,6 +10,8 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -598,5 +600,61 @@ func TestSlowBodyIsRequestTimeout(t *testing.T) {
 	status, b, _ := testutil.RawRequest(t, srv.Listener.Addr().String(), head, "", body, 100*time.Millisecond) // 10 bytes a second
 	if status != http.StatusRequestTimeout || !strings.Contains(b, `"appCode":"REQUEST_TIMEOUT"`) {
 		t.Errorf("a trickled body: %d %s; want 408 with REQUEST_TIMEOUT", status, b)
+	}
+}
+
+// TestSessionsListOwn: sessions.list takes own, as GET /v1/sessions does:
+// only the sessions a save naming only its project may continue, never a
+// session of another user who is no admin, though the caller may read it.
+func TestSessionsListOwn(t *testing.T) {
+	e := newEnv(t)
+	project := t.TempDir()
+	alice := belay.WithActor(context.Background(), belay.Actor{UserID: "alice"})
+	bob := belay.Actor{UserID: "bob"}
+	for _, user := range []string{"alice", "bob"} {
+		if _, err := e.svc.CreateToken(belay.WithActor(context.Background(), admin), belay.CreateTokenInput{User: user}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	theirs, err := e.svc.CreateSession(alice, belay.CreateSessionInput{ProjectPath: project, Title: "alice's"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.GrantSession(alice, belay.GrantInput{SessionID: theirs.ID, User: "bob", Role: belay.RoleRead}); err != nil {
+		t.Fatal(err)
+	}
+	ours, err := e.svc.CreateSession(belay.WithActor(context.Background(), bob), belay.CreateSessionInput{ProjectPath: project, Title: "bob's"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asBob := func(context.Context, string) (belay.Actor, error) { return bob, nil }
+	srv := httptest.NewServer(trpc.New("/trpc/", trpc.Options{Service: e.svc, Authenticate: asBob, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+	t.Cleanup(srv.Close)
+	bobs := &env{svc: e.svc, srv: srv}
+	for _, c := range []struct {
+		input string
+		want  []string
+	}{
+		{`{"projectPath":` + strconv.Quote(project) + `}`, []string{ours.ID, theirs.ID}},
+		{`{"projectPath":` + strconv.Quote(project) + `,"own":true}`, []string{ours.ID}},
+	} {
+		status, b := bobs.do(t, "/trpc/sessions.list?input="+url.QueryEscape(c.input), "")
+		var out struct {
+			Result struct {
+				Data struct {
+					Items []belay.Session `json:"items"`
+				} `json:"data"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal(b, &out); status != http.StatusOK || err != nil {
+			t.Fatalf("%s: %d %s", c.input, status, b)
+		}
+		var got []string
+		for _, s := range out.Result.Data.Items {
+			got = append(got, s.ID)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("sessions.list %s = %v; want %v", c.input, got, c.want)
+		}
 	}
 }

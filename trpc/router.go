@@ -272,8 +272,11 @@ func createSession(ctx context.Context, svc belay.Service, raw json.RawMessage) 
 type sessionsInput struct {
 	ProjectPath string              `json:"projectPath,omitempty"`
 	Status      belay.SessionStatus `json:"status,omitempty"`
-	Cursor      *string             `json:"cursor,omitempty"`
-	Limit       int                 `json:"limit,omitempty"`
+	// Own keeps the sessions a save naming only its project may continue
+	// (see belay.ListSessionsInput).
+	Own    bool    `json:"own,omitempty"`
+	Cursor *string `json:"cursor,omitempty"`
+	Limit  int     `json:"limit,omitempty"`
 }
 
 func listSessions(ctx context.Context, svc belay.Service, raw json.RawMessage) (any, error) {
@@ -281,7 +284,7 @@ func listSessions(ctx context.Context, svc belay.Service, raw json.RawMessage) (
 	if err := decodeInput(raw, &in); err != nil {
 		return nil, err
 	}
-	q := belay.ListSessionsInput{ProjectPath: in.ProjectPath, Status: in.Status, Limit: in.Limit}
+	q := belay.ListSessionsInput{ProjectPath: in.ProjectPath, Status: in.Status, Own: in.Own, Limit: in.Limit}
 	if in.Cursor != nil {
 		q.Cursor = *in.Cursor
 	}

@@ -245,6 +245,7 @@ export interface SessionList {
 export interface SessionsInput {
   projectPath?: string;
   status?: "running" | "awaiting_input" | "paused" | "completed" | "failed" | "interrupted" | "abandoned";
+  own?: boolean;
   cursor?: string | null;
   limit?: number;
 }
