@@ -58,7 +58,7 @@ func faultMessage(err error) string {
 		return ""
 	}
 	switch {
-	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EFBIG):
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT), errors.Is(err, syscall.EFBIG):
 		return msgDiskFull
 	case errors.Is(err, syscall.EROFS):
 		return msgReadOnly

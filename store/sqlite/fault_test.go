@@ -86,7 +86,7 @@ func TestStorageFaults(t *testing.T) {
 	defer missing.Close()
 	wantFault(t, "SQLITE_CANTOPEN", storageFault(missing.PingContext(ctx)), msgCannotOpen)
 
-	for errno, msg := range map[syscall.Errno]string{syscall.ENOSPC: msgDiskFull, syscall.EFBIG: msgDiskFull,
+	for errno, msg := range map[syscall.Errno]string{syscall.ENOSPC: msgDiskFull, syscall.EDQUOT: msgDiskFull, syscall.EFBIG: msgDiskFull,
 		syscall.EROFS: msgReadOnly, syscall.EIO: msgIOError} {
 		err := fmt.Errorf("sqlite: write: %w", &fs.PathError{Op: "write", Path: "/srv/belay/belay.db", Err: errno})
 		f := storageFault(err)
