@@ -123,12 +123,22 @@ func requestID(data []byte) json.RawMessage {
 	return nil
 }
 
-// checkBody answers a POST of JSON that is not a JSON-RPC message with a
-// JSON-RPC error (HTTP 400) and passes every other request on to next.
+// checkBody answers a POST of JSON that is not a JSON-RPC message, another
+// method or content type, with a JSON-RPC error (HTTP 400, 405 or 415) and
+// passes every other request on to next.
 func checkBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); r.Method != http.MethodPost || mediaType != "application/json" {
-			next.ServeHTTP(w, r)
+		// The endpoint is stateless: POST only, as the SDK answers, but with
+		// a JSON-RPC error instead of its line of plain text.
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			writeRPCError(w, http.StatusMethodNotAllowed,
+				newRPCError(nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("Invalid Request: %s is not allowed on %s; allowed: POST", r.Method, r.URL.Path)))
+			return
+		}
+		if mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mediaType != "application/json" {
+			writeRPCError(w, http.StatusUnsupportedMediaType,
+				newRPCError(nil, jsonrpc.CodeInvalidRequest, "Invalid Request: Content-Type must be application/json"))
 			return
 		}
 		body, err := io.ReadAll(io.LimitReader(r.Body, belay.MaxBodyBytes+1))

@@ -79,11 +79,32 @@ func TestHTTPAnswersMalformedBodiesWithJSONRPCErrors(t *testing.T) {
 	if res.StatusCode != http.StatusOK || json.Unmarshal(b, &r) != nil || string(r.ID) != "9" || r.Error != nil {
 		t.Errorf("ping: %s\n%s", res.Status, b)
 	}
-	if res, b := post("text/plain", `{bad json`); res.StatusCode != http.StatusUnsupportedMediaType {
+	// A wrong content type or method is a JSON-RPC error too, not the SDK's
+	// line of plain text: 415, and 405 naming POST in Allow.
+	res, b = post("text/plain", `{bad json`)
+	r = testutil.RPCReply{}
+	if res.StatusCode != http.StatusUnsupportedMediaType || json.Unmarshal(b, &r) != nil || r.Error == nil || r.Error.Code != -32600 {
 		t.Errorf("text/plain: %s\n%s", res.Status, b)
+	}
+	for _, method := range []string{http.MethodGet, http.MethodPut, http.MethodDelete, http.MethodPatch} {
+		req, _ := http.NewRequest(method, srv.URL+"/mcp", strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		r = testutil.RPCReply{}
+		if res.StatusCode != http.StatusMethodNotAllowed || res.Header.Get("Allow") != "POST" || json.Unmarshal(b, &r) != nil ||
+			r.Error == nil || r.Error.Code != -32600 || !strings.Contains(r.Error.Message, method) {
+			t.Errorf("%s /mcp: %s (Allow %q)\n%s\nwant 405, Allow: POST and a JSON-RPC error naming the method", method, res.Status, res.Header.Get("Allow"), b)
+		}
 	}
 	// A body may be as large as on /v1; one larger is a JSON-RPC error too.
 	big := `{"jsonrpc":"2.0","id":10,"method":"ping","params":{"_meta":{"pad":"` + strings.Repeat("p", belay.MaxStateBytes) + `"}}}`
+	r = testutil.RPCReply{}
 	if res, b := post("application/json", big); res.StatusCode != http.StatusOK || json.Unmarshal(b, &r) != nil || string(r.ID) != "10" || r.Error != nil {
 		t.Errorf("a body of %d bytes: %s\n%.200s", len(big), res.Status, b)
 	}
