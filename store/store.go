@@ -21,6 +21,16 @@ type Store interface {
 	Close() error
 }
 
+// StatePreparer is a Store that can do the costly part of storing a large
+// agent state (cutting it into chunks, compressing them) before the write
+// transaction, beside other writers.
+type StatePreparer interface {
+	// PrepareState returns ctx carrying state prepared: a transaction's
+	// InsertCheckpoint of that very state (the same bytes, not a copy),
+	// given the returned context, stores it without that work.
+	PrepareState(ctx context.Context, state []byte) (context.Context, error)
+}
+
 // Batcher is a Store that can spare a write the cost of being undone alone,
 // when its fn may run more than once.
 type Batcher interface {

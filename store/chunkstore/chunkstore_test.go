@@ -293,3 +293,62 @@ func FuzzLoad(f *testing.F) {
 		}
 	})
 }
+
+// TestPreparedSavesWhatSaveSaves: a state prepared before the transaction
+// stores the same chunks and root as Save; only the chunks missing when it
+// was prepared are compressed then, and one deleted between the two (a
+// sweep) is stored all the same.
+func TestPreparedSavesWhatSaveSaves(t *testing.T) {
+	ctx := t.Context()
+	if p, err := Prepare(ctx, newMem(), []byte(`{"small":true}`)); p != nil || err != nil {
+		t.Fatalf("Prepare of a small state = %v, %v; want nil: it is stored as it is", p, err)
+	}
+	state := randomState(11, 1<<20)
+	prepared, saved := newMem(), newMem()
+	p, err := Prepare(ctx, prepared, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.For(state) || p.For(bytes.Clone(state)) {
+		t.Error("For: want true for the state prepared, false for a copy")
+	}
+	root, err := p.Save(ctx, prepared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Save(ctx, saved, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(root, want) || !maps.EqualFunc(prepared.chunks, saved.chunks, bytes.Equal) {
+		t.Fatalf("prepared: root %x, %d chunks; Save: root %x, %d chunks", root[:8], len(prepared.chunks), want[:8], len(saved.chunks))
+	}
+
+	// The next version: only the chunks around the edit are compressed.
+	edited := bytes.Clone(state)
+	copy(edited[500<<10:], randomState(12, 1<<10))
+	p, err = Prepare(ctx, prepared, edited)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.stored) == 0 || len(p.stored) > 8 {
+		t.Errorf("%d chunks compressed for an edit of 1 KiB of %d chunks; want the few around it", len(p.stored), len(p.chunks))
+	}
+	// A sweep deletes a chunk the edit shares with the state before.
+	var shared ID
+	for _, c := range p.chunks {
+		if _, ok := p.stored[c.ID]; !ok {
+			shared = c.ID
+			break
+		}
+	}
+	delete(prepared.chunks, shared)
+	root, err = p.Save(ctx, prepared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(ctx, prepared, root)
+	if err != nil || !bytes.Equal(got, edited) {
+		t.Fatalf("Load after the sweep: %d bytes, %v; want the edited state", len(got), err)
+	}
+}

@@ -30,15 +30,69 @@ type Store interface {
 // chunks of it s lacks. A driver that lets Sweep run concurrently must keep
 // it from deleting a chunk between Missing and the commit (see Sweeper).
 func Save(ctx context.Context, s Store, state []byte) ([]byte, error) {
-	if len(state) <= InlineMax && !IsRoot(state) {
+	if inline(state) {
 		return state, nil
 	}
 	root, chunks := Split(state)
-	ids := make([]ID, len(chunks))
-	for i, c := range chunks {
-		ids[i] = c.ID
+	return save(ctx, s, root, chunks, nil)
+}
+
+// inline reports whether state is stored as it is.
+func inline(state []byte) bool { return len(state) <= InlineMax && !IsRoot(state) }
+
+// Prepared is a state cut into chunks before the write transaction that
+// stores it, with the chunks the store lacked then in their stored form
+// already: the costly part of Save (hashing and compressing, most of a large
+// state's save), done beside other writers instead of inside the
+// transaction, which only stores them.
+type Prepared struct {
+	state  []byte
+	root   []byte
+	chunks []Chunk
+	// stored holds the stored form of each chunk missing when prepared.
+	stored map[ID][]byte
+}
+
+// Prepare cuts state as Save would and compresses the chunks s lacks now;
+// nil when state is stored as it is.
+func Prepare(ctx context.Context, s Store, state []byte) (*Prepared, error) {
+	if inline(state) {
+		return nil, nil
 	}
-	missing, err := s.Missing(ctx, ids)
+	root, chunks := Split(state)
+	missing, err := s.Missing(ctx, idsOf(chunks))
+	if err != nil {
+		return nil, err
+	}
+	p := &Prepared{state: state, root: root, chunks: chunks, stored: make(map[ID][]byte, len(missing))}
+	for _, id := range missing {
+		p.stored[id] = nil
+	}
+	for _, c := range chunks {
+		if data, ok := p.stored[c.ID]; ok && data == nil {
+			p.stored[c.ID] = encode(c.Data)
+		}
+	}
+	return p, nil
+}
+
+// For reports whether p was prepared from state: the same bytes in memory,
+// not a copy.
+func (p *Prepared) For(state []byte) bool {
+	return p != nil && len(state) == len(p.state) && &state[0] == &p.state[0]
+}
+
+// Save stores the chunks of p's state that s lacks, as Save does, and
+// returns its root. A chunk s lacks that was stored when p was prepared (a
+// sweep deleted it since) is compressed now.
+func (p *Prepared) Save(ctx context.Context, s Store) ([]byte, error) {
+	return save(ctx, s, p.root, p.chunks, p.stored)
+}
+
+// save stores those of chunks s lacks, in their stored form from stored or
+// compressed now, and returns root.
+func save(ctx context.Context, s Store, root []byte, chunks []Chunk, stored map[ID][]byte) ([]byte, error) {
+	missing, err := s.Missing(ctx, idsOf(chunks))
 	if err != nil {
 		return nil, err
 	}
@@ -52,13 +106,25 @@ func Save(ctx context.Context, s Store, state []byte) ([]byte, error) {
 	put := chunks[:0:0]
 	for _, c := range chunks {
 		if want[c.ID] {
-			put = append(put, Chunk{ID: c.ID, Data: encode(c.Data)})
+			data, ok := stored[c.ID]
+			if !ok {
+				data = encode(c.Data)
+			}
+			put = append(put, Chunk{ID: c.ID, Data: data})
 		}
 	}
 	if err := s.Put(ctx, put); err != nil {
 		return nil, err
 	}
 	return root, nil
+}
+
+func idsOf(chunks []Chunk) []ID {
+	ids := make([]ID, len(chunks))
+	for i, c := range chunks {
+		ids[i] = c.ID
+	}
+	return ids
 }
 
 // maxStateLen bounds the length a root may declare, so a damaged root

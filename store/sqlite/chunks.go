@@ -148,13 +148,36 @@ func (c chunkTable) Delete(ctx context.Context, ids []chunkstore.ID) error {
 	return nil
 }
 
+// preparedKey carries in a context a state PrepareState prepared.
+type preparedKey struct{}
+
+// PrepareState cuts a large agent state into chunks and compresses those the
+// database lacks, before the write transaction and beside other writers: in
+// a save of a state of megabytes that is most of the work, which the
+// transaction, holding up every other write, then does not do again (see
+// store.StatePreparer).
+func (db *DB) PrepareState(ctx context.Context, state []byte) (context.Context, error) {
+	p, err := chunkstore.Prepare(ctx, chunkTable{db.reader.q}, state)
+	if err != nil || p == nil {
+		return ctx, err
+	}
+	return context.WithValue(ctx, preparedKey{}, p), nil
+}
+
 // saveState returns what the state column holds for state: the state, or
-// the root of its chunks, stored first (see store/chunkstore).
+// the root of its chunks, stored first (see store/chunkstore), prepared
+// already when ctx carries it.
 func (t *tx) saveState(ctx context.Context, state json.RawMessage) (any, error) {
 	if state == nil {
 		return nil, nil
 	}
-	b, err := chunkstore.Save(ctx, chunkTable{t.q}, state)
+	var b []byte
+	var err error
+	if p, _ := ctx.Value(preparedKey{}).(*chunkstore.Prepared); p.For(state) {
+		b, err = p.Save(ctx, chunkTable{t.q})
+	} else {
+		b, err = chunkstore.Save(ctx, chunkTable{t.q}, state)
+	}
 	if err == nil && chunkstore.IsRoot(b) {
 		t.chunked.state, t.chunked.root = state, b
 	}

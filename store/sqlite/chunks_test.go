@@ -98,3 +98,47 @@ func TestAdvancedStateTakesTheHeadsRoot(t *testing.T) {
 		}
 	}
 }
+
+// TestPreparedStateIsStoredAsPrepared: a large state PrepareState prepared
+// is stored, in the transaction, from what was prepared, not cut and
+// compressed again (seen by changing the bytes after preparing: the
+// transaction stores them as they were); a copy of the state, not the bytes
+// prepared, is cut and stored as it is.
+func TestPreparedStateIsStoredAsPrepared(t *testing.T) {
+	ctx := t.Context()
+	db := mustOpen(t, filepath.Join(t.TempDir(), "belay.db"))
+	defer db.Close()
+	now := time.Unix(1, 0)
+	sess := &belay.Session{ID: "s1", Owner: "alice", Status: belay.SessionRunning, CreatedAt: now, UpdatedAt: now}
+	if err := db.Update(ctx, func(tx store.Tx) error { return tx.InsertSession(ctx, sess) }); err != nil {
+		t.Fatal(err)
+	}
+	state := json.RawMessage(`{"s":"` + strings.Repeat("prepared ", 20000) + `"}`)
+	prepared := bytes.Clone(state)
+	pctx, err := db.PrepareState(ctx, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(state[6:], "CHANGED!")
+	other := bytes.Clone(state)
+	for i, c := range []struct {
+		state json.RawMessage
+		want  []byte
+	}{{state, prepared}, {other, other}} {
+		cp := &belay.Checkpoint{ID: fmt.Sprint("c", i), SessionID: sess.ID, Seq: int64(i + 1), Type: belay.TypeAuto,
+			Trigger: belay.TriggerPeriodic, Summary: "s", Checksum: "x", AgentState: c.state, CreatedAt: now, UpdatedAt: now}
+		if err := db.Update(ctx, func(tx store.Tx) error { return tx.InsertCheckpoint(pctx, cp) }); err != nil {
+			t.Fatal(err)
+		}
+		got, err := db.GetCheckpoint(ctx, cp.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.AgentState, c.want) {
+			t.Errorf("checkpoint %d: stored %.30q…; want %.30q…", i, got.AgentState, c.want)
+		}
+	}
+	if pctx, err := db.PrepareState(ctx, json.RawMessage(`{"small":1}`)); err != nil || pctx != ctx {
+		t.Errorf("PrepareState of a small state: %v; want ctx as it was", err)
+	}
+}

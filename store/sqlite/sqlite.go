@@ -104,7 +104,11 @@ const walCheckpointPages = 4000
 // not wait for the disk. Full durability syncs the log itself (walSync).
 const synchronousNormal = 1
 
-var _ store.Store = (*DB)(nil)
+var (
+	_ store.Store         = (*DB)(nil)
+	_ store.Batcher       = (*DB)(nil)
+	_ store.StatePreparer = (*DB)(nil)
+)
 
 // Open opens (creating when needed) the database at path and migrates it to
 // the newest schema. Several processes may open the same file at once. Unless
