@@ -29,9 +29,7 @@ func (s *Service) CreateCheckpoint(ctx context.Context, in belay.CreateCheckpoin
 	// A large state is cut and compressed here, not in the transaction,
 	// which every other write waits for.
 	if p, ok := s.store.(store.StatePreparer); ok {
-		if ctx, err = p.PrepareState(ctx, cp.AgentState); err != nil {
-			return nil, err
-		}
+		ctx = p.PrepareState(ctx, cp.AgentState)
 	}
 	if in.Snapshot {
 		if err := s.createWithSnapshot(ctx, c, in, cp); err != nil {

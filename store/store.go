@@ -27,8 +27,10 @@ type Store interface {
 type StatePreparer interface {
 	// PrepareState returns ctx carrying state prepared: a transaction's
 	// InsertCheckpoint of that very state (the same bytes, not a copy),
-	// given the returned context, stores it without that work.
-	PrepareState(ctx context.Context, state []byte) (context.Context, error)
+	// given the returned context, stores it without that work. When
+	// preparing fails (a read), ctx is returned as it was, and the
+	// transaction does the work.
+	PrepareState(ctx context.Context, state []byte) context.Context
 }
 
 // Batcher is a Store that can spare a write the cost of being undone alone,

@@ -334,6 +334,11 @@ func TestPreparedSavesWhatSaveSaves(t *testing.T) {
 	if len(p.stored) == 0 || len(p.stored) > 8 {
 		t.Errorf("%d chunks compressed for an edit of 1 KiB of %d chunks; want the few around it", len(p.stored), len(p.chunks))
 	}
+	for id, b := range p.stored {
+		if cap(b) != len(b) {
+			t.Errorf("chunk %x kept in %d bytes for a stored form of %d", id[:4], cap(b), len(b))
+		}
+	}
 	// A sweep deletes a chunk the edit shares with the state before.
 	var shared ID
 	for _, c := range p.chunks {

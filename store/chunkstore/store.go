@@ -70,7 +70,10 @@ func Prepare(ctx context.Context, s Store, state []byte) (*Prepared, error) {
 	}
 	for _, c := range chunks {
 		if data, ok := p.stored[c.ID]; ok && data == nil {
-			p.stored[c.ID] = encode(c.Data)
+			// Kept until the transaction, maybe a while: in no more memory
+			// than the stored form (encode's buffer has the chunk's size).
+			b := encode(c.Data)
+			p.stored[c.ID] = append(make([]byte, 0, len(b)), b...)
 		}
 	}
 	return p, nil

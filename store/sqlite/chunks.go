@@ -156,12 +156,12 @@ type preparedKey struct{}
 // a save of a state of megabytes that is most of the work, which the
 // transaction, holding up every other write, then does not do again (see
 // store.StatePreparer).
-func (db *DB) PrepareState(ctx context.Context, state []byte) (context.Context, error) {
+func (db *DB) PrepareState(ctx context.Context, state []byte) context.Context {
 	p, err := chunkstore.Prepare(ctx, chunkTable{db.reader.q}, state)
 	if err != nil || p == nil {
-		return ctx, err
+		return ctx
 	}
-	return context.WithValue(ctx, preparedKey{}, p), nil
+	return context.WithValue(ctx, preparedKey{}, p)
 }
 
 // saveState returns what the state column holds for state: the state, or
