@@ -3,10 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"crypto/rand"
-	"io"
 	"io/fs"
-	"log/slog"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,12 +11,8 @@ import (
 	"testing"
 
 	"github.com/belayhq/belay"
-	"github.com/belayhq/belay/core"
-	"github.com/belayhq/belay/httpapi"
 	"github.com/belayhq/belay/internal/testtree"
 	"github.com/belayhq/belay/internal/testutil"
-	"github.com/belayhq/belay/store/sqlite"
-	"github.com/belayhq/belay/workspace"
 )
 
 // TestSnapshotOnAFullDiskOverHTTP: a snapshot that fills the disk of the
@@ -29,23 +22,7 @@ import (
 func TestSnapshotOnAFullDiskOverHTTP(t *testing.T) {
 	ctx := context.Background()
 	tiny, project := testutil.SmallDisk(t), t.TempDir()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "belay.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	ws, err := workspace.New(workspace.Options{DataDir: tiny})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	api := httpapi.New(httpapi.Options{Service: core.New(core.Options{Store: db, Workspaces: ws, Logger: log}), Logger: log,
-		Authenticate: func(context.Context, string) (belay.Actor, error) {
-			return belay.Actor{UserID: "root", Admin: true}, nil
-		}})
-	srv := httptest.NewServer(api.Handler())
-	t.Cleanup(srv.Close)
-	c := (&wsServer{url: srv.URL}).as(t, "root")
+	c := serveWorkspaces(t, t.TempDir(), tiny, nil).as(t, "root")
 
 	testtree.Write(t, project, map[string]string{"a.txt": "alpha"})
 	first, err := c.CreateCheckpoint(ctx, belay.CreateCheckpointInput{ProjectPath: project, Summary: "small", Snapshot: true})

@@ -4,11 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"io/fs"
-	"log/slog"
 	"maps"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,12 +13,8 @@ import (
 	"testing"
 
 	"github.com/belayhq/belay"
-	"github.com/belayhq/belay/core"
-	"github.com/belayhq/belay/httpapi"
 	"github.com/belayhq/belay/internal/testtree"
 	"github.com/belayhq/belay/internal/testutil"
-	"github.com/belayhq/belay/store/sqlite"
-	"github.com/belayhq/belay/workspace"
 )
 
 // newRootsServer is a real HTTP server whose users who are not admins may
@@ -35,24 +28,7 @@ func newRootsServer(t *testing.T) (s *wsServer, roots, outside string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(outside) })
-	db, err := sqlite.Open(context.Background(), filepath.Join(data, "belay.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	ws, err := workspace.New(workspace.Options{DataDir: data})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	api := httpapi.New(httpapi.Options{Service: core.New(core.Options{Store: db, Workspaces: ws, WorkspaceRoots: []string{roots}, Logger: log}),
-		Logger: log,
-		Authenticate: func(_ context.Context, token string) (belay.Actor, error) {
-			return belay.Actor{UserID: token, Admin: token == "root"}, nil
-		}})
-	srv := httptest.NewServer(api.Handler())
-	t.Cleanup(srv.Close)
-	return &wsServer{url: srv.URL, data: data}, roots, outside
+	return serveWorkspaces(t, data, data, []string{roots}), roots, outside
 }
 
 // TestWorkspaceRootSymlinkEscapeOverHTTP: a token holder who is not an admin

@@ -37,15 +37,28 @@ type wsServer struct {
 func newWSServer(t *testing.T, withGit bool) *wsServer {
 	t.Helper()
 	data := t.TempDir()
-	db, err := sqlite.Open(context.Background(), filepath.Join(data, "belay.db"))
+	snapshots := ""
+	if withGit {
+		snapshots = data
+	}
+	// Users who are not admins work on projects under the system's temp dir.
+	return serveWorkspaces(t, data, snapshots, []string{os.TempDir()})
+}
+
+// serveWorkspaces starts a real HTTP server over a fresh database in dir,
+// with snapshots in dataDir (none when ""), whose users who are not admins
+// may use workspaces under roots only. Tokens are user names; "root" is an
+// admin.
+func serveWorkspaces(t *testing.T, dir, dataDir string, roots []string) *wsServer {
+	t.Helper()
+	db, err := sqlite.Open(context.Background(), filepath.Join(dir, "belay.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	// Users who are not admins work on projects under the system's temp dir.
-	opts := core.Options{Store: db, WorkspaceRoots: []string{os.TempDir()}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	if withGit {
-		if opts.Workspaces, err = workspace.New(workspace.Options{DataDir: data}); err != nil {
+	opts := core.Options{Store: db, WorkspaceRoots: roots, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if dataDir != "" {
+		if opts.Workspaces, err = workspace.New(workspace.Options{DataDir: dataDir}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -55,7 +68,7 @@ func newWSServer(t *testing.T, withGit bool) *wsServer {
 		}})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
-	return &wsServer{url: srv.URL}
+	return &wsServer{url: srv.URL, data: dataDir}
 }
 
 func (s *wsServer) as(t *testing.T, user string) *client.Client {

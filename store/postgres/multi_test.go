@@ -39,6 +39,18 @@ func instances(t *testing.T, n int) []*postgres.DB {
 	return out
 }
 
+// services starts a service on each of n instances (see instances).
+func services(t *testing.T, n int) []*core.Service {
+	t.Helper()
+	var out []*core.Service
+	for _, db := range instances(t, n) {
+		svc := core.New(core.Options{Store: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		t.Cleanup(svc.Close)
+		out = append(out, svc)
+	}
+	return out
+}
+
 func appendEvent(t *testing.T, tx store.Tx, typ string) int64 {
 	t.Helper()
 	e := belay.Event{Type: typ, CreatedAt: time.Now().UTC()}
@@ -389,13 +401,7 @@ func TestNotifyWakesAnotherInstance(t *testing.T) {
 // instances save into one session at once; every save succeeds and the
 // checkpoints are numbered 1..n without a gap or a repeat.
 func TestConcurrentSavesToOneSessionAcrossInstances(t *testing.T) {
-	dbs := instances(t, 3)
-	var svcs []*core.Service
-	for _, db := range dbs {
-		svc := core.New(core.Options{Store: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		defer svc.Close()
-		svcs = append(svcs, svc)
-	}
+	svcs := services(t, 3)
 	sess, err := svcs[0].CreateSession(admin, belay.CreateSessionInput{Title: "shared"})
 	if err != nil {
 		t.Fatal(err)
@@ -432,13 +438,7 @@ func TestConcurrentSavesToOneSessionAcrossInstances(t *testing.T) {
 // succeeds, exactly one session is created, and its checkpoints are
 // numbered 1..n; a second burst, into the session now there, continues it.
 func TestConcurrentSavesByProjectAcrossInstances(t *testing.T) {
-	dbs := instances(t, 3)
-	var svcs []*core.Service
-	for _, db := range dbs {
-		svc := core.New(core.Options{Store: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		defer svc.Close()
-		svcs = append(svcs, svc)
-	}
+	svcs := services(t, 3)
 	project := t.TempDir()
 	const n = 12
 	sessions := map[string]bool{}
