@@ -33,12 +33,71 @@ func Save(ctx context.Context, s Store, state []byte) ([]byte, error) {
 	if inline(state) {
 		return state, nil
 	}
-	root, chunks := Split(state)
-	return save(ctx, s, root, chunks, nil)
+	return cutUp(state).save(ctx, s, nil)
 }
 
 // inline reports whether state is stored as it is.
 func inline(state []byte) bool { return len(state) <= InlineMax && !IsRoot(state) }
+
+// cutState is a state cut into chunks: its root, and the distinct chunks it
+// refers to with their ids.
+type cutState struct {
+	root   []byte
+	chunks []Chunk
+	ids    []ID
+}
+
+func cutUp(state []byte) cutState {
+	root, chunks := Split(state)
+	ids := make([]ID, len(chunks))
+	for i, c := range chunks {
+		ids[i] = c.ID
+	}
+	return cutState{root: root, chunks: chunks, ids: ids}
+}
+
+// lacking returns the chunks s does not store.
+func (c cutState) lacking(ctx context.Context, s Store) ([]Chunk, error) {
+	missing, err := s.Missing(ctx, c.ids)
+	if err != nil || len(missing) == 0 {
+		return nil, err
+	}
+	want := make(map[ID]bool, len(missing))
+	for _, id := range missing {
+		want[id] = true
+	}
+	var out []Chunk
+	for _, ch := range c.chunks {
+		if want[ch.ID] {
+			out = append(out, ch)
+		}
+	}
+	return out, nil
+}
+
+// save stores the chunks s lacks, in their stored form from stored or
+// compressed now, and returns the root.
+func (c cutState) save(ctx context.Context, s Store, stored map[ID][]byte) ([]byte, error) {
+	lack, err := c.lacking(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	if len(lack) == 0 {
+		return c.root, nil
+	}
+	put := make([]Chunk, len(lack))
+	for i, ch := range lack {
+		data, ok := stored[ch.ID]
+		if !ok {
+			data = encode(ch.Data)
+		}
+		put[i] = Chunk{ID: ch.ID, Data: data}
+	}
+	if err := s.Put(ctx, put); err != nil {
+		return nil, err
+	}
+	return c.root, nil
+}
 
 // Prepared is a state cut into chunks before the write transaction that
 // stores it, with the chunks the store lacked then in their stored form
@@ -46,9 +105,8 @@ func inline(state []byte) bool { return len(state) <= InlineMax && !IsRoot(state
 // state's save), done beside other writers instead of inside the
 // transaction, which only stores them.
 type Prepared struct {
-	state  []byte
-	root   []byte
-	chunks []Chunk
+	cutState
+	state []byte
 	// stored holds the stored form of each chunk missing when prepared.
 	stored map[ID][]byte
 }
@@ -59,22 +117,17 @@ func Prepare(ctx context.Context, s Store, state []byte) (*Prepared, error) {
 	if inline(state) {
 		return nil, nil
 	}
-	root, chunks := Split(state)
-	missing, err := s.Missing(ctx, idsOf(chunks))
+	c := cutUp(state)
+	lack, err := c.lacking(ctx, s)
 	if err != nil {
 		return nil, err
 	}
-	p := &Prepared{state: state, root: root, chunks: chunks, stored: make(map[ID][]byte, len(missing))}
-	for _, id := range missing {
-		p.stored[id] = nil
-	}
-	for _, c := range chunks {
-		if data, ok := p.stored[c.ID]; ok && data == nil {
-			// Kept until the transaction, maybe a while: in no more memory
-			// than the stored form (encode's buffer has the chunk's size).
-			b := encode(c.Data)
-			p.stored[c.ID] = append(make([]byte, 0, len(b)), b...)
-		}
+	p := &Prepared{cutState: c, state: state, stored: make(map[ID][]byte, len(lack))}
+	for _, ch := range lack {
+		// Kept until the transaction, maybe a while: in no more memory than
+		// the stored form (encode's buffer has the chunk's size).
+		b := encode(ch.Data)
+		p.stored[ch.ID] = append(make([]byte, 0, len(b)), b...)
 	}
 	return p, nil
 }
@@ -89,45 +142,7 @@ func (p *Prepared) For(state []byte) bool {
 // returns its root. A chunk s lacks that was stored when p was prepared (a
 // sweep deleted it since) is compressed now.
 func (p *Prepared) Save(ctx context.Context, s Store) ([]byte, error) {
-	return save(ctx, s, p.root, p.chunks, p.stored)
-}
-
-// save stores those of chunks s lacks, in their stored form from stored or
-// compressed now, and returns root.
-func save(ctx context.Context, s Store, root []byte, chunks []Chunk, stored map[ID][]byte) ([]byte, error) {
-	missing, err := s.Missing(ctx, idsOf(chunks))
-	if err != nil {
-		return nil, err
-	}
-	if len(missing) == 0 {
-		return root, nil
-	}
-	want := make(map[ID]bool, len(missing))
-	for _, id := range missing {
-		want[id] = true
-	}
-	put := chunks[:0:0]
-	for _, c := range chunks {
-		if want[c.ID] {
-			data, ok := stored[c.ID]
-			if !ok {
-				data = encode(c.Data)
-			}
-			put = append(put, Chunk{ID: c.ID, Data: data})
-		}
-	}
-	if err := s.Put(ctx, put); err != nil {
-		return nil, err
-	}
-	return root, nil
-}
-
-func idsOf(chunks []Chunk) []ID {
-	ids := make([]ID, len(chunks))
-	for i, c := range chunks {
-		ids[i] = c.ID
-	}
-	return ids
+	return p.cutState.save(ctx, s, p.stored)
 }
 
 // maxStateLen bounds the length a root may declare, so a damaged root
