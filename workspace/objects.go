@@ -39,13 +39,19 @@ func commitBody(tree, msg string, when int64) ([]byte, bool) {
 	return b.Bytes(), true
 }
 
+// objectHeader is what begins a git object of kind and size, before its
+// body, in what its id hashes and in what is stored.
+func objectHeader(kind string, size int64) []byte {
+	return []byte(kind + " " + strconv.FormatInt(size, 10) + "\x00")
+}
+
 // writeLooseObject stores an object of the shadow repository (SHA-1) as a
 // loose object and returns its id. It is durable when this returns: the
 // file is synced before it is renamed into place, and the directory after.
 func writeLooseObject(repo, kind string, body []byte) (string, error) {
-	header := kind + " " + strconv.Itoa(len(body)) + "\x00"
+	header := objectHeader(kind, int64(len(body)))
 	h := sha1.New()
-	h.Write([]byte(header))
+	h.Write(header)
 	h.Write(body)
 	id := hex.EncodeToString(h.Sum(nil))
 	objects := filepath.Join(repo, "objects")
@@ -66,7 +72,7 @@ func writeLooseObject(repo, kind string, body []byte) (string, error) {
 		return "", fmt.Errorf("write object: %w", err)
 	}
 	zw, _ := zlib.NewWriterLevel(tmp, zlib.BestSpeed) // git's core.looseCompression
-	_, werr := zw.Write([]byte(header))
+	_, werr := zw.Write(header)
 	if werr == nil {
 		_, werr = zw.Write(body)
 	}

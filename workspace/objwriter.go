@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 )
 
@@ -92,9 +91,9 @@ var objectTypes = map[string]byte{"commit": 1, "tree": 2, "blob": 3}
 
 // store writes an object and returns its id.
 func (w *objectWriter) store(kind string, body []byte) ([20]byte, error) {
-	header := kind + " " + strconv.Itoa(len(body)) + "\x00"
+	header := objectHeader(kind, int64(len(body)))
 	h := sha1.New()
-	h.Write([]byte(header))
+	h.Write(header)
 	h.Write(body)
 	var id [20]byte
 	h.Sum(id[:0])
@@ -130,7 +129,7 @@ func (w *objectWriter) store(kind string, body []byte) ([20]byte, error) {
 	if _, err := os.Stat(final); err == nil {
 		return id, nil
 	}
-	if err := compress(&buf, []byte(header), body); err != nil {
+	if err := compress(&buf, header, body); err != nil {
 		return id, fmt.Errorf("write object %s: %w", name, err)
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {

@@ -706,7 +706,7 @@ func holds(root *os.Root, name, mode, id string) bool {
 // when r holds another number of bytes or fails.
 func blobID(r io.Reader, size int64) string {
 	h := sha1.New()
-	fmt.Fprintf(h, "blob %d\x00", size)
+	h.Write(objectHeader("blob", size))
 	if n, err := io.Copy(h, r); err != nil || n != size {
 		return ""
 	}
