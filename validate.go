@@ -776,7 +776,16 @@ func (in *CreateSessionInput) Validate() error {
 	if err := validText("phase", in.Phase, 0, MaxNameLen); err != nil {
 		return err
 	}
-	return validObject("metadata", in.Metadata)
+	if err := validObject("metadata", in.Metadata); err != nil {
+		return err
+	}
+	if in.Holder == "" && in.Lease == 0 {
+		return nil
+	}
+	if err := ValidateHolder("holder", in.Holder); err != nil {
+		return err
+	}
+	return ValidateLease("lease", in.Lease)
 }
 
 // Validate checks a session update: at least one field, within its limits.

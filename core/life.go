@@ -58,18 +58,13 @@ func (s *Service) endSession(ctx context.Context, tx store.Tx, sess *belay.Sessi
 	return tx.UpdateSession(ctx, sess)
 }
 
-// leaseFor checks a lease request and returns its length.
-func leaseFor(holder string, d time.Duration) (time.Duration, error) {
-	if err := belay.ValidateHolder("holder", holder); err != nil {
-		return 0, err
-	}
-	if err := belay.ValidateLease("lease", d); err != nil {
-		return 0, err
-	}
+// leaseFor is the length of a lease asked for as d (checked by the input's
+// Validate): DefaultLease when none is given.
+func leaseFor(d time.Duration) time.Duration {
 	if d == 0 {
-		d = belay.DefaultLease
+		return belay.DefaultLease
 	}
-	return d, nil
+	return d
 }
 
 // Heartbeat takes or renews a session's lease for in.Holder, or gives it up
@@ -84,10 +79,7 @@ func (s *Service) Heartbeat(ctx context.Context, in belay.LeaseInput) (*belay.Se
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
-	d, err := leaseFor(in.Holder, in.Lease)
-	if err != nil {
-		return nil, err
-	}
+	d := leaseFor(in.Lease)
 	var sess *belay.Session
 	err = s.afterLapse(ctx, in.SessionID, func(tx store.Tx) error {
 		if sess, err = writeSession(ctx, tx, c, in.SessionID); err != nil {
@@ -227,13 +219,10 @@ func (s *Service) ResumeSession(ctx context.Context, in belay.ResumeInput) (*bel
 	if err != nil {
 		return nil, err
 	}
-	d, err := leaseFor(in.Holder, in.Lease)
-	if err != nil {
-		return nil, err
-	}
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
+	d := leaseFor(in.Lease)
 	if in.SessionID == "" {
 		if in.SessionID, err = s.latestInterrupted(ctx, c, in.ProjectPath); err != nil {
 			return nil, err

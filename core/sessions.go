@@ -23,10 +23,8 @@ func (s *Service) CreateSession(ctx context.Context, in belay.CreateSessionInput
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
-	if in.Holder != "" || in.Lease != 0 {
-		if in.Lease, err = leaseFor(in.Holder, in.Lease); err != nil {
-			return nil, err
-		}
+	if in.Holder != "" {
+		in.Lease = leaseFor(in.Lease)
 	}
 	id := newID()
 	var first *belay.Checkpoint
