@@ -45,7 +45,7 @@ func main() {
 	rows := flag.Int("rows", 100000, "checkpoints in the database for the list run; 0 skips it")
 	queries := flag.Int("queries", 500, "list queries per filter")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the create rounds here")
-	frames := flag.Int("frames", 12, "write-ahead log frames one checkpoint's commit writes (TestWALPagesPerCheckpoint measures it), for the commit-sized sync ceiling")
+	frames := flag.Int("frames", 10, "write-ahead log frames one checkpoint's commit writes (TestWALPagesPerCheckpoint measures it), for the commit-sized sync ceiling")
 	perRound := flag.Int("sessions", 1, "sessions the writers of a round save to, writer i to session i mod sessions: 1 is one agent's parallel saves, as many as writers is independent agents")
 	langgraph := flag.String("langgraph", "bench/checkpoints/node", "directory of the LangGraph.js saver bench; empty skips it")
 	var durability sqlite.Durability

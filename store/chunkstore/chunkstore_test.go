@@ -3,6 +3,7 @@ package chunkstore
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"maps"
 	"math/rand/v2"
@@ -76,16 +77,97 @@ func randomState(seed uint64, n int) []byte {
 	return b
 }
 
+// incompressible returns n bytes DEFLATE cannot shrink, beginning as JSON
+// may.
+func incompressible(seed uint64, n int) []byte {
+	r := rand.New(rand.NewPCG(seed, 0))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	b[0] = '"'
+	return b
+}
+
 func TestSmallStateStaysInline(t *testing.T) {
 	m := newMem()
-	for _, state := range [][]byte{nil, []byte(`{}`), randomState(1, InlineMax)} {
+	for _, state := range [][]byte{nil, []byte(`{}`), randomState(1, CompressMin-1), incompressible(2, InlineMax)} {
 		got, err := Save(t.Context(), m, state)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(got, state) || IsRoot(got) || len(m.chunks) != 0 {
+		if !bytes.Equal(got, state) || !Plain(got) || len(m.chunks) != 0 {
 			t.Fatalf("a state of %d bytes was not stored as it is", len(state))
 		}
+		if p, err := Prepare(t.Context(), m, state); p != nil || err != nil {
+			t.Fatalf("Prepare of a state of %d bytes stored as it is = %v, %v; want nil", len(state), p, err)
+		}
+	}
+}
+
+// TestCompressedStateStaysInline: a state from CompressMin to InlineMax
+// bytes that compresses is kept in its row compressed, declaring its length
+// in its first LengthPrefix bytes, and Prepare does the compression Save
+// would.
+func TestCompressedStateStaysInline(t *testing.T) {
+	m := newMem()
+	for _, state := range [][]byte{randomState(3, CompressMin), randomState(4, InlineMax)} {
+		stored, err := Save(t.Context(), m, state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if Plain(stored) || IsRoot(stored) || len(stored) > len(state)*3/4 || len(m.chunks) != 0 {
+			t.Fatalf("a state of %d bytes was stored in %d bytes (plain %v, root %v) and %d chunks; want compressed in its row",
+				len(state), len(stored), Plain(stored), IsRoot(stored), len(m.chunks))
+		}
+		if n, head := Length(stored), Length(stored[:LengthPrefix]); n != len(state) || head != len(state) {
+			t.Fatalf("Length = %d, of its first %d bytes %d; want %d", n, LengthPrefix, head, len(state))
+		}
+		got, err := Load(t.Context(), m, stored)
+		if err != nil || !bytes.Equal(got, state) {
+			t.Fatalf("Load: %d bytes, %v; want the state of %d bytes", len(got), err, len(state))
+		}
+		p, err := Prepare(t.Context(), m, state)
+		if err != nil || !p.For(state) {
+			t.Fatalf("Prepare = %v, %v", p, err)
+		}
+		if prepared, err := p.Save(t.Context(), m); err != nil || !bytes.Equal(prepared, stored) || cap(prepared) != len(prepared) {
+			t.Fatalf("the prepared save stored %d bytes (capacity %d), %v; Save stored %d", len(prepared), cap(prepared), err, len(stored))
+		}
+		if len(m.chunks) != 0 {
+			t.Fatalf("a compressed state stored %d chunks", len(m.chunks))
+		}
+	}
+}
+
+// TestDamagedCompressedStateIsCoded: a compressed state damaged anywhere is
+// CHECKPOINT_CORRUPTED, never another state.
+func TestDamagedCompressedStateIsCoded(t *testing.T) {
+	state := randomState(6, 8<<10)
+	stored, err := Save(t.Context(), newMem(), state)
+	if err != nil || Plain(stored) {
+		t.Fatalf("Save: plain %v, %v", Plain(stored), err)
+	}
+	_, sum, _ := compressedLength(stored)
+	for name, damage := range map[string]func([]byte) []byte{
+		"marker alone":     func(b []byte) []byte { return b[:1] },
+		"truncated header": func(b []byte) []byte { return b[:sum+2] },
+		"truncated stream": func(b []byte) []byte { return b[:len(b)-len(b)/3] },
+		"longer length": func(b []byte) []byte {
+			return append(binary.AppendUvarint([]byte{1}, uint64(len(state)+1)), b[sum:]...)
+		},
+		"impossible length":    func(b []byte) []byte { return append(binary.AppendUvarint([]byte{1}, InlineMax+1), b[sum:]...) },
+		"flipped checksum":     func(b []byte) []byte { b[sum] ^= 1; return b },
+		"flipped stream byte":  func(b []byte) []byte { b[len(b)/2] ^= 0x10; return b },
+		"garbage after stream": func(b []byte) []byte { return append(b, 1, 2, 3) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := damage(bytes.Clone(stored))
+			got, err := Load(t.Context(), newMem(), b)
+			if code := belay.ErrorCode(err); code != belay.CodeCheckpointCorrupt {
+				t.Fatalf("Load of a damaged compressed state: %d bytes, %v (code %q); want CHECKPOINT_CORRUPTED", len(got), err, code)
+			}
+		})
 	}
 }
 
@@ -274,6 +356,12 @@ func FuzzLoad(f *testing.F) {
 	f.Add(root, -1, byte(0))
 	f.Add(root, 3, byte(1))
 	f.Add([]byte{0, 9, 0xff, 0xff, 0xff, 0xff, 0x0f}, 0, byte(0))
+	compressed, err := Save(context.Background(), saved, randomState(10, 4<<10))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(compressed, -1, byte(0))
+	f.Add([]byte{1, 0x80, 0x80, 0x04, 0, 0, 0, 0}, -1, byte(0))
 	f.Fuzz(func(t *testing.T, root []byte, chunk int, flip byte) {
 		m := newMem()
 		maps.Copy(m.chunks, saved.chunks)
@@ -288,7 +376,7 @@ func FuzzLoad(f *testing.F) {
 		switch {
 		case err != nil && (!errors.As(err, &be) || be.Code != belay.CodeCheckpointCorrupt):
 			t.Fatalf("Load: %v, want CHECKPOINT_CORRUPTED", err)
-		case err == nil && !IsRoot(root) && !bytes.Equal(got, root):
+		case err == nil && Plain(root) && !bytes.Equal(got, root):
 			t.Fatal("a state stored as it is came back changed")
 		}
 	})

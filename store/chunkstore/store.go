@@ -24,20 +24,20 @@ type Store interface {
 	Put(ctx context.Context, chunks []Chunk) error
 }
 
-// Save returns what a driver stores in place of state: state itself when it
-// is at most InlineMax bytes (or nil) and could not be taken for a root
-// (JSON never can), else its root, after storing the
-// chunks of it s lacks. A driver that lets Sweep run concurrently must keep
+// Save returns what a driver stores in place of state. A state of at most
+// InlineMax bytes (or nil) that is Plain (JSON always is) is kept in its row:
+// as it is, or compressed (see CompressMin). A larger one is replaced by its
+// root, after the chunks of it s lacks are stored. A driver that lets Sweep run concurrently must keep
 // it from deleting a chunk between Missing and the commit (see Sweeper).
 func Save(ctx context.Context, s Store, state []byte) ([]byte, error) {
 	if inline(state) {
-		return state, nil
+		return inlineForm(state), nil
 	}
 	return cutUp(state).save(ctx, s, nil)
 }
 
-// inline reports whether state is stored as it is.
-func inline(state []byte) bool { return len(state) <= InlineMax && !IsRoot(state) }
+// inline reports whether state is kept in its row rather than in chunks.
+func inline(state []byte) bool { return len(state) <= InlineMax && Plain(state) }
 
 // cutState is a state cut into chunks: its root, and the distinct chunks it
 // refers to with their ids.
@@ -99,23 +99,32 @@ func (c cutState) save(ctx context.Context, s Store, stored map[ID][]byte) ([]by
 	return c.root, nil
 }
 
-// Prepared is a state cut into chunks before the write transaction that
-// stores it, with the chunks the store lacked then in their stored form
-// already: the costly part of Save (hashing and compressing, most of a large
-// state's save), done beside other writers instead of inside the
-// transaction, which only stores them.
+// Prepared is what Save stores for a state, worked out before the write
+// transaction that stores it: the state compressed, or cut into chunks with
+// those the store lacked then in their stored form already. The costly part
+// of Save (hashing and compressing, most of a large state's save) is done
+// beside other writers instead of inside the transaction, which only stores
+// what it is given.
 type Prepared struct {
 	cutState
 	state []byte
 	// stored holds the stored form of each chunk missing when prepared.
 	stored map[ID][]byte
+	// compressed is the state compressed, for a state kept in its row.
+	compressed []byte
 }
 
-// Prepare cuts state as Save would and compresses the chunks s lacks now;
-// nil when state is stored as it is.
+// Prepare does the work of Save that can be done outside the transaction:
+// it compresses a state kept in its row, or cuts a larger one as Save would
+// and compresses the chunks s lacks now. It returns nil when Save would
+// keep state as it is.
 func Prepare(ctx context.Context, s Store, state []byte) (*Prepared, error) {
 	if inline(state) {
-		return nil, nil
+		b := inlineForm(state)
+		if Plain(b) {
+			return nil, nil
+		}
+		return &Prepared{state: state, compressed: b}, nil
 	}
 	c := cutUp(state)
 	lack, err := c.lacking(ctx, s)
@@ -142,6 +151,9 @@ func (p *Prepared) For(state []byte) bool {
 // returns its root. A chunk s lacks that was stored when p was prepared (a
 // sweep deleted it since) is compressed now.
 func (p *Prepared) Save(ctx context.Context, s Store) ([]byte, error) {
+	if p.compressed != nil {
+		return p.compressed, nil
+	}
 	return p.cutState.save(ctx, s, p.stored)
 }
 
@@ -191,13 +203,17 @@ func splitIDs(b []byte) ([]ID, bool) {
 	return ids, true
 }
 
-// Load returns the state stored as stored: stored itself when it is not a
-// root, else the state reassembled from s. Every chunk is checked against
-// its id and the state against the length its root declares; a missing or
-// damaged chunk is CHECKPOINT_CORRUPTED, never a wrong state.
+// Load returns the state stored as stored: stored itself when it is Plain,
+// the state decompressed, or the state reassembled from s. Every chunk is
+// checked against its id and the state against the length its root or
+// compressed form declares; a missing or damaged chunk or compressed form is
+// CHECKPOINT_CORRUPTED, never a wrong state.
 func Load(ctx context.Context, s Store, stored []byte) ([]byte, error) {
-	if !IsRoot(stored) {
+	if Plain(stored) {
 		return stored, nil
+	}
+	if !IsRoot(stored) {
+		return inflate(stored)
 	}
 	r, err := parseRoot(stored)
 	if err != nil {
@@ -369,11 +385,19 @@ func Unreadable(err error, whose string) (*belay.Error, bool) {
 }
 
 // Length returns the length of the state stored as stored without reading
-// its chunks: the length a root declares, else (a state stored as it is, or
-// a damaged root) the length of stored.
+// its chunks or decompressing it: the length a root or a compressed state
+// declares, else (a state stored as it is, or a damaged root or header) the
+// length of stored. Of a compressed state, its first LengthPrefix bytes are
+// enough.
 func Length(stored []byte) int {
+	if length, _, ok := compressedLength(stored); ok {
+		return length
+	}
 	if r, err := parseRoot(stored); err == nil {
 		return r.length
 	}
 	return len(stored)
 }
+
+// LengthPrefix is how many of a compressed state's first bytes Length needs.
+const LengthPrefix = 1 + binary.MaxVarintLen64

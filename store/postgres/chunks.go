@@ -147,15 +147,16 @@ func (t *tx) saveState(ctx context.Context, state json.RawMessage) (any, error) 
 		return nil, nil
 	}
 	b, err := chunkstore.Save(ctx, chunkTable{t.q}, state)
-	if err == nil && chunkstore.IsRoot(b) {
-		t.chunked.state, t.chunked.root = state, b
+	if err == nil && !chunkstore.Plain(b) {
+		t.kept.state, t.kept.stored = state, b
 	}
 	return b, err
 }
 
-// loadState replaces a root read from a state column by the state.
+// loadState replaces a root or a compressed state read from a state column
+// by the state.
 func (r reader) loadState(ctx context.Context, state *json.RawMessage) error {
-	if !chunkstore.IsRoot(*state) {
+	if chunkstore.Plain(*state) {
 		return nil
 	}
 	b, err := chunkstore.Load(ctx, chunkTable{r.q}, *state)
@@ -277,10 +278,11 @@ func (t *tx) SweepStateChunks(ctx context.Context, dryRun bool) (store.ChunkUsag
 }
 
 func (r reader) CheckpointUsage(ctx context.Context, sessionID string) (store.CheckpointUsage, error) {
-	// A root is read for the length it declares; any other state is
-	// counted by the database.
-	rows, err := r.q.QueryContext(ctx, `SELECT octet_length(agent_state), CASE WHEN substring(agent_state from 1 for 1) = '\x00'::bytea THEN agent_state END,
-		COALESCE(octet_length(outputs), 0) + COALESCE(octet_length(metadata), 0) FROM checkpoints WHERE session_id = ?`, sessionID)
+	// A root, or a compressed state's first bytes, is read for the length it
+	// declares; any other state is counted by the database.
+	rows, err := r.q.QueryContext(ctx, `SELECT octet_length(agent_state),
+		CASE substring(agent_state from 1 for 1) WHEN '\x00'::bytea THEN agent_state WHEN '\x01'::bytea THEN substring(agent_state from 1 for ?) END,
+		COALESCE(octet_length(outputs), 0) + COALESCE(octet_length(metadata), 0) FROM checkpoints WHERE session_id = ?`, chunkstore.LengthPrefix, sessionID)
 	if err != nil {
 		return store.CheckpointUsage{}, fmt.Errorf("postgres: checkpoint usage: %w", err)
 	}
@@ -288,13 +290,13 @@ func (r reader) CheckpointUsage(ctx context.Context, sessionID string) (store.Ch
 	var u store.CheckpointUsage
 	for rows.Next() {
 		var state sql.NullInt64
-		var root []byte
+		var head []byte
 		var other int64
-		if err := rows.Scan(&state, &root, &other); err != nil {
+		if err := rows.Scan(&state, &head, &other); err != nil {
 			return store.CheckpointUsage{}, fmt.Errorf("postgres: checkpoint usage: %w", err)
 		}
-		if root != nil {
-			state.Int64 = int64(chunkstore.Length(root))
+		if head != nil {
+			state.Int64 = int64(chunkstore.Length(head))
 		}
 		u.Checkpoints++
 		u.StateBytes += state.Int64 + other

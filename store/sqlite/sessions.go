@@ -12,6 +12,7 @@ import (
 
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/store"
+	"github.com/belayhq/belay/store/chunkstore"
 )
 
 // querier runs the driver's statements; its errors report storage faults as
@@ -32,11 +33,12 @@ type reader struct {
 // tx is a write transaction: the reader's querier runs inside it.
 type tx struct {
 	reader
-	// chunked is the last state saveState chunked in this transaction and
-	// the root it stored in its place (see advancedState).
-	chunked struct {
-		state json.RawMessage
-		root  []byte
+	// kept is the last state saveState did not store as it is in this
+	// transaction, and what it stored in its place: a root or the state
+	// compressed (see advancedState).
+	kept struct {
+		state  json.RawMessage
+		stored []byte
 	}
 }
 
@@ -265,18 +267,22 @@ func (t *tx) forgetHead(id string) {
 	}
 }
 
-// advancedState is saveState for the state of a session a save advances.
-// A large state is its head checkpoint's, chunked and stored a moment ago:
-// the session takes the root that checkpoint's row holds, sparing the
-// serialised write a second chunking of the state and lookup of its chunks
-// (most of a large state's cost). The row vouches for the chunks: a
+// advancedState is saveState for the state of a session a save advances,
+// which is its head checkpoint's, stored a moment ago: a state compressed
+// then is taken as it was stored, and a large state's root as that
+// checkpoint's row holds it, sparing the serialised write a second
+// compression, or chunking of the state and lookup of its chunks (most of a
+// large state's cost). The // row vouches for the chunks: a
 // transaction, or a savepoint, that lost the checkpoint lost its row too.
 func (t *tx) advancedState(ctx context.Context, s *belay.Session) (any, error) {
-	if root := t.chunked.root; root != nil && bytes.Equal(s.State, t.chunked.state) {
+	if kept := t.kept.stored; kept != nil && bytes.Equal(s.State, t.kept.state) {
+		if !chunkstore.IsRoot(kept) {
+			return kept, nil
+		}
 		var one int
-		err := t.q.QueryRowContext(ctx, `SELECT 1 FROM checkpoints WHERE id = ? AND agent_state = ?`, s.HeadCheckpointID, root).Scan(&one)
+		err := t.q.QueryRowContext(ctx, `SELECT 1 FROM checkpoints WHERE id = ? AND agent_state = ?`, s.HeadCheckpointID, kept).Scan(&one)
 		if err == nil {
-			return root, nil
+			return kept, nil
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return nil, fmt.Errorf("sqlite: head checkpoint's state: %w", err)

@@ -91,64 +91,77 @@ func sweep(t *testing.T, st store.Store, dryRun bool) store.ChunkUsage {
 	return u
 }
 
+// readsBack checks that state, saved as a session's and a checkpoint's,
+// comes back byte for byte through every read of either.
+func readsBack(t *testing.T, st store.Store, state json.RawMessage) {
+	t.Helper()
+	sess := newSession("/p", at(0))
+	sess.State = state
+	mustInsertSession(t, st, sess)
+	c := mustInsertCheckpoint(t, st, withState(t, withHITL(newCheckpoint(sess, 1, at(1)), at(60)), state))
+	var got []*belay.Checkpoint
+	got = append(got, mustGetCheckpoint(t, st, c.ID))
+	bySeq, err := st.GetCheckpointBySeq(t.Context(), sess.ID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, _, _, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: store.Everything, SessionID: sess.ID, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending, _, err := st.PendingHITL(t.Context(), store.PendingQuery{Scope: store.Everything, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	due, err := st.DueHITL(t.Context(), at(61), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(append(append(append(got, bySeq), list...), pending...), due...)
+	mustUpdate(t, st, func(tx store.Tx) error {
+		c, err := tx.GetCheckpoint(t.Context(), c.ID)
+		got = append(got, c)
+		return err
+	})
+	if len(got) != 6 {
+		t.Fatalf("read the checkpoint %d times, want 6", len(got))
+	}
+	for i, g := range got {
+		if !bytes.Equal(g.AgentState, state) {
+			t.Fatalf("read %d: a state of %d bytes came back as %d bytes", i, len(state), len(g.AgentState))
+		}
+		if err := g.VerifyChecksum(); err != nil {
+			t.Fatalf("read %d: %v", i, err)
+		}
+	}
+	sessions, _, _, err := st.ListSessions(t.Context(), store.SessionQuery{Scope: store.Everything, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	active, err := st.ActiveSession(t.Context(), "/p", store.Everything)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range append(sessions, mustGetSession(t, st, sess.ID), active) {
+		if !bytes.Equal(s.State, state) {
+			t.Fatalf("the session's state of %d bytes came back as %d bytes", len(state), len(s.State))
+		}
+	}
+}
+
 func testStateChunks(t *testing.T, o opener) {
 	subtests(t, o, []subtest{
 		{"a large state comes back byte for byte through every read", func(t *testing.T, st store.Store) {
 			state := newBigState(1, 1000).json(t)
-			sess := newSession("/p", at(0))
-			sess.State = state
-			mustInsertSession(t, st, sess)
-			c := mustInsertCheckpoint(t, st, withState(t, withHITL(newCheckpoint(sess, 1, at(1)), at(60)), state))
+			readsBack(t, st, state)
 			if u := stateChunks(t, st); u.Chunks == 0 || u.Bytes == 0 || u.Bytes > int64(len(state)) {
 				t.Fatalf("a state of %d bytes stored as %d chunks of %d bytes", len(state), u.Chunks, u.Bytes)
 			}
-			var got []*belay.Checkpoint
-			got = append(got, mustGetCheckpoint(t, st, c.ID))
-			bySeq, err := st.GetCheckpointBySeq(t.Context(), sess.ID, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			list, _, _, err := st.ListCheckpoints(t.Context(), store.CheckpointQuery{Scope: store.Everything, SessionID: sess.ID, Limit: 10})
-			if err != nil {
-				t.Fatal(err)
-			}
-			pending, _, err := st.PendingHITL(t.Context(), store.PendingQuery{Scope: store.Everything, Limit: 10})
-			if err != nil {
-				t.Fatal(err)
-			}
-			due, err := st.DueHITL(t.Context(), at(61), 10)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(append(append(append(got, bySeq), list...), pending...), due...)
-			mustUpdate(t, st, func(tx store.Tx) error {
-				c, err := tx.GetCheckpoint(t.Context(), c.ID)
-				got = append(got, c)
-				return err
-			})
-			if len(got) != 6 {
-				t.Fatalf("read the checkpoint %d times, want 6", len(got))
-			}
-			for i, g := range got {
-				if !bytes.Equal(g.AgentState, state) {
-					t.Fatalf("read %d: a state of %d bytes came back as %d bytes", i, len(state), len(g.AgentState))
-				}
-				if err := g.VerifyChecksum(); err != nil {
-					t.Fatalf("read %d: %v", i, err)
-				}
-			}
-			sessions, _, _, err := st.ListSessions(t.Context(), store.SessionQuery{Scope: store.Everything, Limit: 10})
-			if err != nil {
-				t.Fatal(err)
-			}
-			active, err := st.ActiveSession(t.Context(), "/p", store.Everything)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, s := range append(sessions, mustGetSession(t, st, sess.ID), active) {
-				if !bytes.Equal(s.State, state) {
-					t.Fatalf("the session's state of %d bytes came back as %d bytes", len(state), len(s.State))
-				}
+		}},
+		{"a state kept compressed in its row comes back byte for byte through every read", func(t *testing.T, st store.Store) {
+			readsBack(t, st, newBigState(1, 8).json(t))
+			if u := stateChunks(t, st); u.Chunks != 0 {
+				t.Fatalf("a state of 8 KiB stored %d chunks", u.Chunks)
 			}
 		}},
 		{"a state that changes 1 KiB per step costs about the change", func(t *testing.T, st store.Store) {
@@ -221,7 +234,7 @@ func testStateChunks(t *testing.T, o opener) {
 				t.Fatalf("with no checkpoint left, %+v remain", u)
 			}
 		}},
-		{"checkpoint usage counts large states whole without their chunks", func(t *testing.T, st store.Store) {
+		{"checkpoint usage counts large and compressed states whole without reading them back", func(t *testing.T, st store.Store) {
 			sess := mustInsertSession(t, st, newSession("/p", at(0)))
 			other := mustInsertSession(t, st, newSession("/q", at(0)))
 			big := newBigState(5, 300).json(t)
@@ -230,8 +243,10 @@ func testStateChunks(t *testing.T, o opener) {
 			mustInsertCheckpoint(t, st, withState(t, c, big))
 			mustInsertCheckpoint(t, st, withState(t, newCheckpoint(sess, 2, at(2)), json.RawMessage(`{"step":2}`)))
 			mustInsertCheckpoint(t, st, newCheckpoint(sess, 3, at(3)))
+			compressed := newBigState(6, 8).json(t)
+			mustInsertCheckpoint(t, st, withState(t, newCheckpoint(sess, 4, at(4)), compressed))
 			mustInsertCheckpoint(t, st, withState(t, newCheckpoint(other, 1, at(1)), big))
-			want := store.CheckpointUsage{Checkpoints: 3, StateBytes: int64(len(big) + len(c.Outputs) + len(c.Metadata) + len(`{"step":2}`))}
+			want := store.CheckpointUsage{Checkpoints: 4, StateBytes: int64(len(big) + len(c.Outputs) + len(c.Metadata) + len(`{"step":2}`) + len(compressed))}
 			if u, err := st.CheckpointUsage(t.Context(), sess.ID); err != nil || u != want {
 				t.Fatalf("CheckpointUsage = %+v, %v; want %+v", u, err, want)
 			}
