@@ -21,9 +21,9 @@ type Store interface {
 	Close() error
 }
 
-// StatePreparer is a Store that can do the costly part of storing a large
-// agent state (cutting it into chunks, compressing them) before the write
-// transaction, beside other writers.
+// StatePreparer is a Store that can do the costly part of storing an agent
+// state (compressing it, or cutting a large one into chunks and compressing
+// them) before the write transaction, beside other writers.
 type StatePreparer interface {
 	// PrepareState returns ctx carrying state prepared: a transaction's
 	// InsertCheckpoint of that very state (the same bytes, not a copy),
@@ -290,8 +290,9 @@ type Tx interface {
 	// A state larger than chunkstore.InlineMax is stored as content-addressed
 	// chunks, shared by every checkpoint and session whose state contains
 	// them, and read back whole, each chunk checked against its hash (a
-	// mismatch or a missing chunk is CHECKPOINT_CORRUPTED). Deleting a
-	// checkpoint or session leaves its chunks until a sweep.
+	// mismatch or a missing chunk is CHECKPOINT_CORRUPTED); a smaller one is
+	// kept in its row, compressed when that pays (see chunkstore.Save).
+	// Deleting a checkpoint or session leaves its chunks until a sweep.
 
 	// SweepStateChunks deletes the chunks no checkpoint or session refers
 	// to any more, or with dryRun only counts them, and returns how many

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"maps"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/belayhq/belay"
@@ -99,8 +100,19 @@ func TestSmallStateStaysInline(t *testing.T) {
 		if !bytes.Equal(got, state) || !Plain(got) || len(m.chunks) != 0 {
 			t.Fatalf("a state of %d bytes was not stored as it is", len(state))
 		}
-		if p, err := Prepare(t.Context(), m, state); p != nil || err != nil {
-			t.Fatalf("Prepare of a state of %d bytes stored as it is = %v, %v; want nil", len(state), p, err)
+		p, err := Prepare(t.Context(), m, state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(state) < CompressMin {
+			if p != nil {
+				t.Fatalf("Prepare of a state of %d bytes = %v; want nil: there is nothing to do", len(state), p)
+			}
+			continue
+		}
+		// Compressing it was tried, and its save need not try again.
+		if b, err := p.Save(t.Context(), m); err != nil || !bytes.Equal(b, state) || len(m.chunks) != 0 {
+			t.Fatalf("the prepared save of a state of %d bytes stored %d bytes, %v; want the state as it is", len(state), len(b), err)
 		}
 	}
 }
@@ -137,6 +149,22 @@ func TestCompressedStateStaysInline(t *testing.T) {
 		if len(m.chunks) != 0 {
 			t.Fatalf("a compressed state stored %d chunks", len(m.chunks))
 		}
+	}
+}
+
+// TestDamagedLengthAllocatesLittle: a damaged header declaring a huge length
+// fails before Load allocates for it.
+func TestDamagedLengthAllocatesLittle(t *testing.T) {
+	stored := append(binary.AppendUvarint([]byte{compressedMarker}, 256<<20), make([]byte, 16)...)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := Load(t.Context(), newMem(), stored)
+	runtime.ReadMemStats(&after)
+	if code := belay.ErrorCode(err); code != belay.CodeCheckpointCorrupt {
+		t.Fatalf("Load of a header declaring 256 MiB: %v, want CHECKPOINT_CORRUPTED", err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+		t.Fatalf("Load of a header declaring 256 MiB allocated %d bytes", n)
 	}
 }
 

@@ -80,7 +80,8 @@ func inflate(stored []byte) ([]byte, error) {
 	if err := r.(flate.Resetter).Reset(stream, nil); err != nil {
 		return nil, corrupt("the state's compressed form is damaged")
 	}
-	out, err := readAll(make([]byte, 0, length), io.LimitReader(r, int64(length)+1))
+	// One byte more than the state, for the read that finds the stream's end.
+	out, err := readAll(make([]byte, 0, length+1), io.LimitReader(r, int64(length)+1))
 	if err != nil || stream.Len() != 0 {
 		return nil, corrupt("the state's compressed form is damaged")
 	}

@@ -110,21 +110,21 @@ type Prepared struct {
 	state []byte
 	// stored holds the stored form of each chunk missing when prepared.
 	stored map[ID][]byte
-	// compressed is the state compressed, for a state kept in its row.
-	compressed []byte
+	// inline is what the row keeps of a state kept in its row: the state
+	// compressed, or the state itself when compressing it saved too little.
+	inline []byte
 }
 
 // Prepare does the work of Save that can be done outside the transaction:
-// it compresses a state kept in its row, or cuts a larger one as Save would
-// and compresses the chunks s lacks now. It returns nil when Save would
-// keep state as it is.
+// it tries to compress a state kept in its row, or cuts a larger one as Save
+// would and compresses the chunks s lacks now. It returns nil when Save has
+// nothing to do: a state shorter than CompressMin is kept as it is.
 func Prepare(ctx context.Context, s Store, state []byte) (*Prepared, error) {
 	if inline(state) {
-		b := inlineForm(state)
-		if Plain(b) {
+		if len(state) < CompressMin {
 			return nil, nil
 		}
-		return &Prepared{state: state, compressed: b}, nil
+		return &Prepared{state: state, inline: inlineForm(state)}, nil
 	}
 	c := cutUp(state)
 	lack, err := c.lacking(ctx, s)
@@ -151,8 +151,8 @@ func (p *Prepared) For(state []byte) bool {
 // returns its root. A chunk s lacks that was stored when p was prepared (a
 // sweep deleted it since) is compressed now.
 func (p *Prepared) Save(ctx context.Context, s Store) ([]byte, error) {
-	if p.compressed != nil {
-		return p.compressed, nil
+	if p.inline != nil {
+		return p.inline, nil
 	}
 	return p.cutState.save(ctx, s, p.stored)
 }

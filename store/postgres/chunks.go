@@ -140,14 +140,15 @@ func (c chunkTable) Delete(ctx context.Context, ids []chunkstore.ID) error {
 	return nil
 }
 
-// saveState returns what the state column holds for state: the state, or
-// the root of its chunks, stored first (see store/chunkstore).
+// saveState returns what the state column holds for state: the state, the
+// state compressed, or the root of its chunks, stored first (see
+// store/chunkstore).
 func (t *tx) saveState(ctx context.Context, state json.RawMessage) (any, error) {
 	if state == nil {
 		return nil, nil
 	}
 	b, err := chunkstore.Save(ctx, chunkTable{t.q}, state)
-	if err == nil && !chunkstore.Plain(b) {
+	if err == nil && len(state) >= chunkstore.CompressMin {
 		t.kept.state, t.kept.stored = state, b
 	}
 	return b, err

@@ -151,11 +151,11 @@ func (c chunkTable) Delete(ctx context.Context, ids []chunkstore.ID) error {
 // preparedKey carries in a context a state PrepareState prepared.
 type preparedKey struct{}
 
-// PrepareState cuts a large agent state into chunks and compresses those the
-// database lacks, before the write transaction and beside other writers: in
-// a save of a state of megabytes that is most of the work, which the
-// transaction, holding up every other write, then does not do again (see
-// store.StatePreparer).
+// PrepareState compresses an agent state kept in its row, or cuts a large
+// one into chunks and compresses those the database lacks, before the write
+// transaction and beside other writers: in a save of a state of megabytes
+// that is most of the work, which the transaction, holding up every other
+// write, then does not do again (see store.StatePreparer).
 func (db *DB) PrepareState(ctx context.Context, state []byte) context.Context {
 	p, err := chunkstore.Prepare(ctx, chunkTable{db.reader.q}, state)
 	if err != nil || p == nil {
@@ -164,9 +164,9 @@ func (db *DB) PrepareState(ctx context.Context, state []byte) context.Context {
 	return context.WithValue(ctx, preparedKey{}, p)
 }
 
-// saveState returns what the state column holds for state: the state, or
-// the root of its chunks, stored first (see store/chunkstore), prepared
-// already when ctx carries it.
+// saveState returns what the state column holds for state: the state, the
+// state compressed, or the root of its chunks, stored first (see
+// store/chunkstore), prepared already when ctx carries it.
 func (t *tx) saveState(ctx context.Context, state json.RawMessage) (any, error) {
 	if state == nil {
 		return nil, nil
@@ -178,7 +178,7 @@ func (t *tx) saveState(ctx context.Context, state json.RawMessage) (any, error) 
 	} else {
 		b, err = chunkstore.Save(ctx, chunkTable{t.q}, state)
 	}
-	if err == nil && !chunkstore.Plain(b) {
+	if err == nil && len(state) >= chunkstore.CompressMin {
 		t.kept.state, t.kept.stored = state, b
 	}
 	return b, err

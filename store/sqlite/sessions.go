@@ -33,9 +33,9 @@ type reader struct {
 // tx is a write transaction: the reader's querier runs inside it.
 type tx struct {
 	reader
-	// kept is the last state saveState did not store as it is in this
-	// transaction, and what it stored in its place: a root or the state
-	// compressed (see advancedState).
+	// kept is the last state of at least chunkstore.CompressMin bytes that
+	// saveState stored in this transaction, and what it stored: a root, the
+	// state compressed, or the state itself (see advancedState).
 	kept struct {
 		state  json.RawMessage
 		stored []byte
@@ -268,11 +268,11 @@ func (t *tx) forgetHead(id string) {
 }
 
 // advancedState is saveState for the state of a session a save advances,
-// which is its head checkpoint's, stored a moment ago: a state compressed
-// then is taken as it was stored, and a large state's root as that
-// checkpoint's row holds it, sparing the serialised write a second
-// compression, or chunking of the state and lookup of its chunks (most of a
-// large state's cost). The // row vouches for the chunks: a
+// which is its head checkpoint's, stored a moment ago: a state kept in its
+// row is taken as the checkpoint's row keeps it, and a large state's root as
+// that row holds it, sparing the serialised write a second attempt at
+// compressing the state, or a second chunking of it and lookup of its chunks
+// (most of a large state's cost). The row vouches for the chunks: a
 // transaction, or a savepoint, that lost the checkpoint lost its row too.
 func (t *tx) advancedState(ctx context.Context, s *belay.Session) (any, error) {
 	if kept := t.kept.stored; kept != nil && bytes.Equal(s.State, t.kept.state) {

@@ -36,6 +36,18 @@ func randomText(r *rand.Rand, n int) string {
 	return string(b)
 }
 
+// incompressibleState is 8 KiB that DEFLATE cannot shrink, kept in its row
+// as it is. (No JSON document is: its text has too few distinct bytes.)
+func incompressibleState(seed uint64) json.RawMessage {
+	r := rand.New(rand.NewPCG(seed, 3))
+	b := make([]byte, 8<<10)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	b[0] = '"'
+	return b
+}
+
 // edit changes one document (1 KiB) of s, as a step of an agent would.
 func (s *bigState) edit(step int) {
 	r := rand.New(rand.NewPCG(uint64(step), 2))
@@ -162,6 +174,34 @@ func testStateChunks(t *testing.T, o opener) {
 			readsBack(t, st, newBigState(1, 8).json(t))
 			if u := stateChunks(t, st); u.Chunks != 0 {
 				t.Fatalf("a state of 8 KiB stored %d chunks", u.Chunks)
+			}
+		}},
+		{"a session advanced after another session's save keeps its own state", func(t *testing.T, st store.Store) {
+			// One transaction saves a checkpoint of x and advances x, then
+			// advances y, as a batch of two saves does: y's state is its own,
+			// small or kept in its row, compressed or not.
+			x := mustInsertSession(t, st, newSession("/p", at(0)))
+			y := mustInsertSession(t, st, newSession("/q", at(0)))
+			xState := newBigState(7, 4).json(t)
+			for i, yState := range []json.RawMessage{json.RawMessage(`{"small":1}`), newBigState(8, 4).json(t), incompressibleState(9)} {
+				c := withState(t, newCheckpoint(x, int64(i+1), at(i+1)), xState)
+				mustUpdate(t, st, func(tx store.Tx) error {
+					if err := tx.InsertCheckpoint(t.Context(), c); err != nil {
+						return err
+					}
+					x.HeadCheckpointID, x.LastSeq, x.State = c.ID, c.Seq, xState
+					if err := tx.AdvanceSession(t.Context(), x); err != nil {
+						return err
+					}
+					y.State = yState
+					return tx.AdvanceSession(t.Context(), y)
+				})
+				if got := mustGetSession(t, st, y.ID); !bytes.Equal(got.State, yState) {
+					t.Fatalf("step %d: session y's state of %d bytes came back as %d bytes", i+1, len(yState), len(got.State))
+				}
+				if got := mustGetSession(t, st, x.ID); !bytes.Equal(got.State, xState) {
+					t.Fatalf("step %d: session x's state of %d bytes came back as %d bytes", i+1, len(xState), len(got.State))
+				}
 			}
 		}},
 		{"a state that changes 1 KiB per step costs about the change", func(t *testing.T, st store.Store) {
