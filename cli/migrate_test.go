@@ -35,6 +35,12 @@ func TestMigrateRoundTrip(t *testing.T) {
 	if err := json.Unmarshal([]byte(h.ok(t, big, "--json", "save", "-m", "large state", "--state-file", "-")), &large); err != nil {
 		t.Fatal(err)
 	}
+	// A state kept compressed in its row (store/chunkstore).
+	mid := `{"notes": "` + strings.Repeat("a note on the third step; ", 160) + `"}`
+	var compressed belay.Checkpoint
+	if err := json.Unmarshal([]byte(h.ok(t, mid, "--json", "save", "-m", "compressed state", "--state-file", "-")), &compressed); err != nil {
+		t.Fatal(err)
+	}
 	ask := okJSON[belay.Checkpoint](t, h, "ask", "Ship it?", "--option", "yes:approve", "--option", "no:reject")
 	h.ok(t, "", "decide", ask.ID, "--option", "yes", "--feedback", "go")
 	h.ok(t, "", "rollback", "1", "--reason", "start over")
@@ -77,12 +83,16 @@ func TestMigrateRoundTrip(t *testing.T) {
 	if out := h.ok(t, "", "--db", pg, "validate"); !strings.Contains(out, "No problems") {
 		t.Errorf("validate on PostgreSQL printed %q", out)
 	}
-	var want, got bytes.Buffer
-	if err := json.Compact(&want, []byte(big)); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Compact(&got, okJSON[belay.Checkpoint](t, h, "--db", pg, "show", large.ID).AgentState); err != nil || got.String() != want.String() {
-		t.Errorf("the large state on PostgreSQL is %d bytes, want %d (%v)", got.Len(), want.Len(), err)
+	for _, c := range []struct {
+		what, id, state string
+	}{{"large", large.ID, big}, {"compressed", compressed.ID, mid}} {
+		var want, got bytes.Buffer
+		if err := json.Compact(&want, []byte(c.state)); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Compact(&got, okJSON[belay.Checkpoint](t, h, "--db", pg, "show", c.id).AgentState); err != nil || got.String() != want.String() {
+			t.Errorf("the %s state on PostgreSQL is %d bytes, want %d (%v)", c.what, got.Len(), want.Len(), err)
+		}
 	}
 	decided := okJSON[belay.Checkpoint](t, h, "--db", pg, "show", ask.ID)
 	if decided.Decision == nil || decided.Decision.SelectedOption != "yes" {
