@@ -109,21 +109,30 @@ func (r reader) ListCheckpoints(ctx context.Context, q store.CheckpointQuery) ([
 	var where []string
 	var args []any
 	add := func(cond string, a ...any) { where, args = append(where, cond), append(args, a...) }
-	from := "checkpoints"
+	from, countFrom := "checkpoints", "checkpoints"
+	// Of the lists' order (created_at, id), the columns of the rows read:
+	// a tag's entries carry them too.
+	created, id := "created_at", "id"
 	if len(q.Tags) > 0 {
-		// Driven from the tag index by the rarest tag, the others checked per
-		// match: only the matches are looked up and sorted. CROSS JOIN keeps
-		// SQLite from scanning every checkpoint in date order instead.
+		// Driven from the tag index by the rarest tag, in the lists' order
+		// (its entries are sorted by their checkpoint's created_at and id),
+		// the others checked per entry: a page reads only its matches.
+		// CROSS JOIN keeps SQLite from scanning every checkpoint in date
+		// order instead.
 		tags, err := r.rarestFirst(ctx, q.Tags)
 		if err != nil {
 			return nil, 0, false, err
 		}
 		from = "checkpoint_tags AS t0 CROSS JOIN checkpoints ON checkpoints.id = t0.checkpoint_id"
+		countFrom = "checkpoint_tags AS t0"
+		created, id = "t0.checkpoint_created_at", "t0.checkpoint_id"
 		add("t0.tag = ?", tags[0])
 		for _, tag := range tags[1:] {
-			add("EXISTS (SELECT 1 FROM checkpoint_tags t WHERE t.tag = ? AND t.checkpoint_id = checkpoints.id)", tag)
+			add(`EXISTS (SELECT 1 FROM checkpoint_tags t WHERE t.tag = ?
+				AND t.checkpoint_created_at = t0.checkpoint_created_at AND t.checkpoint_id = t0.checkpoint_id)`, tag)
 		}
 	}
+	tagsOnly := len(where)
 	if cond, a := scopeFilter(q.Scope, "session_id", "project_path", ""); cond != "" {
 		add(cond, a...)
 	}
@@ -170,15 +179,19 @@ func (r reader) ListCheckpoints(ctx context.Context, q store.CheckpointQuery) ([
 	if len(where) > 0 {
 		filter = " WHERE " + strings.Join(where, " AND ")
 	}
+	if len(where) > tagsOnly {
+		// A filter on the checkpoints' columns: each match's row is read.
+		countFrom = from
+	}
 	var total int64
-	if err := r.q.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+from+filter, args...).Scan(&total); err != nil {
+	if err := r.q.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+countFrom+filter, args...).Scan(&total); err != nil {
 		return nil, 0, false, fmt.Errorf("sqlite: count checkpoints: %w", err)
 	}
 	cmp, dir := ">", "ASC"
 	if q.Desc {
 		cmp, dir = "<", "DESC"
 	}
-	order := "created_at " + dir + ", id " + dir
+	order := created + " " + dir + ", " + id + " " + dir
 	bySeq := q.SessionID != "" && !q.OrderByType && !q.OrderByUpdated
 	switch {
 	case q.OrderByType:
@@ -197,17 +210,18 @@ func (r reader) ListCheckpoints(ctx context.Context, q store.CheckpointQuery) ([
 		case q.OrderByUpdated:
 			add("(updated_at, id) "+cmp+" (?, ?)", ts(a.UpdatedAt), a.ID)
 		default:
-			add("(created_at, id) "+cmp+" (?, ?)", ts(a.CreatedAt), a.ID)
+			add("("+created+", "+id+") "+cmp+" (?, ?)", ts(a.CreatedAt), a.ID)
 		}
 		filter = " WHERE " + strings.Join(where, " AND ")
 	}
 	args = append(args, q.Limit+1, q.Offset)
 	query := `SELECT ` + checkpointCols + ` FROM ` + from + filter + ` ORDER BY ` + order + ` LIMIT ? OFFSET ?`
 	if from != "checkpoints" {
-		// The tag matches are sorted, not read in index order: sort just
-		// their keys, then read the rows of the one page.
+		// The page's ids first, from the tag's entries (sorting just their
+		// keys in another order than the lists'), then the rows of the page.
+		rowOrder := strings.NewReplacer(created, "created_at", id, "id").Replace(order)
 		query = `SELECT ` + checkpointCols + ` FROM checkpoints WHERE id IN (SELECT checkpoints.id FROM ` + from + filter +
-			` ORDER BY ` + order + ` LIMIT ? OFFSET ?) ORDER BY ` + order
+			` ORDER BY ` + order + ` LIMIT ? OFFSET ?) ORDER BY ` + rowOrder
 	}
 	items, more, err := r.checkpointPage(ctx, q.Limit, q.MaxBytes, query, args...)
 	return items, total, more, err
@@ -331,7 +345,8 @@ func (t *tx) InsertCheckpoint(ctx context.Context, c *belay.Checkpoint) error {
 		return fmt.Errorf("sqlite: insert checkpoint: %w", err)
 	}
 	for _, tag := range c.Tags {
-		if _, err := t.q.ExecContext(ctx, `INSERT OR IGNORE INTO checkpoint_tags (checkpoint_id, tag) VALUES (?, ?)`, c.ID, tag); err != nil {
+		if _, err := t.q.ExecContext(ctx, `INSERT OR IGNORE INTO checkpoint_tags (tag, checkpoint_created_at, checkpoint_id) VALUES (?, ?, ?)`,
+			tag, ts(c.CreatedAt), c.ID); err != nil {
 			return fmt.Errorf("sqlite: insert tag: %w", err)
 		}
 	}

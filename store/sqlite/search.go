@@ -193,7 +193,7 @@ func (r reader) textRanking(ctx context.Context, q store.SearchQuery, match stri
 		where, args = append(where, "c.project_path = ?"), append(args, q.ProjectPath)
 	}
 	for _, tag := range q.Tags {
-		where = append(where, "EXISTS (SELECT 1 FROM checkpoint_tags t WHERE t.tag = ? AND t.checkpoint_id = c.id)")
+		where = append(where, "EXISTS (SELECT 1 FROM checkpoint_tags t WHERE t.tag = ? AND t.checkpoint_created_at = c.created_at AND t.checkpoint_id = c.id)")
 		args = append(args, tag)
 		// The tags column of the index narrows the matches first, so that
 		// a rare tag does not make the search walk every match to find the
@@ -292,7 +292,8 @@ func (r reader) taggedWithAll(ctx context.Context, tags []string) (map[string]bo
 	}
 	query, args := `SELECT t0.checkpoint_id FROM checkpoint_tags t0 WHERE t0.tag = ?`, []any{tags[0]}
 	for _, tag := range tags[1:] {
-		query += ` AND EXISTS (SELECT 1 FROM checkpoint_tags t WHERE t.tag = ? AND t.checkpoint_id = t0.checkpoint_id)`
+		query += ` AND EXISTS (SELECT 1 FROM checkpoint_tags t
+			WHERE t.tag = ? AND t.checkpoint_created_at = t0.checkpoint_created_at AND t.checkpoint_id = t0.checkpoint_id)`
 		args = append(args, tag)
 	}
 	rows, err := r.q.QueryContext(ctx, query, args...)
