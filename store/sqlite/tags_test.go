@@ -75,7 +75,17 @@ func TestTagsMigration(t *testing.T) {
 // still deletes its tags.
 func TestTagsByDateMigration(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "belay.db")
-	raw, _ := migratedTo(t, path, 20)
+	raw, p := migratedTo(t, path, 20)
+	schema := func() string {
+		t.Helper()
+		var sql string
+		if err := raw.QueryRow(`SELECT group_concat(sql, ';') FROM (SELECT sql FROM sqlite_master
+			WHERE tbl_name = 'checkpoint_tags' OR name = 'checkpoints_tags_delete' ORDER BY name)`).Scan(&sql); err != nil {
+			t.Fatal(err)
+		}
+		return sql
+	}
+	before := schema()
 	for _, q := range []string{
 		`INSERT INTO sessions (id, status, created_at, updated_at) VALUES ('s1', 'running', 1, 1)`,
 		`INSERT INTO checkpoints (id, session_id, seq, type, trigger_kind, summary, checksum, tags, created_at)
@@ -131,5 +141,17 @@ func TestTagsByDateMigration(t *testing.T) {
 	}
 	if got, total := list(store.CheckpointQuery{Tags: []string{"db", "auth"}, Limit: 10}); strings.Join(got, " ") != "c" || total != 1 {
 		t.Errorf("tagged db and auth after deleting a: %v of %d, want c of 1", got, total)
+	}
+
+	// Down gives back version 20's table and trigger, with the rows.
+	db.Close()
+	if _, err := p.DownTo(t.Context(), 20); err != nil {
+		t.Fatal(err)
+	}
+	if after := schema(); after != before {
+		t.Errorf("schema after down:\n%s\nwant:\n%s", after, before)
+	}
+	if err := raw.QueryRow(`SELECT COUNT(*) FROM checkpoint_tags`).Scan(&left); err != nil || left != 3 {
+		t.Errorf("%d tag rows after down (%v), want 3", left, err)
 	}
 }
