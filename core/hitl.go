@@ -602,6 +602,11 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 // created by other processes on the same database.
 const SweepInterval = time.Second
 
+// sweepGap is the least time between two sweeps that saves woke (see
+// pacer): a request's deadline is looked at up to this much later than at
+// once, which only one that falls due within it notices.
+const sweepGap = 20 * time.Millisecond
+
 // RunSweeper applies timeouts as they fall due, interrupts sessions whose
 // lease lapsed, and applies retention policies every RetentionInterval, until
 // ctx ends. Every long-running process runs one; several may run at once.
@@ -610,6 +615,7 @@ func (s *Service) RunSweeper(ctx context.Context) {
 	defer cancel()
 	var lastRetention time.Time
 	var backoff time.Duration
+	pace := pacer{gap: sweepGap}
 	for {
 		_, sweepErr := s.Sweep(ctx)
 		if sweepErr != nil && ctx.Err() == nil {
@@ -643,7 +649,7 @@ func (s *Service) RunSweeper(ctx context.Context) {
 		} else {
 			backoff = 0
 		}
-		if !pause(ctx, wake, sleep) {
+		if !pace.pause(ctx, wake, nil, sleep) {
 			return
 		}
 	}

@@ -183,6 +183,7 @@ func Run(ctx context.Context, src Source, opts Options) {
 		d.release(ctx, workers)
 	}()
 	for {
+		began := time.Now()
 		hooks, err := d.claim(ctx, workers)
 		if err != nil && ctx.Err() == nil {
 			d.log.Error("webhooks: list", "error", err)
@@ -221,11 +222,29 @@ func Run(ctx context.Context, src Source, opts Options) {
 			timer.Stop()
 			return
 		case <-wake:
+			// Every save wakes the dispatcher: within wakeGap of the last
+			// round, the saves meanwhile wait for one round together.
+			if rest := wakeGap - time.Since(began); rest > 0 {
+				timer.Reset(rest)
+				select {
+				case <-ctx.Done():
+					timer.Stop()
+					return
+				case <-timer.C:
+				}
+			}
 		case <-timer.C:
 		}
 		timer.Stop()
 	}
 }
+
+// wakeGap is the least time between two rounds of the dispatcher that saves
+// woke: a round lists the webhooks and renews their leases, a read and a
+// write, which a stream of saves would otherwise pay each (one sequential
+// HTTP client saving: 11 % of the server's CPU). An event is handed to its
+// webhook's worker up to this much later than at once.
+const wakeGap = 20 * time.Millisecond
 
 type worker struct {
 	// kick carries the newest snapshot of the webhook: a cue to deliver.

@@ -244,3 +244,36 @@ func TestDeliveryIDsAreTimeOrderedUUIDs(t *testing.T) {
 		t.Errorf("delivery ids %v are not in time order", ids)
 	}
 }
+
+// TestAStreamOfEventsWakesFewRounds: events written in quick succession,
+// each waking the dispatcher, are handed over in a few rounds (each a list
+// of the webhooks and a renewal of their leases), not a round each, and all
+// of them are delivered.
+func TestAStreamOfEventsWakesFewRounds(t *testing.T) {
+	src := newMemSource()
+	rcv := newReceiver(t, nil)
+	hook := src.add(rcv.srv.URL)
+	opts := fast
+	opts.PollInterval = time.Minute
+	runDispatcher(t, src, opts)
+	waitFor(t, "the first round", func() bool {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		return src.rounds > 0
+	})
+	src.mu.Lock()
+	before := src.rounds
+	src.mu.Unlock()
+	const events = 100
+	for range events {
+		src.emit(belay.EventCheckpointCreated)
+		time.Sleep(time.Millisecond) // as saves arrive, each after the last
+	}
+	waitFor(t, "every event", func() bool { return src.position(hook.ID) == src.logEnd() })
+	src.mu.Lock()
+	rounds := src.rounds - before
+	src.mu.Unlock()
+	if rounds > events/4 {
+		t.Errorf("%d events in a row took %d rounds of the dispatcher, want a few", events, rounds)
+	}
+}

@@ -26,6 +26,8 @@ type memSource struct {
 	deliveries []*belay.Delivery
 	wakers     map[chan struct{}]struct{}
 	claims     map[string]memClaim
+	// rounds counts the dispatcher's rounds: its calls of Webhooks.
+	rounds int
 }
 
 type memClaim struct {
@@ -42,6 +44,7 @@ func newMemSource() *memSource {
 func (m *memSource) Webhooks(context.Context) ([]*belay.Webhook, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.rounds++
 	out := make([]*belay.Webhook, 0, len(m.hooks))
 	for _, h := range m.hooks {
 		c := *h
