@@ -230,7 +230,10 @@ func TestDeliveryIDsAreTimeOrderedUUIDs(t *testing.T) {
 	runDispatcher(t, src, fast)
 	for range 3 {
 		src.emit(belay.EventCheckpointCreated)
-		time.Sleep(2 * time.Millisecond) // a new millisecond for the next id
+		// A round of its own for each event (the dispatcher spaces the
+		// rounds that events start), so each is delivered in a millisecond
+		// of its own, which orders the ids.
+		time.Sleep(40 * time.Millisecond)
 	}
 	waitFor(t, "three deliveries", func() bool { return len(src.deliveriesOf(hook.ID)) == 3 })
 	var ids []string
