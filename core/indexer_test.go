@@ -12,6 +12,7 @@ import (
 	"github.com/belayhq/belay"
 	"github.com/belayhq/belay/core"
 	"github.com/belayhq/belay/search"
+	"github.com/belayhq/belay/store"
 	"github.com/belayhq/belay/store/sqlite"
 )
 
@@ -46,7 +47,7 @@ func TestIndexerGathersAStreamOfSaves(t *testing.T) {
 	}()
 	defer func() { cancel(); <-done }()
 
-	const saves = 60
+	const saves = 100
 	project := t.TempDir()
 	for i := range saves {
 		mustCreate(t, svc, belay.CreateCheckpointInput{ProjectPath: project, Summary: "step", Description: string(rune('a' + i%26))})
@@ -67,5 +68,61 @@ func TestIndexerGathersAStreamOfSaves(t *testing.T) {
 	t.Logf("%d saves embedded in %d batches", saves, n)
 	if n > saves/4 {
 		t.Errorf("%d saves in a row were embedded in %d batches, want them gathered into a few", saves, n)
+	}
+}
+
+// countingStore counts the indexer's looks for due checkpoints.
+type countingStore struct {
+	store.Store
+	looks atomic.Int32
+}
+
+func (c *countingStore) DueEmbeddings(ctx context.Context, now time.Time, limit int) ([]store.EmbeddingJob, error) {
+	c.looks.Add(1)
+	return c.Store.DueEmbeddings(ctx, now, limit)
+}
+
+// TestIndexerDoesNotWakeItself: storing its embeddings wakes no one, so a
+// run that embedded a save is not followed by an empty one (which would
+// also hold back the next save's run by the pacer's gap).
+func TestIndexerDoesNotWakeItself(t *testing.T) {
+	db, err := sqlite.Open(localCtx, filepath.Join(t.TempDir(), "belay.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	st := &countingStore{Store: db}
+	svc := core.New(core.Options{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	defer svc.Close()
+	ctx, cancel := context.WithCancel(localCtx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		svc.RunIndexer(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	// The runs at start (the first, and one after making the index this
+	// model's) are over after a few gaps.
+	for st.looks.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(5 * 100 * time.Millisecond)
+	before := st.looks.Load()
+	mustCreate(t, svc, belay.CreateCheckpointInput{ProjectPath: t.TempDir(), Summary: "one save"})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		status, err := svc.IndexStatus(localCtx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if status.Embedded == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the save was not embedded")
+		}
+	}
+	time.Sleep(3 * 100 * time.Millisecond) // three gaps, well short of the 2 s poll
+	if n := st.looks.Load() - before; n != 1 {
+		t.Errorf("the indexer looked for due checkpoints %d times after one save, want once", n)
 	}
 }
