@@ -1,5 +1,6 @@
 // Times the same calls through @trpc/client (httpBatchLink) and through
-// /v1 with fetch, against one belay server, and prints the ratio; then the
+// /v1 with fetch, against one belay server, and prints the ratio of the
+// medians of five alternated rounds; then the
 // time until 1,000 SSE subscribers of stream.hitlRequired each hear of one
 // new request. Run by `go run ./bench/trpc` from the module root.
 import { createTRPCClient, httpBatchLink, httpLink, httpSubscriptionLink, splitLink } from "@trpc/client";
@@ -42,11 +43,28 @@ const batchV1 = () => Promise.all(Array.from({ length: 8 }, () => v1("GET", `/v1
 const create = (i) => single.checkpoints.create.mutate({ taskId: task.id, type: "manual", trigger: "user_request", description: "bench " + i, workspaceRef: "" });
 const createV1 = (i) => v1("POST", "/v1/checkpoints", { sessionId: task.id, summary: "bench " + i });
 
+// Five rounds of each pair, the order alternating, to share the machine's
+// noise (and the JIT's warming) evenly; medians are printed.
+const rounds = 5;
+const median = (xs) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
 const results = [];
 for (const [a, b] of [[["create via tRPC (httpLink)", create], ["create via /v1", createV1]], [["8 lists batched via tRPC", batch], ["8 lists via /v1", batchV1]]]) {
-  // Alternate to share the machine's noise evenly.
-  const ra = await time(...a), rb = await time(...b);
-  results.push({ ...ra, ratio: rb.perSecond / ra.perSecond }, rb);
+  const ra = [], rb = [];
+  for (let r = 0; r < rounds; r++) {
+    if (r % 2 === 0) {
+      ra.push(await time(...a));
+      rb.push(await time(...b));
+    } else {
+      rb.push(await time(...b));
+      ra.push(await time(...a));
+    }
+  }
+  const summary = (label, rs) => {
+    const perSecond = median(rs.map((x) => x.perSecond));
+    return { label, perSecond, msEach: 1000 / perSecond };
+  };
+  const sa = summary(a[0], ra), sb = summary(b[0], rb);
+  results.push({ ...sa, ratio: sb.perSecond / sa.perSecond }, sb);
 }
 for (const r of results) {
   console.log(`${r.label.padEnd(28)} ${r.perSecond.toFixed(0).padStart(6)}/s  ${r.msEach.toFixed(2)} ms` +
