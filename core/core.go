@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -130,46 +129,6 @@ func (s *Service) remoteWake() (<-chan struct{}, func()) {
 		return n.Listen()
 	}
 	return nil, func() {}
-}
-
-// A pacer spaces the runs of a background loop that saves wake. Every save
-// wakes the loops that act on new rows, and a run after each of hundreds of
-// saves a second cost each save as much again: the indexer's claim and its
-// embeddings are two more write transactions, each synced, and the sweeper
-// reads three times. A wake-up within gap of the last run's start waits out
-// the rest of gap, so that a stream of saves starts a run every gap, each
-// taking all the saves since the last; one after a quiet spell runs at once.
-type pacer struct {
-	gap  time.Duration
-	last time.Time
-}
-
-// pause waits for d, a wake-up (from wake or remote, either may be nil) or
-// the end of ctx, and reports whether ctx is still live: the idle step of
-// the background loops, after which the next run starts.
-func (p *pacer) pause(ctx context.Context, wake, remote <-chan struct{}, d time.Duration) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	woken := false
-	select {
-	case <-ctx.Done():
-		return false
-	case <-wake:
-		woken = true
-	case <-remote:
-		woken = true
-	case <-timer.C:
-	}
-	if rest := p.gap - time.Since(p.last); woken && rest > 0 {
-		timer.Reset(rest)
-		select {
-		case <-ctx.Done():
-			return false
-		case <-timer.C:
-		}
-	}
-	p.last = time.Now()
-	return true
 }
 
 // update runs fn in a write transaction and wakes event readers after it

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/internal/pace"
 	"github.com/belayhq/belay/store"
 )
 
@@ -603,7 +604,7 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 const SweepInterval = time.Second
 
 // sweepGap is the least time between two sweeps that saves woke (see
-// pacer): a request's deadline is looked at up to this much later than at
+// pace.Pacer): a request's deadline is looked at up to this much later than at
 // once, which only one that falls due within it notices.
 const sweepGap = 20 * time.Millisecond
 
@@ -615,7 +616,7 @@ func (s *Service) RunSweeper(ctx context.Context) {
 	defer cancel()
 	var lastRetention time.Time
 	var backoff time.Duration
-	pace := pacer{gap: sweepGap}
+	pacer := pace.Pacer{Gap: sweepGap}
 	for {
 		_, sweepErr := s.Sweep(ctx)
 		if sweepErr != nil && ctx.Err() == nil {
@@ -649,7 +650,7 @@ func (s *Service) RunSweeper(ctx context.Context) {
 		} else {
 			backoff = 0
 		}
-		if !pace.pause(ctx, wake, nil, sleep) {
+		if !pacer.Pause(ctx, wake, nil, sleep) {
 			return
 		}
 	}

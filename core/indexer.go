@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/internal/pace"
 	"github.com/belayhq/belay/search"
 	"github.com/belayhq/belay/store"
 )
@@ -16,7 +17,7 @@ const (
 	// (saves in other processes, retries coming due).
 	indexPoll = 2 * time.Second
 	// indexGap is the least time between two runs of the indexer that saves
-	// woke (see pacer): a checkpoint is embedded up to this much later than
+	// woke (see pace.Pacer): a checkpoint is embedded up to this much later than
 	// at once, and a stream of saves costs two write transactions a gap, not
 	// two a save (one sequential HTTP client: 929-937 -> 1,107-1,263 saves/s).
 	indexGap = 100 * time.Millisecond
@@ -40,7 +41,7 @@ func (s *Service) RunIndexer(ctx context.Context) {
 	remote, stopRemote := s.remoteWake()
 	defer stopRemote()
 	adopted := false
-	pace := pacer{gap: indexGap}
+	pacer := pace.Pacer{Gap: indexGap}
 	for ctx.Err() == nil {
 		var err error
 		if !adopted {
@@ -56,7 +57,7 @@ func (s *Service) RunIndexer(ctx context.Context) {
 		if n == indexBatch && err == nil {
 			continue // more may be due at once
 		}
-		pace.pause(ctx, wake, remote, indexPoll)
+		pacer.Pause(ctx, wake, remote, indexPoll)
 	}
 }
 
@@ -142,7 +143,7 @@ func (s *Service) indexDue(ctx context.Context) (int, error) {
 	}
 	model := s.embed.Model()
 	// Without a wake-up: embeddings are no event, and the indexer would wake
-	// itself (see pacer).
+	// itself (see pace.Pacer).
 	err = s.store.Update(ctx, func(tx store.Tx) error {
 		for i, j := range jobs {
 			if embedErr != nil {

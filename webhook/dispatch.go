@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/belayhq/belay"
+	"github.com/belayhq/belay/internal/pace"
 	"github.com/google/uuid"
 )
 
@@ -181,8 +182,8 @@ func Run(ctx context.Context, src Source, opts Options) {
 		wg.Wait()
 		d.release(ctx, workers)
 	}()
+	pacer := pace.Pacer{Gap: wakeGap}
 	for {
-		began := time.Now()
 		hooks, err := d.claim(ctx, workers)
 		if err != nil && ctx.Err() == nil {
 			d.log.Error("webhooks: list", "error", err)
@@ -215,34 +216,17 @@ func Run(ctx context.Context, src Source, opts Options) {
 				}
 			}
 		}
-		timer := time.NewTimer(opts.PollInterval)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		if !pacer.Pause(ctx, wake, nil, opts.PollInterval) {
 			return
-		case <-wake:
-			// Every save wakes the dispatcher: within wakeGap of the last
-			// round, the saves meanwhile wait for one round together.
-			if rest := wakeGap - time.Since(began); rest > 0 {
-				timer.Reset(rest)
-				select {
-				case <-ctx.Done():
-					timer.Stop()
-					return
-				case <-timer.C:
-				}
-			}
-		case <-timer.C:
 		}
-		timer.Stop()
 	}
 }
 
 // wakeGap is the least time between two rounds of the dispatcher that saves
-// woke: a round lists the webhooks and renews their leases, a read and a
-// write, which a stream of saves would otherwise pay each (one sequential
-// HTTP client saving: 11 % of the server's CPU). An event is handed to its
-// webhook's worker up to this much later than at once.
+// woke (see pace.Pacer): a round lists the webhooks and renews their leases,
+// a read and a write, which a stream of saves would otherwise pay each (one
+// sequential HTTP client saving: 11 % of the server's CPU). An event is
+// handed to its webhook's worker up to this much later than at once.
 const wakeGap = 20 * time.Millisecond
 
 type worker struct {
