@@ -25,19 +25,40 @@ var readers = sync.Pool{New: func() any { return flate.NewReader(bytes.NewReader
 
 // encode returns the stored form of a chunk's bytes.
 func encode(data []byte) []byte {
-	var buf bytes.Buffer
-	buf.Grow(len(data) + 1)
-	buf.WriteByte(storedFlate)
+	if b, ok := compress([]byte{storedFlate}, data); ok {
+		return b
+	}
+	return append([]byte{storedRaw}, data...)
+}
+
+// compress returns head followed by data compressed with DEFLATE, and
+// whether that, head included, saves at least an eighth of data's length.
+func compress(head, data []byte) ([]byte, bool) {
+	buf := bytes.NewBuffer(make([]byte, 0, len(head)+len(data)))
+	buf.Write(head)
 	w := writers.Get().(*flate.Writer)
 	defer writers.Put(w)
-	w.Reset(&buf)
+	w.Reset(buf)
 	// Writes to a bytes.Buffer do not fail.
 	_, _ = w.Write(data)
 	_ = w.Close()
-	if buf.Len() > len(data)-len(data)/8 {
-		return append([]byte{storedRaw}, data...)
+	return buf.Bytes(), buf.Len() <= len(data)-len(data)/8
+}
+
+// decompress reads the DEFLATE stream src into a buffer of capacity size,
+// at most limit+1 bytes of it (one more than its caller takes), and returns
+// them with how many bytes of src follow the stream's end.
+func decompress(src []byte, size, limit int) (out []byte, rest int, err error) {
+	r := readers.Get().(io.ReadCloser)
+	defer readers.Put(r)
+	// flate reads a bytes.Reader a byte at a time: what it leaves after the
+	// stream's end is not part of it.
+	stream := bytes.NewReader(src)
+	if err := r.(flate.Resetter).Reset(stream, nil); err != nil {
+		return nil, 0, err
 	}
-	return buf.Bytes()
+	out, err = readAll(make([]byte, 0, size), io.LimitReader(r, int64(limit)+1))
+	return out, stream.Len(), err
 }
 
 // decode returns a chunk's bytes from its stored form, at most maxSize of
@@ -50,13 +71,7 @@ func decode(stored []byte) ([]byte, bool) {
 	case storedRaw:
 		return stored[1:], true
 	case storedFlate:
-		r := readers.Get().(io.ReadCloser)
-		defer readers.Put(r)
-		if err := r.(flate.Resetter).Reset(bytes.NewReader(stored[1:]), nil); err != nil {
-			return nil, false
-		}
-		out := make([]byte, 0, 2*len(stored))
-		out, err := readAll(out, io.LimitReader(r, maxSize+1))
+		out, _, err := decompress(stored[1:], 2*len(stored), maxSize)
 		if err != nil || len(out) > maxSize {
 			return nil, false
 		}

@@ -1,11 +1,8 @@
 package chunkstore
 
 import (
-	"bytes"
-	"compress/flate"
 	"encoding/binary"
 	"hash/crc32"
-	"io"
 )
 
 // A state of at least CompressMin and at most InlineMax bytes is kept in its
@@ -34,20 +31,13 @@ func inlineForm(state []byte) []byte {
 	}
 	head := binary.AppendUvarint([]byte{compressedMarker}, uint64(len(state)))
 	head = binary.LittleEndian.AppendUint32(head, crc32.Checksum(state, castagnoli))
-	buf := bytes.NewBuffer(make([]byte, 0, len(state)))
-	buf.Write(head)
-	w := writers.Get().(*flate.Writer)
-	defer writers.Put(w)
-	w.Reset(buf)
-	// Writes to a bytes.Buffer do not fail.
-	_, _ = w.Write(state)
-	_ = w.Close()
-	if buf.Len() > len(state)-len(state)/8 {
+	b, ok := compress(head, state)
+	if !ok {
 		return state
 	}
 	// Kept until the row is written, maybe a while (see Prepare): in no
 	// more memory than it takes.
-	return append(make([]byte, 0, buf.Len()), buf.Bytes()...)
+	return append(make([]byte, 0, len(b)), b...)
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -72,17 +62,9 @@ func inflate(stored []byte) ([]byte, error) {
 	if !ok || len(stored) < sum+4 {
 		return nil, corrupt("the state's compressed form has a damaged header")
 	}
-	r := readers.Get().(io.ReadCloser)
-	defer readers.Put(r)
-	// flate reads a bytes.Reader a byte at a time: what it leaves after the
-	// stream's end is not part of it.
-	stream := bytes.NewReader(stored[sum+4:])
-	if err := r.(flate.Resetter).Reset(stream, nil); err != nil {
-		return nil, corrupt("the state's compressed form is damaged")
-	}
 	// One byte more than the state, for the read that finds the stream's end.
-	out, err := readAll(make([]byte, 0, length+1), io.LimitReader(r, int64(length)+1))
-	if err != nil || stream.Len() != 0 {
+	out, rest, err := decompress(stored[sum+4:], length+1, length)
+	if err != nil || rest != 0 {
 		return nil, corrupt("the state's compressed form is damaged")
 	}
 	if len(out) != length {
