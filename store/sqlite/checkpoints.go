@@ -191,16 +191,22 @@ func (r reader) ListCheckpoints(ctx context.Context, q store.CheckpointQuery) ([
 	if q.Desc {
 		cmp, dir = "<", "DESC"
 	}
-	order := created + " " + dir + ", " + id + " " + dir
 	bySeq := q.SessionID != "" && !q.OrderByType && !q.OrderByUpdated
-	switch {
-	case q.OrderByType:
-		order = "type " + dir + ", " + order
-	case q.OrderByUpdated:
-		order = "updated_at " + dir + ", id " + dir
-	case bySeq:
-		order = "seq " + dir
+	// orderBy is the list's order over rows whose created_at and id the
+	// columns created and id hold.
+	orderBy := func(created, id string) string {
+		byCreation := created + " " + dir + ", " + id + " " + dir
+		switch {
+		case q.OrderByType:
+			return "type " + dir + ", " + byCreation
+		case q.OrderByUpdated:
+			return "updated_at " + dir + ", id " + dir
+		case bySeq:
+			return "seq " + dir
+		}
+		return byCreation
 	}
+	order := orderBy(created, id)
 	if a := q.After; a != nil {
 		switch {
 		case bySeq:
@@ -219,9 +225,8 @@ func (r reader) ListCheckpoints(ctx context.Context, q store.CheckpointQuery) ([
 	if from != "checkpoints" {
 		// The page's ids first, from the tag's entries (sorting just their
 		// keys in another order than the lists'), then the rows of the page.
-		rowOrder := strings.NewReplacer(created, "created_at", id, "id").Replace(order)
 		query = `SELECT ` + checkpointCols + ` FROM checkpoints WHERE id IN (SELECT checkpoints.id FROM ` + from + filter +
-			` ORDER BY ` + order + ` LIMIT ? OFFSET ?) ORDER BY ` + rowOrder
+			` ORDER BY ` + order + ` LIMIT ? OFFSET ?) ORDER BY ` + orderBy("created_at", "id")
 	}
 	items, more, err := r.checkpointPage(ctx, q.Limit, q.MaxBytes, query, args...)
 	return items, total, more, err
